@@ -1,0 +1,21 @@
+// The `reccl` CLI is one CLI11 app; each subcommand lives in its own file and registers itself
+// here. Exit codes: 0 ok, 1 failed, 64 usage, 77 unsupported on this kernel/machine.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace reccl::cli {
+
+enum ExitCode : int { kExitOk = 0, kExitFailed = 1, kExitUsage = 64, kExitUnsupported = 77 };
+
+// A subcommand's callback stores its exit code here; main returns it.
+struct CommandContext {
+  int exitCode = kExitOk;
+  bool verbose = false;
+};
+
+void addTestbedCommand(CLI::App& root, CommandContext& ctx);
+void addInjectCommand(CLI::App& root, CommandContext& ctx);
+void addDetectorCommand(CLI::App& root, CommandContext& ctx);
+
+}  // namespace reccl::cli
