@@ -1,0 +1,40 @@
+// Element-wise reduction kernels for every reccl data type and op, vectorized (AVX-512 / AVX2
+// chosen at run time from the CPU's features, scalar fallback). float16 and bfloat16 reduce in
+// float32 and round to nearest-even on store. The layer below the algorithms: no I/O, no state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "reccl/reccl.h"
+
+namespace reccl::reduce {
+
+// dst[i] = a[i] OP b[i] for i < count. dst may alias a or b exactly (not partially).
+// For recclAvg the kernel is the sum; call finalizeAvg once on the fully reduced data.
+using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count);
+
+// Never null for valid (type, op); null for out-of-range values.
+ReduceFn kernel(recclDataType_t type, recclRedOp_t op) noexcept;
+
+// buf[i] = buf[i] / nranks (integers: truncating division, like NCCL; floats: in float32 or
+// float64 precision, rounded once).
+void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noexcept;
+
+size_t typeSize(recclDataType_t type) noexcept;  // 0 for an invalid type
+const char* typeName(recclDataType_t type) noexcept;  // nccl-tests names: "float", "half", ...
+const char* opName(recclRedOp_t op) noexcept;        // "sum", "prod", "max", "min", "avg"
+bool validType(int type) noexcept;
+bool validOp(int op) noexcept;
+
+// Which implementation kernel() hands out on this CPU: "avx512", "avx2" or "scalar".
+// RECCL_REDUCE_ISA=scalar|avx2|avx512 caps it (for tests and benchmarks).
+const char* isaName() noexcept;
+
+// IEEE half / bfloat16 conversions (round to nearest even), exposed for tests and benchmarks.
+float halfToFloat(uint16_t h) noexcept;
+uint16_t floatToHalf(float f) noexcept;
+float bfloat16ToFloat(uint16_t b) noexcept;
+uint16_t floatToBfloat16(float f) noexcept;
+
+}  // namespace reccl::reduce
