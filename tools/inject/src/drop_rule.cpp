@@ -1,4 +1,5 @@
 #include "reccl/inject/drop_rule.h"
+#include "reccl/inject/quoted.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,7 +16,7 @@ Result<uint32_t> parseDirection(std::string_view text) {
   if (text == "egress") return uint32_t{kEgress};
   if (text == "both") return uint32_t{kBothDirections};
   return Status{Errc::kInvalidArgument,
-                "direction must be ingress, egress or both, not '" + std::string(text) + "'"};
+                "direction must be ingress, egress or both, not " + quoteInput(std::string(text))};
 }
 
 const char* directionName(uint32_t dirs) noexcept {
@@ -30,7 +31,7 @@ const char* directionName(uint32_t dirs) noexcept {
 namespace {
 
 Status badFlow(std::string_view text, const std::string& why) {
-  return {Errc::kInvalidArgument, "flow '" + std::string(text) + "': " + why +
+  return {Errc::kInvalidArgument, "flow " + quoteInput(std::string(text)) + ": " + why +
                                       " (expected proto:src:sport:dst:dport, * for any)"};
 }
 
@@ -72,7 +73,7 @@ Result<FlowMatch> parseFlow(std::string_view text) {
     if (wild(parts[i])) continue;
     in_addr a{};
     std::string s(parts[i]);
-    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return badFlow(text, "bad IPv4 address '" + s + "'");
+    if (inet_pton(AF_INET, s.c_str(), &a) != 1) return badFlow(text, "bad IPv4 address " + quoteInput(s));
     if (i == 1) {
       f.saddr = ntohl(a.s_addr);
       f.fields |= RECCL_FAULT_MATCH_SADDR;
@@ -84,7 +85,7 @@ Result<FlowMatch> parseFlow(std::string_view text) {
   for (int i : {2, 4}) {
     if (wild(parts[i])) continue;
     uint32_t port = 0;
-    if (!parseUint(parts[i], 65535, &port)) return badFlow(text, "bad port '" + std::string(parts[i]) + "'");
+    if (!parseUint(parts[i], 65535, &port)) return badFlow(text, "bad port " + quoteInput(std::string(parts[i])));
     if (i == 2) {
       f.sport = static_cast<uint16_t>(port);
       f.fields |= RECCL_FAULT_MATCH_SPORT;

@@ -1,4 +1,5 @@
 #include "reccl/inject/fault_plan.h"
+#include "reccl/inject/quoted.h"
 
 #include <algorithm>
 #include <fstream>
@@ -29,7 +30,7 @@ Result<ActionKind> parseActionName(std::string_view text) {
                        ActionKind::kCarrierOn, ActionKind::kDrop, ActionKind::kBlackhole,
                        ActionKind::kClear})
     if (text == actionName(k)) return k;
-  return Status{Errc::kInvalidArgument, "unknown action '" + std::string(text) + "'"};
+  return Status{Errc::kInvalidArgument, "unknown action " + quoteInput(std::string(text))};
 }
 
 bool actionIsUndoable(ActionKind k) noexcept {
@@ -95,7 +96,7 @@ class PlanParser {
     if (doc.is_object()) {
       for (auto it = doc.begin(); it != doc.end(); ++it)
         if (it.key() != "version" && it.key() != "actions")
-          return fail("plan", "unknown key '" + it.key() + "'");
+          return fail("plan", "unknown key " + quoteInput(it.key()));
       if (doc.contains("version")) {
         const json& v = doc["version"];
         if (!v.is_number_integer() || v.get<int64_t>() != 1)
@@ -128,7 +129,7 @@ class PlanParser {
     for (auto it = obj.begin(); it != obj.end(); ++it) {
       bool ok = false;
       for (const char* a : allowed) ok = ok || it.key() == a;
-      if (!ok) return fail(where, "unknown key '" + it.key() + "'");
+      if (!ok) return fail(where, "unknown key " + quoteInput(it.key()));
     }
     return {};
   }
@@ -269,13 +270,13 @@ Result<FaultPlan> parsePlan(std::string_view text) {
 
 Result<FaultPlan> loadPlanFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status{Errc::kNotFound, "plan file '" + path + "' cannot be read"};
+  if (!in) return Status{Errc::kNotFound, "plan file " + quoteInput(path) + " cannot be read"};
   std::string text;
   char buf[65536];
   while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
     text.append(buf, static_cast<size_t>(in.gcount()));
     if (text.size() > kMaxPlanBytes)
-      return Status{Errc::kInvalidArgument, "plan file '" + path + "' is larger than 1 MiB"};
+      return Status{Errc::kInvalidArgument, "plan file " + quoteInput(path) + " is larger than 1 MiB"};
   }
   auto plan = parsePlan(text);
   if (!plan) return Status{plan.status().code(), path + ": " + plan.status().message()};

@@ -1,4 +1,5 @@
 #include "reccl/inject/target.h"
+#include "reccl/inject/quoted.h"
 
 #include <net/if.h>
 #include <sys/stat.h>
@@ -33,10 +34,10 @@ Result<ResolvedTarget> resolveTarget(const Target& target, bool force) {
   RECCL_TRY(checkNetnsName(target.netns));
   RECCL_TRY(checkDevName(target.dev));
   if (!target.netns.empty() && !netlink::netnsExists(target.netns))
-    return Status{Errc::kNotFound, "netns '" + target.netns + "' does not exist"};
+    return Status{Errc::kNotFound, "netns " + quoteInput(target.netns) + " does not exist"};
   RECCL_ASSIGN_OR_RETURN(bool root, isRootNetns(target.netns));
   if (root && !force)
-    return refuse("refusing to act on '" + target.dev + "' in the root network namespace");
+    return refuse("refusing to act on " + quoteInput(target.dev) + " in the root network namespace");
   if (target.dev == kManagementDev && !force)
     return refuse("refusing to act on the management nic " + std::string(kManagementDev));
 
@@ -44,8 +45,8 @@ Result<ResolvedTarget> resolveTarget(const Target& target, bool force) {
   auto link = netlink::getLink(nl, target.dev);
   if (!link) {
     if (link.status().code() == Errc::kNotFound)
-      return Status{Errc::kNotFound, "device '" + target.dev + "' does not exist in netns '" +
-                                         target.netns + "'"};
+      return Status{Errc::kNotFound, "device " + quoteInput(target.dev) + " does not exist in netns " +
+                                         quoteInput(target.netns)};
     return link.status();
   }
   ResolvedTarget host{target.netns, target.dev, link->kind, link->ifindex};
@@ -74,7 +75,7 @@ Result<ResolvedTarget> resolveTarget(const Target& target, bool force) {
       RECCL_ASSIGN_OR_RETURN(auto peerNl, netlink::NlSocket::openInNetns(peerNetns));
       RECCL_ASSIGN_OR_RETURN(peer, netlink::getLinkByIndex(peerNl, link->peerIfindex));
       if (peer.name == kManagementDev && !force)
-        return refuse("refusing to act on '" + target.dev + "': it is the switch port of " +
+        return refuse("refusing to act on " + quoteInput(target.dev) + ": it is the switch port of " +
                       std::string(kManagementDev));
     }
   }
@@ -82,7 +83,7 @@ Result<ResolvedTarget> resolveTarget(const Target& target, bool force) {
 
   if (!isVeth)
     return Status{Errc::kInvalidArgument,
-                  "--side switch needs a veth nic; '" + target.dev + "' is a " +
+                  "--side switch needs a veth nic; " + quoteInput(target.dev) + " is a " +
                       (link->kind.empty() ? std::string("device without a peer") : link->kind) +
                       " (name the switch port in the fabric netns instead)"};
   RECCL_ASSIGN_OR_RETURN(bool peerRoot, isRootNetns(peerNetns));

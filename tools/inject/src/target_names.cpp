@@ -1,6 +1,7 @@
 // The pure half of target.h: names and their checks, no system calls (the plan parser uses it).
 #include <net/if.h>
 
+#include "reccl/inject/quoted.h"
 #include "reccl/inject/target.h"
 
 namespace reccl::inject {
@@ -10,7 +11,7 @@ const char* sideName(Side s) noexcept { return s == Side::kSwitch ? "switch" : "
 Result<Side> parseSide(std::string_view text) {
   if (text == "host") return Side::kHost;
   if (text == "switch") return Side::kSwitch;
-  return Status{Errc::kInvalidArgument, "side must be host or switch, not '" + std::string(text) + "'"};
+  return Status{Errc::kInvalidArgument, "side must be host or switch, not " + quoteInput(std::string(text))};
 }
 
 std::string Target::toString() const {
@@ -24,17 +25,21 @@ std::string ResolvedTarget::toString() const {
 }
 
 Status checkNetnsName(std::string_view netns) {
-  if (netns.size() > 200 || netns.find('/') != std::string_view::npos || netns == "." ||
-      netns == "..")
-    return {Errc::kInvalidArgument, "netns '" + std::string(netns) + "' is not a namespace name"};
+  bool control = false;
+  for (char c : netns) control = control || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  if (netns.size() > 200 || control || netns.find('/') != std::string_view::npos ||
+      netns == "." || netns == "..")
+    return {Errc::kInvalidArgument, "netns " + quoteInput(std::string(netns)) + " is not a namespace name"};
   return {};
 }
 
 Status checkDevName(std::string_view dev) {
   if (dev.empty()) return {Errc::kInvalidArgument, "dev must not be empty"};
-  if (dev.size() >= IFNAMSIZ || dev.find('/') != std::string_view::npos ||
-      dev.find_first_of(" \t\n:") != std::string_view::npos)
-    return {Errc::kInvalidArgument, "dev '" + std::string(dev) + "' is not a device name"};
+  bool control = false;
+  for (char c : dev) control = control || static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  if (dev.size() >= IFNAMSIZ || control || dev.find('/') != std::string_view::npos ||
+      dev.find_first_of(" \t\n\r\v\f:") != std::string_view::npos)
+    return {Errc::kInvalidArgument, "dev " + quoteInput(std::string(dev)) + " is not a device name"};
   return {};
 }
 
