@@ -74,8 +74,20 @@ Status setTapCarrier(int queueFd, bool on) {
 }
 
 Status setTapCarrier(std::string_view netns, std::string_view name, bool on) {
+  const std::string what = "tap " + std::string(name);
   RECCL_ASSIGN_OR_RETURN(UniqueFd q, attachTapQueue(netns, name));
-  return setTapCarrier(q.get(), on).Wrap("tap " + std::string(name));
+  // While attached, the queue takes its share of the device's transmit flows and nobody reads
+  // them; disable it at once so no frame is stranded there. The carrier ioctl still works on a
+  // disabled queue on current kernels; where it does not, re-enable it for the ioctl.
+  ifreq ifr{};
+  ifr.ifr_flags = IFF_DETACH_QUEUE;
+  const bool detached = ::ioctl(q.get(), TUNSETQUEUE, &ifr) == 0;
+  Status s = setTapCarrier(q.get(), on);
+  if (!s.ok() && detached) {
+    ifr.ifr_flags = IFF_ATTACH_QUEUE;
+    if (::ioctl(q.get(), TUNSETQUEUE, &ifr) == 0) s = setTapCarrier(q.get(), on);
+  }
+  return s.Wrap(what);
 }
 
 }  // namespace reccl::netlink

@@ -2,6 +2,13 @@
 
 #include <linux/close_range.h>
 #include <fcntl.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_link.h>
+#include <linux/if_tun.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/prctl.h>
@@ -11,11 +18,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <thread>
 
 #include "reccl/common/deadline.h"
+#include "reccl/netlink/netns_guard.h"
 
 namespace reccl::testbed {
 
@@ -43,16 +52,108 @@ namespace {
 volatile sig_atomic_t gStop = 0;
 void onTerm(int) { gStop = 1; }
 
+// What the forwarder knows about one host NIC / switch port pair. Fixed-size, so the loop in the
+// child never allocates.
+struct PairState {
+  int hostFd = -1;
+  int fabricFd = -1;
+  int hostMonitor = -1;  // index into the monitor sockets
+  char hostDev[IFNAMSIZ] = {};
+  char fabricDev[IFNAMSIZ] = {};
+  bool hostAdminUp = true;
+  bool hostCarrier = true;
+  bool fabricAdminUp = true;
+  bool fabricCarrierSet = true;  // what we last told the switch port
+};
+
+struct ForwarderPlan {
+  std::vector<PairState> pairs;
+  std::vector<int> monitors;  // rtnetlink sockets subscribed to link events, one per namespace
+  int fabricMonitor = -1;
+};
+
+void setCarrier(int queueFd, bool on) {
+  int v = on ? 1 : 0;
+  ::ioctl(queueFd, TUNSETCARRIER, &v);
+}
+
+struct LinkEvent {
+  const char* name = nullptr;
+  bool adminUp = false;
+  int carrier = -1;  // -1: not reported
+};
+
+int linkAttrCb(const nlattr* attr, void* data) {
+  auto* ev = static_cast<LinkEvent*>(data);
+  switch (mnl_attr_get_type(attr)) {
+    case IFLA_IFNAME:
+      if (mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0) ev->name = mnl_attr_get_str(attr);
+      break;
+    case IFLA_CARRIER:
+      if (mnl_attr_validate(attr, MNL_TYPE_U8) >= 0) ev->carrier = mnl_attr_get_u8(attr);
+      break;
+    default: break;
+  }
+  return MNL_CB_OK;
+}
+
+void onLinkEvent(ForwarderPlan& plan, int monitor, const LinkEvent& ev) {
+  for (PairState& p : plan.pairs) {
+    if (monitor == p.hostMonitor && std::strcmp(ev.name, p.hostDev) == 0) {
+      p.hostAdminUp = ev.adminUp;
+      if (ev.carrier >= 0) p.hostCarrier = ev.carrier != 0;
+      const bool want = p.hostAdminUp && p.hostCarrier;
+      if (want != p.fabricCarrierSet) {
+        setCarrier(p.fabricFd, want);
+        p.fabricCarrierSet = want;
+      }
+    } else if (monitor == plan.fabricMonitor && std::strcmp(ev.name, p.fabricDev) == 0) {
+      if (ev.adminUp != p.fabricAdminUp) {
+        p.fabricAdminUp = ev.adminUp;
+        setCarrier(p.hostFd, ev.adminUp);  // the switch port went dark: the NIC loses link
+      }
+    }
+  }
+}
+
+void drainMonitor(ForwarderPlan& plan, int monitor) {
+  static char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(plan.monitors[static_cast<size_t>(monitor)], buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) return;  // EAGAIN, or ENOBUFS (events lost; the next event of a NIC corrects it)
+    const nlmsghdr* nlh = reinterpret_cast<const nlmsghdr*>(buf);
+    int len = static_cast<int>(n);
+    for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+      if (nlh->nlmsg_type != RTM_NEWLINK) continue;
+      const auto* ifm = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
+      LinkEvent ev;
+      ev.adminUp = (ifm->ifi_flags & IFF_UP) != 0;
+      mnl_attr_parse(nlh, sizeof(*ifm), linkAttrCb, &ev);
+      if (ev.name != nullptr) onLinkEvent(plan, monitor, ev);
+    }
+  }
+}
+
 // Runs in the forked child: no allocation in the loop, only syscalls.
-[[noreturn]] void forwardLoop(const std::vector<int>& fds) {
+[[noreturn]] void forwardLoop(ForwarderPlan& plan) {
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) ::_exit(1);
-  // fds come in (host, fabric) pairs; each fd's data.u32 is its index, its partner is idx ^ 1.
-  for (size_t i = 0; i < fds.size(); ++i) {
+  // data.u32: bit 31 set = monitor socket index; else pair index * 2 + (1 for the fabric side).
+  constexpr uint32_t kMonitorBit = 1u << 31;
+  for (size_t i = 0; i < plan.pairs.size(); ++i) {
+    for (int side = 0; side < 2; ++side) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = static_cast<uint32_t>(i * 2 + static_cast<size_t>(side));
+      int fd = side == 0 ? plan.pairs[i].hostFd : plan.pairs[i].fabricFd;
+      if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) ::_exit(1);
+    }
+  }
+  for (size_t m = 0; m < plan.monitors.size(); ++m) {
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u32 = static_cast<uint32_t>(i);
-    if (::epoll_ctl(ep, EPOLL_CTL_ADD, fds[i], &ev) != 0) ::_exit(1);
+    ev.data.u32 = kMonitorBit | static_cast<uint32_t>(m);
+    if (::epoll_ctl(ep, EPOLL_CTL_ADD, plan.monitors[m], &ev) != 0) ::_exit(1);
   }
   static char frame[65536 + 64];
   epoll_event evs[64];
@@ -63,26 +164,49 @@ void onTerm(int) { gStop = 1; }
       ::_exit(1);
     }
     for (int e = 0; e < n; ++e) {
-      const uint32_t idx = evs[e].data.u32;
+      const uint32_t tag = evs[e].data.u32;
+      if (tag & kMonitorBit) {
+        drainMonitor(plan, static_cast<int>(tag & ~kMonitorBit));
+        continue;
+      }
       if (evs[e].events & (EPOLLERR | EPOLLHUP)) ::_exit(0);  // a tap was deleted: testbed gone
-      const int from = fds[idx];
-      const int to = fds[idx ^ 1u];
-      // Drain what is queued; a frame that cannot be delivered (port down) is dropped, as a
-      // cable would.
+      PairState& p = plan.pairs[tag / 2];
+      const bool fromFabric = (tag & 1u) != 0;
+      const int from = fromFabric ? p.fabricFd : p.hostFd;
+      const int to = fromFabric ? p.hostFd : p.fabricFd;
+      // Drain what is queued. A frame that cannot be delivered (no carrier, port down) is
+      // dropped, as on a cable.
       for (int burst = 0; burst < 256; ++burst) {
         ssize_t r = ::read(from, frame, sizeof(frame));
         if (r < 0) {
           if (errno == EINTR) continue;
-          if (errno == EAGAIN) break;
           if (errno == EBADFD) ::_exit(0);
-          break;
+          break;  // EAGAIN
         }
         if (r == 0) break;
+        if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
         (void)!::write(to, frame, static_cast<size_t>(r));
       }
     }
   }
   ::_exit(0);
+}
+
+Result<int> openLinkMonitor(const std::string& netns) {
+  RECCL_ASSIGN_OR_RETURN(auto guard, netlink::NetnsGuard::enter(netns));
+  int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  if (fd < 0) return Status::FromErrno(errno, "link monitor socket in " + netns);
+  int rcvbuf = 1 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    Status s = Status::FromErrno(errno, "bind link monitor in " + netns);
+    ::close(fd);
+    return s;
+  }
+  return fd;
 }
 
 // `keep` is sorted. close_range: no allocation between fork and the loop.
@@ -97,13 +221,35 @@ void closeAllExcept(const std::vector<int>& keep) {
 
 }  // namespace
 
-Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs) {
-  std::vector<int> fds;
-  for (const TapPair& p : pairs) {
-    fds.push_back(p.host.get());
-    fds.push_back(p.fabric.get());
+Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns) {
+  ForwarderPlan plan;
+  std::vector<UniqueFd> monitorOwners;
+  std::vector<std::string> monitorNs;
+  auto monitorFor = [&](const std::string& ns) -> Result<int> {
+    for (size_t i = 0; i < monitorNs.size(); ++i) {
+      if (monitorNs[i] == ns) return static_cast<int>(i);
+    }
+    RECCL_ASSIGN_OR_RETURN(int fd, openLinkMonitor(ns));
+    monitorOwners.emplace_back(fd);
+    monitorNs.push_back(ns);
+    plan.monitors.push_back(fd);
+    return static_cast<int>(monitorNs.size() - 1);
+  };
+  RECCL_ASSIGN_OR_RETURN(plan.fabricMonitor, monitorFor(fabricNetns));
+  for (const TapPair& tp : pairs) {
+    PairState ps;
+    ps.hostFd = tp.host.get();
+    ps.fabricFd = tp.fabric.get();
+    RECCL_ASSIGN_OR_RETURN(ps.hostMonitor, monitorFor(tp.hostNetns));
+    std::strncpy(ps.hostDev, tp.hostDev.c_str(), IFNAMSIZ - 1);
+    std::strncpy(ps.fabricDev, tp.fabricDev.c_str(), IFNAMSIZ - 1);
+    plan.pairs.push_back(ps);
   }
-  std::vector<int> keep = fds;
+  std::vector<int> keep = plan.monitors;
+  for (const PairState& p : plan.pairs) {
+    keep.push_back(p.hostFd);
+    keep.push_back(p.fabricFd);
+  }
   std::sort(keep.begin(), keep.end());
   // Hand the pid of the grandchild back over a pipe; the middle child exits at once, so the
   // forwarder is re-parented to init and never becomes the caller's zombie.
@@ -139,7 +285,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs) {
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    forwardLoop(fds);
+    forwardLoop(plan);
   }
   pw.reset();
   int ws = 0;

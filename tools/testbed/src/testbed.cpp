@@ -67,7 +67,7 @@ Status wireTap(NlSocket& fab, const std::string& fabNs, const std::string& hostN
   RECCL_ASSIGN_OR_RETURN(UniqueFd fq, netlink::createTap(fabNs, nic.switchPort, true));
   RECCL_TRY(netlink::setLinkMtu(host, nic.dev, mtu));
   RECCL_TRY(netlink::setLinkMtu(fab, nic.switchPort, mtu));
-  pairs.push_back({std::move(hq), std::move(fq)});
+  pairs.push_back({std::move(hq), std::move(fq), hostNs, nic.dev, nic.switchPort});
   return attachSwitchPort(fab, nic);
 }
 
@@ -101,7 +101,7 @@ Status build(TestbedState& st) {
     }
   }
   if (!pairs.empty()) {
-    RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs)));
+    RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs), st.fabricNetns));
     st.forwarderPid = fwd.pid;
     st.forwarderStartTicks = fwd.startTicks;
     RECCL_TRY(saveState(st));

@@ -22,7 +22,8 @@ Result<UniqueFd> attachTapQueue(std::string_view netns, std::string_view name,
                                 bool nonblocking = false);
 // TUNSETCARRIER through an attached queue; the carrier is per device, not per queue.
 Status setTapCarrier(int queueFd, bool on);
-// Attaches a queue, sets the carrier and detaches again. The carrier stays as set as long as
+// Attaches a queue, disables it for traffic (TUNSETQUEUE IFF_DETACH_QUEUE, so no transmit flow
+// is steered into it), sets the carrier and closes it. The carrier stays as set as long as
 // another queue stays attached (the kernel drops carrier only when the last queue goes).
 Status setTapCarrier(std::string_view netns, std::string_view name, bool on);
 
