@@ -193,6 +193,23 @@ TEST_F(TestbedLifecycle, BadInputIsRefusedWithNothingLeftBehind) {
   EXPECT_TRUE(tracesOf("Bad_Name").empty());
 }
 
+TEST_F(TestbedLifecycle, FailureHalfwayThroughUpRollsEverythingBack) {
+  // A tap testbed holds two tap queues per rail until its forwarder starts; with few file
+  // descriptors allowed, `up` fails with EMFILE in the middle of the hosts.
+  const std::string name = reccl::test::uniqueTestbedName();
+  int guardPid = -1;
+  int guard = reccl::test::startTeardownGuard(name, &guardPid);
+  auto run = reccl::testbed::runCaptured(
+      "", {"sh", "-c", std::string("ulimit -n 24; exec ") + kCli + " testbed up --name " + name +
+                           " --hosts 4 --rails 4 --nic tap"},
+      std::chrono::seconds(30));
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->exitCode, 1) << run->out << run->err;
+  EXPECT_NE(run->err.find("Too many open files"), std::string::npos) << run->err;
+  EXPECT_TRUE(tracesOf(name).empty()) << "left behind: " << join(tracesOf(name));
+  close(guard);
+}
+
 TEST_F(TestbedLifecycle, NameInUseIsAnErrorAndTheFirstStaysIntact) {
   TestbedSpec spec;
   spec.hosts = 2;
