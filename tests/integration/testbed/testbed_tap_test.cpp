@@ -137,3 +137,28 @@ TEST(TapTestbedLifecycle, DownStopsTheForwarder) {
 }
 
 }  // namespace
+
+namespace {
+
+using reccl::test::NicKind;
+
+// After a crash that lost the state record, `down` still finds the forwarder (it lives in the
+// fabric namespace); left running, its queues would keep every namespace of the testbed alive.
+TEST(TapTestbedLifecycle, DownWithoutTheStateRecordStillStopsTheForwarder) {
+  std::string why = reccl::test::testbedSkipReason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  reccl::test::TestbedSpec spec;
+  spec.hosts = 2;
+  spec.rails = 1;
+  spec.nic = NicKind::kTap;
+  auto tb = reccl::test::ScopedTestbed::create(spec);
+  ASSERT_TRUE(tb.ok()) << tb.status().ToString();
+  const pid_t fwd = (*tb)->state().forwarderPid;
+  ASSERT_GT(fwd, 0);
+  ASSERT_EQ(reccl::testbed::removeState((*tb)->name()).code(), reccl::Errc::kOk);
+  auto rep = reccl::testbed::Testbed::down((*tb)->name());
+  ASSERT_TRUE(rep.ok()) << rep.status().ToString();
+  EXPECT_EQ(reccl::testbed::processStartTicks(fwd), 0u) << "forwarder " << fwd << " still runs";
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 
 #include <linux/close_range.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <libmnl/libmnl.h>
 #include <linux/if_link.h>
 #include <linux/if_tun.h>
@@ -24,6 +25,7 @@
 #include <thread>
 
 #include "reccl/common/deadline.h"
+#include "reccl/netlink/netns.h"
 #include "reccl/netlink/netns_guard.h"
 
 namespace reccl::testbed {
@@ -245,7 +247,12 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
     std::strncpy(ps.fabricDev, tp.fabricDev.c_str(), IFNAMSIZ - 1);
     plan.pairs.push_back(ps);
   }
+  // The forwarder lives in the fabric namespace, like the switch it is part of: whoever removes
+  // the testbed finds it there even without the state record (its queues and monitor sockets
+  // would otherwise keep every namespace of the testbed alive).
+  RECCL_ASSIGN_OR_RETURN(UniqueFd fabricNs, netlink::openNetns(fabricNetns));
   std::vector<int> keep = plan.monitors;
+  keep.push_back(fabricNs.get());
   for (const PairState& p : plan.pairs) {
     keep.push_back(p.hostFd);
     keep.push_back(p.fabricFd);
@@ -268,6 +275,8 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
     // The forwarder must hold nothing else: a test's guard pipe or a caller's socket left open
     // here would outlive them.
     closeAllExcept(keep);
+    if (::setns(fabricNs.get(), CLONE_NEWNET) != 0) ::_exit(1);
+    ::close(fabricNs.release());
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       ::dup2(devnull, 0);

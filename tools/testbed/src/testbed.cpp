@@ -15,6 +15,7 @@
 #include "reccl/netlink/address.h"
 #include "reccl/netlink/link.h"
 #include "reccl/netlink/netns.h"
+#include "reccl/netlink/netns_sysctl.h"
 #include "reccl/netlink/nl_socket.h"
 #include "reccl/netlink/tap.h"
 #include "reccl/testbed/tap_forwarder.h"
@@ -71,9 +72,21 @@ Status wireTap(NlSocket& fab, const std::string& fabNs, const std::string& hostN
   return attachSwitchPort(fab, nic);
 }
 
+// Quiet namespaces: without IPv6 no router solicitations, MLD reports or DAD probes appear on
+// the rails, so a rail's counters move only with the traffic a test sends. Set before any device
+// is created ("default" covers devices created later).
+Status quietNamespace(const std::string& netns) {
+  for (const char* key : {"net/ipv6/conf/all/disable_ipv6", "net/ipv6/conf/default/disable_ipv6"}) {
+    Status s = netlink::writeNetnsSysctl(netns, key, "1");
+    if (!s.ok() && s.code() != Errc::kNotFound) return s;  // kNotFound: kernel without IPv6
+  }
+  return Status::Ok();
+}
+
 Status build(TestbedState& st) {
   const TestbedSpec& spec = st.spec;
   RECCL_TRY(netlink::createNetns(st.fabricNetns));
+  RECCL_TRY(quietNamespace(st.fabricNetns));
   RECCL_ASSIGN_OR_RETURN(UniqueFd fabFd, netlink::openNetns(st.fabricNetns));
   RECCL_ASSIGN_OR_RETURN(NlSocket fab, NlSocket::openInNetns(st.fabricNetns));
   RECCL_TRY(netlink::setLinkUp(fab, "lo", true));
@@ -86,6 +99,7 @@ Status build(TestbedState& st) {
   std::vector<TapPair> pairs;
   for (const HostState& h : st.hosts) {
     RECCL_TRY(netlink::createNetns(h.netns));
+    RECCL_TRY(quietNamespace(h.netns));
     RECCL_ASSIGN_OR_RETURN(UniqueFd hostFd, netlink::openNetns(h.netns));
     RECCL_ASSIGN_OR_RETURN(NlSocket host, NlSocket::openInNetns(h.netns));
     RECCL_TRY(netlink::setLinkUp(host, "lo", true));

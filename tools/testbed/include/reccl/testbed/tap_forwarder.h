@@ -6,7 +6,8 @@
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
 //                                -> switch port carrier off/on,
 //   - while the host NIC has no carrier no frame crosses in either direction.
-// It holds one queue of every tap; anyone may attach a further queue to flip a carrier.
+// It holds one queue of every tap; anyone may attach a further queue to flip a carrier. It runs
+// inside the fabric namespace, so removing the testbed's processes removes it too.
 #pragma once
 
 #include <sys/types.h>
