@@ -71,14 +71,11 @@ std::string formatRow(const Row& r) {
   char head[160];
   std::snprintf(head, sizeof head, "%12" PRId64 "  %12zu  %8s  %6s  %6d", r.bytes, r.count, reduce::typeName(r.type),
                 r.op ? reduce::opName(*r.op) : "none", r.root);
-  std::string line = head + timingText(r.outOfPlace);
-  if (r.inPlace) {
-    line += timingText(*r.inPlace);
-  } else {
-    char na[64];
-    std::snprintf(na, sizeof na, "  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
-    line += na;
-  }
+  char na[64];
+  std::snprintf(na, sizeof na, "  %7s  %6s  %6s  %5s", "N/A", "N/A", "N/A", "N/A");
+  std::string line = head;
+  line += r.outOfPlace ? timingText(*r.outOfPlace) : na;
+  line += r.inPlace ? timingText(*r.inPlace) : na;
   return line + "\n";
 }
 
@@ -93,7 +90,7 @@ nlohmann::json rowJson(const Row& r) {
   nlohmann::json j = {{"coll", collName(r.coll)},       {"size_bytes", r.bytes}, {"count", r.count},
                       {"type", reduce::typeName(r.type)}, {"root", r.root}};
   j["redop"] = r.op ? reduce::opName(*r.op) : "none";
-  j["out_of_place"] = timingJson(r.outOfPlace);
+  j["out_of_place"] = r.outOfPlace ? timingJson(*r.outOfPlace) : nlohmann::json(nullptr);
   j["in_place"] = r.inPlace ? timingJson(*r.inPlace) : nlohmann::json(nullptr);
   return j;
 }

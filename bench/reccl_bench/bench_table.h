@@ -27,8 +27,8 @@ struct Row {
   recclDataType_t type = recclFloat32;
   std::optional<recclRedOp_t> op;  // none for collectives without a reduction
   int root = -1;                   // -1 for collectives without a root
-  Timing outOfPlace;
-  std::optional<Timing> inPlace;  // none where the collective has no in-place form
+  std::optional<Timing> outOfPlace;  // none where the implementation has no out-of-place form
+  std::optional<Timing> inPlace;     // none where the collective has no in-place form
 };
 
 // algbw and busbw from bytes and time, nccl-tests' definitions.

@@ -8,8 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <ctime>
-#include <fstream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -20,11 +18,10 @@
 
 #include "bench_data.h"
 #include "bench_options.h"
+#include "bench_report.h"
 #include "bench_table.h"
 #include "reccl/reccl.h"
 #include "reduce/reduce.h"
-
-extern char** environ;
 
 namespace reccl::bench {
 namespace {
@@ -40,15 +37,6 @@ Buffer allocBuffer(size_t bytes) {
   size_t rounded = (bytes + 63) / 64 * 64 + 64;
   return Buffer(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
 }
-
-// What rank 0 collects for the footer and the JSON file.
-struct Report {
-  std::vector<Row> rows;
-  int64_t wrongTotal = 0;
-  double busBwSum = 0;
-  int busBwCount = 0;
-  std::string error;  // first failure, if any
-};
 
 class RankRunner {
  public:
@@ -151,6 +139,7 @@ class RankRunner {
     const void* send;
     void* recv;
     prepare(c, d, s, inPlace, &send, &recv);
+    if (recclResult_t r = recclBarrier(comm_, nullptr); r != recclSuccess) return callFailed("recclBarrier", r);
     for (int i = 0; i < o_.warmupIters; ++i)
       if (recclResult_t r = issue(c, send, recv, s, d.type, d.op, d.root); r != recclSuccess)
         return callFailed(collName(c), r);
@@ -167,6 +156,8 @@ class RankRunner {
     int64_t wrong = -1;
     if (o_.check) {
       prepare(c, d, s, inPlace, &send, &recv);
+      // Every rank's output is poisoned and its input refilled before anyone starts.
+      if (recclResult_t r = recclBarrier(comm_, nullptr); r != recclSuccess) return callFailed("recclBarrier", r);
       if (recclResult_t r = issue(c, send, recv, s, d.type, d.op, d.root); r != recclSuccess)
         return callFailed(collName(c), r);
       size_t first = 0;
@@ -194,7 +185,9 @@ class RankRunner {
     row.type = t;
     if (collReduces(c)) row.op = op;
     row.root = root;
-    if (!timeOne(c, d, s, false, &row.outOfPlace)) return false;
+    Timing oop;
+    if (!timeOne(c, d, s, false, &oop)) return false;
+    row.outOfPlace = oop;
     if (collHasInPlace(c)) {
       Timing ip;
       if (!timeOne(c, d, s, true, &ip)) return false;
@@ -203,13 +196,7 @@ class RankRunner {
     if (report_) {
       std::printf("%s", formatRow(row).c_str());
       std::fflush(stdout);
-      for (const Timing* tm : {&row.outOfPlace, row.inPlace ? &*row.inPlace : nullptr}) {
-        if (!tm) continue;
-        report_->busBwSum += tm->busBw;
-        ++report_->busBwCount;
-        if (tm->wrong > 0) report_->wrongTotal += tm->wrong;
-      }
-      report_->rows.push_back(row);
+      report_->add(row);
     }
     return true;
   }
@@ -222,61 +209,16 @@ class RankRunner {
   std::string error_;
 };
 
-nlohmann::json environmentJson(const BenchOptions& o, int nranks) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  char date[64];
-  std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&now));
-  int version = 0;
-  (void)recclGetVersion(&version);
-  nlohmann::json env = nlohmann::json::object();
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos) continue;
-    std::string k = kv.substr(0, eq);
-    if (k.rfind("RECCL_", 0) == 0 || k == "RANK" || k == "WORLD_SIZE" || k == "LOCAL_RANK" ||
-        k == "LOCAL_WORLD_SIZE" || k == "MASTER_ADDR" || k == "MASTER_PORT")
-      env[k] = kv.substr(eq + 1);
-  }
-  return {{"host", host},
-          {"pid", int(getpid())},
-          {"date", date},
-          {"nranks", nranks},
-          {"threads", o.threads},
-          {"reccl_version", version},
-          {"reduce_isa", reduce::isaName()},
-          {"cpus", int(std::thread::hardware_concurrency())},
-          {"argv", o.argv},
-          {"env", env}};
-}
-
-bool writeJson(const BenchOptions& o, int nranks, const Report& rep, double avgBusBw) {
-  nlohmann::json j;
-  j["tool"] = "reccl-bench";
-  j["environment"] = environmentJson(o, nranks);
-  j["rows"] = nlohmann::json::array();
-  for (const Row& r : rep.rows) j["rows"].push_back(rowJson(r));
-  j["out_of_bounds"] = rep.wrongTotal;
-  j["avg_busbw_gbps"] = avgBusBw;
-  j["status"] = rep.error.empty() && rep.wrongTotal == 0 ? "ok" : "failed";
-  if (!rep.error.empty()) j["error"] = rep.error;
-  std::ofstream f(o.jsonPath);
-  f << j.dump(2) << "\n";
-  f.close();
-  if (!f) {
-    std::fprintf(stderr, "reccl-bench: --json: cannot write %s: %s\n", o.jsonPath.c_str(), std::strerror(errno));
-    return false;
-  }
-  return true;
-}
-
 int finish(const BenchOptions& o, int nranks, Report& rep) {
-  double avg = rep.busBwCount ? rep.busBwSum / rep.busBwCount : 0.0;
-  if (rep.error.empty()) std::printf("%s", formatFooter(rep.wrongTotal, avg).c_str());
+  if (rep.error.empty()) std::printf("%s", formatFooter(rep.wrongTotal, rep.avgBusBw()).c_str());
   std::fflush(stdout);
-  bool jsonOk = o.jsonPath.empty() || writeJson(o, nranks, rep, avg);
+  bool jsonOk = true;
+  if (!o.jsonPath.empty()) {
+    nlohmann::json env = environmentJson(o, nranks);
+    int version = 0;
+    if (recclGetVersion(&version) == recclSuccess) env["reccl_version"] = version;
+    jsonOk = writeReportJson(o.jsonPath, "reccl-bench", env, rep);
+  }
   if (!rep.error.empty()) std::fprintf(stderr, "reccl-bench: %s\n", rep.error.c_str());
   return rep.error.empty() && rep.wrongTotal == 0 && jsonOk ? kExitOk : kExitFailed;
 }

@@ -115,6 +115,9 @@ TEST(BenchTable, JsonRecordHasEveryColumn) {
   EXPECT_EQ(j["root"], 1);
   EXPECT_EQ(j["size_bytes"], 8);
   EXPECT_EQ(j["out_of_place"]["wrong"], 0);
+  r.outOfPlace.reset();
+  EXPECT_TRUE(rowJson(r)["out_of_place"].is_null());
+  EXPECT_EQ(fields(formatRow(r))[5], "N/A");
   EXPECT_NEAR(j["out_of_place"]["algbw_gbps"].get<double>(), 0.0008, 1e-12);
   EXPECT_TRUE(j["in_place"].is_null());
 }
