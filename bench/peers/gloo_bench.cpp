@@ -327,7 +327,12 @@ int run(int argc, char** argv) {
     GlooRunner runner(o, g, ctx, mine);
     bind = runner.bindText();
     runner.run();
-    gloo::BarrierAllToAll(ctx).run();  // every rank is past the store before rank 0 removes it
+    // Goodbye from rank 0: the others exit only after rank 0 needs nothing more from them. A
+    // rank that closes its sockets early makes Gloo fail the peer's last receive even when the
+    // data had arrived. The store was last used by connectFullMesh, so rank 0 may remove it.
+    int token = 0;
+    std::vector<int*> tokenPtr{&token};
+    gloo::BroadcastOneToAll<int>(ctx, tokenPtr, 1, 0).run();
   } catch (const std::exception& e) {
     std::string msg = e.what();
     for (char& ch : msg)
