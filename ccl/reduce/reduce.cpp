@@ -29,6 +29,7 @@ bool cpuHas(Isa isa) noexcept {
     case Isa::kAvx512:
       // libgcc's probe also checks that the OS saves the ZMM state (XGETBV).
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx2") &&
              __builtin_cpu_supports("f16c");
   }
   return false;
