@@ -50,10 +50,6 @@ Result<ResolvedTarget> resolveTarget(const Target& target, bool force) {
     return link.status();
   }
   ResolvedTarget host{target.netns, target.dev, link->kind, link->ifindex};
-  // A veth whose peer lives in another namespace may have the same ifindex there; LinkInfo
-  // reports such a peer as 0 (as it does for "no peer"), so the netns id decides.
-  if (link->kind == "veth" && link->peerIfindex == 0 && link->peerNetnsId >= 0)
-    link->peerIfindex = link->ifindex;
   bool isVeth = link->kind == "veth" && link->peerIfindex > 0;
 
   // The management network's switch port is as off-limits as mgmt0 itself.
