@@ -219,3 +219,36 @@ TEST_F(InjectPlanTest, BadInputExits64AndChangesNothing) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(InjectPlanTest, CliFlapAlternatesAndEndsUp) {
+  std::string log = tempPath("flap.jsonl");
+  auto r = recclCli({"inject", "flap", "--netns", netns(1), "--dev", "rail0", "--side", "switch",
+                     "--period", "30", "--count", "5", "--jitter", "3", "--log", log});
+  ASSERT_EQ(r.exitCode, 0) << r.err;
+  EXPECT_NE(r.out.find("10 actions run, 0 failed"), std::string::npos) << r.out;
+  auto lines = readJsonLines(log);
+  std::vector<std::string> kinds;
+  int64_t t0 = 0;
+  for (const auto& l : lines) {
+    if (l["event"] == "plan-start") t0 = l["t0_mono_ns"].get<int64_t>();
+    if (l["event"] != "action") continue;
+    kinds.push_back(l["action"].get<std::string>());
+    EXPECT_EQ(l["device"], fabricNetns() + "/h1r0");
+    // Jitter keeps each transition within 3 ms of its nominal slot (15 ms apart).
+    int64_t at = l["at_ms"].get<int64_t>();
+    int64_t nominal = (static_cast<int64_t>(kinds.size()) - 1) * 15;
+    EXPECT_LE(std::abs(at - nominal), 3) << l.dump();
+    EXPECT_EQ(l["scheduled_mono_ns"].get<int64_t>(), t0 + at * 1'000'000);
+  }
+  ASSERT_EQ(kinds.size(), 10u);
+  for (size_t i = 0; i < kinds.size(); ++i) EXPECT_EQ(kinds[i], i % 2 ? "link-up" : "link-down");
+  ::unlink(log.c_str());
+  auto port = linkInfo(fabricNetns(), "h1r0");
+  ASSERT_TRUE(port.ok());
+  EXPECT_TRUE(port->adminUp());
+  EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); }));
+}
+
+}  // namespace

@@ -78,7 +78,7 @@ struct SkelDeleter {
 
 Result<UniqueFd> objGet(const std::string& path) {
   int fd = bpf_obj_get(path.c_str());
-  if (fd < 0) return Status::FromErrno(-fd == 0 ? errno : errno, "open pinned " + path);
+  if (fd < 0) return Status::FromErrno(errno, "open pinned " + path);
   return UniqueFd(fd);
 }
 
