@@ -252,3 +252,44 @@ TEST_F(InjectPlanTest, CliFlapAlternatesAndEndsUp) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST_F(InjectPlanTest, PlanPutsBackWhatWasThereBefore) {
+  // A rule someone set up before the plan (rate 0 on one flow) must survive the plan, even
+  // though the plan changes that very rule and clears the device in between.
+  Target t{netns(0), "rail0", Side::kHost};
+  inject::DropRule before;
+  before.dirs = inject::kEgress;
+  before.rate = 0.0;
+  before.flow = inject::parseFlow("udp:*:*:*:6001").value();
+  auto slot = inject::injectDrop(t, before, false);
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+
+  json actions = json::array();
+  actions.push_back({{"at_ms", 0}, {"action", "drop"}, {"target", target(netns(0), "rail0")},
+                     {"duration_ms", 50},
+                     {"params", {{"rate", 1.0}, {"direction", "egress"}, {"flow", "udp:*:*:*:6001"}}}});
+  actions.push_back({{"at_ms", 100}, {"action", "clear"}, {"target", target(netns(0), "rail0")}});
+  actions.push_back({{"at_ms", 150}, {"action", "link-down"}, {"target", target(netns(0), "rail0")},
+                     {"duration_ms", 20}});
+  actions.push_back({{"at_ms", 200}, {"action", "link-down"}, {"target", target(netns(0), "rail1")}});
+  auto plan = inject::parsePlan(json(actions).dump());
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  auto res = inject::runPlan(*plan, inject::PlanRunOptions{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->failed, 0);
+  EXPECT_TRUE(res->restoreStatus.ok()) << res->restoreStatus.ToString();
+
+  auto stats = inject::readDropStats(t, false);
+  ASSERT_TRUE(stats.ok()) << "the earlier drop program is gone: " << stats.status().ToString();
+  ASSERT_EQ(stats->rules.size(), 1u);
+  EXPECT_EQ(stats->rules[0].slot, *slot);
+  EXPECT_DOUBLE_EQ(stats->rules[0].rule.rate, 0.0);
+  EXPECT_TRUE(stats->rules[0].rule.sameMatch(before));
+  EXPECT_TRUE(linkRunning(netns(0), "rail0"));
+  EXPECT_TRUE(eventually([&] { return linkRunning(netns(0), "rail1"); }))
+      << "a link-down without duration must be undone when the plan ends";
+}
+
+}  // namespace
