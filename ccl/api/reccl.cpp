@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "algo/collectives.h"
+#include "api/comm_access.h"
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/launch_env.h"
@@ -33,6 +34,9 @@ using reccl::Errc;
 using reccl::Status;
 
 thread_local std::string tlsLastError;
+// The root outlives the ranks' own bootstrap deadline a little, so a rank that times out reports
+// the timeout rather than the root hanging up on it.
+constexpr int64_t kRootGraceMs = 1000;
 thread_local int tlsGroupDepth = 0;
 thread_local std::vector<std::pair<recclComm_t, reccl::algo::P2POp>> tlsGroupOps;
 
@@ -181,7 +185,7 @@ recclResult_t recclGetUniqueId(recclUniqueId* uniqueId) {
     id.commId = randomU64();
     reccl::transport::Endpoint bound;
     auto root = reccl::core::BootstrapRoot::start(addr, 0, id.secret, id.commId,
-                                                  reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs()), &bound);
+                                                  reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs() + kRootGraceMs), &bound);
     if (!root.ok()) return fail(root.status().Wrap("bootstrap root"));
     id.addr = bound.addr;
     id.port = bound.port;
@@ -219,7 +223,7 @@ recclResult_t recclCommInitFromEnv(recclComm_t* comm) {
     reccl::core::UniqueIdData id{*addr, env->rootPort, env->secret, env->commId};
     if (env->rank == 0) {
       auto root = reccl::core::BootstrapRoot::start(htonl(INADDR_ANY), env->rootPort, env->secret, env->commId,
-                                                    reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs()),
+                                                    reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs() + kRootGraceMs),
                                                     nullptr);
       if (!root.ok()) return fail(root.status().Wrap("bootstrap root on port " + std::to_string(env->rootPort)));
     }
@@ -451,3 +455,7 @@ recclResult_t recclGroupEnd(void) {
 }
 
 }  // extern "C"
+
+namespace reccl::api {
+core::Comm* commImpl(recclComm_t comm) noexcept { return comm ? comm->impl.get() : nullptr; }
+}  // namespace reccl::api

@@ -150,6 +150,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     for (int ch = 0; ch < topo_.nchannels; ++ch) RECCL_TRY(sendPort(next, ch).status());
     for (int ch = 0; ch < topo_.nchannels; ++ch) RECCL_TRY(recvPort(prev, ch).status());
   }
+  initialized_ = true;
   return Status::Ok();
 }
 
@@ -232,10 +233,9 @@ Status Comm::run(const std::function<Status()>& op) {
   Status s = op();
   if (!s.ok()) breakComm(s);
   else collectives_.fetch_add(1, std::memory_order_relaxed);
-  {
-    std::lock_guard lk(activeMu_);
-    active_.fetch_sub(1);
-  }
+  // Notify under the lock: abort() may free this communicator as soon as it sees zero.
+  std::lock_guard lk(activeMu_);
+  active_.fetch_sub(1);
   activeCv_.notify_all();
   return s;
 }
@@ -302,7 +302,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   if (broken_.load()) return asyncError();
   if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
     return Status(Errc::kInternal, "sendPort: bad peer or channel");
-  Deadline d = Deadline::afterMs(opts_.bootstrapTimeoutMs);
+  Deadline d = connectDeadline();
   const RankInfo& pi = table_[peer];
   bool shm = topo_.hostOf[peer] == topo_.hostOf[rank_] && !opts_.shmDisable && !(pi.flags & kFlagShmDisable);
   Hello h;
@@ -367,11 +367,27 @@ Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
   if (broken_.load()) return asyncError();
   if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
     return Status(Errc::kInternal, "recvPort: bad peer or channel");
-  Deadline d = Deadline::afterMs(opts_.bootstrapTimeoutMs);
+  Deadline d = connectDeadline();
   Incoming in;
   {
+    // Waits for the peer's connection; gives up early when our other connection with that peer
+    // already failed (the peer is gone or broke its communicator).
+    auto peerFailed = [&]() -> Status {
+      std::lock_guard sl(sendMu_);
+      for (auto& [k, p] : sends_)
+        if (k.first == peer && p->failed()) return p->error();
+      return Status::Ok();
+    };
     std::unique_lock il(inMu_);
-    bool ok = inCv_.wait_until(il, d.at(), [&] { return incoming_.count(key) || broken_.load(); });
+    bool ok = false;
+    while (!(ok = incoming_.count(key) > 0) && !broken_.load() && !d.expired()) {
+      inCv_.wait_for(il, std::chrono::milliseconds(10));
+      if (incoming_.count(key)) continue;
+      il.unlock();
+      Status pf = peerFailed();
+      il.lock();
+      if (!pf.ok()) return pf;
+    }
     if (broken_.load()) return asyncError();
     if (!ok)
       return Status(Errc::kTimeout, "rank " + std::to_string(peer) + " did not connect on channel " +
@@ -462,6 +478,15 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
   Deadline d = Deadline::after(kHelloGrace);
   Incoming in;
   HelloReply reply;
+  if (broken_.load()) {
+    // A failed communicator takes no new connections; the peer learns it at once.
+    reply.status = ReplyStatus::kRefused;
+    std::array<std::byte, kHelloReplyBytes> rb;
+    encodeHelloReply(reply, rb);
+    (void)transport::sendAll(fd.get(), rb, d);
+    if (h.kind == HelloKind::kShmData) transport::unlinkShm(h.shmName);
+    return Status(Errc::kAborted, "communicator failed; connection from rank " + std::to_string(h.srcRank) + " refused");
+  }
   if (h.kind == HelloKind::kShmData) {
     auto m = transport::openShm(h.shmName, opts_.slots, opts_.chunkBytes);
     if (!m.ok()) {

@@ -95,6 +95,12 @@ class Comm final : public channel::ChannelSet {
   void breakComm(const Status& s);
   void forEachPort(const std::function<void(channel::PortBase&)>& fn);
   void flushSends();
+  // Connections made during init wait up to RECCL_BOOTSTRAP_TIMEOUT_MS; later (lazy) ones are
+  // part of a collective and wait up to RECCL_TIMEOUT_MS.
+  Deadline connectDeadline() const {
+    return Deadline::afterMs(initialized_ ? opts_.timeoutMs : opts_.bootstrapTimeoutMs);
+  }
+  std::atomic<bool> initialized_{false};
 
   CommOptions opts_;
   int rank_ = 0;

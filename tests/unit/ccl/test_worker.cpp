@@ -1,0 +1,49 @@
+// A rank as a separate process, for tests that kill ranks or check launcher-environment init.
+// Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
+// Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "reccl/reccl.h"
+
+int main() {
+  recclComm_t comm = nullptr;
+  recclResult_t rc = recclCommInitFromEnv(&comm);
+  if (rc != recclSuccess) {
+    fprintf(stderr, "worker init: %s: %s\n", recclGetErrorString(rc), recclGetLastError(nullptr));
+    return 10 + rc;
+  }
+  int rank = 0, n = 0;
+  recclCommUserRank(comm, &rank);
+  recclCommCount(comm, &n);
+  int iters = getenv("WORKER_ITERS") ? atoi(getenv("WORKER_ITERS")) : 10;
+  size_t count = getenv("WORKER_COUNT") ? strtoull(getenv("WORKER_COUNT"), nullptr, 10) : 1000;
+  std::vector<float> in(count), out(count);
+  for (int it = 0; it < iters; ++it) {
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
+    rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    if (rc != recclSuccess) {
+      fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
+              recclGetLastError(comm));
+      recclResult_t async = recclSuccess;
+      recclCommGetAsyncError(comm, &async);
+      recclCommAbort(comm);
+      return 10 + rc;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((i + r + it) % 5);
+      if (out[i] != want) {
+        fprintf(stderr, "worker rank %d: wrong result at %zu\n", rank, i);
+        return 1;
+      }
+    }
+    if (it == 0) {
+      printf("ready %d\n", rank);
+      fflush(stdout);
+    }
+  }
+  recclCommDestroy(comm);
+  return 0;
+}
