@@ -1,8 +1,10 @@
 // A rank as a separate process, for tests that kill ranks or check launcher-environment init.
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "reccl/reccl.h"
@@ -20,6 +22,25 @@ int main() {
   int iters = getenv("WORKER_ITERS") ? atoi(getenv("WORKER_ITERS")) : 10;
   size_t count = getenv("WORKER_COUNT") ? strtoull(getenv("WORKER_COUNT"), nullptr, 10) : 1000;
   std::vector<float> in(count), out(count);
+  if (getenv("WORKER_BENCH")) {
+    // Timing mode: allreduce busbw = 2 (n-1)/n * bytes / time, after 3 warm-up iterations.
+    for (size_t i = 0; i < count; ++i) in[i] = 1.0f;
+    for (int it = 0; it < iters + 3; ++it) {
+      if (it == 3) recclBarrier(comm, nullptr);
+      auto t0 = std::chrono::steady_clock::now();
+      rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+      double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (rc != recclSuccess) return 10 + rc;
+      if (it >= 3 && rank == 0) {
+        double bytes = count * 4.0;
+        printf("bench bytes %zu time_us %.1f algbw %.3f busbw %.3f\n", count * 4, s * 1e6, bytes / s / 1e9,
+               bytes / s / 1e9 * 2.0 * (n - 1) / n);
+      }
+    }
+    if (out[0] != static_cast<float>(n)) return 1;
+    recclCommDestroy(comm);
+    return 0;
+  }
   for (int it = 0; it < iters; ++it) {
     for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
