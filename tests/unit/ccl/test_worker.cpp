@@ -1,5 +1,7 @@
 // A rank as a separate process, for tests that kill ranks or check launcher-environment init.
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
+// WORKER_MATRIX=1 runs the collectives check matrix instead; WORKER_DIE_RANK/WORKER_DIE_ITER make
+// one rank SIGKILL itself at the start of that iteration (the others are mid-collective).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <chrono>
 #include <cstdio>
@@ -7,6 +9,9 @@
 #include <cstring>
 #include <vector>
 
+#include <signal.h>
+
+#include "coll_check.h"
 #include "reccl/reccl.h"
 
 int main() {
@@ -22,6 +27,18 @@ int main() {
   int iters = getenv("WORKER_ITERS") ? atoi(getenv("WORKER_ITERS")) : 10;
   size_t count = getenv("WORKER_COUNT") ? strtoull(getenv("WORKER_COUNT"), nullptr, 10) : 1000;
   std::vector<float> in(count), out(count);
+  if (getenv("WORKER_MATRIX")) {
+    std::string err = reccl::test::runMatrix(rank, n, comm, {0, 1, 7}, true, true);
+    if (!err.empty()) {
+      fprintf(stderr, "worker rank %d: %s\n", rank, err.c_str());
+      return 1;
+    }
+    printf("matrix ok rank %d\n", rank);
+    recclCommDestroy(comm);
+    return 0;
+  }
+  int dieRank = getenv("WORKER_DIE_RANK") ? atoi(getenv("WORKER_DIE_RANK")) : -1;
+  int dieIter = getenv("WORKER_DIE_ITER") ? atoi(getenv("WORKER_DIE_ITER")) : -1;
   if (getenv("WORKER_BENCH")) {
     // Timing mode: allreduce busbw = 2 (n-1)/n * bytes / time, after 3 warm-up iterations.
     for (size_t i = 0; i < count; ++i) in[i] = 1.0f;
@@ -42,6 +59,7 @@ int main() {
     return 0;
   }
   for (int it = 0; it < iters; ++it) {
+    if (rank == dieRank && it == dieIter) raise(SIGKILL);
     for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
     if (rc != recclSuccess) {
