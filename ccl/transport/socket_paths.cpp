@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "reccl/common/log.h"
@@ -22,8 +23,13 @@ Status ioError(int res, const std::string& desc, const char* what) {
 
 // ---------------------------------------------------------------- sender
 
-SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc)
-    : engine_(engine), fd_(std::move(fd)), port_(port), desc_(std::move(desc)), sent_(port->posted()) {
+SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
+                               uint64_t sentBefore)
+    : engine_(engine),
+      fd_(std::move(fd)),
+      port_(port),
+      desc_(std::move(desc)),
+      sent_(std::min(sentBefore, port->posted())) {
   sendOp_.owner = this;
   sendOp_.kind = kSend;
   ackOp_.owner = this;
@@ -131,6 +137,7 @@ SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvP
     : engine_(engine), fd_(std::move(fd)), port_(port), desc_(std::move(desc)), acked_(port->applied()) {
   recvOp_.owner = this;
   recvOp_.kind = kRecv;
+  stage_.resize(kStageBytes);
   ackOp_.owner = this;
   ackOp_.kind = kAckSend;
 }
@@ -144,7 +151,7 @@ void SocketRecvPath::quiesce() noexcept {
 
 void SocketRecvPath::failed(const Status& s) {
   if (dead_.exchange(true)) return;
-  if (phase_ == Phase::kHeader && got_ == 0)
+  if (phase_ == Phase::kHeader && stageLen_ == stageOff_)
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
   else
     RECCL_WARN(kLogNet, "%s", s.message().c_str());
@@ -156,17 +163,18 @@ void SocketRecvPath::pump(SocketEngine& engine) {
   if (!recvOp_.inflight) {
     io_uring_sqe* s = engine.sqe(recvOp_);
     if (s) {
-      switch (phase_) {
-        case Phase::kHeader:
-          io_uring_prep_recv(s, fd_.get(), hdr_.data() + got_, hdr_.size() - got_, 0);
-          break;
-        case Phase::kPayload:
-          io_uring_prep_recv(s, fd_.get(), port_->memory().slotPayload(cur_.step) + got_, want_ - got_,
-                             MSG_WAITALL);
-          break;
-        case Phase::kDrain:
-          io_uring_prep_recv(s, fd_.get(), drain_.data(), std::min(drain_.size(), want_ - got_), 0);
-          break;
+      size_t left = want_ - got_;
+      if (phase_ == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
+        recvIntoSlot_ = true;
+        io_uring_prep_recv(s, fd_.get(), port_->memory().slotPayload(cur_.step) + got_, left, MSG_WAITALL);
+      } else {
+        if (stageOff_ > 0) {  // keep the unconsumed tail at the front
+          std::memmove(stage_.data(), stage_.data() + stageOff_, stageLen_ - stageOff_);
+          stageLen_ -= stageOff_;
+          stageOff_ = 0;
+        }
+        recvIntoSlot_ = false;
+        io_uring_prep_recv(s, fd_.get(), stage_.data() + stageLen_, stage_.size() - stageLen_, 0);
       }
     }
   }
@@ -183,6 +191,82 @@ void SocketRecvPath::pump(SocketEngine& engine) {
       if (io_uring_sqe* s = engine.sqe(ackOp_))
         io_uring_prep_send(s, fd_.get(), ackBuf_.data() + ackSentBytes_, ackBuf_.size() - ackSentBytes_,
                            MSG_NOSIGNAL);
+    }
+  }
+}
+
+void SocketRecvPath::publish() {
+  // Header last into the slot, then the counter: the receiver reads both after `received`.
+  std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
+  phase_ = Phase::kHeader;
+  got_ = want_ = 0;
+  port_->onReceived(cur_.step);
+}
+
+bool SocketRecvPath::onHeader() {
+  auto h = channel::decodeStepHeader(std::span<const std::byte>(hdr_.data(), hdr_.size()));
+  if (!h.ok()) {
+    failed(h.status().Wrap(desc_));
+    return false;
+  }
+  cur_ = *h;
+  got_ = 0;
+  want_ = cur_.bytes;
+  auto verdict = channel::classifyStep(cur_, port_->received(), port_->epoch(),
+                                       static_cast<uint32_t>(port_->chunkBytes()));
+  if (verdict == channel::StepVerdict::kBad) {
+    failed(Status(Errc::kProtocol, desc_ + ": unexpected step " + std::to_string(cur_.step) + " epoch " +
+                                       std::to_string(cur_.epoch) + " (" + std::to_string(cur_.bytes) + " bytes)"));
+    return false;
+  }
+  if (verdict != channel::StepVerdict::kNext) {
+    // Exactly once: a step already received, or one from a retired path, is read and dropped.
+    if (auto* env = port_->env())
+      (verdict == channel::StepVerdict::kDuplicate ? env->duplicateSteps : env->staleSteps).fetch_add(1);
+    phase_ = want_ ? Phase::kDrain : Phase::kHeader;
+    return true;
+  }
+  if (cur_.step > port_->applied() + port_->slots()) {
+    failed(Status(Errc::kProtocol, desc_ + ": sender overran the slot window"));
+    return false;
+  }
+  if (want_ == 0) {
+    publish();
+  } else {
+    phase_ = Phase::kPayload;
+  }
+  return true;
+}
+
+bool SocketRecvPath::consumeStage() {
+  for (;;) {
+    size_t avail = stageLen_ - stageOff_;
+    const std::byte* p = stage_.data() + stageOff_;
+    switch (phase_) {
+      case Phase::kHeader:
+        if (avail < hdr_.size()) return true;
+        std::memcpy(hdr_.data(), p, hdr_.size());
+        stageOff_ += hdr_.size();
+        if (!onHeader()) return false;
+        break;
+      case Phase::kPayload: {
+        size_t take = std::min(avail, want_ - got_);
+        if (take) std::memcpy(port_->memory().slotPayload(cur_.step) + got_, p, take);
+        stageOff_ += take;
+        got_ += take;
+        if (got_ < want_) return true;
+        publish();
+        break;
+      }
+      case Phase::kDrain: {
+        size_t take = std::min(avail, want_ - got_);
+        stageOff_ += take;
+        got_ += take;
+        if (got_ < want_) return true;
+        phase_ = Phase::kHeader;
+        got_ = want_ = 0;
+        break;
+      }
     }
   }
 }
@@ -206,55 +290,13 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
     return failed(ioError(res, desc_, "receiving"));
   }
   engine.bytesReceived.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
-  got_ += static_cast<size_t>(res);
-  switch (phase_) {
-    case Phase::kHeader: {
-      if (got_ < hdr_.size()) return;
-      auto h = channel::decodeStepHeader(std::span<const std::byte>(hdr_.data(), hdr_.size()));
-      if (!h.ok()) return failed(h.status().Wrap(desc_));
-      cur_ = *h;
-      got_ = 0;
-      uint64_t received = port_->received();
-      auto verdict = channel::classifyStep(cur_, received, port_->epoch(),
-                                           static_cast<uint32_t>(port_->chunkBytes()));
-      if (verdict == channel::StepVerdict::kBad)
-        return failed(Status(Errc::kProtocol, desc_ + ": unexpected step " + std::to_string(cur_.step) +
-                                                  " epoch " + std::to_string(cur_.epoch) + " (" +
-                                                  std::to_string(cur_.bytes) + " bytes)"));
-      if (verdict != channel::StepVerdict::kNext) {
-        // Exactly once: a step already received, or one from a retired path, is read and dropped.
-        if (verdict == channel::StepVerdict::kDuplicate) {
-          if (auto* env = port_->env()) env->duplicateSteps.fetch_add(1);
-        } else if (auto* env = port_->env()) {
-          env->staleSteps.fetch_add(1);
-        }
-        want_ = cur_.bytes;
-        if (want_ == 0) return;
-        if (drain_.empty()) drain_.resize(64 * 1024);
-        phase_ = Phase::kDrain;
-        return;
-      }
-      if (cur_.step > port_->applied() + port_->slots())
-        return failed(Status(Errc::kProtocol, desc_ + ": sender overran the slot window"));
-      want_ = cur_.bytes;
-      if (want_ == 0) break;
-      phase_ = Phase::kPayload;
-      return;
-    }
-    case Phase::kPayload:
-      if (got_ < want_) return;
-      break;
-    case Phase::kDrain:
-      if (got_ < want_) return;
-      phase_ = Phase::kHeader;
-      got_ = 0;
-      return;
+  if (recvIntoSlot_) {
+    got_ += static_cast<size_t>(res);
+    if (got_ >= want_) publish();
+    return;
   }
-  // A complete step: publish header then counter.
-  std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
-  phase_ = Phase::kHeader;
-  got_ = 0;
-  port_->onReceived(cur_.step);
+  stageLen_ += static_cast<size_t>(res);
+  consumeStage();
 }
 
 // ---------------------------------------------------------------- liveness

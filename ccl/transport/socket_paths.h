@@ -19,7 +19,10 @@ namespace reccl::transport {
 
 class SocketSendPath final : public channel::Path, public EnginePath {
  public:
-  SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc);
+  // Sends steps after `sentBefore` (default: everything not yet posted). A migrated path passes
+  // the receiver's applied step to resend what the old path may have lost.
+  SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
+                 uint64_t sentBefore = UINT64_MAX);
   ~SocketSendPath() override;
 
   void notifyPosted() noexcept override { engine_->kick(); }
@@ -71,6 +74,10 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
  private:
   enum class Phase { kHeader, kPayload, kDrain };
   void failed(const Status& s);
+  // Consumes staged bytes (headers, small payloads, read-ahead); false after a failure.
+  bool consumeStage();
+  bool onHeader();
+  void publish();
 
   SocketEngine* engine_;
   UniqueFd fd_;
@@ -78,11 +85,17 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   std::string desc_;
   std::atomic<bool> dead_{false};
   Phase phase_ = Phase::kHeader;
-  std::array<std::byte, channel::kStepHeaderBytes> hdr_{};
   channel::StepHeader cur_{};
-  size_t got_ = 0;
+  std::array<std::byte, channel::kStepHeaderBytes> hdr_{};
+  size_t got_ = 0;   // payload (or drained) bytes of the current step so far
   size_t want_ = 0;
-  std::vector<std::byte> drain_;
+  // Reads go into this staging buffer (a header and a small payload in one recv) unless a large
+  // payload remains, which is received straight into its slot.
+  static constexpr size_t kStageBytes = 64 * 1024;
+  std::vector<std::byte> stage_;
+  size_t stageOff_ = 0;
+  size_t stageLen_ = 0;
+  bool recvIntoSlot_ = false;
   IoOp recvOp_;
   IoOp ackOp_;
   std::array<std::byte, channel::kAckFrameBytes> ackBuf_{};

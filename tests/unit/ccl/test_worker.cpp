@@ -3,6 +3,7 @@
 // WORKER_MATRIX=1 runs the collectives check matrix instead; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +40,21 @@ int main() {
   }
   int dieRank = getenv("WORKER_DIE_RANK") ? atoi(getenv("WORKER_DIE_RANK")) : -1;
   int dieIter = getenv("WORKER_DIE_ITER") ? atoi(getenv("WORKER_DIE_ITER")) : -1;
+  if (getenv("WORKER_LATENCY")) {
+    // 8-byte allreduce latency, p50/p99 over 1000 iterations after 100 warm-up ones.
+    std::vector<double> t;
+    float x[2] = {1, 2};
+    for (int it = 0; it < 1100; ++it) {
+      auto t0 = std::chrono::steady_clock::now();
+      rc = recclAllReduce(x, x, 2, recclFloat32, recclSum, comm, nullptr);
+      if (rc != recclSuccess) return 10 + rc;
+      if (it >= 100) t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() * 1e6);
+    }
+    std::sort(t.begin(), t.end());
+    if (rank == 0) printf("reccl 8B allreduce p50 %.1f us p99 %.1f us\n", t[t.size() / 2], t[t.size() * 99 / 100]);
+    recclCommDestroy(comm);
+    return 0;
+  }
   if (getenv("WORKER_BENCH")) {
     // Timing mode: allreduce busbw = 2 (n-1)/n * bytes / time, after 3 warm-up iterations.
     for (size_t i = 0; i < count; ++i) in[i] = 1.0f;
