@@ -87,6 +87,7 @@ void expectDownOnlyFor(SourceMode mode, bool switchSide) {
   uint32_t slot0 = 0, slot1 = 0;
   for (auto& w : watched) (w.key == k0 ? slot0 : slot1) = w.slot;
   uint64_t e0 = d.linkEpoch(slot0), e1 = d.linkEpoch(slot1);
+  lab.settle();
 
   uint64_t t0 = monotonicNs();
   ASSERT_TRUE(switchSide ? lab.switchPort(0, false) : lab.hostPort(0, false));
@@ -162,6 +163,7 @@ TEST_F(DetectorLink, OtherNamespacesAndUnwatchedDevicesNeverReachSubscribers) {
   EXPECT_TRUE(ev.empty()) << "unwatched link reached the subscriber: " << ev[0].netns << ":" << ev[0].ifname;
   EXPECT_EQ(callbacks, 0);
   // The watched one still works.
+  watchedLab.settle();
   ASSERT_TRUE(watchedLab.switchPort(0, false));
   auto e = waitOne(d, 500);
   EXPECT_EQ(e.type, LinkEventType::kLinkDown);

@@ -91,6 +91,11 @@ class VethLab {
       }
     }
   }
+  // The kernel's link-watch work runs non-urgent carrier events at most once a second, for
+  // all devices together: right after set-up its timer is pending and a carrier loss waits for
+  // it. Tests of first-fault latency start after that second.
+  void settle() const { usleep(1'100'000); }
+
   ~VethLab() {
     runCmd("ip netns del " + host_);
     runCmd("ip netns del " + sw_);
