@@ -281,6 +281,17 @@ std::set<LinkSource> BpfSource::activeSources() const {
 int BpfSource::epollFd() const { return ring_buffer__epoll_fd(ring_); }
 int BpfSource::linkStateMapFd() const { return bpf_map__fd(skel_->maps.link_state); }
 
+Result<int> BpfSource::linkStateReadOnlyFd() const {
+  bpf_map_info info{};
+  uint32_t len = sizeof(info);
+  if (bpf_obj_get_info_by_fd(linkStateMapFd(), &info, &len) != 0)
+    return Status::FromErrno(errno, "bpf: link_state map info");
+  LIBBPF_OPTS(bpf_get_fd_by_id_opts, o, .open_flags = BPF_F_RDONLY);
+  int fd = bpf_map_get_fd_by_id_opts(info.id, &o);
+  if (fd < 0) return Status::FromErrno(errno, "bpf: read-only fd of link_state");
+  return fd;
+}
+
 int BpfSource::consume() {
   // ring_buffer's callback gets only our context pointer; records are handed over here so
   // the handler sees them in order, on the consuming thread.

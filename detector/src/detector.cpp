@@ -1,5 +1,6 @@
 #include "reccl/detector/detector.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -121,8 +122,12 @@ Status Detector::openSources() {
   if (bpf_) {
     slots_ = bpf_->slots();
   } else {
+    // A memfd, so the daemon can hand it out read-only like the BPF map.
     size_t bytes = sizeof(reccl_link_slot) * RECCL_LINK_MAX_SLOTS;
-    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    slotsMemfd_.reset(memfd_create("reccl-link-state", MFD_CLOEXEC));
+    if (!slotsMemfd_ || ftruncate(slotsMemfd_.get(), static_cast<off_t>(bytes)) != 0)
+      return Status::FromErrno(errno, "detector: memfd for link-state array");
+    void* m = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, slotsMemfd_.get(), 0);
     if (m == MAP_FAILED) return Status::FromErrno(errno, "detector: mmap link-state array");
     slots_ = static_cast<reccl_link_slot*>(m);
     ownSlots_ = true;
@@ -485,6 +490,17 @@ uint64_t Detector::linkEpoch(uint32_t slot) const {
 }
 
 int Detector::linkStateMapFd() const { return bpf_ ? bpf_->linkStateMapFd() : -1; }
+
+Result<UniqueFd> Detector::linkStateReadOnlyFd() const {
+  if (bpf_) {
+    RECCL_ASSIGN_OR_RETURN(int fd, bpf_->linkStateReadOnlyFd());
+    return UniqueFd(fd);
+  }
+  std::string path = "/proc/self/fd/" + std::to_string(slotsMemfd_.get());
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno(errno, "detector: reopen link-state memfd read-only");
+  return UniqueFd(fd);
+}
 
 std::set<LinkSource> Detector::activeSources() const {
   std::set<LinkSource> s;

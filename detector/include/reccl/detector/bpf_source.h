@@ -74,6 +74,9 @@ class BpfSource {
   // both update it with atomics).
   reccl_link_slot* slots() const { return slots_; }
   int linkStateMapFd() const;
+  // A new fd of the link-state map that only allows reading (and read-only mmap): what the
+  // daemon hands to clients.
+  Result<int> linkStateReadOnlyFd() const;
   BpfCounters counters() const;
 
  private:

@@ -99,6 +99,9 @@ class Detector {
   uint64_t linkEpoch(uint32_t slot) const;
   const reccl_link_slot* slots() const { return slots_; }
   int linkStateMapFd() const;  // -1 without BPF
+  // A read-only fd of the link-state array (BPF map or, without BPF, the memfd the detector
+  // keeps it in) that another process can mmap PROT_READ. Caller owns it.
+  Result<UniqueFd> linkStateReadOnlyFd() const;
   bool bpfActive() const { return bpf_ != nullptr; }
 
   DetectorStatus status() const;
@@ -125,6 +128,7 @@ class Detector {
   std::vector<SourceInfo> sourceInfo_;
   reccl_link_slot* slots_ = nullptr;
   bool ownSlots_ = false;
+  UniqueFd slotsMemfd_;
   uint32_t ownNetnsIno_ = 0;
 
   mutable std::mutex mu_;  // guards everything below; the detector thread holds it per batch
