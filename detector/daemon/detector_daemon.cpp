@@ -226,7 +226,7 @@ void DetectorDaemon::handleRequest(Client& c, const std::string& text) {
     if (!sendMessage(fd, s).ok()) dropClient(fd, "send failed");
     return;
   } else if (op == "map") {
-    auto mfd = det_->linkStateReadOnlyFd();
+    auto mfd = det_->linkStateShareFd();
     if (mfd.ok()) {
       reply.update({{"ok", true}, {"slots", RECCL_LINK_MAX_SLOTS}, {"slot_size", sizeof(reccl_link_slot)}});
       if (!sendMessage(fd, reply.dump(), mfd->get()).ok()) dropClient(fd, "send failed");

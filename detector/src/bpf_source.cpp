@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -281,14 +282,13 @@ std::set<LinkSource> BpfSource::activeSources() const {
 int BpfSource::epollFd() const { return ring_buffer__epoll_fd(ring_); }
 int BpfSource::linkStateMapFd() const { return bpf_map__fd(skel_->maps.link_state); }
 
-Result<int> BpfSource::linkStateReadOnlyFd() const {
-  bpf_map_info info{};
-  uint32_t len = sizeof(info);
-  if (bpf_obj_get_info_by_fd(linkStateMapFd(), &info, &len) != 0)
-    return Status::FromErrno(errno, "bpf: link_state map info");
-  LIBBPF_OPTS(bpf_get_fd_by_id_opts, o, .open_flags = BPF_F_RDONLY);
-  int fd = bpf_map_get_fd_by_id_opts(info.id, &o);
-  if (fd < 0) return Status::FromErrno(errno, "bpf: read-only fd of link_state");
+Result<int> BpfSource::linkStateShareFd() const {
+  // A BPF_F_RDONLY fd cannot be mmapped at all (the kernel insists on VM_SHARED, which a
+  // read-only file never gets), and freezing the map would stop the detector's own writes:
+  // the receiver gets a duplicate of the map fd and maps it PROT_READ. Who may receive it is
+  // decided by the daemon socket's permissions.
+  int fd = fcntl(linkStateMapFd(), F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return Status::FromErrno(errno, "bpf: dup link_state fd");
   return fd;
 }
 

@@ -491,9 +491,9 @@ uint64_t Detector::linkEpoch(uint32_t slot) const {
 
 int Detector::linkStateMapFd() const { return bpf_ ? bpf_->linkStateMapFd() : -1; }
 
-Result<UniqueFd> Detector::linkStateReadOnlyFd() const {
+Result<UniqueFd> Detector::linkStateShareFd() const {
   if (bpf_) {
-    RECCL_ASSIGN_OR_RETURN(int fd, bpf_->linkStateReadOnlyFd());
+    RECCL_ASSIGN_OR_RETURN(int fd, bpf_->linkStateShareFd());
     return UniqueFd(fd);
   }
   std::string path = "/proc/self/fd/" + std::to_string(slotsMemfd_.get());

@@ -99,6 +99,36 @@ Result<RtnlLinkInfo> RtnlLinkQuery::byName(std::string_view ifname) {
   return query(0, ifname);
 }
 
+Result<std::vector<RtnlLinkInfo>> RtnlLinkQuery::all() {
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
+  nlh->nlmsg_type = RTM_GETLINK;
+  nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  nlh->nlmsg_seq = ++seq_;
+  auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
+  ifi->ifi_family = AF_UNSPEC;
+  if (mnl_socket_sendto(sock_.get(), nlh, nlh->nlmsg_len) < 0)
+    return Status::FromErrno(errno, "rtnetlink: send RTM_GETLINK dump");
+  std::vector<RtnlLinkInfo> out;
+  const uint32_t want = seq_;
+  for (;;) {
+    ssize_t n = mnl_socket_recvfrom(sock_.get(), buf.data(), buf.size());
+    if (n < 0) return Status::FromErrno(errno, "rtnetlink: recv RTM_GETLINK dump");
+    auto* h = reinterpret_cast<const nlmsghdr*>(buf.data());
+    int len = static_cast<int>(n);
+    for (; mnl_nlmsg_ok(h, len); h = mnl_nlmsg_next(h, &len)) {
+      if (h->nlmsg_seq != want) continue;
+      if (h->nlmsg_type == NLMSG_DONE) return out;
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        auto* e = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(h));
+        return Status::FromErrno(-e->error, "rtnetlink: RTM_GETLINK dump");
+      }
+      auto info = parseRtnlLink(h);
+      if (info.ok()) out.push_back(std::move(info).value());
+    }
+  }
+}
+
 Result<RtnlLinkInfo> RtnlLinkQuery::query(uint32_t ifindex, std::string_view ifname) {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());

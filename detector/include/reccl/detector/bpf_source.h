@@ -74,9 +74,8 @@ class BpfSource {
   // both update it with atomics).
   reccl_link_slot* slots() const { return slots_; }
   int linkStateMapFd() const;
-  // A new fd of the link-state map that only allows reading (and read-only mmap): what the
-  // daemon hands to clients.
-  Result<int> linkStateReadOnlyFd() const;
+  // A new fd of the link-state map for another process to mmap PROT_READ.
+  Result<int> linkStateShareFd() const;
   BpfCounters counters() const;
 
  private:

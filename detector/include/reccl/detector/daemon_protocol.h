@@ -8,7 +8,7 @@
 //   {"op":"unwatch","netns_ino":I,"ifindex":X}  {"op":"unwatch","ok":true}
 //   {"op":"status"}                       {"op":"status",...}  (see statusToJson)
 //   {"op":"map"}                          {"op":"map","ok":true,"slots":N,"slot_size":64} + fd
-//                                         (a read-only fd of the link-state array)
+//                                         (an fd of the link-state array; map it PROT_READ)
 //                                         {"op":"event",...}  at any time, for watched links
 #pragma once
 

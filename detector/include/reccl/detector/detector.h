@@ -99,9 +99,10 @@ class Detector {
   uint64_t linkEpoch(uint32_t slot) const;
   const reccl_link_slot* slots() const { return slots_; }
   int linkStateMapFd() const;  // -1 without BPF
-  // A read-only fd of the link-state array (BPF map or, without BPF, the memfd the detector
-  // keeps it in) that another process can mmap PROT_READ. Caller owns it.
-  Result<UniqueFd> linkStateReadOnlyFd() const;
+  // An fd of the link-state array for another process to mmap PROT_READ: a duplicate of the
+  // BPF map fd (the kernel cannot mmap a read-only map fd), or without BPF a read-only reopen
+  // of the memfd the detector keeps the array in. Caller owns it.
+  Result<UniqueFd> linkStateShareFd() const;
   bool bpfActive() const { return bpf_ != nullptr; }
 
   DetectorStatus status() const;

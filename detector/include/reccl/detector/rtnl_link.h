@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "reccl/common/status.h"
 #include "reccl/common/unique_fd.h"
@@ -47,6 +48,8 @@ class RtnlLinkQuery {
   static Result<RtnlLinkQuery> open(int netnsFd);  // netnsFd < 0: own namespace
   Result<RtnlLinkInfo> byIndex(uint32_t ifindex);
   Result<RtnlLinkInfo> byName(std::string_view ifname);
+  // Every device of the namespace.
+  Result<std::vector<RtnlLinkInfo>> all();
 
  private:
   Result<RtnlLinkInfo> query(uint32_t ifindex, std::string_view ifname);
