@@ -1,0 +1,45 @@
+// Tap mode: each host rail NIC is a tap (carrier driven by TUNSETCARRIER, like a physical NIC)
+// and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
+// is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues)
+// and plays the PHY, watching both namespaces over rtnetlink:
+//   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
+//   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
+//                                -> switch port carrier off/on,
+//   - while the host NIC has no carrier no frame crosses in either direction.
+// It holds one queue of every tap; anyone may attach a further queue to flip a carrier. It runs
+// inside the fabric namespace, so removing the testbed's processes removes it too.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+
+namespace reccl::testbed {
+
+struct TapPair {
+  UniqueFd host;    // queue of the host NIC tap
+  UniqueFd fabric;  // queue of the switch port tap
+  std::string hostNetns;
+  std::string hostDev;    // rail<k>
+  std::string fabricDev;  // h<i>r<k>
+};
+
+struct ForwarderHandle {
+  pid_t pid = 0;
+  uint64_t startTicks = 0;
+};
+
+// Forks a detached forwarder that owns the queues (the parent's copies are closed). The forwarder
+// exits on SIGTERM or when its taps are deleted.
+Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns);
+// SIGTERM, then SIGKILL after 2 s; does nothing when pid no longer is that forwarder.
+Status stopForwarder(pid_t pid, uint64_t startTicks);
+// /proc/<pid>/stat starttime, 0 when the process does not exist.
+uint64_t processStartTicks(pid_t pid);
+
+}  // namespace reccl::testbed

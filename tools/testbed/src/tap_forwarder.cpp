@@ -1,0 +1,331 @@
+#include "reccl/testbed/tap_forwarder.h"
+
+#include <linux/close_range.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <libmnl/libmnl.h>
+#include <linux/if_link.h>
+#include <linux/if_tun.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "reccl/common/deadline.h"
+#include "reccl/netlink/netns.h"
+#include "reccl/netlink/netns_guard.h"
+
+namespace reccl::testbed {
+
+uint64_t processStartTicks(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(in, line)) return 0;
+  // Field 2 (comm) may hold spaces; count fields after its closing parenthesis.
+  auto rp = line.rfind(')');
+  if (rp == std::string::npos) return 0;
+  std::istringstream rest(line.substr(rp + 2));
+  std::string field;
+  char state = '?';
+  rest >> state;
+  if (state == 'Z' || state == 'X') return 0;  // exited, only not reaped yet
+  // Fields 3..22; starttime is field 22.
+  for (int i = 4; i <= 22; ++i) {
+    if (!(rest >> field)) return 0;
+  }
+  return std::stoull(field);
+}
+
+namespace {
+
+volatile sig_atomic_t gStop = 0;
+void onTerm(int) { gStop = 1; }
+
+// What the forwarder knows about one host NIC / switch port pair. Fixed-size, so the loop in the
+// child never allocates.
+struct PairState {
+  int hostFd = -1;
+  int fabricFd = -1;
+  int hostMonitor = -1;  // index into the monitor sockets
+  char hostDev[IFNAMSIZ] = {};
+  char fabricDev[IFNAMSIZ] = {};
+  bool hostAdminUp = true;
+  bool hostCarrier = true;
+  bool fabricAdminUp = true;
+  bool fabricCarrierSet = true;  // what we last told the switch port
+};
+
+struct ForwarderPlan {
+  std::vector<PairState> pairs;
+  std::vector<int> monitors;  // rtnetlink sockets subscribed to link events, one per namespace
+  int fabricMonitor = -1;
+};
+
+void setCarrier(int queueFd, bool on) {
+  int v = on ? 1 : 0;
+  ::ioctl(queueFd, TUNSETCARRIER, &v);
+}
+
+struct LinkEvent {
+  const char* name = nullptr;
+  bool adminUp = false;
+  int carrier = -1;  // -1: not reported
+};
+
+int linkAttrCb(const nlattr* attr, void* data) {
+  auto* ev = static_cast<LinkEvent*>(data);
+  switch (mnl_attr_get_type(attr)) {
+    case IFLA_IFNAME:
+      if (mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0) ev->name = mnl_attr_get_str(attr);
+      break;
+    case IFLA_CARRIER:
+      if (mnl_attr_validate(attr, MNL_TYPE_U8) >= 0) ev->carrier = mnl_attr_get_u8(attr);
+      break;
+    default: break;
+  }
+  return MNL_CB_OK;
+}
+
+void onLinkEvent(ForwarderPlan& plan, int monitor, const LinkEvent& ev) {
+  for (PairState& p : plan.pairs) {
+    if (monitor == p.hostMonitor && std::strcmp(ev.name, p.hostDev) == 0) {
+      p.hostAdminUp = ev.adminUp;
+      if (ev.carrier >= 0) p.hostCarrier = ev.carrier != 0;
+      const bool want = p.hostAdminUp && p.hostCarrier;
+      if (want != p.fabricCarrierSet) {
+        setCarrier(p.fabricFd, want);
+        p.fabricCarrierSet = want;
+      }
+    } else if (monitor == plan.fabricMonitor && std::strcmp(ev.name, p.fabricDev) == 0) {
+      if (ev.adminUp != p.fabricAdminUp) {
+        p.fabricAdminUp = ev.adminUp;
+        setCarrier(p.hostFd, ev.adminUp);  // the switch port went dark: the NIC loses link
+      }
+    }
+  }
+}
+
+void drainMonitor(ForwarderPlan& plan, int monitor) {
+  static char buf[65536];
+  for (;;) {
+    ssize_t n = ::recv(plan.monitors[static_cast<size_t>(monitor)], buf, sizeof(buf), MSG_DONTWAIT);
+    if (n <= 0) return;  // EAGAIN, or ENOBUFS (events lost; the next event of a NIC corrects it)
+    const nlmsghdr* nlh = reinterpret_cast<const nlmsghdr*>(buf);
+    int len = static_cast<int>(n);
+    for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+      if (nlh->nlmsg_type != RTM_NEWLINK) continue;
+      const auto* ifm = static_cast<const ifinfomsg*>(mnl_nlmsg_get_payload(nlh));
+      LinkEvent ev;
+      ev.adminUp = (ifm->ifi_flags & IFF_UP) != 0;
+      mnl_attr_parse(nlh, sizeof(*ifm), linkAttrCb, &ev);
+      if (ev.name != nullptr) onLinkEvent(plan, monitor, ev);
+    }
+  }
+}
+
+// Runs in the forked child: no allocation in the loop, only syscalls.
+[[noreturn]] void forwardLoop(ForwarderPlan& plan) {
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) ::_exit(1);
+  // data.u32: bit 31 set = monitor socket index; else pair index * 2 + (1 for the fabric side).
+  constexpr uint32_t kMonitorBit = 1u << 31;
+  for (size_t i = 0; i < plan.pairs.size(); ++i) {
+    for (int side = 0; side < 2; ++side) {
+      epoll_event ev{};
+      ev.events = EPOLLIN;
+      ev.data.u32 = static_cast<uint32_t>(i * 2 + static_cast<size_t>(side));
+      int fd = side == 0 ? plan.pairs[i].hostFd : plan.pairs[i].fabricFd;
+      if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) ::_exit(1);
+    }
+  }
+  for (size_t m = 0; m < plan.monitors.size(); ++m) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.u32 = kMonitorBit | static_cast<uint32_t>(m);
+    if (::epoll_ctl(ep, EPOLL_CTL_ADD, plan.monitors[m], &ev) != 0) ::_exit(1);
+  }
+  static char frame[65536 + 64];
+  epoll_event evs[64];
+  while (!gStop) {
+    int n = ::epoll_wait(ep, evs, 64, 1000);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      ::_exit(1);
+    }
+    for (int e = 0; e < n; ++e) {
+      const uint32_t tag = evs[e].data.u32;
+      if (tag & kMonitorBit) {
+        drainMonitor(plan, static_cast<int>(tag & ~kMonitorBit));
+        continue;
+      }
+      if (evs[e].events & (EPOLLERR | EPOLLHUP)) ::_exit(0);  // a tap was deleted: testbed gone
+      PairState& p = plan.pairs[tag / 2];
+      const bool fromFabric = (tag & 1u) != 0;
+      const int from = fromFabric ? p.fabricFd : p.hostFd;
+      const int to = fromFabric ? p.hostFd : p.fabricFd;
+      // Drain what is queued. A frame that cannot be delivered (no carrier, port down) is
+      // dropped, as on a cable.
+      for (int burst = 0; burst < 256; ++burst) {
+        ssize_t r = ::read(from, frame, sizeof(frame));
+        if (r < 0) {
+          if (errno == EINTR) continue;
+          if (errno == EBADFD) ::_exit(0);
+          break;  // EAGAIN
+        }
+        if (r == 0) break;
+        if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
+        (void)!::write(to, frame, static_cast<size_t>(r));
+      }
+    }
+  }
+  ::_exit(0);
+}
+
+Result<int> openLinkMonitor(const std::string& netns) {
+  RECCL_ASSIGN_OR_RETURN(auto guard, netlink::NetnsGuard::enter(netns));
+  int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  if (fd < 0) return Status::FromErrno(errno, "link monitor socket in " + netns);
+  int rcvbuf = 1 << 20;
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof(rcvbuf));
+  sockaddr_nl sa{};
+  sa.nl_family = AF_NETLINK;
+  sa.nl_groups = RTMGRP_LINK;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    Status s = Status::FromErrno(errno, "bind link monitor in " + netns);
+    ::close(fd);
+    return s;
+  }
+  return fd;
+}
+
+// `keep` is sorted. close_range: no allocation between fork and the loop.
+void closeAllExcept(const std::vector<int>& keep) {
+  unsigned from = 3;
+  for (int k : keep) {
+    if (static_cast<unsigned>(k) > from) ::close_range(from, static_cast<unsigned>(k) - 1, 0);
+    from = static_cast<unsigned>(k) + 1;
+  }
+  ::close_range(from, ~0u, 0);
+}
+
+}  // namespace
+
+Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns) {
+  ForwarderPlan plan;
+  std::vector<UniqueFd> monitorOwners;
+  std::vector<std::string> monitorNs;
+  auto monitorFor = [&](const std::string& ns) -> Result<int> {
+    for (size_t i = 0; i < monitorNs.size(); ++i) {
+      if (monitorNs[i] == ns) return static_cast<int>(i);
+    }
+    RECCL_ASSIGN_OR_RETURN(int fd, openLinkMonitor(ns));
+    monitorOwners.emplace_back(fd);
+    monitorNs.push_back(ns);
+    plan.monitors.push_back(fd);
+    return static_cast<int>(monitorNs.size() - 1);
+  };
+  RECCL_ASSIGN_OR_RETURN(plan.fabricMonitor, monitorFor(fabricNetns));
+  for (const TapPair& tp : pairs) {
+    PairState ps;
+    ps.hostFd = tp.host.get();
+    ps.fabricFd = tp.fabric.get();
+    RECCL_ASSIGN_OR_RETURN(ps.hostMonitor, monitorFor(tp.hostNetns));
+    std::strncpy(ps.hostDev, tp.hostDev.c_str(), IFNAMSIZ - 1);
+    std::strncpy(ps.fabricDev, tp.fabricDev.c_str(), IFNAMSIZ - 1);
+    plan.pairs.push_back(ps);
+  }
+  // The forwarder lives in the fabric namespace, like the switch it is part of: whoever removes
+  // the testbed finds it there even without the state record (its queues and monitor sockets
+  // would otherwise keep every namespace of the testbed alive).
+  RECCL_ASSIGN_OR_RETURN(UniqueFd fabricNs, netlink::openNetns(fabricNetns));
+  std::vector<int> keep = plan.monitors;
+  keep.push_back(fabricNs.get());
+  for (const PairState& p : plan.pairs) {
+    keep.push_back(p.hostFd);
+    keep.push_back(p.fabricFd);
+  }
+  std::sort(keep.begin(), keep.end());
+  // Hand the pid of the grandchild back over a pipe; the middle child exits at once, so the
+  // forwarder is re-parented to init and never becomes the caller's zombie.
+  int pp[2];
+  if (::pipe2(pp, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe2 for forwarder");
+  UniqueFd pr(pp[0]), pw(pp[1]);
+  pid_t mid = ::fork();
+  if (mid < 0) return Status::FromErrno(errno, "fork forwarder");
+  if (mid == 0) {
+    ::setsid();
+    pid_t fwd = ::fork();
+    if (fwd != 0) {
+      (void)!::write(pw.get(), &fwd, sizeof(fwd));
+      ::_exit(fwd < 0 ? 1 : 0);
+    }
+    // The forwarder must hold nothing else: a test's guard pipe or a caller's socket left open
+    // here would outlive them.
+    closeAllExcept(keep);
+    if (::setns(fabricNs.get(), CLONE_NEWNET) != 0) ::_exit(1);
+    ::close(fabricNs.release());
+    int devnull = ::open("/dev/null", O_RDWR);
+    if (devnull >= 0) {
+      ::dup2(devnull, 0);
+      ::dup2(devnull, 1);
+      ::dup2(devnull, 2);
+      if (devnull > 2) ::close(devnull);
+    }
+    ::prctl(PR_SET_NAME, "reccl-tapfwd");
+    struct sigaction sa{};
+    sa.sa_handler = onTerm;
+    ::sigaction(SIGTERM, &sa, nullptr);
+    ::sigaction(SIGINT, &sa, nullptr);
+    ::signal(SIGHUP, SIG_IGN);
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    forwardLoop(plan);
+  }
+  pw.reset();
+  int ws = 0;
+  while (::waitpid(mid, &ws, 0) < 0 && errno == EINTR) {
+  }
+  pid_t fwd = -1;
+  ssize_t n = ::read(pr.get(), &fwd, sizeof(fwd));
+  if (n != static_cast<ssize_t>(sizeof(fwd)) || fwd <= 0) {
+    return Status{Errc::kSystem, "forwarder did not start"};
+  }
+  // pairs (the parent's copies of the queues) close here; the forwarder holds its own.
+  return ForwarderHandle{fwd, processStartTicks(fwd)};
+}
+
+Status stopForwarder(pid_t pid, uint64_t startTicks) {
+  if (pid <= 0 || processStartTicks(pid) != startTicks) return Status::Ok();
+  if (::kill(pid, SIGTERM) != 0) {
+    return errno == ESRCH ? Status::Ok() : Status::FromErrno(errno, "kill forwarder");
+  }
+  Deadline dl = Deadline::afterMs(2000);
+  while (!dl.expired()) {
+    if (processStartTicks(pid) != startTicks) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ::kill(pid, SIGKILL);
+  Deadline dl2 = Deadline::afterMs(2000);
+  while (!dl2.expired()) {
+    if (processStartTicks(pid) != startTicks) return Status::Ok();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return {Errc::kTimeout, "forwarder pid " + std::to_string(pid) + " did not exit"};
+}
+
+}  // namespace reccl::testbed

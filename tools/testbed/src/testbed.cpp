@@ -1,0 +1,242 @@
+#include "reccl/testbed/testbed.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "reccl/common/deadline.h"
+#include "reccl/common/log.h"
+#include "reccl/netlink/address.h"
+#include "reccl/netlink/link.h"
+#include "reccl/netlink/netns.h"
+#include "reccl/netlink/netns_sysctl.h"
+#include "reccl/netlink/nl_socket.h"
+#include "reccl/netlink/tap.h"
+#include "reccl/testbed/tap_forwarder.h"
+#include "reccl/testbed/testbed_layout.h"
+
+namespace reccl::testbed {
+
+using netlink::NlSocket;
+
+Status requireRoot() {
+  if (::geteuid() != 0) {
+    return {Errc::kPermission, "must run as root (creates network namespaces and devices)"};
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+bool belongsTo(std::string_view name, const std::string& netns) {
+  return netns == fabricNetns(name) || hostIndexOfNetns(name, netns) >= 0;
+}
+
+std::vector<std::string> namespacesOf(std::string_view name) {
+  std::vector<std::string> out;
+  for (const std::string& n : netlink::listNetns()) {
+    if (belongsTo(name, n)) out.push_back(n);
+  }
+  return out;
+}
+
+Status addressNic(NlSocket& host, const NicState& nic) {
+  RECCL_ASSIGN_OR_RETURN(netlink::Ipv4Prefix p, netlink::parseIpv4Prefix(nic.address));
+  RECCL_TRY(netlink::setLinkUp(host, nic.dev, true));
+  return netlink::addIpv4Address(host, nic.dev, p);
+}
+
+Status attachSwitchPort(NlSocket& fab, const NicState& nic) {
+  RECCL_TRY(netlink::setLinkMaster(fab, nic.switchPort, nic.bridge));
+  return netlink::setLinkUp(fab, nic.switchPort, true);
+}
+
+Status wireVeth(NlSocket& fab, int fabFd, int hostFd, const NicState& nic, int mtu) {
+  RECCL_TRY(netlink::createVethPair(fab, {nic.dev, hostFd}, {nic.switchPort, fabFd}, mtu));
+  return attachSwitchPort(fab, nic);
+}
+
+Status wireTap(NlSocket& fab, const std::string& fabNs, const std::string& hostNs,
+               NlSocket& host, const NicState& nic, int mtu, std::vector<TapPair>& pairs) {
+  RECCL_ASSIGN_OR_RETURN(UniqueFd hq, netlink::createTap(hostNs, nic.dev, /*nonblocking=*/true));
+  RECCL_ASSIGN_OR_RETURN(UniqueFd fq, netlink::createTap(fabNs, nic.switchPort, true));
+  RECCL_TRY(netlink::setLinkMtu(host, nic.dev, mtu));
+  RECCL_TRY(netlink::setLinkMtu(fab, nic.switchPort, mtu));
+  pairs.push_back({std::move(hq), std::move(fq), hostNs, nic.dev, nic.switchPort});
+  return attachSwitchPort(fab, nic);
+}
+
+// Quiet namespaces: without IPv6 no router solicitations, MLD reports or DAD probes appear on
+// the rails, so a rail's counters move only with the traffic a test sends. Set before any device
+// is created ("default" covers devices created later).
+Status quietNamespace(const std::string& netns) {
+  for (const char* key : {"net/ipv6/conf/all/disable_ipv6", "net/ipv6/conf/default/disable_ipv6"}) {
+    Status s = netlink::writeNetnsSysctl(netns, key, "1");
+    if (!s.ok() && s.code() != Errc::kNotFound) return s;  // kNotFound: kernel without IPv6
+  }
+  return Status::Ok();
+}
+
+Status build(TestbedState& st) {
+  const TestbedSpec& spec = st.spec;
+  RECCL_TRY(netlink::createNetns(st.fabricNetns));
+  RECCL_TRY(quietNamespace(st.fabricNetns));
+  RECCL_ASSIGN_OR_RETURN(UniqueFd fabFd, netlink::openNetns(st.fabricNetns));
+  RECCL_ASSIGN_OR_RETURN(NlSocket fab, NlSocket::openInNetns(st.fabricNetns));
+  RECCL_TRY(netlink::setLinkUp(fab, "lo", true));
+  RECCL_TRY(netlink::createBridge(fab, kMgmtBridge, spec.mtu));
+  RECCL_TRY(netlink::setLinkUp(fab, kMgmtBridge, true));
+  for (int r = 0; r < spec.rails; ++r) {
+    RECCL_TRY(netlink::createBridge(fab, railDev(r), spec.mtu));
+    RECCL_TRY(netlink::setLinkUp(fab, railDev(r), true));
+  }
+  std::vector<TapPair> pairs;
+  for (const HostState& h : st.hosts) {
+    RECCL_TRY(netlink::createNetns(h.netns));
+    RECCL_TRY(quietNamespace(h.netns));
+    RECCL_ASSIGN_OR_RETURN(UniqueFd hostFd, netlink::openNetns(h.netns));
+    RECCL_ASSIGN_OR_RETURN(NlSocket host, NlSocket::openInNetns(h.netns));
+    RECCL_TRY(netlink::setLinkUp(host, "lo", true));
+    RECCL_TRY(wireVeth(fab, fabFd.get(), hostFd.get(), h.mgmt, spec.mtu));
+    RECCL_TRY(addressNic(host, h.mgmt));
+    for (const NicState& nic : h.rails) {
+      if (spec.nic == NicKind::kVeth) {
+        RECCL_TRY(wireVeth(fab, fabFd.get(), hostFd.get(), nic, spec.mtu));
+      } else {
+        RECCL_TRY(wireTap(fab, st.fabricNetns, h.netns, host, nic, spec.mtu, pairs));
+      }
+      RECCL_TRY(addressNic(host, nic));
+    }
+  }
+  if (!pairs.empty()) {
+    RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs), st.fabricNetns));
+    st.forwarderPid = fwd.pid;
+    st.forwarderStartTicks = fwd.startTicks;
+    RECCL_TRY(saveState(st));
+  }
+  return Status::Ok();
+}
+
+// The namespace inode a /run/netns bind mount refers to.
+ino_t netnsInode(const std::string& netns) {
+  struct stat st{};
+  if (::stat(netlink::netnsPath(netns).c_str(), &st) != 0) return 0;
+  return st.st_ino;
+}
+
+std::string commOf(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/comm");
+  std::string c;
+  std::getline(in, c);
+  return c;
+}
+
+// Processes left inside the namespaces (ranks of a crashed run, servers a test forgot) would keep
+// them and their devices alive after the names are gone; they go first.
+void killProcessesIn(const std::vector<std::string>& nss, DownReport& report) {
+  std::vector<std::pair<ino_t, std::string>> inodes;
+  for (const std::string& n : nss) {
+    if (ino_t ino = netnsInode(n)) inodes.emplace_back(ino, n);
+  }
+  if (inodes.empty()) return;
+  std::vector<pid_t> victims;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return;
+  const pid_t self = ::getpid();
+  while (dirent* e = ::readdir(proc)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == self) continue;
+    std::string link = "/proc/" + std::string(e->d_name) + "/ns/net";
+    struct stat st{};
+    if (::stat(link.c_str(), &st) != 0) continue;
+    for (const auto& [ino, n] : inodes) {
+      if (st.st_ino == ino) {
+        std::string comm = commOf(static_cast<pid_t>(pid));
+        if (::kill(static_cast<pid_t>(pid), SIGKILL) == 0) {
+          report.removed.push_back("process " + std::to_string(pid) + " (" + comm + ") in " + n);
+          victims.push_back(static_cast<pid_t>(pid));
+        }
+      }
+    }
+  }
+  ::closedir(proc);
+  Deadline dl = Deadline::afterMs(2000);
+  for (pid_t p : victims) {
+    // A zombie has already let go of its namespaces.
+    while (!dl.expired() && processStartTicks(p) != 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+}
+
+}  // namespace
+
+Result<TestbedState> Testbed::up(const TestbedSpec& spec) {
+  RECCL_TRY(validateSpec(spec));
+  RECCL_TRY(requireRoot());
+  auto t0 = monotonicNs();
+  TestbedState st = TestbedState::fromSpec(spec);
+  if (auto stale = namespacesOf(spec.name); !stale.empty()) {
+    return Status{Errc::kExists, "testbed '" + spec.name + "' is in use (netns " + stale.front() +
+                                     " exists); remove it with: reccl testbed down --name " + spec.name};
+  }
+  RECCL_TRY(claimState(st));
+  if (Status s = build(st); !s.ok()) {
+    auto rep = down(spec.name);
+    if (rep.ok() && !rep->errors.empty()) {
+      RECCL_WARN(kLogTestbed, "rollback of testbed %s left: %s", spec.name.c_str(),
+                 rep->errors.front().c_str());
+    }
+    return s.Wrap("testbed up " + spec.name);
+  }
+  st.status = "up";
+  if (Status s = saveState(st); !s.ok()) {
+    (void)down(spec.name);
+    return s.Wrap("testbed up " + spec.name);
+  }
+  RECCL_INFO(kLogTestbed, "testbed %s up: %d hosts x %d rails (%s, mtu %d) in %.1f ms",
+             spec.name.c_str(), spec.hosts, spec.rails, nicKindName(spec.nic), spec.mtu,
+             static_cast<double>(monotonicNs() - t0) / 1e6);
+  return st;
+}
+
+Result<DownReport> Testbed::down(std::string_view name) {
+  RECCL_TRY(validateTestbedName(name));
+  RECCL_TRY(requireRoot());
+  DownReport report;
+  auto st = loadState(name);
+  if (st.ok() && st->forwarderPid > 0) {
+    if (processStartTicks(st->forwarderPid) == st->forwarderStartTicks) {
+      Status s = stopForwarder(st->forwarderPid, st->forwarderStartTicks);
+      if (s.ok()) report.removed.push_back("forwarder pid " + std::to_string(st->forwarderPid));
+      else report.errors.push_back(s.ToString());
+    }
+  }
+  const std::vector<std::string> nss = namespacesOf(name);
+  killProcessesIn(nss, report);
+  for (const std::string& n : nss) {
+    Status s = netlink::deleteNetns(n);
+    if (s.ok()) report.removed.push_back("netns " + n);
+    else if (s.code() != Errc::kNotFound) report.errors.push_back(s.ToString());
+  }
+  Status s = removeState(name);
+  if (s.ok()) report.removed.push_back("state " + statePath(name));
+  else if (s.code() != Errc::kNotFound) report.errors.push_back(s.ToString());
+  return report;
+}
+
+Result<TestbedState> Testbed::load(std::string_view name) {
+  RECCL_TRY(validateTestbedName(name));
+  return loadState(name);
+}
+
+std::vector<std::string> Testbed::list() { return listStates(); }
+
+}  // namespace reccl::testbed
