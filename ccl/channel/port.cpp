@@ -27,6 +27,16 @@ Status ErrorLatch::get() const {
   return status_;
 }
 
+void PortBase::setPath(std::unique_ptr<Path> p) {
+  std::lock_guard lk(pathMu_);
+  if (path_) {
+    path_->shutdown();
+    retired_.push_back(std::move(path_));
+  }
+  path_ = std::move(p);
+  pathRaw_.store(path_.get(), std::memory_order_release);
+}
+
 void PortBase::pathFailed(bool isSender, const Status& s) {
   if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
   fail(s);
@@ -85,7 +95,7 @@ Status SendPort::post(size_t bytes, const CollDesc& desc) {
   encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
-  if (path_) path_->notifyPosted();
+  if (Path* p = path()) p->notifyPosted();
   return Status::Ok();
 }
 
@@ -139,7 +149,7 @@ Status RecvPort::release() {
   ConnCounters* c = counters();
   c->consumed.store(c->consumed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   c->toSender.ring();
-  if (path_) path_->notifyConsumed();
+  if (Path* p = path()) p->notifyConsumed();
   return Status::Ok();
 }
 
