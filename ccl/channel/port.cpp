@@ -106,6 +106,12 @@ std::span<const std::byte> SendPort::frame(uint64_t step) const noexcept {
   return {f, kStepHeaderBytes + std::min<size_t>(bytes, chunkBytes())};
 }
 
+void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
+  uint64_t last = posted();
+  for (uint64_t s = std::max<uint64_t>(from, 1); s <= last; ++s)
+    std::memcpy(mem_.slotFrame(s) + 8, &epoch, sizeof(epoch));  // epoch lives at offset 8
+}
+
 void SendPort::onAck(uint64_t applied) noexcept {
   ConnCounters* c = counters();
   uint64_t cur = c->consumed.load(std::memory_order_relaxed);

@@ -116,6 +116,10 @@ class SendPort : public PortBase {
   std::span<const std::byte> frame(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
+  // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
+  // already expects the new epoch and drops frames of the old one as stale). Call after
+  // setEpoch(e) and before the new path resends.
+  void restamp(uint64_t from, uint32_t epoch) noexcept;
 };
 
 class RecvPort : public PortBase {
