@@ -102,15 +102,25 @@ iperf() {
          | add / 8 / 1e9' "${files[@]}"
 }
 
+# iperf3 runs before and after the collectives; the ratios use the better of the two (the
+# ceiling), so a burst of load on the machine cannot flatter reccl.
 declare -A IPERF
 ALL_RAILS=()
-for ((k = 0; k < RAILS; ++k)); do
-  step "iperf3 --bidir on rail$k alone"
-  IPERF[rail$k]=$(iperf "rail$k" "$k")
-  ALL_RAILS+=("$k")
-done
-step "iperf3 --bidir on all $RAILS rails at once"
-IPERF[all]=$(iperf all "${ALL_RAILS[@]}")
+for ((k = 0; k < RAILS; ++k)); do ALL_RAILS+=("$k"); done
+iperfRound() {
+  local round="$1" k v
+  for k in "${ALL_RAILS[@]}"; do
+    step "iperf3 --bidir on rail$k alone ($round)"
+    v=$(iperf "rail$k-$round" "$k")
+    IPERF[rail$k-$round]=$v
+    IPERF[rail$k]=$(jq -n --argjson a "${IPERF[rail$k]:-0}" --argjson b "$v" '[$a, $b] | max')
+  done
+  step "iperf3 --bidir on all $RAILS rails at once ($round)"
+  v=$(iperf "all-$round" "${ALL_RAILS[@]}")
+  IPERF[all-$round]=$v
+  IPERF[all]=$(jq -n --argjson a "${IPERF[all]:-0}" --argjson b "$v" '[$a, $b] | max')
+}
+iperfRound before
 
 # Runs a benchmark on both hosts (one rank each) and leaves rank 0's JSON in $WORK/$1.json.
 bench() {
@@ -129,6 +139,7 @@ bench gloo_bw "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gloo-store-bw" 
 bench gloo_lat "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gloo-store-lat" --algo ring \
   -b 8 -e 8 -n "$LAT_ITERS" -w 20
 if [[ $PEERS_ONLY -eq 1 ]]; then
+  iperfRound after
   jq -n --arg size "$SIZE" --argjson rails "$RAILS" \
     --argjson iperf "$(for k in "${!IPERF[@]}"; do echo "{\"$k\": ${IPERF[$k]}}"; done | jq -s add)" \
     --slurpfile gb "$WORK/gloo_bw.json" --slurpfile gl "$WORK/gloo_lat.json" '
@@ -149,6 +160,7 @@ RECCL_NICS="=rail0" bench reccl1_bw "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n 
 RECCL_NICS="=rail0" bench reccl1_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
 RECCL_NICS="rail" bench recclall_bw "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3
 RECCL_NICS="rail" bench recclall_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
+iperfRound after
 
 # Best Gloo allreduce algorithm (in place: Gloo has no out-of-place allreduce); reccl in place
 # too for the like-for-like ratio, out of place reported beside it.
@@ -186,10 +198,10 @@ jq -r '
   "",
   "allreduce \(.size) bus bandwidth, 2 hosts x \(.testbed.rails) rails (GB/s):",
   "  iperf3 --bidir per direction  rail0 \(.iperf3_per_direction_gbps.rail0 * 100 | round / 100)   all rails \(.iperf3_per_direction_gbps.all * 100 | round / 100)",
-  "  gloo (\(.gloo.algo), rail0)      \(.gloo.busbw_gbps * 100 | round / 100)",
+  "  gloo rail0                    \(.gloo.busbw_gbps * 100 | round / 100)  (\(.gloo.algo), in place)",
   "  reccl rail0                   \(.reccl_one_rail.busbw_gbps * 100 | round / 100)  (out of place \(.reccl_one_rail.busbw_out_of_place_gbps * 100 | round / 100))",
   "  reccl all rails               \(.reccl_all_rails.busbw_gbps * 100 | round / 100)  (out of place \(.reccl_all_rails.busbw_out_of_place_gbps * 100 | round / 100))",
-  "8 B allreduce latency (us): gloo \(.gloo.latency_8b_us)  reccl rail0 \(.reccl_one_rail.latency_8b_us)  reccl all rails \(.reccl_all_rails.latency_8b_us)",
+  "8 B allreduce latency (us): gloo \(.gloo.latency_8b_us | round)  reccl rail0 \(.reccl_one_rail.latency_8b_us | round)  reccl all rails \(.reccl_all_rails.latency_8b_us | round)",
   "ratios:",
   "  reccl rail0 / gloo rail0                 \(.ratios.reccl_one_rail_over_gloo * 1000 | round / 1000)   (target >= 1.3)",
   "  reccl all rails / iperf3 all rails       \(.ratios.reccl_all_rails_over_iperf3_all_rails * 1000 | round / 1000)   (target >= 0.7)",

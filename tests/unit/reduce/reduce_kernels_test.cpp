@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <ostream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -18,6 +19,13 @@ namespace reccl::reduce {
 namespace {
 
 namespace ref = testref;
+
+}  // namespace
+
+// Readable parameters in test listings ("avx2" instead of the enum's bytes).
+void PrintTo(Isa isa, std::ostream* os) { *os << isaName(isa); }
+
+namespace {
 
 constexpr size_t kCounts[] = {0, 1, 7, 31, 33, 1000003};
 
