@@ -27,6 +27,16 @@ Status ErrorLatch::get() const {
   return status_;
 }
 
+void PortBase::setPath(std::unique_ptr<Path> p) {
+  std::lock_guard lk(pathMu_);
+  if (path_) {
+    path_->shutdown();
+    retired_.push_back(std::move(path_));
+  }
+  path_ = std::move(p);
+  pathRaw_.store(path_.get(), std::memory_order_release);
+}
+
 void PortBase::pathFailed(bool isSender, const Status& s) {
   if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
   fail(s);
@@ -85,7 +95,7 @@ Status SendPort::post(size_t bytes, const CollDesc& desc) {
   encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
-  if (path_) path_->notifyPosted();
+  if (Path* p = path()) p->notifyPosted();
   return Status::Ok();
 }
 
@@ -94,6 +104,12 @@ std::span<const std::byte> SendPort::frame(uint64_t step) const noexcept {
   uint32_t bytes;
   std::memcpy(&bytes, f + 12, sizeof(bytes));
   return {f, kStepHeaderBytes + std::min<size_t>(bytes, chunkBytes())};
+}
+
+void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
+  uint64_t last = posted();
+  for (uint64_t s = std::max<uint64_t>(from, 1); s <= last; ++s)
+    std::memcpy(mem_.slotFrame(s) + 8, &epoch, sizeof(epoch));  // epoch lives at offset 8
 }
 
 void SendPort::onAck(uint64_t applied) noexcept {
@@ -139,7 +155,7 @@ Status RecvPort::release() {
   ConnCounters* c = counters();
   c->consumed.store(c->consumed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   c->toSender.ring();
-  if (path_) path_->notifyConsumed();
+  if (Path* p = path()) p->notifyConsumed();
   return Status::Ok();
 }
 

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 #include "channel/conn_memory.h"
 #include "channel/path.h"
@@ -70,10 +71,12 @@ class PortBase {
   uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
   void setEpoch(uint32_t e) noexcept { epoch_.store(e, std::memory_order_release); }
 
-  // Path ownership. setPath retires the previous path (its destructor stops its I/O).
-  Path* path() const noexcept { return path_.get(); }
-  void setPath(std::unique_ptr<Path> p) noexcept { path_ = std::move(p); }
-  std::unique_ptr<Path> takePath() noexcept { return std::move(path_); }
+  // Path ownership. The algorithm thread calls path() on every post/release while failover may
+  // swap the path from another thread: the current path is published atomically, and a replaced
+  // one is shut down and kept (retired) until the port goes, so a concurrent notify never touches
+  // freed memory.
+  Path* path() const noexcept { return pathRaw_.load(std::memory_order_acquire); }
+  void setPath(std::unique_ptr<Path> p);
 
   // A path reports its failure here; unless the failover hook takes it, the port latches it.
   void pathFailed(bool isSender, const Status& s);
@@ -92,7 +95,10 @@ class PortBase {
   ConnMemory mem_;
   PortEnv* env_;
   std::atomic<uint32_t> epoch_{1};
+  std::mutex pathMu_;
   std::unique_ptr<Path> path_;
+  std::atomic<Path*> pathRaw_{nullptr};
+  std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
 };
 
@@ -110,6 +116,10 @@ class SendPort : public PortBase {
   std::span<const std::byte> frame(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
+  // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
+  // already expects the new epoch and drops frames of the old one as stale). Call after
+  // setEpoch(e) and before the new path resends.
+  void restamp(uint64_t from, uint32_t epoch) noexcept;
 };
 
 class RecvPort : public PortBase {
