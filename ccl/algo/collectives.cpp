@@ -1,0 +1,455 @@
+#include "algo/collectives.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "algo/prims.h"
+#include "reduce/reduce.h"
+
+namespace reccl::algo {
+namespace {
+
+using channel::CollKind;
+
+StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
+                        recclRedOp_t op, int root) {
+  StepContext c;
+  c.desc.seq = cs.nextCollSeq();
+  c.desc.count = count;
+  c.desc.root = root;
+  c.desc.kind = kind;
+  c.desc.dtype = static_cast<uint8_t>(dtype);
+  c.desc.op = static_cast<uint8_t>(op);
+  c.dtype = dtype;
+  c.op = op;
+  c.esize = reduce::typeSize(dtype);
+  c.fn = reduce::kernel(dtype, op == recclAvg ? recclSum : op);
+  c.nranks = cs.nranks();
+  c.cs = &cs;
+  return c;
+}
+
+const std::byte* cb(const void* p, size_t elems, size_t esize) {
+  return static_cast<const std::byte*>(p) + elems * esize;
+}
+std::byte* b(void* p, size_t elems, size_t esize) { return static_cast<std::byte*>(p) + elems * esize; }
+
+inline int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Splits [0, count) into `parts` contiguous ranges aligned to `align` elements.
+struct Range {
+  size_t off = 0;
+  size_t len = 0;
+};
+Range partRange(size_t count, int parts, int i, size_t align) {
+  size_t per = (count + parts - 1) / parts;
+  per = (per + align - 1) / align * align;
+  size_t off = std::min(count, per * i);
+  return {off, std::min(per, count - off)};
+}
+
+// Channels used for `bytes` of traffic: no more than one per 64 KiB, so small messages keep
+// their latency on one channel.
+int channelsFor(channel::ChannelSet& cs, size_t bytes) {
+  size_t want = bytes / (64 * 1024);
+  return static_cast<int>(std::clamp<size_t>(want, 1, static_cast<size_t>(cs.nchannels())));
+}
+
+Status copyIfNeeded(const void* src, void* dst, size_t bytes) {
+  if (src != dst && bytes) std::memmove(dst, src, bytes);
+  return Status::Ok();
+}
+
+struct RingPorts {
+  channel::SendPort* send = nullptr;
+  channel::RecvPort* recv = nullptr;
+};
+Result<RingPorts> ringPorts(channel::ChannelSet& cs, int ch) {
+  int n = cs.nranks(), r = cs.rank();
+  RingPorts p;
+  RECCL_ASSIGN_OR_RETURN(p.send, cs.sendPort(mod(r + 1, n), ch));
+  RECCL_ASSIGN_OR_RETURN(p.recv, cs.recvPort(mod(r - 1, n), ch));
+  return p;
+}
+
+// One channel's share of a ring allreduce over elements [part.off, part.off + part.len).
+Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int ch, const void* sendbuff,
+                            void* recvbuff, Range part) {
+  int n = cs.nranks(), r = cs.rank();
+  RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+  Prims p(c, ports.send, ports.recv);
+  size_t chunk = p.chunkElems();
+  size_t blockLen = (part.len + n - 1) / n;
+  size_t rounds = std::max<size_t>(1, (blockLen + chunk - 1) / chunk);
+  bool avg = c.op == recclAvg;
+  const void* in = sendbuff;
+  for (size_t round = 0; round < rounds; ++round) {
+    // Elements of block `blk` in this round.
+    auto seg = [&](int blk, size_t* off) {
+      size_t bstart = static_cast<size_t>(blk) * blockLen;
+      size_t bend = std::min(part.len, bstart + blockLen);
+      size_t s = std::min(bend, bstart + round * chunk);
+      size_t e = std::min(bend, s + chunk);
+      if (bstart >= part.len) s = e = part.len;
+      *off = part.off + s;
+      return e - s;
+    };
+    size_t off;
+    size_t len = seg(mod(r - 1, n), &off);
+    RECCL_TRY(p.send(cb(in, off, c.esize), len));
+    for (int k = 1; k <= n - 2; ++k) {
+      len = seg(mod(r - 1 - k, n), &off);
+      RECCL_TRY(p.recvReduceSend(cb(in, off, c.esize), len));
+    }
+    len = seg(r, &off);
+    RECCL_TRY(p.recvReduceCopySend(cb(in, off, c.esize), b(recvbuff, off, c.esize), len, avg));
+    for (int j = 0; j <= n - 3; ++j) {
+      len = seg(mod(r - 1 - j, n), &off);
+      RECCL_TRY(p.recvCopySend(b(recvbuff, off, c.esize), len));
+    }
+    len = seg(mod(r + 1, n), &off);
+    RECCL_TRY(p.recv(b(recvbuff, off, c.esize), len));
+  }
+  return Status::Ok();
+}
+
+// Exchanges `count` elements of buf with peer and reduces what arrives into buf, chunk by chunk.
+Status exchangeReduce(channel::ChannelSet& cs, const StepContext& c, int peer, void* buf, size_t count) {
+  RECCL_ASSIGN_OR_RETURN(auto* sp, cs.sendPort(peer, 0));
+  RECCL_ASSIGN_OR_RETURN(auto* rp, cs.recvPort(peer, 0));
+  Prims p(c, sp, rp);
+  size_t chunk = p.chunkElems();
+  size_t off = 0;
+  do {
+    size_t len = std::min(chunk, count - off);
+    RECCL_TRY(p.send(cb(buf, off, c.esize), len));
+    Prims rx(c, nullptr, rp);
+    RECCL_TRY(rx.recvReduceCopy(cb(buf, off, c.esize), b(buf, off, c.esize), len, false));
+    off += len;
+  } while (off < count);
+  return Status::Ok();
+}
+
+Status sendAll(channel::ChannelSet& cs, const StepContext& c, int peer, const void* buf, size_t count) {
+  RECCL_ASSIGN_OR_RETURN(auto* sp, cs.sendPort(peer, 0));
+  Prims p(c, sp, nullptr);
+  size_t chunk = p.chunkElems(), off = 0;
+  do {
+    size_t len = std::min(chunk, count - off);
+    RECCL_TRY(p.send(cb(buf, off, c.esize), len));
+    off += len;
+  } while (off < count);
+  return Status::Ok();
+}
+
+Status recvAll(channel::ChannelSet& cs, const StepContext& c, int peer, void* buf, size_t count, bool reduceInto) {
+  RECCL_ASSIGN_OR_RETURN(auto* rp, cs.recvPort(peer, 0));
+  Prims p(c, nullptr, rp);
+  size_t chunk = p.chunkElems(), off = 0;
+  do {
+    size_t len = std::min(chunk, count - off);
+    if (reduceInto)
+      RECCL_TRY(p.recvReduceCopy(cb(buf, off, c.esize), b(buf, off, c.esize), len, false));
+    else
+      RECCL_TRY(p.recv(b(buf, off, c.esize), len));
+    off += len;
+  } while (off < count);
+  return Status::Ok();
+}
+
+// Recursive doubling; ranks beyond the largest power of two fold into a partner first.
+Status rdAllReduce(channel::ChannelSet& cs, const StepContext& c, void* buf, size_t count) {
+  int n = cs.nranks(), r = cs.rank();
+  int pow2 = 1;
+  while (pow2 * 2 <= n) pow2 *= 2;
+  int rem = n - pow2;
+  int newRank;
+  if (r < 2 * rem) {
+    if (r % 2 == 0) {
+      RECCL_TRY(sendAll(cs, c, r + 1, buf, count));
+      newRank = -1;
+    } else {
+      RECCL_TRY(recvAll(cs, c, r - 1, buf, count, true));
+      newRank = r / 2;
+    }
+  } else {
+    newRank = r - rem;
+  }
+  if (newRank >= 0) {
+    for (int mask = 1; mask < pow2; mask <<= 1) {
+      int np = newRank ^ mask;
+      int peer = np < rem ? np * 2 + 1 : np + rem;
+      RECCL_TRY(exchangeReduce(cs, c, peer, buf, count));
+    }
+    if (c.op == recclAvg) reduce::finalizeAvg(buf, count, c.dtype, n);
+  }
+  if (r < 2 * rem) {
+    if (r % 2 == 1)
+      RECCL_TRY(sendAll(cs, c, r - 1, buf, count));
+    else
+      RECCL_TRY(recvAll(cs, c, r + 1, buf, count, false));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                 recclDataType_t dtype, recclRedOp_t op) {
+  if (count == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kAllReduce, count, dtype, op, -1);
+  int n = cs.nranks();
+  size_t bytes = count * c.esize;
+  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, bytes);
+  std::string forced = cs.forcedAlgo();
+  bool rd = forced == "rd" || (forced.empty() && bytes <= cs.smallMessageBytes());
+  if (rd) {
+    RECCL_TRY(copyIfNeeded(sendbuff, recvbuff, bytes));
+    return rdAllReduce(cs, c, recvbuff, count);
+  }
+  int nch = channelsFor(cs, bytes);
+  return cs.runParallel(nch, [&](int ch) {
+    Range part = partRange(count, nch, ch, 16);
+    return ringAllReduceChannel(cs, c, ch, sendbuff, recvbuff, part);
+  });
+}
+
+Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t recvcount,
+                     recclDataType_t dtype, recclRedOp_t op) {
+  if (recvcount == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kReduceScatter, recvcount, dtype, op, -1);
+  int n = cs.nranks(), r = cs.rank();
+  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, recvcount * c.esize);
+  int nch = channelsFor(cs, recvcount * c.esize * n);
+  return cs.runParallel(nch, [&](int ch) -> Status {
+    Range part = partRange(recvcount, nch, ch, 16);
+    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+    Prims p(c, ports.send, ports.recv);
+    size_t chunk = p.chunkElems();
+    size_t rounds = std::max<size_t>(1, (part.len + chunk - 1) / chunk);
+    for (size_t round = 0; round < rounds; ++round) {
+      size_t s = std::min(part.len, round * chunk);
+      size_t len = std::min(chunk, part.len - s);
+      auto at = [&](int blk) { return static_cast<size_t>(blk) * recvcount + part.off + s; };
+      RECCL_TRY(p.send(cb(sendbuff, at(mod(r - 1, n)), c.esize), len));
+      for (int k = 1; k <= n - 2; ++k) RECCL_TRY(p.recvReduceSend(cb(sendbuff, at(mod(r - 1 - k, n)), c.esize), len));
+      RECCL_TRY(p.recvReduceCopy(cb(sendbuff, at(r), c.esize), b(recvbuff, part.off + s, c.esize), len,
+                                 op == recclAvg));
+    }
+    return Status::Ok();
+  });
+}
+
+Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t sendcount,
+                 recclDataType_t dtype) {
+  if (sendcount == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kAllGather, sendcount, dtype, recclSum, -1);
+  int n = cs.nranks(), r = cs.rank();
+  RECCL_TRY(copyIfNeeded(sendbuff, b(recvbuff, static_cast<size_t>(r) * sendcount, c.esize), sendcount * c.esize));
+  if (n == 1) return Status::Ok();
+  int nch = channelsFor(cs, sendcount * c.esize * n);
+  return cs.runParallel(nch, [&](int ch) -> Status {
+    Range part = partRange(sendcount, nch, ch, 16);
+    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+    Prims p(c, ports.send, ports.recv);
+    size_t chunk = p.chunkElems();
+    size_t rounds = std::max<size_t>(1, (part.len + chunk - 1) / chunk);
+    for (size_t round = 0; round < rounds; ++round) {
+      size_t s = std::min(part.len, round * chunk);
+      size_t len = std::min(chunk, part.len - s);
+      auto at = [&](int blk) { return static_cast<size_t>(blk) * sendcount + part.off + s; };
+      RECCL_TRY(p.send(cb(recvbuff, at(r), c.esize), len));
+      for (int j = 0; j <= n - 3; ++j) RECCL_TRY(p.recvCopySend(b(recvbuff, at(mod(r - 1 - j, n)), c.esize), len));
+      RECCL_TRY(p.recv(b(recvbuff, at(mod(r + 1, n)), c.esize), len));
+    }
+    return Status::Ok();
+  });
+}
+
+Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                 recclDataType_t dtype, int root) {
+  if (count == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kBroadcast, count, dtype, recclSum, root);
+  int n = cs.nranks(), r = cs.rank();
+  if (r == root) RECCL_TRY(copyIfNeeded(sendbuff, recvbuff, count * c.esize));
+  if (n == 1) return Status::Ok();
+  int pos = mod(r - root, n);
+  int nch = channelsFor(cs, count * c.esize);
+  return cs.runParallel(nch, [&](int ch) -> Status {
+    Range part = partRange(count, nch, ch, 16);
+    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+    Prims p(c, ports.send, ports.recv);
+    size_t chunk = p.chunkElems();
+    size_t off = part.off, end = part.off + part.len;
+    do {
+      size_t len = std::min(chunk, end - off);
+      if (pos == 0)
+        RECCL_TRY(p.send(cb(recvbuff, off, c.esize), len));
+      else if (pos == n - 1)
+        RECCL_TRY(p.recv(b(recvbuff, off, c.esize), len));
+      else
+        RECCL_TRY(p.recvCopySend(b(recvbuff, off, c.esize), len));
+      off += len;
+    } while (off < end);
+    return Status::Ok();
+  });
+}
+
+Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+              recclDataType_t dtype, recclRedOp_t op, int root) {
+  if (count == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kReduce, count, dtype, op, root);
+  int n = cs.nranks(), r = cs.rank();
+  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, count * c.esize);
+  int pos = mod(r - root - 1, n);  // 0 starts the chain, n-1 is the root
+  int nch = channelsFor(cs, count * c.esize);
+  return cs.runParallel(nch, [&](int ch) -> Status {
+    Range part = partRange(count, nch, ch, 16);
+    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+    Prims p(c, ports.send, ports.recv);
+    size_t chunk = p.chunkElems();
+    size_t off = part.off, end = part.off + part.len;
+    do {
+      size_t len = std::min(chunk, end - off);
+      if (pos == 0)
+        RECCL_TRY(p.send(cb(sendbuff, off, c.esize), len));
+      else if (pos == n - 1)
+        RECCL_TRY(p.recvReduceCopy(cb(sendbuff, off, c.esize), b(recvbuff, off, c.esize), len, op == recclAvg));
+      else
+        RECCL_TRY(p.recvReduceSend(cb(sendbuff, off, c.esize), len));
+      off += len;
+    } while (off < end);
+    return Status::Ok();
+  });
+}
+
+Status allToAll(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                recclDataType_t dtype) {
+  if (count == 0) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kAllToAll, count, dtype, recclSum, -1);
+  int n = cs.nranks(), r = cs.rank();
+  size_t blk = count;
+  if (sendbuff == recvbuff && n > 1)
+    return Status(Errc::kInvalidArgument, "recvbuff: in-place all-to-all is not supported");
+  RECCL_TRY(copyIfNeeded(cb(sendbuff, r * blk, c.esize), b(recvbuff, r * blk, c.esize), blk * c.esize));
+  for (int k = 1; k < n; ++k) {
+    int to = mod(r + k, n), from = mod(r - k, n);
+    RECCL_ASSIGN_OR_RETURN(auto* sp, cs.sendPort(to, 0));
+    RECCL_ASSIGN_OR_RETURN(auto* rp, cs.recvPort(from, 0));
+    Prims tx(c, sp, nullptr), rx(c, nullptr, rp);
+    size_t chunk = tx.chunkElems(), off = 0;
+    do {
+      size_t len = std::min(chunk, count - off);
+      RECCL_TRY(tx.send(cb(sendbuff, to * blk + off, c.esize), len));
+      RECCL_TRY(rx.recv(b(recvbuff, from * blk + off, c.esize), len));
+      off += len;
+    } while (off < count);
+  }
+  return Status::Ok();
+}
+
+Status barrier(channel::ChannelSet& cs) {
+  if (cs.nranks() == 1) return Status::Ok();
+  StepContext c = makeContext(cs, CollKind::kBarrier, 1, recclUint8, recclMax, -1);
+  uint8_t token = 1;
+  return rdAllReduce(cs, c, &token, 1);
+}
+
+Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
+  struct State {
+    const P2POp* op;
+    channel::SendPort* sp = nullptr;
+    channel::RecvPort* rp = nullptr;
+    StepContext ctx;
+    size_t done = 0;
+    bool started = false;
+    bool finished = false;
+  };
+  int r = cs.rank();
+  std::vector<State> st;
+  std::vector<const P2POp*> selfSends, selfRecvs;
+  for (const auto& op : ops) {
+    if (op.peer == r) {
+      (op.isSend ? selfSends : selfRecvs).push_back(&op);
+      continue;
+    }
+    State s;
+    s.op = &op;
+    s.ctx.desc.kind = CollKind::kSendRecv;
+    s.ctx.desc.count = op.count;
+    s.ctx.desc.dtype = static_cast<uint8_t>(op.dtype);
+    s.ctx.dtype = op.dtype;
+    s.ctx.esize = reduce::typeSize(op.dtype);
+    s.ctx.nranks = cs.nranks();
+    s.ctx.cs = &cs;
+    st.push_back(s);
+  }
+  if (selfSends.size() != selfRecvs.size())
+    return Status(Errc::kInvalidArgument, "peer: a send to self needs a matching receive from self in the group");
+  for (size_t i = 0; i < selfSends.size(); ++i) {
+    if (selfSends[i]->count != selfRecvs[i]->count || selfSends[i]->dtype != selfRecvs[i]->dtype)
+      return Status(Errc::kInvalidArgument, "count: send to self and receive from self differ");
+    RECCL_TRY(copyIfNeeded(selfSends[i]->buf, selfRecvs[i]->buf, selfSends[i]->count * reduce::typeSize(selfSends[i]->dtype)));
+  }
+  // Connect everything first: each side asks for exactly the directions it uses.
+  for (auto& s : st) {
+    if (s.op->isSend) {
+      RECCL_ASSIGN_OR_RETURN(s.sp, cs.sendPort(s.op->peer, 0));
+    } else {
+      RECCL_ASSIGN_OR_RETURN(s.rp, cs.recvPort(s.op->peer, 0));
+    }
+  }
+  // Progress all operations without blocking on any single one.
+  Deadline idleDeadline = cs.stepDeadline();
+  size_t left = st.size();
+  int idleSpins = 0;
+  while (left > 0) {
+    bool progressed = false;
+    for (size_t k = 0; k < st.size(); ++k) {
+      auto& s = st[k];
+      if (s.finished) continue;
+      // Operations on the same connection go in call order (as the peer matches them).
+      bool earlier = false;
+      for (size_t j = 0; j < k && !earlier; ++j)
+        earlier = !st[j].finished && st[j].sp == s.sp && st[j].rp == s.rp;
+      if (earlier) continue;
+      size_t esize = s.ctx.esize;
+      size_t chunk = std::max<size_t>(1, (s.sp ? s.sp->chunkBytes() : s.rp->chunkBytes()) / esize);
+      for (;;) {
+        bool ready = s.sp ? s.sp->failed() || s.sp->posted() < s.sp->acked() + s.sp->slots()
+                          : s.rp->failed() || s.rp->received() > s.rp->applied();
+        if (!ready) break;
+        size_t len = std::min(chunk, s.op->count - s.done);
+        Prims p(s.ctx, s.sp, s.rp);
+        if (s.sp)
+          RECCL_TRY(p.send(cb(s.op->buf, s.done, esize), len));
+        else
+          RECCL_TRY(p.recv(b(s.op->buf, s.done, esize), len));
+        s.done += len;
+        progressed = true;
+        if (s.done >= s.op->count) {
+          s.finished = true;
+          --left;
+          break;
+        }
+      }
+    }
+    if (progressed) {
+      idleDeadline = cs.stepDeadline();
+      idleSpins = 0;
+      continue;
+    }
+    if (idleDeadline.expired()) return Status(Errc::kTimeout, "send/recv group made no progress before the deadline");
+    if (++idleSpins < 64)
+      _mm_pause();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(idleSpins < 1024 ? 5 : 200));
+  }
+  return Status::Ok();
+}
+
+}  // namespace reccl::algo

@@ -1,0 +1,42 @@
+// Collective algorithms, written only against channel::ChannelSet and its ports.
+// Arguments are validated by the API layer; these assume valid, non-overflowing input.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "channel/channel_set.h"
+#include "reccl/reccl.h"
+
+namespace reccl::algo {
+
+// Ring (reduce-scatter + all-gather, pipelined per chunk, channels in parallel) or recursive
+// doubling for small messages (RECCL_SMALL_MSG_BYTES, RECCL_ALGO).
+Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                 recclDataType_t dtype, recclRedOp_t op);
+Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t sendcount,
+                 recclDataType_t dtype);
+Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t recvcount,
+                     recclDataType_t dtype, recclRedOp_t op);
+// Pipelined chain root -> root+1 -> ... -> root-1.
+Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                 recclDataType_t dtype, int root);
+// Pipelined chain root+1 -> ... -> root-1 -> root.
+Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+              recclDataType_t dtype, recclRedOp_t op, int root);
+// Pairwise exchange: in step k, send to rank+k and receive from rank-k.
+Status allToAll(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
+                recclDataType_t dtype);
+Status barrier(channel::ChannelSet& cs);
+
+struct P2POp {
+  bool isSend = false;
+  int peer = 0;
+  void* buf = nullptr;
+  size_t count = 0;
+  recclDataType_t dtype = recclInt8;
+};
+// Sends and receives of one group, progressed together (no ordering deadlock).
+Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops);
+
+}  // namespace reccl::algo

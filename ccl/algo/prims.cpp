@@ -1,0 +1,83 @@
+#include "algo/prims.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace reccl::algo {
+
+size_t Prims::chunkElems() const {
+  size_t chunk = send_ ? send_->chunkBytes() : recv_->chunkBytes();
+  return std::max<size_t>(1, chunk / c_.esize);
+}
+
+Result<std::span<const std::byte>> Prims::waitRecv(size_t bytes) {
+  RECCL_ASSIGN_OR_RETURN(auto in, recv_->wait(deadline(), c_.desc));
+  if (in.size() != bytes) {
+    Status s(Errc::kInvalidArgument, "mismatched message size across ranks: expected " + std::to_string(bytes) +
+                                         " bytes from rank " + std::to_string(recv_->id().peer) + ", got " +
+                                         std::to_string(in.size()));
+    recv_->fail(s);
+    return s;
+  }
+  return in;
+}
+
+Status Prims::send(const void* src, size_t n) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
+  if (bytes) std::memcpy(out.data(), src, bytes);
+  return send_->post(bytes, c_.desc);
+}
+
+Status Prims::recv(void* dst, size_t n) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
+  if (bytes) std::memcpy(dst, in.data(), bytes);
+  return recv_->release();
+}
+
+Status Prims::recvReduceSend(const void* src, size_t n) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
+  RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
+  if (n) c_.fn(out.data(), in.data(), src, n);
+  RECCL_TRY(send_->post(bytes, c_.desc));
+  return recv_->release();
+}
+
+Status Prims::recvReduceCopy(const void* src, void* dst, size_t n, bool finalize) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
+  if (n) {
+    c_.fn(dst, in.data(), src, n);
+    if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
+  }
+  return recv_->release();
+}
+
+Status Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool finalize) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
+  RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
+  if (n) {
+    c_.fn(dst, in.data(), src, n);
+    if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
+    std::memcpy(out.data(), dst, bytes);
+  }
+  RECCL_TRY(send_->post(bytes, c_.desc));
+  return recv_->release();
+}
+
+Status Prims::recvCopySend(void* dst, size_t n) {
+  size_t bytes = n * c_.esize;
+  RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
+  RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
+  if (bytes) {
+    std::memcpy(out.data(), in.data(), bytes);
+    std::memcpy(dst, in.data(), bytes);
+  }
+  RECCL_TRY(send_->post(bytes, c_.desc));
+  return recv_->release();
+}
+
+}  // namespace reccl::algo

@@ -1,0 +1,48 @@
+// Step primitives over one SendPort and/or RecvPort, NCCL-style: each moves at most one slot
+// (chunkBytes) and reads/writes the slots directly (the reduction writes into the send slot).
+#pragma once
+
+#include <cstddef>
+
+#include "channel/channel_set.h"
+#include "channel/port.h"
+#include "reccl/reccl.h"
+#include "reduce/reduce.h"
+
+namespace reccl::algo {
+
+struct StepContext {
+  channel::CollDesc desc;
+  recclDataType_t dtype = recclInt8;
+  recclRedOp_t op = recclSum;
+  size_t esize = 1;
+  reduce::ReduceFn fn = nullptr;
+  int nranks = 1;
+  channel::ChannelSet* cs = nullptr;
+};
+
+class Prims {
+ public:
+  Prims(const StepContext& ctx, channel::SendPort* send, channel::RecvPort* recv)
+      : c_(ctx), send_(send), recv_(recv) {}
+
+  // Elements that fit one step.
+  size_t chunkElems() const;
+
+  Status send(const void* src, size_t n);
+  Status recv(void* dst, size_t n);
+  Status recvReduceSend(const void* src, size_t n);
+  Status recvReduceCopy(const void* src, void* dst, size_t n, bool finalize);
+  Status recvReduceCopySend(const void* src, void* dst, size_t n, bool finalize);
+  Status recvCopySend(void* dst, size_t n);
+
+ private:
+  Deadline deadline() const { return c_.cs->stepDeadline(); }
+  Result<std::span<const std::byte>> waitRecv(size_t bytes);
+
+  const StepContext& c_;
+  channel::SendPort* send_;
+  channel::RecvPort* recv_;
+};
+
+}  // namespace reccl::algo

@@ -1,0 +1,36 @@
+// What a collective algorithm sees of a communicator: ranks, channels and the ports of directed
+// connections. Implemented by the communicator (core/comm.h); algorithms never see transports.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+#include "channel/port.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+
+namespace reccl::channel {
+
+class ChannelSet {
+ public:
+  virtual ~ChannelSet() = default;
+  virtual int rank() const = 0;
+  virtual int nranks() const = 0;
+  virtual int nchannels() const = 0;
+  // Ports of the directed connections rank -> peer and peer -> rank on `channel`; the first call
+  // connects (both ranks must ask for the matching pair, as every collective does).
+  virtual Result<SendPort*> sendPort(int peer, int channel) = 0;
+  virtual Result<RecvPort*> recvPort(int peer, int channel) = 0;
+  // Deadline for the next wait (RECCL_TIMEOUT_MS from now).
+  virtual Deadline stepDeadline() const = 0;
+  // Runs fn(0..n-1) in parallel (channel workers) and returns the first error.
+  virtual Status runParallel(int n, const std::function<Status(int)>& fn) = 0;
+  // Next collective sequence number (identical on every rank for the same collective).
+  virtual uint64_t nextCollSeq() = 0;
+  // Messages up to this many bytes use the latency-oriented allreduce.
+  virtual size_t smallMessageBytes() const = 0;
+  // "ring", "rd" or "" (auto), from RECCL_ALGO.
+  virtual const char* forcedAlgo() const = 0;
+};
+
+}  // namespace reccl::channel

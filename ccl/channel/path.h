@@ -1,0 +1,23 @@
+// The transport-specific carrier under one directed connection: a TCP connection bound to a NIC,
+// or a shared-memory ring. A port owns its Path; failover replaces it (SendPort::setPath) and
+// resends from the receiver's applied step + 1 without the algorithm noticing.
+#pragma once
+
+#include <string>
+
+namespace reccl::channel {
+
+class Path {
+ public:
+  virtual ~Path() = default;
+  // The sender posted new steps into its slots: start moving them.
+  virtual void notifyPosted() noexcept = 0;
+  // The receiver applied steps: acknowledge them so the sender can reuse the slots.
+  virtual void notifyConsumed() noexcept = 0;
+  // Stops the path's I/O at once (the peer sees the connection close); thread-safe.
+  virtual void shutdown() noexcept {}
+  // "tcp rail0 10.0.0.1->10.0.0.2" style, for logs.
+  virtual std::string describe() const = 0;
+};
+
+}  // namespace reccl::channel

@@ -1,0 +1,152 @@
+#include "channel/port.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace reccl::channel {
+namespace {
+
+constexpr int kSpinIterations = 256;
+constexpr auto kMaxSleep = std::chrono::milliseconds(20);
+
+}  // namespace
+
+bool ErrorLatch::latch(const Status& s) {
+  std::lock_guard lk(mu_);
+  if (set_.load(std::memory_order_relaxed)) return false;
+  status_ = s;
+  set_.store(true, std::memory_order_release);
+  return true;
+}
+
+Status ErrorLatch::get() const {
+  std::lock_guard lk(mu_);
+  return status_;
+}
+
+void PortBase::pathFailed(bool isSender, const Status& s) {
+  if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
+  fail(s);
+}
+
+void PortBase::fail(const Status& s) {
+  latch_.latch(s);
+  wakeAll();
+}
+
+void PortBase::wakeAll() noexcept {
+  counters()->toReceiver.ring();
+  counters()->toSender.ring();
+}
+
+template <typename Ready>
+Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const char* what) {
+  for (int spin = 0;; ++spin) {
+    uint32_t seen = bell.sample();
+    if (ready()) return Status::Ok();
+    if (latch_.set()) return latch_.get();
+    if (env_ && env_->aborted.load(std::memory_order_acquire))
+      return Status(Errc::kAborted, "communicator aborted");
+    if (spin < kSpinIterations) {
+      _mm_pause();
+      continue;
+    }
+    if (deadline.expired())
+      return Status(Errc::kTimeout, std::string("no progress ") + what + " rank " + std::to_string(id_.peer) +
+                                        " on channel " + std::to_string(id_.channel) + " before the deadline");
+    auto left = deadline.at() - Clock::now();
+    bell.sleep(seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
+  }
+}
+
+Result<std::span<std::byte>> SendPort::acquire(Deadline deadline) {
+  ConnCounters* c = counters();
+  uint64_t next = c->posted.load(std::memory_order_relaxed) + 1;
+  uint32_t s = slots();
+  RECCL_TRY(waitUntil(
+      c->toSender, [&] { return next <= c->consumed.load(std::memory_order_acquire) + s; }, deadline,
+      "sending to"));
+  return std::span<std::byte>(mem_.slotPayload(next), chunkBytes());
+}
+
+Status SendPort::post(size_t bytes, const CollDesc& desc) {
+  if (latch_.set()) return latch_.get();
+  if (bytes > chunkBytes()) return Status(Errc::kInternal, "post: more bytes than a slot holds");
+  ConnCounters* c = counters();
+  uint64_t step = c->posted.load(std::memory_order_relaxed) + 1;
+  StepHeader h;
+  h.step = step;
+  h.epoch = epoch();
+  h.bytes = static_cast<uint32_t>(bytes);
+  h.desc = desc;
+  encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
+  c->posted.store(step, std::memory_order_release);
+  c->toReceiver.ring();
+  if (path_) path_->notifyPosted();
+  return Status::Ok();
+}
+
+std::span<const std::byte> SendPort::frame(uint64_t step) const noexcept {
+  const std::byte* f = mem_.slotFrame(step);
+  uint32_t bytes;
+  std::memcpy(&bytes, f + 12, sizeof(bytes));
+  return {f, kStepHeaderBytes + std::min<size_t>(bytes, chunkBytes())};
+}
+
+void SendPort::onAck(uint64_t applied) noexcept {
+  ConnCounters* c = counters();
+  uint64_t cur = c->consumed.load(std::memory_order_relaxed);
+  if (applied > cur) {
+    c->consumed.store(applied, std::memory_order_release);
+    c->toSender.ring();
+  }
+}
+
+Result<std::span<const std::byte>> RecvPort::wait(Deadline deadline, const CollDesc& expect) {
+  if (holding_) return Status(Errc::kInternal, "wait: previous step not released");
+  ConnCounters* c = counters();
+  uint64_t next = c->consumed.load(std::memory_order_relaxed) + 1;
+  RECCL_TRY(waitUntil(
+      c->toReceiver, [&] { return c->posted.load(std::memory_order_acquire) >= next; }, deadline,
+      "receiving from"));
+  const std::byte* f = mem_.slotFrame(next);
+  auto h = decodeStepHeader(std::span<const std::byte>(f, kStepHeaderBytes));
+  if (!h.ok()) {
+    fail(h.status());
+    return h.status();
+  }
+  if (h->step != next || h->bytes > chunkBytes()) {
+    Status s(Errc::kProtocol, "step " + std::to_string(h->step) + " in the slot of step " + std::to_string(next) +
+                                  " from rank " + std::to_string(id_.peer));
+    fail(s);
+    return s;
+  }
+  Status d = checkDesc(expect, h->desc, id_.peer);
+  if (!d.ok()) {
+    fail(d);
+    return d;
+  }
+  holding_ = true;
+  return std::span<const std::byte>(f + kStepHeaderBytes, h->bytes);
+}
+
+Status RecvPort::release() {
+  if (!holding_) return Status(Errc::kInternal, "release without wait");
+  holding_ = false;
+  ConnCounters* c = counters();
+  c->consumed.store(c->consumed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  c->toSender.ring();
+  if (path_) path_->notifyConsumed();
+  return Status::Ok();
+}
+
+void RecvPort::onReceived(uint64_t step) noexcept {
+  ConnCounters* c = counters();
+  c->posted.store(step, std::memory_order_release);
+  c->toReceiver.ring();
+}
+
+}  // namespace reccl::channel

@@ -1,0 +1,132 @@
+// The two ends of a directed connection, as the algorithms see them. A channel is a set of such
+// connections (see channel_set.h). Algorithms only ever call acquire/post and wait/release; the
+// Path underneath (TCP socket bound to a NIC, shared-memory ring) is invisible to them.
+//
+// Step accounting (1-based steps, per directed connection):
+//   sender:   posted  = steps written into slots and handed to the path
+//             acked   = steps the receiver has applied (from acks); slot of step s is reused for
+//                       step s + S only once acked >= s, so unacked data stays for resending
+//   receiver: received = steps that arrived completely (exactly once: duplicates and stale epochs
+//                        are dropped by the path), applied = steps released by the algorithm
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "channel/conn_memory.h"
+#include "channel/path.h"
+#include "channel/step_header.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+
+namespace reccl::channel {
+
+// Latches the first error of a connection; every later wait fails with it.
+class ErrorLatch {
+ public:
+  // Returns true when this call set the error.
+  bool latch(const Status& s);
+  bool set() const noexcept { return set_.load(std::memory_order_acquire); }
+  Status get() const;
+
+ private:
+  std::atomic<bool> set_{false};
+  mutable std::mutex mu_;
+  Status status_;
+};
+
+struct PortId {
+  int self = -1;
+  int peer = -1;
+  int channel = 0;
+};
+
+// Shared by all ports of a communicator: abort flag and the hook that sees every path failure
+// first (failover installs one; without it the port latches the error).
+struct PortEnv {
+  std::atomic<bool> aborted{false};
+  // Return true when the failure is being handled (e.g. the path is being migrated).
+  std::function<bool(const PortId&, bool isSender, const Status&)> onPathFailure;
+  std::atomic<uint64_t> duplicateSteps{0};
+  std::atomic<uint64_t> staleSteps{0};
+};
+
+class PortBase {
+ public:
+  PortBase(PortId id, ConnMemory mem, PortEnv* env) : id_(id), mem_(std::move(mem)), env_(env) {}
+  virtual ~PortBase() = default;
+  PortBase(const PortBase&) = delete;
+  PortBase& operator=(const PortBase&) = delete;
+
+  const PortId& id() const noexcept { return id_; }
+  size_t chunkBytes() const noexcept { return mem_.chunkBytes(); }
+  uint32_t slots() const noexcept { return mem_.slots(); }
+  ConnCounters* counters() const noexcept { return mem_.counters(); }
+  const ConnMemory& memory() const noexcept { return mem_; }
+  PortEnv* env() const noexcept { return env_; }
+  uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
+  void setEpoch(uint32_t e) noexcept { epoch_.store(e, std::memory_order_release); }
+
+  // Path ownership. setPath retires the previous path (its destructor stops its I/O).
+  Path* path() const noexcept { return path_.get(); }
+  void setPath(std::unique_ptr<Path> p) noexcept { path_ = std::move(p); }
+  std::unique_ptr<Path> takePath() noexcept { return std::move(path_); }
+
+  // A path reports its failure here; unless the failover hook takes it, the port latches it.
+  void pathFailed(bool isSender, const Status& s);
+  // Latches `s` and wakes every waiter (both directions).
+  void fail(const Status& s);
+  bool failed() const noexcept { return latch_.set(); }
+  Status error() const { return latch_.get(); }
+  // Wakes all waiters so they re-check abort/error flags.
+  void wakeAll() noexcept;
+
+ protected:
+  template <typename Ready>
+  Status waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const char* what);
+
+  PortId id_;
+  ConnMemory mem_;
+  PortEnv* env_;
+  std::atomic<uint32_t> epoch_{1};
+  std::unique_ptr<Path> path_;
+  ErrorLatch latch_;
+};
+
+class SendPort : public PortBase {
+ public:
+  using PortBase::PortBase;
+  // The payload area (chunkBytes) of the next slot, once the receiver has acked its previous use.
+  Result<std::span<std::byte>> acquire(Deadline deadline);
+  // Commits the acquired slot as the next step carrying `bytes` of payload.
+  Status post(size_t bytes, const CollDesc& desc);
+
+  uint64_t posted() const noexcept { return counters()->posted.load(std::memory_order_acquire); }
+  uint64_t acked() const noexcept { return counters()->consumed.load(std::memory_order_acquire); }
+  // Header + payload of a posted step still held in its slot (acked < step <= posted).
+  std::span<const std::byte> frame(uint64_t step) const noexcept;
+  // Transports call this when an ack arrives.
+  void onAck(uint64_t applied) noexcept;
+};
+
+class RecvPort : public PortBase {
+ public:
+  using PortBase::PortBase;
+  // The payload of the next step, checked against the collective this rank is running.
+  Result<std::span<const std::byte>> wait(Deadline deadline, const CollDesc& expect);
+  // Marks the step returned by wait() as applied; its slot goes back to the sender.
+  Status release();
+
+  uint64_t received() const noexcept { return counters()->posted.load(std::memory_order_acquire); }
+  uint64_t applied() const noexcept { return counters()->consumed.load(std::memory_order_acquire); }
+  // Transports (tcp) call this after a step landed completely in its slot.
+  void onReceived(uint64_t step) noexcept;
+
+ private:
+  bool holding_ = false;
+};
+
+}  // namespace reccl::channel

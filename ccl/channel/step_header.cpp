@@ -1,0 +1,129 @@
+#include "channel/step_header.h"
+
+#include <bit>
+#include <cstring>
+
+namespace reccl::channel {
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
+
+template <typename T>
+void put(std::byte* p, size_t off, T v) {
+  std::memcpy(p + off, &v, sizeof(T));
+}
+template <typename T>
+T get(const std::byte* p, size_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof(T));
+  return v;
+}
+
+}  // namespace
+
+const char* collKindName(CollKind k) noexcept {
+  switch (k) {
+    case CollKind::kNone: return "none";
+    case CollKind::kAllReduce: return "allreduce";
+    case CollKind::kBroadcast: return "broadcast";
+    case CollKind::kReduce: return "reduce";
+    case CollKind::kAllGather: return "allgather";
+    case CollKind::kReduceScatter: return "reducescatter";
+    case CollKind::kAllToAll: return "alltoall";
+    case CollKind::kSendRecv: return "sendrecv";
+    case CollKind::kBarrier: return "barrier";
+  }
+  return "unknown";
+}
+
+// Layout: 0 magic u32 | 4 version u16 | 6 flags u16 | 8 epoch u32 | 12 bytes u32 | 16 step u64 |
+// 24 seq u64 | 32 count u64 | 40 root i32 | 44 kind u8 | 45 dtype u8 | 46 op u8 | 47..63 zero.
+void encodeStepHeader(const StepHeader& h, std::span<std::byte, kStepHeaderBytes> out) noexcept {
+  std::byte* p = out.data();
+  std::memset(p, 0, kStepHeaderBytes);
+  put<uint32_t>(p, 0, kStepMagic);
+  put<uint16_t>(p, 4, kWireVersion);
+  put<uint32_t>(p, 8, h.epoch);
+  put<uint32_t>(p, 12, h.bytes);
+  put<uint64_t>(p, 16, h.step);
+  put<uint64_t>(p, 24, h.desc.seq);
+  put<uint64_t>(p, 32, h.desc.count);
+  put<int32_t>(p, 40, h.desc.root);
+  put<uint8_t>(p, 44, static_cast<uint8_t>(h.desc.kind));
+  put<uint8_t>(p, 45, h.desc.dtype);
+  put<uint8_t>(p, 46, h.desc.op);
+}
+
+Result<StepHeader> decodeStepHeader(std::span<const std::byte> in) {
+  if (in.size() < kStepHeaderBytes)
+    return Status(Errc::kProtocol, "step header: short frame of " + std::to_string(in.size()) + " bytes");
+  const std::byte* p = in.data();
+  if (get<uint32_t>(p, 0) != kStepMagic) return Status(Errc::kProtocol, "step header: bad magic");
+  if (get<uint16_t>(p, 4) != kWireVersion)
+    return Status(Errc::kProtocol, "step header: unsupported version " + std::to_string(get<uint16_t>(p, 4)));
+  StepHeader h;
+  h.epoch = get<uint32_t>(p, 8);
+  h.bytes = get<uint32_t>(p, 12);
+  h.step = get<uint64_t>(p, 16);
+  h.desc.seq = get<uint64_t>(p, 24);
+  h.desc.count = get<uint64_t>(p, 32);
+  h.desc.root = get<int32_t>(p, 40);
+  uint8_t kind = get<uint8_t>(p, 44);
+  if (kind > static_cast<uint8_t>(CollKind::kMax))
+    return Status(Errc::kProtocol, "step header: unknown collective kind " + std::to_string(kind));
+  h.desc.kind = static_cast<CollKind>(kind);
+  h.desc.dtype = get<uint8_t>(p, 45);
+  h.desc.op = get<uint8_t>(p, 46);
+  if (h.step == 0) return Status(Errc::kProtocol, "step header: step 0 is never sent");
+  return h;
+}
+
+void encodeAck(const AckFrame& a, std::span<std::byte, kAckFrameBytes> out) noexcept {
+  std::byte* p = out.data();
+  std::memset(p, 0, kAckFrameBytes);
+  put<uint32_t>(p, 0, kAckMagic);
+  put<uint32_t>(p, 4, a.epoch);
+  put<uint64_t>(p, 8, a.applied);
+  put<uint64_t>(p, 16, ~a.applied);  // cheap integrity check against a desynchronized stream
+}
+
+Result<AckFrame> decodeAck(std::span<const std::byte> in) {
+  if (in.size() < kAckFrameBytes) return Status(Errc::kProtocol, "ack: short frame");
+  const std::byte* p = in.data();
+  if (get<uint32_t>(p, 0) != kAckMagic) return Status(Errc::kProtocol, "ack: bad magic");
+  AckFrame a;
+  a.epoch = get<uint32_t>(p, 4);
+  a.applied = get<uint64_t>(p, 8);
+  if (get<uint64_t>(p, 16) != ~a.applied) return Status(Errc::kProtocol, "ack: corrupt frame");
+  return a;
+}
+
+StepVerdict classifyStep(const StepHeader& h, uint64_t received, uint32_t epoch,
+                         uint32_t maxBytes) noexcept {
+  if (h.bytes > maxBytes) return StepVerdict::kBad;
+  if (h.epoch < epoch) return StepVerdict::kStale;
+  if (h.epoch > epoch) return StepVerdict::kBad;
+  if (h.step <= received) return StepVerdict::kDuplicate;
+  if (h.step != received + 1) return StepVerdict::kBad;
+  return StepVerdict::kNext;
+}
+
+Status checkDesc(const CollDesc& mine, const CollDesc& theirs, int peer) {
+  if (mine == theirs) return Status::Ok();
+  auto mismatch = [&](const char* what, const std::string& a, const std::string& b) {
+    return Status(Errc::kInvalidArgument, "mismatched " + std::string(what) + " across ranks: this rank has " +
+                                              a + ", rank " + std::to_string(peer) + " has " + b);
+  };
+  if (mine.kind != theirs.kind)
+    return mismatch("collective", collKindName(mine.kind), collKindName(theirs.kind));
+  if (mine.seq != theirs.seq)
+    return mismatch("collective sequence", std::to_string(mine.seq), std::to_string(theirs.seq));
+  if (mine.count != theirs.count)
+    return mismatch("count", std::to_string(mine.count), std::to_string(theirs.count));
+  if (mine.dtype != theirs.dtype)
+    return mismatch("datatype", std::to_string(mine.dtype), std::to_string(theirs.dtype));
+  if (mine.op != theirs.op) return mismatch("op", std::to_string(mine.op), std::to_string(theirs.op));
+  return mismatch("root", std::to_string(mine.root), std::to_string(theirs.root));
+}
+
+}  // namespace reccl::channel

@@ -1,0 +1,519 @@
+#include "core/comm.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/bootstrap.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+#include "transport/shm_ring.h"
+#include "transport/socket_paths.h"
+
+namespace reccl::core {
+namespace {
+
+constexpr auto kHelloGrace = std::chrono::seconds(5);
+constexpr uint32_t kFlagShmDisable = 1;
+
+std::string hex32(uint64_t v) {
+  char buf[16];
+  snprintf(buf, sizeof(buf), "%08" PRIx32, static_cast<uint32_t>(v));
+  return buf;
+}
+
+Status sendHelloAndWait(int fd, const Hello& h, Deadline d, HelloReply* reply) {
+  std::array<std::byte, kHelloBytes> hb;
+  encodeHello(h, hb);
+  RECCL_TRY(transport::sendAll(fd, hb, d).Wrap("hello"));
+  std::array<std::byte, kHelloReplyBytes> rb;
+  RECCL_TRY(transport::recvAll(fd, rb, d).Wrap("hello reply from rank " + std::to_string(h.dstRank)));
+  RECCL_ASSIGN_OR_RETURN(*reply, decodeHelloReply(rb));
+  if (reply->status != ReplyStatus::kOk)
+    return Status(Errc::kPeerFailure, "rank " + std::to_string(h.dstRank) + " refused the connection (status " +
+                                          std::to_string(static_cast<uint32_t>(reply->status)) + ")");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status CommOptions::fromEnv(CommOptions* o) {
+  int64_t chunk = params::ChunkSize();
+  if (chunk < 4096 || chunk > (64 << 20) || chunk % 64 != 0)
+    return Status(Errc::kInvalidArgument, "RECCL_CHUNK_SIZE=" + std::to_string(chunk) +
+                                              " must be a multiple of 64 between 4K and 64M");
+  int64_t slots = params::Slots();
+  if (slots < 1 || slots > 256) return Status(Errc::kInvalidArgument, "RECCL_SLOTS must be in [1, 256]");
+  int64_t nch = params::NChannels();
+  if (nch < 0 || nch > 16) return Status(Errc::kInvalidArgument, "RECCL_NCHANNELS must be in [0, 16]");
+  o->chunkBytes = static_cast<size_t>(chunk);
+  o->slots = static_cast<uint32_t>(slots);
+  o->nchannels = static_cast<int>(nch);
+  o->shmDisable = params::ShmDisable();
+  o->timeoutMs = std::max<int64_t>(1, params::TimeoutMs());
+  o->bootstrapTimeoutMs = std::max<int64_t>(1, params::BootstrapTimeoutMs());
+  o->nics = params::Nics();
+  o->smallMsgBytes = static_cast<size_t>(std::max<int64_t>(0, params::SmallMsgBytes()));
+  o->algo = params::Algo();
+  if (!o->algo.empty() && o->algo != "ring" && o->algo != "rd")
+    return Status(Errc::kInvalidArgument, "RECCL_ALGO=" + o->algo + " is not ring or rd");
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank) {
+  std::unique_ptr<Comm> c(new Comm());
+  c->opts_ = opts;
+  Status s = c->init(id, nranks, rank);
+  if (!s.ok()) {
+    c->env_.aborted.store(true);
+    c->broken_.store(true);
+    return s;
+  }
+  return c;
+}
+
+Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
+  rank_ = rank;
+  nranks_ = nranks;
+  secret_ = id.secret;
+  commId_ = id.commId;
+  Deadline deadline = Deadline::afterMs(opts_.bootstrapTimeoutMs);
+
+  RECCL_ASSIGN_OR_RETURN(listen_, transport::listenTcp(htonl(INADDR_ANY), 0, &dataEp_));
+  stopEvent_.reset(eventfd(0, EFD_CLOEXEC));
+  if (!stopEvent_) return Status::FromErrno(errno, "eventfd");
+  RECCL_ASSIGN_OR_RETURN(engine_, transport::SocketEngine::create("reccl-progress"));
+  listener_ = std::thread([this] { listenLoop(); });
+
+  Hello hello;
+  hello.kind = HelloKind::kBootstrap;
+  hello.secret = secret_;
+  hello.commId = commId_;
+  hello.srcRank = rank;
+  hello.dstRank = -1;
+  hello.nranks = nranks;
+  auto makeInfo = [&](uint32_t localAddr) -> Result<RankInfo> {
+    auto all = listNics();
+    std::string bootNic = nicWithAddress(all, localAddr);
+    myNics_ = selectNics(all, opts_.nics, bootNic);
+    if (myNics_.empty())
+      return Status(Errc::kInvalidArgument, "RECCL_NICS=" + opts_.nics + " matches no usable interface");
+    RankInfo info;
+    info.rank = rank;
+    info.hostId = hostIdentity();
+    info.hostName = hostName();
+    info.pid = static_cast<uint32_t>(getpid());
+    info.dataPort = dataEp_.port;
+    info.chunkBytes = static_cast<uint32_t>(opts_.chunkBytes);
+    info.slots = opts_.slots;
+    info.nchannels = opts_.nchannels;
+    info.flags = opts_.shmDisable ? kFlagShmDisable : 0;
+    info.nics = myNics_;
+    return info;
+  };
+  transport::Endpoint root{id.addr, id.port};
+  RECCL_ASSIGN_OR_RETURN(table_, bootstrapExchange(root, hello, makeInfo, deadline));
+  topo_ = computeTopology(table_, rank);
+  // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
+  opts_.chunkBytes = table_[0].chunkBytes;
+  opts_.slots = table_[0].slots;
+  RECCL_INFO(kLogInit, "rank %d/%d: %d hosts, local rank %d/%d, %d rails, %d channels, chunk %zu, slots %u", rank,
+             nranks, topo_.nhosts, topo_.localRank, topo_.localNranks, topo_.nrails, topo_.nchannels,
+             opts_.chunkBytes, opts_.slots);
+
+  for (int i = 1; i < topo_.nchannels; ++i) {
+    workers_.emplace_back([this] {
+      std::unique_lock lk(workMu_);
+      for (;;) {
+        workCv_.wait(lk, [&] { return stopWorkers_ || !work_.empty(); });
+        if (stopWorkers_) return;
+        auto fn = std::move(work_.front());
+        work_.pop_front();
+        lk.unlock();
+        fn();
+        lk.lock();
+      }
+    });
+  }
+
+  // The ring's connections are made up front (errors show at init); others on first use.
+  if (nranks > 1) {
+    int next = (rank + 1) % nranks;
+    int prev = (rank + nranks - 1) % nranks;
+    for (int ch = 0; ch < topo_.nchannels; ++ch) RECCL_TRY(sendPort(next, ch).status());
+    for (int ch = 0; ch < topo_.nchannels; ++ch) RECCL_TRY(recvPort(prev, ch).status());
+  }
+  initialized_ = true;
+  return Status::Ok();
+}
+
+Comm::~Comm() {
+  if (!broken_.load() && engine_) flushSends();
+  if (listener_.joinable()) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(stopEvent_.get(), &one, sizeof(one));
+    listener_.join();
+  }
+  {
+    std::lock_guard lk(workMu_);
+    stopWorkers_ = true;
+  }
+  workCv_.notify_all();
+  for (auto& t : workers_) t.join();
+  if (engine_) engine_->stop();
+  sends_.clear();
+  recvs_.clear();
+  {
+    std::lock_guard lk(inMu_);
+    incoming_.clear();
+  }
+  engine_.reset();
+}
+
+void Comm::flushSends() {
+  // Steps this rank posted last may still sit in its slots; peers need them, so wait until every
+  // receiver acknowledged them (bounded).
+  Deadline d = Deadline::afterMs(std::min<int64_t>(opts_.timeoutMs, 10000));
+  std::lock_guard lk(sendMu_);
+  for (auto& [key, port] : sends_) {
+    auto* c = port->counters();
+    while (!port->failed() && port->acked() < port->posted() && !d.expired()) {
+      uint32_t seen = c->toSender.sample();
+      if (port->acked() >= port->posted()) break;
+      c->toSender.sleep(seen, std::chrono::milliseconds(5));
+    }
+  }
+}
+
+void Comm::forEachPort(const std::function<void(channel::PortBase&)>& fn) {
+  {
+    std::lock_guard lk(sendMu_);
+    for (auto& [k, p] : sends_) fn(*p);
+  }
+  std::lock_guard lk(recvMu_);
+  for (auto& [k, p] : recvs_) fn(*p);
+}
+
+void Comm::breakComm(const Status& s) {
+  {
+    std::lock_guard lk(errMu_);
+    if (broken_.load()) return;
+    fatal_ = s;
+    broken_.store(true);
+  }
+  RECCL_WARN(kLogColl, "rank %d: communicator failed: %s", rank_, s.message().c_str());
+  // Fail every connection and close its path so the peers see it now rather than at their
+  // timeout. Ports may be mid-creation in another thread; the maps' locks keep this safe.
+  std::unique_lock sl(sendMu_, std::try_to_lock);
+  std::unique_lock rl(recvMu_, std::try_to_lock);
+  auto fail = [&](channel::PortBase& p) {
+    p.fail(s);
+    if (p.path()) p.path()->shutdown();
+  };
+  if (sl.owns_lock())
+    for (auto& [k, p] : sends_) fail(*p);
+  if (rl.owns_lock())
+    for (auto& [k, p] : recvs_) fail(*p);
+  inCv_.notify_all();
+}
+
+Status Comm::run(const std::function<Status()>& op) {
+  if (broken_.load()) {
+    std::lock_guard lk(errMu_);
+    return fatal_;
+  }
+  active_.fetch_add(1);
+  Status s = op();
+  if (!s.ok()) breakComm(s);
+  else collectives_.fetch_add(1, std::memory_order_relaxed);
+  // Notify under the lock: abort() may free this communicator as soon as it sees zero.
+  std::lock_guard lk(activeMu_);
+  active_.fetch_sub(1);
+  activeCv_.notify_all();
+  return s;
+}
+
+void Comm::abort() {
+  env_.aborted.store(true);
+  breakComm(Status(Errc::kAborted, "communicator aborted"));
+  forEachPort([](channel::PortBase& p) { p.wakeAll(); });
+  std::unique_lock lk(activeMu_);
+  activeCv_.wait_for(lk, std::chrono::seconds(10), [&] { return active_.load() == 0; });
+}
+
+Status Comm::asyncError() const {
+  std::lock_guard lk(errMu_);
+  return fatal_;
+}
+
+CommStats Comm::stats() const {
+  CommStats s;
+  s.collectives = collectives_.load();
+  if (engine_) {
+    s.bytesSent = engine_->bytesSent.load();
+    s.bytesReceived = engine_->bytesReceived.load();
+  }
+  s.duplicateSteps = env_.duplicateSteps.load();
+  s.railsTotal = static_cast<uint32_t>(topo_.nrails);
+  return s;
+}
+
+Status Comm::runParallel(int n, const std::function<Status(int)>& fn) {
+  if (n <= 1 || workers_.empty()) {
+    for (int i = 0; i < n; ++i) RECCL_TRY(fn(i));
+    return Status::Ok();
+  }
+  std::vector<Status> results(n);
+  int pending = n - 1;
+  {
+    std::lock_guard lk(workMu_);
+    for (int i = 1; i < n; ++i) {
+      work_.push_back([&, i] {
+        Status s = fn(i);
+        if (!s.ok()) breakComm(s);  // wakes the other channels instead of letting them time out
+        std::lock_guard l2(workMu_);
+        results[i] = std::move(s);
+        --pending;
+        doneCv_.notify_all();
+      });
+    }
+  }
+  workCv_.notify_all();
+  results[0] = fn(0);
+  if (!results[0].ok()) breakComm(results[0]);
+  std::unique_lock lk(workMu_);
+  doneCv_.wait(lk, [&] { return pending == 0; });
+  for (auto& r : results)
+    if (!r.ok()) return r;
+  return Status::Ok();
+}
+
+Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
+  std::lock_guard lk(sendMu_);
+  auto key = Key(peer, channel);
+  if (auto it = sends_.find(key); it != sends_.end()) return it->second.get();
+  if (broken_.load()) return asyncError();
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
+    return Status(Errc::kInternal, "sendPort: bad peer or channel");
+  Deadline d = connectDeadline();
+  const RankInfo& pi = table_[peer];
+  bool shm = topo_.hostOf[peer] == topo_.hostOf[rank_] && !opts_.shmDisable && !(pi.flags & kFlagShmDisable);
+  Hello h;
+  h.secret = secret_;
+  h.commId = commId_;
+  h.srcRank = rank_;
+  h.dstRank = peer;
+  h.nranks = nranks_;
+  h.channel = static_cast<uint32_t>(channel);
+  std::string desc;
+  channel::ConnMemory mem;
+  UniqueFd fd;
+  std::string shmName;
+  if (shm) {
+    shmName = "/reccl-" + std::to_string(getpid()) + "-" + hex32(commId_) + "-" + std::to_string(rank_) + "-" +
+              std::to_string(peer) + "-" + std::to_string(channel) + "-" + std::to_string(shmSerial_.fetch_add(1));
+    RECCL_ASSIGN_OR_RETURN(mem, transport::createShm(shmName, opts_.slots, opts_.chunkBytes));
+    h.kind = HelloKind::kShmData;
+    h.shmName = shmName;
+    transport::Endpoint dst{pi.nics[0].addr, pi.dataPort};
+    auto c = transport::connectTcp(dst, 0, "", d);
+    if (!c.ok()) {
+      transport::unlinkShm(shmName);
+      return c.status().Wrap("connecting to rank " + std::to_string(peer));
+    }
+    fd = std::move(c).value();
+    desc = "shm rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " + std::to_string(channel);
+  } else {
+    int rail = railFor(topo_, rank_, channel);
+    const NicInfo& src = myNics_[rail];
+    transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
+    RECCL_ASSIGN_OR_RETURN(fd, transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, d));
+    transport::tuneDataSocket(fd.get(), src.name);
+    RECCL_ASSIGN_OR_RETURN(mem, channel::ConnMemory::anonymous(opts_.slots, opts_.chunkBytes));
+    h.kind = HelloKind::kTcpData;
+    desc = "tcp " + src.name + " rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " +
+           std::to_string(channel) + " (" + dst.str() + ")";
+  }
+  HelloReply reply;
+  Status s = sendHelloAndWait(fd.get(), h, d, &reply);
+  if (shm) transport::unlinkShm(shmName);  // the peer unlinked it already; this covers failures
+  RECCL_TRY(s.Wrap("connecting to rank " + std::to_string(peer)));
+  auto port = std::make_unique<channel::SendPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
+  if (shm) {
+    port->setPath(std::make_unique<transport::ShmPath>(engine_.get(), std::move(fd), port.get(), true, desc));
+  } else {
+    auto path = std::make_unique<transport::SocketSendPath>(engine_.get(), std::move(fd), port.get(), desc);
+    auto* raw = path.get();
+    port->setPath(std::move(path));
+    raw->start();
+  }
+  RECCL_INFO(kLogNet, "connected %s", desc.c_str());
+  auto* out = port.get();
+  sends_.emplace(key, std::move(port));
+  return out;
+}
+
+Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
+  std::lock_guard lk(recvMu_);
+  auto key = Key(peer, channel);
+  if (auto it = recvs_.find(key); it != recvs_.end()) return it->second.get();
+  if (broken_.load()) return asyncError();
+  if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
+    return Status(Errc::kInternal, "recvPort: bad peer or channel");
+  Deadline d = connectDeadline();
+  Incoming in;
+  {
+    // Waits for the peer's connection; gives up early when our other connection with that peer
+    // already failed (the peer is gone or broke its communicator).
+    auto peerFailed = [&]() -> Status {
+      std::lock_guard sl(sendMu_);
+      for (auto& [k, p] : sends_)
+        if (k.first == peer && p->failed()) return p->error();
+      return Status::Ok();
+    };
+    std::unique_lock il(inMu_);
+    bool ok = false;
+    while (!(ok = incoming_.count(key) > 0) && !broken_.load() && !d.expired()) {
+      inCv_.wait_for(il, std::chrono::milliseconds(10));
+      if (incoming_.count(key)) continue;
+      il.unlock();
+      Status pf = peerFailed();
+      il.lock();
+      if (!pf.ok()) return pf;
+    }
+    if (broken_.load()) return asyncError();
+    if (!ok)
+      return Status(Errc::kTimeout, "rank " + std::to_string(peer) + " did not connect on channel " +
+                                        std::to_string(channel) + " before the deadline");
+    in = std::move(incoming_[key]);
+    incoming_.erase(key);
+  }
+  std::string desc = std::string(in.hello.kind == HelloKind::kShmData ? "shm" : "tcp") + " rank " +
+                     std::to_string(peer) + "->" + std::to_string(rank_) + " ch " + std::to_string(channel);
+  std::unique_ptr<channel::RecvPort> port;
+  if (in.hello.kind == HelloKind::kShmData) {
+    port = std::make_unique<channel::RecvPort>(channel::PortId{rank_, peer, channel}, std::move(in.shm), &env_);
+    port->setPath(std::make_unique<transport::ShmPath>(engine_.get(), std::move(in.fd), port.get(), false, desc));
+  } else {
+    RECCL_ASSIGN_OR_RETURN(auto mem, channel::ConnMemory::anonymous(opts_.slots, opts_.chunkBytes));
+    transport::tuneDataSocket(in.fd.get(), "");
+    port = std::make_unique<channel::RecvPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
+    auto path = std::make_unique<transport::SocketRecvPath>(engine_.get(), std::move(in.fd), port.get(), desc);
+    auto* raw = path.get();
+    port->setPath(std::move(path));
+    raw->start();
+  }
+  auto* out = port.get();
+  recvs_.emplace(key, std::move(port));
+  return out;
+}
+
+void Comm::listenLoop() {
+  struct Pending {
+    UniqueFd fd;
+    std::vector<std::byte> buf;
+    Deadline by = Deadline::never();
+  };
+  std::vector<Pending> pending;
+  for (;;) {
+    std::vector<pollfd> pfds;
+    pfds.push_back({stopEvent_.get(), POLLIN, 0});
+    pfds.push_back({listen_.get(), POLLIN, 0});
+    for (auto& p : pending) pfds.push_back({p.fd.get(), POLLIN, 0});
+    int rc = poll(pfds.data(), pfds.size(), 100);
+    if (rc < 0 && errno != EINTR) {
+      RECCL_WARN(kLogNet, "data listener poll: %s", strerror(errno));
+      return;
+    }
+    if (pfds[0].revents & POLLIN) return;
+    size_t npoll = pending.size();
+    if (pfds[1].revents & POLLIN) {
+      UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+      if (fd) pending.push_back({std::move(fd), {}, Deadline::after(kHelloGrace)});
+    }
+    for (size_t i = 0; i < pending.size(); ++i) {
+      auto& p = pending[i];
+      if (!p.fd) continue;
+      if (p.by.expired()) {
+        refused_.fetch_add(1);
+        RECCL_WARN(kLogNet, "rank %d refused a data connection: no hello in time", rank_);
+        p.fd.reset();
+        continue;
+      }
+      if (i >= npoll || !(pfds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      std::byte tmp[kHelloBytes];
+      ssize_t n = recv(p.fd.get(), tmp, kHelloBytes - p.buf.size(), MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        refused_.fetch_add(1);
+        p.fd.reset();
+        continue;
+      }
+      if (n < 0) continue;
+      p.buf.insert(p.buf.end(), tmp, tmp + n);
+      if (p.buf.size() < kHelloBytes) continue;
+      auto h = decodeHello(p.buf);
+      Status s = h.ok() ? acceptHello(*h, secret_, commId_, nranks_, rank_) : h.status();
+      if (s.ok() && h->kind == HelloKind::kBootstrap) s = Status(Errc::kProtocol, "bootstrap hello on a data port");
+      if (s.ok()) s = handleHello(std::move(p.fd), *h);
+      if (!s.ok()) {
+        refused_.fetch_add(1);
+        RECCL_WARN(kLogNet, "rank %d refused a data connection: %s", rank_, s.message().c_str());
+      }
+      p.fd.reset();
+    }
+    std::erase_if(pending, [](const Pending& p) { return !p.fd; });
+  }
+}
+
+Status Comm::handleHello(UniqueFd fd, const Hello& h) {
+  int fl = fcntl(fd.get(), F_GETFL);
+  fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+  Deadline d = Deadline::after(kHelloGrace);
+  Incoming in;
+  HelloReply reply;
+  if (broken_.load()) {
+    // A failed communicator takes no new connections; the peer learns it at once.
+    reply.status = ReplyStatus::kRefused;
+    std::array<std::byte, kHelloReplyBytes> rb;
+    encodeHelloReply(reply, rb);
+    (void)transport::sendAll(fd.get(), rb, d);
+    if (h.kind == HelloKind::kShmData) transport::unlinkShm(h.shmName);
+    return Status(Errc::kAborted, "communicator failed; connection from rank " + std::to_string(h.srcRank) + " refused");
+  }
+  if (h.kind == HelloKind::kShmData) {
+    auto m = transport::openShm(h.shmName, opts_.slots, opts_.chunkBytes);
+    if (!m.ok()) {
+      reply.status = ReplyStatus::kShmFailed;
+      std::array<std::byte, kHelloReplyBytes> rb;
+      encodeHelloReply(reply, rb);
+      (void)transport::sendAll(fd.get(), rb, d);
+      return m.status();
+    }
+    in.shm = std::move(m).value();
+  }
+  Key key(h.srcRank, static_cast<int>(h.channel));
+  {
+    std::lock_guard lk(inMu_);
+    if (incoming_.count(key)) return Status(Errc::kProtocol, "duplicate connection from rank " + std::to_string(h.srcRank));
+  }
+  std::array<std::byte, kHelloReplyBytes> rb;
+  encodeHelloReply(reply, rb);
+  RECCL_TRY(transport::sendAll(fd.get(), rb, d));
+  in.fd = std::move(fd);
+  in.hello = h;
+  {
+    std::lock_guard lk(inMu_);
+    incoming_[key] = std::move(in);
+  }
+  inCv_.notify_all();
+  return Status::Ok();
+}
+
+}  // namespace reccl::core

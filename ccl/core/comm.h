@@ -1,0 +1,152 @@
+// A communicator: bootstrap result, topology, the data listener, the progress engine and the
+// directed connections (ports) of every channel. It implements channel::ChannelSet, the only
+// thing algorithms see.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel/channel_set.h"
+#include "channel/port.h"
+#include "core/topology.h"
+#include "core/wire.h"
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+#include "transport/socket_engine.h"
+#include "transport/socket_util.h"
+
+namespace reccl::core {
+
+// Settings of one communicator; fromEnv() reads the RECCL_* table.
+struct CommOptions {
+  size_t chunkBytes = 512 * 1024;
+  uint32_t slots = 8;
+  int nchannels = 0;
+  bool shmDisable = false;
+  int64_t timeoutMs = 60000;
+  int64_t bootstrapTimeoutMs = 30000;
+  std::string nics;
+  size_t smallMsgBytes = 64 * 1024;
+  std::string algo;
+  static Status fromEnv(CommOptions* out);
+};
+
+struct CommStats {
+  uint64_t collectives = 0;
+  uint64_t bytesSent = 0;
+  uint64_t bytesReceived = 0;
+  uint64_t duplicateSteps = 0;
+  uint32_t railsTotal = 0;
+};
+
+class Comm final : public channel::ChannelSet {
+ public:
+  // Joins the communicator described by `id` as `rank` of `nranks`.
+  static Result<std::unique_ptr<Comm>> create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank);
+  ~Comm() override;
+
+  // channel::ChannelSet
+  int rank() const override { return rank_; }
+  int nranks() const override { return nranks_; }
+  int nchannels() const override { return topo_.nchannels; }
+  Result<channel::SendPort*> sendPort(int peer, int channel) override;
+  Result<channel::RecvPort*> recvPort(int peer, int channel) override;
+  Deadline stepDeadline() const override { return Deadline::afterMs(opts_.timeoutMs); }
+  Status runParallel(int n, const std::function<Status(int)>& fn) override;
+  uint64_t nextCollSeq() override { return ++collSeq_; }
+  size_t smallMessageBytes() const override { return opts_.smallMsgBytes; }
+  const char* forcedAlgo() const override { return opts_.algo.c_str(); }
+
+  // Runs one operation: refuses when the communicator is broken, and breaks it (failing every
+  // connection, so peers notice at once) when the operation fails.
+  Status run(const std::function<Status()>& op);
+  // Stops everything; waits for calls in flight on other threads to return. Safe from any thread.
+  void abort();
+  // First fatal error (Ok if none).
+  Status asyncError() const;
+  CommStats stats() const;
+  const Topology& topology() const { return topo_; }
+  const std::vector<RankInfo>& rankTable() const { return table_; }
+  const CommOptions& options() const { return opts_; }
+  // Connections refused by this communicator's data listener.
+  uint64_t refusedConnections() const { return refused_.load(); }
+  transport::Endpoint dataEndpoint() const { return dataEp_; }
+
+ private:
+  struct Incoming {
+    UniqueFd fd;
+    Hello hello;
+    channel::ConnMemory shm;
+  };
+  using Key = std::pair<int, int>;  // (peer, channel)
+
+  Comm() = default;
+  Status init(const UniqueIdData& id, int nranks, int rank);
+  void listenLoop();
+  Status handleHello(UniqueFd fd, const Hello& h);
+  void breakComm(const Status& s);
+  void forEachPort(const std::function<void(channel::PortBase&)>& fn);
+  void flushSends();
+  // Connections made during init wait up to RECCL_BOOTSTRAP_TIMEOUT_MS; later (lazy) ones are
+  // part of a collective and wait up to RECCL_TIMEOUT_MS.
+  Deadline connectDeadline() const {
+    return Deadline::afterMs(initialized_ ? opts_.timeoutMs : opts_.bootstrapTimeoutMs);
+  }
+  std::atomic<bool> initialized_{false};
+
+  CommOptions opts_;
+  int rank_ = 0;
+  int nranks_ = 0;
+  uint64_t secret_ = 0;
+  uint64_t commId_ = 0;
+  std::vector<RankInfo> table_;
+  Topology topo_;
+  std::vector<NicInfo> myNics_;
+  uint64_t collSeq_ = 0;
+
+  channel::PortEnv env_;
+  std::unique_ptr<transport::SocketEngine> engine_;
+
+  std::mutex sendMu_;
+  std::map<Key, std::unique_ptr<channel::SendPort>> sends_;
+  std::mutex recvMu_;
+  std::map<Key, std::unique_ptr<channel::RecvPort>> recvs_;
+
+  // Data listener: accepts connections, checks their hello, parks them for recvPort().
+  UniqueFd listen_;
+  transport::Endpoint dataEp_;
+  UniqueFd stopEvent_;
+  std::thread listener_;
+  std::mutex inMu_;
+  std::condition_variable inCv_;
+  std::map<Key, Incoming> incoming_;
+  std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> shmSerial_{0};
+
+  // Channel workers.
+  std::vector<std::thread> workers_;
+  std::mutex workMu_;
+  std::condition_variable workCv_;
+  std::condition_variable doneCv_;
+  std::deque<std::function<void()>> work_;
+  bool stopWorkers_ = false;
+
+  // Calls in flight and the latched fatal error.
+  std::atomic<int> active_{0};
+  std::mutex activeMu_;
+  std::condition_variable activeCv_;
+  mutable std::mutex errMu_;
+  Status fatal_;
+  std::atomic<bool> broken_{false};
+  std::atomic<uint64_t> collectives_{0};
+};
+
+}  // namespace reccl::core

@@ -1,0 +1,161 @@
+#include "transport/socket_engine.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "reccl/common/log.h"
+
+namespace reccl::transport {
+
+Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& name) {
+  std::unique_ptr<SocketEngine> e(new SocketEngine());
+  e->name_ = name;
+  int rc = io_uring_queue_init(512, &e->ring_, 0);
+  if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init");
+  e->ringInit_ = true;
+  e->event_.reset(eventfd(0, EFD_CLOEXEC));
+  if (!e->event_) return Status::FromErrno(errno, "eventfd");
+  e->eventOp_.kind = -1;
+  e->thread_ = std::thread([p = e.get()] { p->run(); });
+  return e;
+}
+
+SocketEngine::~SocketEngine() { stop(); }
+
+void SocketEngine::stop() noexcept {
+  if (thread_.joinable()) {
+    stop_.store(true);
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
+    thread_.join();
+  }
+  if (ringInit_) {
+    // Shut every socket down and reap what is in flight, so the kernel never writes into a
+    // buffer after its owner is gone.
+    for (auto* p : active_) p->quiesce();
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
+    auto busy = [&] {
+      if (eventOp_.inflight) return true;
+      for (auto* p : active_)
+        if (p->inflight()) return true;
+      return false;
+    };
+    for (int i = 0; i < 200 && busy(); ++i) {
+      io_uring_submit(&ring_);
+      __kernel_timespec ts{};
+      ts.tv_nsec = 5 * 1000 * 1000;
+      io_uring_cqe* cqe = nullptr;
+      if (io_uring_wait_cqe_timeout(&ring_, &cqe, &ts) == 0 && cqe) {
+        auto* op = static_cast<IoOp*>(io_uring_cqe_get_data(cqe));
+        if (op) op->inflight = false;
+        io_uring_cqe_seen(&ring_, cqe);
+      }
+    }
+    io_uring_queue_exit(&ring_);
+    ringInit_ = false;
+  }
+}
+
+void SocketEngine::add(EnginePath* p) {
+  {
+    std::lock_guard lk(mu_);
+    pending_.push_back(p);
+    changed_.store(true);
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
+}
+
+void SocketEngine::remove(EnginePath* p) {
+  std::unique_lock lk(mu_);
+  pending_.erase(std::remove(pending_.begin(), pending_.end(), p), pending_.end());
+  if (!thread_.joinable() || stop_.load()) return;
+  p->quiesce();
+  removing_.push_back(p);
+  changed_.store(true);
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
+  cv_.wait(lk, [&] {
+    return std::find(removing_.begin(), removing_.end(), p) == removing_.end() || stop_.load();
+  });
+}
+
+void SocketEngine::kick() noexcept {
+  if (sleeping_.exchange(false, std::memory_order_seq_cst)) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
+  }
+}
+
+io_uring_sqe* SocketEngine::sqe(IoOp& op) {
+  io_uring_sqe* s = io_uring_get_sqe(&ring_);
+  if (!s) {
+    io_uring_submit(&ring_);
+    s = io_uring_get_sqe(&ring_);
+  }
+  if (s) {
+    op.inflight = true;
+    io_uring_sqe_set_data(s, &op);
+  }
+  return s;
+}
+
+void SocketEngine::run() {
+  std::vector<EnginePath*> draining;  // removed, waiting for their I/O to finish
+  while (!stop_.load(std::memory_order_acquire)) {
+    if (changed_.exchange(false)) {
+      std::lock_guard lk(mu_);
+      for (auto* r : removing_) {
+        active_.erase(std::remove(active_.begin(), active_.end(), r), active_.end());
+        if (std::find(draining.begin(), draining.end(), r) == draining.end()) draining.push_back(r);
+      }
+      for (auto* p : pending_)
+        if (std::find(active_.begin(), active_.end(), p) == active_.end()) active_.push_back(p);
+    }
+    if (!draining.empty()) {
+      std::lock_guard lk(mu_);
+      for (auto it = draining.begin(); it != draining.end();) {
+        if ((*it)->inflight() == 0) {
+          removing_.erase(std::remove(removing_.begin(), removing_.end(), *it), removing_.end());
+          it = draining.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      cv_.notify_all();
+    }
+    if (!eventOp_.inflight) {
+      io_uring_sqe* s = sqe(eventOp_);
+      if (s) io_uring_prep_read(s, event_.get(), &eventBuf_, sizeof(eventBuf_), 0);
+    }
+    sleeping_.store(true, std::memory_order_seq_cst);
+    for (auto* p : active_) p->pump(*this);
+    __kernel_timespec ts{};
+    ts.tv_nsec = 100 * 1000 * 1000;
+    io_uring_cqe* cqe = nullptr;
+    int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
+      RECCL_WARN(kLogNet, "io_uring wait failed: %s", strerror(-rc));
+    }
+    unsigned head;
+    unsigned n = 0;
+    io_uring_for_each_cqe(&ring_, head, cqe) {
+      ++n;
+      auto* op = static_cast<IoOp*>(io_uring_cqe_get_data(cqe));
+      if (!op) continue;
+      op->inflight = false;
+      if (op == &eventOp_) continue;
+      op->owner->complete(*this, *op, cqe->res);
+    }
+    io_uring_cq_advance(&ring_, n);
+  }
+  std::lock_guard lk(mu_);
+  cv_.notify_all();
+}
+
+}  // namespace reccl::transport

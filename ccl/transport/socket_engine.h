@@ -1,0 +1,84 @@
+// One progress thread per communicator driving every socket with io_uring: plain send/recv SQEs,
+// batched submission, one send and one receive in flight per socket (ordering on a stream).
+#pragma once
+
+#include <liburing.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+
+namespace reccl::transport {
+
+class SocketEngine;
+
+// One submitted operation; its address is the CQE's user_data.
+struct IoOp {
+  class EnginePath* owner = nullptr;
+  int kind = 0;
+  bool inflight = false;
+};
+
+// Something the engine drives: pump() submits what can be submitted, complete() consumes a CQE.
+class EnginePath {
+ public:
+  virtual ~EnginePath() = default;
+  virtual void pump(SocketEngine& engine) = 0;
+  virtual void complete(SocketEngine& engine, IoOp& op, int res) = 0;
+  // Stops I/O (shutdown the socket) so in-flight operations complete.
+  virtual void quiesce() noexcept = 0;
+  virtual int inflight() const noexcept = 0;
+};
+
+class SocketEngine {
+ public:
+  static Result<std::unique_ptr<SocketEngine>> create(const std::string& name);
+  ~SocketEngine();
+  SocketEngine(const SocketEngine&) = delete;
+  SocketEngine& operator=(const SocketEngine&) = delete;
+
+  // Thread-safe. The path must outlive its registration.
+  void add(EnginePath* p);
+  // Thread-safe; blocks until the progress thread no longer touches p (in-flight I/O finished).
+  void remove(EnginePath* p);
+  // Wakes the progress thread (cheap when it is awake anyway).
+  void kick() noexcept;
+  // Stops the thread and cancels every in-flight operation; paths may be destroyed afterwards.
+  void stop() noexcept;
+
+  // For paths, from the progress thread only.
+  io_uring_sqe* sqe(IoOp& op);
+
+  std::atomic<uint64_t> bytesSent{0};
+  std::atomic<uint64_t> bytesReceived{0};
+
+ private:
+  SocketEngine() = default;
+  void run();
+
+  io_uring ring_{};
+  bool ringInit_ = false;
+  UniqueFd event_;
+  uint64_t eventBuf_ = 0;
+  IoOp eventOp_;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<bool> changed_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<EnginePath*> pending_;  // under mu_: the registered set
+  std::vector<EnginePath*> removing_;
+  uint64_t generation_ = 0;           // bumped by the thread after applying removals
+  std::vector<EnginePath*> active_;   // progress thread's copy
+  std::string name_;
+};
+
+}  // namespace reccl::transport

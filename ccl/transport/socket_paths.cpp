@@ -1,0 +1,330 @@
+#include "transport/socket_paths.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "reccl/common/log.h"
+
+namespace reccl::transport {
+namespace {
+
+enum OpKind { kSend = 1, kAckRecv = 2, kRecv = 3, kAckSend = 4, kWatch = 5 };
+
+Status ioError(int res, const std::string& desc, const char* what) {
+  if (res == 0) return Status(Errc::kPeerFailure, desc + ": connection closed by peer while " + what);
+  int err = -res;
+  Errc code = (err == ECONNRESET || err == EPIPE) ? Errc::kPeerFailure : Errc::kLinkFailure;
+  return Status(code, desc + ": " + what + " failed: " + strerror(err));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- sender
+
+SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
+                               uint64_t sentBefore)
+    : engine_(engine),
+      fd_(std::move(fd)),
+      port_(port),
+      desc_(std::move(desc)),
+      sent_(std::min(sentBefore, port->posted())) {
+  sendOp_.owner = this;
+  sendOp_.kind = kSend;
+  ackOp_.owner = this;
+  ackOp_.kind = kAckRecv;
+  iov_.reserve(port->slots());
+}
+
+SocketSendPath::~SocketSendPath() { engine_->remove(this); }
+
+void SocketSendPath::quiesce() noexcept {
+  dead_ = true;
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void SocketSendPath::failed(const Status& s) {
+  if (dead_.exchange(true)) return;
+  // A peer that finished and closed leaves an idle connection behind: not worth a warning.
+  if (port_->acked() == port_->posted())
+    RECCL_INFO(kLogNet, "%s", s.message().c_str());
+  else
+    RECCL_WARN(kLogNet, "%s", s.message().c_str());
+  port_->pathFailed(true, s);
+}
+
+void SocketSendPath::pump(SocketEngine& engine) {
+  if (dead_) return;
+  if (!sendOp_.inflight) {
+    if (batchEnd_ == 0) {
+      uint64_t posted = port_->posted();
+      if (posted > sent_) {
+        iov_.clear();
+        iovFirst_ = 0;
+        for (uint64_t s = sent_ + 1; s <= posted; ++s) {
+          auto f = port_->frame(s);
+          iov_.push_back({const_cast<std::byte*>(f.data()), f.size()});
+        }
+        batchEnd_ = posted;
+      }
+    }
+    if (batchEnd_ != 0) {
+      msg_ = {};
+      msg_.msg_iov = iov_.data() + iovFirst_;
+      msg_.msg_iovlen = iov_.size() - iovFirst_;
+      if (io_uring_sqe* s = engine.sqe(sendOp_)) io_uring_prep_sendmsg(s, fd_.get(), &msg_, MSG_NOSIGNAL);
+    }
+  }
+  if (!ackOp_.inflight) {
+    if (io_uring_sqe* s = engine.sqe(ackOp_))
+      io_uring_prep_recv(s, fd_.get(), ackBuf_.data() + ackFill_, ackBuf_.size() - ackFill_, 0);
+  }
+}
+
+void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
+  if (dead_) return;
+  if (op.kind == kSend) {
+    if (res <= 0) {
+      if (res == -EAGAIN || res == -EINTR) return;
+      return failed(ioError(res == 0 ? -EPIPE : res, desc_, "sending"));
+    }
+    engine.bytesSent.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
+    size_t left = static_cast<size_t>(res);
+    while (left > 0 && iovFirst_ < iov_.size()) {
+      iovec& v = iov_[iovFirst_];
+      if (left >= v.iov_len) {
+        left -= v.iov_len;
+        ++iovFirst_;
+      } else {
+        v.iov_base = static_cast<char*>(v.iov_base) + left;
+        v.iov_len -= left;
+        left = 0;
+      }
+    }
+    if (iovFirst_ == iov_.size()) {
+      sent_ = batchEnd_;
+      batchEnd_ = 0;
+    }
+    return;
+  }
+  // ack receive
+  if (res <= 0) {
+    if (res == -EAGAIN || res == -EINTR) return;
+    return failed(ioError(res, desc_, "receiving acks"));
+  }
+  ackFill_ += static_cast<size_t>(res);
+  size_t off = 0;
+  uint64_t best = 0;
+  while (ackFill_ - off >= channel::kAckFrameBytes) {
+    auto a = channel::decodeAck(std::span<const std::byte>(ackBuf_.data() + off, channel::kAckFrameBytes));
+    if (!a.ok()) return failed(a.status().Wrap(desc_));
+    if (a->applied > port_->posted())
+      return failed(Status(Errc::kProtocol, desc_ + ": ack for a step never sent"));
+    if (a->epoch == port_->epoch() && a->applied > best) best = a->applied;
+    off += channel::kAckFrameBytes;
+  }
+  if (off > 0) {
+    std::memmove(ackBuf_.data(), ackBuf_.data() + off, ackFill_ - off);
+    ackFill_ -= off;
+  }
+  if (best) port_->onAck(best);
+}
+
+// ---------------------------------------------------------------- receiver
+
+SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc)
+    : engine_(engine), fd_(std::move(fd)), port_(port), desc_(std::move(desc)), acked_(port->applied()) {
+  recvOp_.owner = this;
+  recvOp_.kind = kRecv;
+  stage_.resize(kStageBytes);
+  ackOp_.owner = this;
+  ackOp_.kind = kAckSend;
+}
+
+SocketRecvPath::~SocketRecvPath() { engine_->remove(this); }
+
+void SocketRecvPath::quiesce() noexcept {
+  dead_ = true;
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void SocketRecvPath::failed(const Status& s) {
+  if (dead_.exchange(true)) return;
+  if (phase_ == Phase::kHeader && stageLen_ == stageOff_)
+    RECCL_INFO(kLogNet, "%s", s.message().c_str());
+  else
+    RECCL_WARN(kLogNet, "%s", s.message().c_str());
+  port_->pathFailed(false, s);
+}
+
+void SocketRecvPath::pump(SocketEngine& engine) {
+  if (dead_) return;
+  if (!recvOp_.inflight) {
+    io_uring_sqe* s = engine.sqe(recvOp_);
+    if (s) {
+      size_t left = want_ - got_;
+      if (phase_ == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
+        recvIntoSlot_ = true;
+        io_uring_prep_recv(s, fd_.get(), port_->memory().slotPayload(cur_.step) + got_, left, MSG_WAITALL);
+      } else {
+        if (stageOff_ > 0) {  // keep the unconsumed tail at the front
+          std::memmove(stage_.data(), stage_.data() + stageOff_, stageLen_ - stageOff_);
+          stageLen_ -= stageOff_;
+          stageOff_ = 0;
+        }
+        recvIntoSlot_ = false;
+        io_uring_prep_recv(s, fd_.get(), stage_.data() + stageLen_, stage_.size() - stageLen_, 0);
+      }
+    }
+  }
+  if (!ackOp_.inflight) {
+    if (ackSentBytes_ == 0) {
+      uint64_t applied = port_->applied();
+      if (applied > acked_) {
+        channel::AckFrame a{port_->epoch(), applied};
+        channel::encodeAck(a, std::span<std::byte, channel::kAckFrameBytes>(ackBuf_.data(), ackBuf_.size()));
+        ackInFlightValue_ = applied;
+      }
+    }
+    if (ackInFlightValue_ > acked_) {
+      if (io_uring_sqe* s = engine.sqe(ackOp_))
+        io_uring_prep_send(s, fd_.get(), ackBuf_.data() + ackSentBytes_, ackBuf_.size() - ackSentBytes_,
+                           MSG_NOSIGNAL);
+    }
+  }
+}
+
+void SocketRecvPath::publish() {
+  // Header last into the slot, then the counter: the receiver reads both after `received`.
+  std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
+  phase_ = Phase::kHeader;
+  got_ = want_ = 0;
+  port_->onReceived(cur_.step);
+}
+
+bool SocketRecvPath::onHeader() {
+  auto h = channel::decodeStepHeader(std::span<const std::byte>(hdr_.data(), hdr_.size()));
+  if (!h.ok()) {
+    failed(h.status().Wrap(desc_));
+    return false;
+  }
+  cur_ = *h;
+  got_ = 0;
+  want_ = cur_.bytes;
+  auto verdict = channel::classifyStep(cur_, port_->received(), port_->epoch(),
+                                       static_cast<uint32_t>(port_->chunkBytes()));
+  if (verdict == channel::StepVerdict::kBad) {
+    failed(Status(Errc::kProtocol, desc_ + ": unexpected step " + std::to_string(cur_.step) + " epoch " +
+                                       std::to_string(cur_.epoch) + " (" + std::to_string(cur_.bytes) + " bytes)"));
+    return false;
+  }
+  if (verdict != channel::StepVerdict::kNext) {
+    // Exactly once: a step already received, or one from a retired path, is read and dropped.
+    if (auto* env = port_->env())
+      (verdict == channel::StepVerdict::kDuplicate ? env->duplicateSteps : env->staleSteps).fetch_add(1);
+    phase_ = want_ ? Phase::kDrain : Phase::kHeader;
+    return true;
+  }
+  if (cur_.step > port_->applied() + port_->slots()) {
+    failed(Status(Errc::kProtocol, desc_ + ": sender overran the slot window"));
+    return false;
+  }
+  if (want_ == 0) {
+    publish();
+  } else {
+    phase_ = Phase::kPayload;
+  }
+  return true;
+}
+
+bool SocketRecvPath::consumeStage() {
+  for (;;) {
+    size_t avail = stageLen_ - stageOff_;
+    const std::byte* p = stage_.data() + stageOff_;
+    switch (phase_) {
+      case Phase::kHeader:
+        if (avail < hdr_.size()) return true;
+        std::memcpy(hdr_.data(), p, hdr_.size());
+        stageOff_ += hdr_.size();
+        if (!onHeader()) return false;
+        break;
+      case Phase::kPayload: {
+        size_t take = std::min(avail, want_ - got_);
+        if (take) std::memcpy(port_->memory().slotPayload(cur_.step) + got_, p, take);
+        stageOff_ += take;
+        got_ += take;
+        if (got_ < want_) return true;
+        publish();
+        break;
+      }
+      case Phase::kDrain: {
+        size_t take = std::min(avail, want_ - got_);
+        stageOff_ += take;
+        got_ += take;
+        if (got_ < want_) return true;
+        phase_ = Phase::kHeader;
+        got_ = want_ = 0;
+        break;
+      }
+    }
+  }
+}
+
+void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
+  if (dead_) return;
+  if (op.kind == kAckSend) {
+    if (res <= 0) {
+      if (res == -EAGAIN || res == -EINTR) return;
+      return failed(ioError(res == 0 ? -EPIPE : res, desc_, "sending acks"));
+    }
+    ackSentBytes_ += static_cast<size_t>(res);
+    if (ackSentBytes_ >= ackBuf_.size()) {
+      ackSentBytes_ = 0;
+      acked_ = ackInFlightValue_;
+    }
+    return;
+  }
+  if (res <= 0) {
+    if (res == -EAGAIN || res == -EINTR) return;
+    return failed(ioError(res, desc_, "receiving"));
+  }
+  engine.bytesReceived.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
+  if (recvIntoSlot_) {
+    got_ += static_cast<size_t>(res);
+    if (got_ >= want_) publish();
+    return;
+  }
+  stageLen_ += static_cast<size_t>(res);
+  consumeStage();
+}
+
+// ---------------------------------------------------------------- liveness
+
+LivenessPath::LivenessPath(SocketEngine* engine, UniqueFd fd, channel::PortBase* port, bool isSender)
+    : engine_(engine), fd_(std::move(fd)), port_(port), isSender_(isSender) {
+  op_.owner = this;
+  op_.kind = kWatch;
+}
+
+LivenessPath::~LivenessPath() { engine_->remove(this); }
+
+void LivenessPath::quiesce() noexcept {
+  dead_ = true;
+  if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+void LivenessPath::pump(SocketEngine& engine) {
+  if (dead_ || op_.inflight) return;
+  if (io_uring_sqe* s = engine.sqe(op_)) io_uring_prep_recv(s, fd_.get(), buf_.data(), buf_.size(), 0);
+}
+
+void LivenessPath::complete(SocketEngine& engine, IoOp& op, int res) {
+  if (dead_) return;
+  if (res > 0 || res == -EAGAIN || res == -EINTR) return;  // nothing is sent here; ignore
+  if (dead_.exchange(true)) return;
+  port_->pathFailed(isSender_, Status(Errc::kPeerFailure, "shared-memory peer rank " + std::to_string(port_->id().peer) +
+                                                              " is gone (side channel closed)"));
+}
+
+}  // namespace reccl::transport

@@ -1,0 +1,172 @@
+#include "transport/socket_util.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "reccl/common/log.h"
+
+namespace reccl::transport {
+namespace {
+
+Status waitFd(int fd, short events, Deadline deadline, const char* what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int ms = deadline.remainingMsForPoll();
+    int rc = poll(&p, 1, ms);
+    if (rc > 0) return Status::Ok();
+    if (rc == 0) return Status(Errc::kTimeout, std::string(what) + ": deadline passed");
+    if (errno != EINTR) return Status::FromErrno(errno, what);
+  }
+}
+
+}  // namespace
+
+std::string Endpoint::str() const {
+  char buf[INET_ADDRSTRLEN] = {};
+  in_addr a{addr};
+  inet_ntop(AF_INET, &a, buf, sizeof(buf));
+  return std::string(buf) + ":" + std::to_string(port);
+}
+
+Result<uint32_t> parseIpv4(const std::string& text) {
+  in_addr a{};
+  if (inet_pton(AF_INET, text.c_str(), &a) != 1) return Status(Errc::kInvalidArgument, "not an IPv4 address: " + text);
+  return a.s_addr;
+}
+
+Result<uint32_t> resolveIpv4(const std::string& host) {
+  auto direct = parseIpv4(host);
+  if (direct.ok()) return direct;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res) return Status(Errc::kNotFound, "cannot resolve " + host + ": " + gai_strerror(rc));
+  uint32_t a = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr.s_addr;
+  freeaddrinfo(res);
+  return a;
+}
+
+Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound) {
+  UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return Status::FromErrno(errno, "socket");
+  int one = 1;
+  setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = addr;
+  sa.sin_port = htons(port);
+  if (bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0)
+    return Status::FromErrno(errno, "bind " + Endpoint{addr, port}.str());
+  if (listen(fd.get(), 512) != 0) return Status::FromErrno(errno, "listen");
+  socklen_t len = sizeof(sa);
+  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) return Status::FromErrno(errno, "getsockname");
+  if (bound) *bound = Endpoint{sa.sin_addr.s_addr, ntohs(sa.sin_port)};
+  return fd;
+}
+
+Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline) {
+  int backoffMs = 1;
+  for (;;) {
+    UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+    if (!fd) return Status::FromErrno(errno, "socket");
+    if (!device.empty()) {
+      if (setsockopt(fd.get(), SOL_SOCKET, SO_BINDTODEVICE, device.c_str(), device.size()) != 0 && errno != EPERM)
+        RECCL_WARN(kLogNet, "so_bindtodevice %s: %s", device.c_str(), strerror(errno));
+    }
+    if (srcAddr != 0) {
+      sockaddr_in src{};
+      src.sin_family = AF_INET;
+      src.sin_addr.s_addr = srcAddr;
+      if (bind(fd.get(), reinterpret_cast<sockaddr*>(&src), sizeof(src)) != 0)
+        return Status::FromErrno(errno, "bind source " + Endpoint{srcAddr, 0}.str());
+    }
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = dst.addr;
+    sa.sin_port = htons(dst.port);
+    int rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+    int err = rc == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      RECCL_TRY(waitFd(fd.get(), POLLOUT, deadline, ("connect " + dst.str()).c_str()));
+      socklen_t len = sizeof(err);
+      getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    if (err == 0) {
+      int fl = fcntl(fd.get(), F_GETFL);
+      fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
+      return fd;
+    }
+    if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH) || deadline.expired())
+      return Status::FromErrno(err, "connect " + dst.str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
+    backoffMs = std::min(backoffMs * 2, 100);
+  }
+}
+
+Result<UniqueFd> acceptTcp(int listenFd, Deadline deadline) {
+  RECCL_TRY(waitFd(listenFd, POLLIN, deadline, "accept"));
+  UniqueFd fd(accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC));
+  if (!fd) return Status::FromErrno(errno, "accept");
+  return fd;
+}
+
+Status sendAll(int fd, std::span<const std::byte> data, Deadline deadline) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = send(fd, data.data() + off, data.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      RECCL_TRY(waitFd(fd, POLLOUT, deadline, "send"));
+      continue;
+    }
+    return Status::FromErrno(n < 0 ? errno : EPIPE, "send");
+  }
+  return Status::Ok();
+}
+
+Status recvAll(int fd, std::span<std::byte> data, Deadline deadline) {
+  size_t off = 0;
+  while (off < data.size()) {
+    ssize_t n = recv(fd, data.data() + off, data.size() - off, MSG_DONTWAIT);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (n == 0) return Status(Errc::kPeerFailure, "connection closed by peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      RECCL_TRY(waitFd(fd, POLLIN, deadline, "recv"));
+      continue;
+    }
+    return Status::FromErrno(errno, "recv");
+  }
+  return Status::Ok();
+}
+
+void tuneDataSocket(int fd, const std::string& device) noexcept {
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // Plain SO_SNDBUF/SO_RCVBUF would cap the buffers at net.core.[rw]mem_max (~208 KiB by default)
+  // and switch off autotuning (up to tcp_[rw]mem max, 4-6 MiB); the FORCE variants (root) set
+  // large buffers for sure. Without privileges, autotuning is the better choice.
+  int buf = 8 << 20;
+  setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+  (void)device;
+}
+
+}  // namespace reccl::transport

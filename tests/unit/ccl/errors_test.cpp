@@ -1,0 +1,392 @@
+// Failure behaviour: bad arguments name the argument, mismatched collectives are detected, a dead
+// or silent rank becomes an error within RECCL_TIMEOUT_MS, abort returns promptly, strangers on
+// the bootstrap and data ports are refused without disturbing the job.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/comm_access.h"
+#include "ccl_test_util.h"
+#include "core/bootstrap.h"
+#include "core/wire.h"
+
+extern char** environ;
+
+namespace {
+
+using reccl::test::Comms;
+using reccl::test::ScopedEnv;
+using Ms = std::chrono::milliseconds;
+
+std::string lastError() { return recclGetLastError(nullptr); }
+
+TEST(CclErrors, BadArgumentsNameTheArgument) {
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  recclComm_t c = comms[0];
+  float buf[8] = {};
+  struct Case {
+    recclResult_t rc;
+    const char* arg;
+  };
+  auto expect = [&](recclResult_t rc, recclResult_t want, const char* arg) {
+    EXPECT_EQ(rc, want) << arg;
+    EXPECT_NE(lastError().find(arg), std::string::npos) << "message '" << lastError() << "' should name " << arg;
+  };
+  expect(recclAllReduce(buf, buf, 8, recclFloat32, recclSum, nullptr, nullptr), recclInvalidArgument, "comm");
+  expect(recclAllReduce(nullptr, buf, 8, recclFloat32, recclSum, c, nullptr), recclInvalidArgument, "sendbuff");
+  expect(recclAllReduce(buf, nullptr, 8, recclFloat32, recclSum, c, nullptr), recclInvalidArgument, "recvbuff");
+  expect(recclAllReduce(buf, buf, SIZE_MAX / 2, recclFloat32, recclSum, c, nullptr), recclInvalidArgument, "count");
+  expect(recclAllGather(buf, buf, SIZE_MAX / 8, recclFloat32, c, nullptr), recclInvalidArgument, "count");
+  expect(recclAllReduce(buf, buf, 8, static_cast<recclDataType_t>(42), recclSum, c, nullptr), recclInvalidArgument,
+         "datatype");
+  expect(recclAllReduce(buf, buf, 8, recclFloat32, static_cast<recclRedOp_t>(9), c, nullptr), recclInvalidArgument,
+         "op");
+  expect(recclAllReduce(buf, buf, 8, recclFloat32, static_cast<recclRedOp_t>(-1), c, nullptr), recclInvalidArgument,
+         "op");
+  expect(recclBroadcast(buf, buf, 8, recclFloat32, 2, c, nullptr), recclInvalidArgument, "root");
+  expect(recclReduce(buf, buf, 8, recclFloat32, recclSum, -1, c, nullptr), recclInvalidArgument, "root");
+  expect(recclSend(buf, 8, recclFloat32, 5, c, nullptr), recclInvalidArgument, "peer");
+  expect(recclAllReduce(buf, buf, 8, recclFloat32, recclSum, c, reinterpret_cast<recclStream_t>(1)),
+         recclInvalidArgument, "stream");
+  expect(recclAllToAll(buf, buf, 4, recclFloat32, c, nullptr), recclInvalidArgument, "recvbuff");
+  expect(recclGroupEnd(), recclInvalidUsage, "GroupEnd");
+  recclComm_t none = nullptr;
+  recclUniqueId id{};
+  expect(recclCommInitRank(&none, 2, id, 0), recclInvalidArgument, "commId");
+  expect(recclCommInitRank(&none, 2, id, 3), recclInvalidArgument, "rank");
+  // Refused calls left the communicator healthy: a real collective still works.
+  auto rcs = comms.run([&](int r, recclComm_t cc) {
+    float x[4] = {1, 2, 3, 4};
+    return recclAllReduce(x, x, 4, recclFloat32, recclSum, cc, nullptr);
+  });
+  for (auto rc : rcs) EXPECT_EQ(rc, recclSuccess);
+}
+
+TEST(CclErrors, MismatchedCountsAreDetected) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "5000");
+  for (const char* algo : {"rd", "ring"}) {
+    ScopedEnv a("RECCL_ALGO", algo);
+    Comms comms(3);
+    ASSERT_TRUE(comms.ok()) << comms.error();
+    std::vector<std::string> msgs(3);
+    auto start = std::chrono::steady_clock::now();
+    auto rcs = comms.run([&](int r, recclComm_t c) {
+      std::vector<float> x(100, 1.0f);
+      recclResult_t rc = recclAllReduce(x.data(), x.data(), r == 1 ? 99 : 100, recclFloat32, recclSum, c, nullptr);
+      msgs[r] = recclGetLastError(c);
+      return rc;
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(4000)) << "mismatch should fail fast, not time out";
+    int usage = 0;
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_NE(rcs[r], recclSuccess) << algo << " rank " << r;
+      if (rcs[r] == recclInvalidUsage) {
+        ++usage;
+        EXPECT_NE(msgs[r].find("count"), std::string::npos) << msgs[r];
+      }
+    }
+    EXPECT_GE(usage, 1) << algo;
+  }
+}
+
+TEST(CclErrors, MismatchedCollectivesAreDetected) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "5000");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::string> msgs(2);
+  auto rcs = comms.run([&](int r, recclComm_t c) {
+    std::vector<float> x(64, 1.0f);
+    recclResult_t rc = r == 0 ? recclAllReduce(x.data(), x.data(), 64, recclFloat32, recclSum, c, nullptr)
+                              : recclBroadcast(x.data(), x.data(), 64, recclFloat32, 0, c, nullptr);
+    msgs[r] = recclGetLastError(c);
+    return rc;
+  });
+  EXPECT_NE(rcs[0], recclSuccess);
+  EXPECT_NE(rcs[1], recclSuccess);
+  EXPECT_TRUE(rcs[0] == recclInvalidUsage || rcs[1] == recclInvalidUsage) << msgs[0] << " | " << msgs[1];
+}
+
+TEST(CclErrors, SilentPeerTimesOut) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "300");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::atomic<bool> done{false};
+  auto start = std::chrono::steady_clock::now();
+  auto rcs = comms.run([&](int r, recclComm_t c) {
+    if (r == 1) {
+      while (!done.load()) std::this_thread::sleep_for(Ms(5));
+      return recclSuccess;
+    }
+    float x[16] = {};
+    recclResult_t rc = recclAllReduce(x, x, 16, recclFloat32, recclSum, c, nullptr);
+    done = true;
+    return rc;
+  });
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(rcs[0], recclTimeout) << lastError();
+  EXPECT_LT(took, Ms(3000));
+  recclResult_t async = recclSuccess;
+  EXPECT_EQ(recclCommGetAsyncError(comms[0], &async), recclSuccess);
+  EXPECT_EQ(async, recclTimeout);
+}
+
+TEST(CclErrors, AbortFromAnotherThreadReturnsPromptly) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  recclResult_t rc = recclSuccess;
+  std::thread worker([&] {
+    std::vector<float> x(1 << 20, 1.0f);
+    rc = recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, comms[0], nullptr);
+  });
+  std::this_thread::sleep_for(Ms(200));
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(recclCommAbort(comms[0]), recclSuccess);
+  comms.forget(0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(1000));
+  worker.join();
+  EXPECT_EQ(rc, recclAborted);
+}
+
+TEST(CclErrors, BootstrapTimesOutWhenRanksAreMissing) {
+  ScopedEnv t("RECCL_BOOTSTRAP_TIMEOUT_MS", "500");
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclComm_t c = nullptr;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(recclCommInitRank(&c, 2, id, 0), recclTimeout) << lastError();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(3000));
+  EXPECT_EQ(c, nullptr);
+}
+
+int rawConnect(uint32_t addr, uint16_t port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = addr;
+  sa.sin_port = htons(port);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+TEST(CclErrors, StrangersOnTheBootstrapPortAreRefused) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  auto data = reccl::core::decodeUniqueId(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(id.internal), sizeof(id.internal)));
+  ASSERT_TRUE(data.ok());
+  uint64_t before = reccl::core::BootstrapRoot::refusedTotal();
+  // Garbage, a well-formed hello with a foreign secret, and one that says nothing.
+  int junk = rawConnect(data->addr, data->port);
+  ASSERT_GE(junk, 0);
+  std::array<std::byte, 128> garbage;
+  garbage.fill(std::byte{0x5a});
+  ASSERT_EQ(send(junk, garbage.data(), garbage.size(), 0), 128);
+  int foreign = rawConnect(data->addr, data->port);
+  reccl::core::Hello h;
+  h.secret = data->secret ^ 1;
+  h.commId = data->commId;
+  h.srcRank = 0;
+  h.dstRank = -1;
+  h.nranks = 2;
+  std::array<std::byte, reccl::core::kHelloBytes> hb;
+  reccl::core::encodeHello(h, hb);
+  ASSERT_EQ(send(foreign, hb.data(), hb.size(), 0), static_cast<ssize_t>(hb.size()));
+  int idle = rawConnect(data->addr, data->port);
+  ASSERT_GE(idle, 0);
+
+  std::vector<recclComm_t> comms(2, nullptr);
+  std::vector<recclResult_t> rcs(2);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { rcs[r] = recclCommInitRank(&comms[r], 2, id, r); });
+  for (auto& t : ts) t.join();
+  ASSERT_EQ(rcs[0], recclSuccess) << lastError();
+  ASSERT_EQ(rcs[1], recclSuccess) << lastError();
+  EXPECT_GE(reccl::core::BootstrapRoot::refusedTotal() - before, 2u);
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      float x[3] = {1, 2, 3};
+      rcs[r] = recclAllReduce(x, x, 3, recclFloat32, recclSum, comms[r], nullptr);
+      if (x[2] != 6) rcs[r] = recclInternalError;
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(rcs[0], recclSuccess);
+  EXPECT_EQ(rcs[1], recclSuccess);
+  ts.clear();
+  for (int r = 0; r < 2; ++r) ts.emplace_back([&, r] { recclCommDestroy(comms[r]); });
+  for (auto& t : ts) t.join();
+  close(junk);
+  close(foreign);
+  close(idle);
+}
+
+TEST(CclErrors, StrangersOnTheDataPortAreRefused) {
+  ScopedEnv shm("RECCL_SHM_DISABLE", "1");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  auto* impl = reccl::api::commImpl(comms[0]);
+  ASSERT_NE(impl, nullptr);
+  uint16_t port = impl->dataEndpoint().port;
+  int junk = rawConnect(htonl(INADDR_LOOPBACK), port);
+  ASSERT_GE(junk, 0);
+  std::array<std::byte, 200> garbage;
+  garbage.fill(std::byte{0x11});
+  ASSERT_GT(send(junk, garbage.data(), garbage.size(), 0), 0);
+  for (int i = 0; i < 200 && impl->refusedConnections() == 0; ++i) std::this_thread::sleep_for(Ms(10));
+  EXPECT_GE(impl->refusedConnections(), 1u);
+  auto rcs = comms.run([&](int r, recclComm_t c) {
+    std::vector<int32_t> x(100000, r + 1);
+    recclResult_t rc = recclAllReduce(x.data(), x.data(), x.size(), recclInt32, recclSum, c, nullptr);
+    if (rc == recclSuccess && x[99999] != 3) return recclInternalError;
+    return rc;
+  });
+  EXPECT_EQ(rcs[0], recclSuccess);
+  EXPECT_EQ(rcs[1], recclSuccess);
+  close(junk);
+}
+
+TEST(CclErrors, ConcurrentCommunicators) {
+  Comms a(3), b(3);
+  ASSERT_TRUE(a.ok() && b.ok());
+  std::vector<recclResult_t> ra, rb;
+  std::thread ta([&] {
+    ra = a.run([&](int r, recclComm_t c) {
+      for (int it = 0; it < 20; ++it) {
+        std::vector<float> x(100003, static_cast<float>(r + it));
+        recclResult_t rc = recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, c, nullptr);
+        if (rc != recclSuccess) return rc;
+        if (x[100002] != static_cast<float>(3 + 3 * it)) return recclInternalError;
+      }
+      return recclSuccess;
+    });
+  });
+  std::thread tb([&] {
+    rb = b.run([&](int r, recclComm_t c) {
+      for (int it = 0; it < 20; ++it) {
+        std::vector<int64_t> x(50000, r * 10 + it);
+        recclResult_t rc = recclAllReduce(x.data(), x.data(), x.size(), recclInt64, recclMax, c, nullptr);
+        if (rc != recclSuccess) return rc;
+        if (x[0] != 20 + it) return recclInternalError;
+      }
+      return recclSuccess;
+    });
+  });
+  ta.join();
+  tb.join();
+  for (auto rc : ra) EXPECT_EQ(rc, recclSuccess);
+  for (auto rc : rb) EXPECT_EQ(rc, recclSuccess);
+}
+
+// Ranks as processes started from the launcher environment (torchrun variables); one is killed
+// mid-collective and the others must fail within RECCL_TIMEOUT_MS.
+class Workers {
+ public:
+  pid_t spawn(int rank, int n, uint16_t port, const std::vector<std::string>& extra) {
+    std::vector<std::string> env;
+    for (char** e = environ; *e; ++e) env.emplace_back(*e);
+    env.push_back("RANK=" + std::to_string(rank));
+    env.push_back("WORLD_SIZE=" + std::to_string(n));
+    env.push_back("MASTER_ADDR=127.0.0.1");
+    env.push_back("MASTER_PORT=" + std::to_string(port));
+    for (auto& x : extra) env.push_back(x);
+    std::vector<char*> envp;
+    for (auto& s : env) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string path = RECCL_TEST_WORKER_PATH;
+    char* argv[] = {path.data(), nullptr};
+    pid_t pid = -1;
+    if (posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+    pids_.push_back(pid);
+    return pid;
+  }
+  // Exit code, or -1 if it did not exit by the deadline (then it is killed).
+  int wait(pid_t pid, Ms limit) {
+    auto until = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      int st = 0;
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        forget(pid);
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      }
+      if (std::chrono::steady_clock::now() > until) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        forget(pid);
+        return -1;
+      }
+      std::this_thread::sleep_for(Ms(5));
+    }
+  }
+  ~Workers() {
+    for (pid_t p : pids_) {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  }
+
+ private:
+  void forget(pid_t p) { std::erase(pids_, p); }
+  std::vector<pid_t> pids_;
+};
+
+uint16_t freePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t len = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+TEST(CclErrors, ProcessesFromTorchrunEnvironment) {
+  Workers w;
+  uint16_t port = freePort();
+  std::vector<pid_t> pids;
+  for (int r = 0; r < 3; ++r) pids.push_back(w.spawn(r, 3, port, {"WORKER_ITERS=5", "WORKER_COUNT=300007"}));
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(w.wait(pids[r], Ms(60000)), 0) << "rank " << r;
+}
+
+TEST(CclErrors, RankKilledMidCollectiveFailsTheOthers) {
+  for (const char* shm : {"1", "0"}) {
+    Workers w;
+    uint16_t port = freePort();
+    std::vector<std::string> extra = {"WORKER_ITERS=100000", "WORKER_COUNT=1000000", "RECCL_TIMEOUT_MS=3000",
+                                      std::string("RECCL_SHM_DISABLE=") + shm, "RECCL_DEBUG=NONE"};
+    std::vector<pid_t> pids;
+    for (int r = 0; r < 4; ++r) pids.push_back(w.spawn(r, 4, port, extra));
+    std::this_thread::sleep_for(Ms(1500));  // well into the allreduce loop
+    kill(pids[2], SIGKILL);
+    auto start = std::chrono::steady_clock::now();
+    for (int r : {0, 1, 3}) {
+      int code = w.wait(pids[r], Ms(6000));
+      EXPECT_TRUE(code == 10 + recclRemoteError || code == 10 + recclTimeout || code == 10 + recclNetworkError)
+          << "shm=" << shm << " rank " << r << " exit " << code;
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(5000)) << "shm=" << shm;
+    w.wait(pids[2], Ms(1000));
+  }
+}
+
+}  // namespace

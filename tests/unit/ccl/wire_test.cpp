@@ -1,0 +1,241 @@
+// Pure parsers and policies: hello, step header, ack, rank info/table, unique id, NIC lists,
+// launcher environment, topology; and the channel ports' slot/step/ack rules without a transport.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <thread>
+
+#include "channel/port.h"
+#include "channel/step_header.h"
+#include "core/launch_env.h"
+#include "core/topology.h"
+#include "core/wire.h"
+
+namespace {
+
+using namespace reccl;
+
+TEST(CclWire, HelloRoundTripAndRejects) {
+  core::Hello h;
+  h.kind = core::HelloKind::kShmData;
+  h.secret = 0x1234;
+  h.commId = 77;
+  h.srcRank = 3;
+  h.dstRank = 1;
+  h.nranks = 4;
+  h.channel = 2;
+  h.shmName = "/reccl-1-abc";
+  std::array<std::byte, core::kHelloBytes> b;
+  core::encodeHello(h, b);
+  auto d = core::decodeHello(b);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->shmName, h.shmName);
+  EXPECT_EQ(d->srcRank, 3);
+  EXPECT_TRUE(core::acceptHello(*d, 0x1234, 77, 4, 1).ok());
+  EXPECT_EQ(core::acceptHello(*d, 0x1235, 77, 4, 1).code(), Errc::kPermission);
+  EXPECT_EQ(core::acceptHello(*d, 0x1234, 78, 4, 1).code(), Errc::kPermission);
+  EXPECT_FALSE(core::acceptHello(*d, 0x1234, 77, 4, 2).ok());
+  EXPECT_FALSE(core::decodeHello(std::span(b).first(100)).ok());
+  auto bad = b;
+  bad[0] = std::byte{0};
+  EXPECT_FALSE(core::decodeHello(bad).ok());
+  h.srcRank = 4;  // out of range
+  core::encodeHello(h, b);
+  EXPECT_FALSE(core::decodeHello(b).ok());
+  h.srcRank = 0;
+  h.shmName = "/../etc/x";
+  core::encodeHello(h, b);
+  EXPECT_FALSE(core::decodeHello(b).ok());
+}
+
+TEST(CclWire, StepHeaderAckAndVerdicts) {
+  channel::StepHeader h;
+  h.step = 9;
+  h.epoch = 2;
+  h.bytes = 4096;
+  h.desc = {5, 1000, -1, channel::CollKind::kAllReduce, 7, 0};
+  std::array<std::byte, channel::kStepHeaderBytes> b;
+  channel::encodeStepHeader(h, b);
+  auto d = channel::decodeStepHeader(b);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->step, 9u);
+  EXPECT_EQ(d->desc, h.desc);
+  EXPECT_EQ(channel::classifyStep(*d, 8, 2, 4096), channel::StepVerdict::kNext);
+  EXPECT_EQ(channel::classifyStep(*d, 9, 2, 4096), channel::StepVerdict::kDuplicate);
+  EXPECT_EQ(channel::classifyStep(*d, 20, 2, 4096), channel::StepVerdict::kDuplicate);
+  EXPECT_EQ(channel::classifyStep(*d, 8, 3, 4096), channel::StepVerdict::kStale);
+  EXPECT_EQ(channel::classifyStep(*d, 8, 1, 4096), channel::StepVerdict::kBad);
+  EXPECT_EQ(channel::classifyStep(*d, 5, 2, 4096), channel::StepVerdict::kBad);  // gap
+  EXPECT_EQ(channel::classifyStep(*d, 8, 2, 1024), channel::StepVerdict::kBad);  // too big
+  channel::CollDesc other = h.desc;
+  other.count = 999;
+  Status s = channel::checkDesc(h.desc, other, 3);
+  EXPECT_NE(s.message().find("count"), std::string::npos);
+  std::array<std::byte, channel::kAckFrameBytes> ab;
+  channel::encodeAck({4, 77}, ab);
+  auto a = channel::decodeAck(ab);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->applied, 77u);
+  ab[9] = std::byte{0xff};
+  EXPECT_FALSE(channel::decodeAck(ab).ok());
+}
+
+TEST(CclWire, RankInfoAndTable) {
+  core::RankInfo r;
+  r.rank = 1;
+  r.hostId = "boot/host/net:1";
+  r.hostName = "host";
+  r.dataPort = 1234;
+  r.chunkBytes = 4096;
+  r.slots = 8;
+  r.nics = {{"rail0", 1}, {"rail1", 2}};
+  auto b = core::encodeRankInfo(r);
+  auto d = core::decodeRankInfo(b);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->nics.size(), 2u);
+  EXPECT_EQ(d->nics[1].name, "rail1");
+  for (size_t cut = 0; cut < b.size(); ++cut) EXPECT_FALSE(core::decodeRankInfo(std::span(b).first(cut)).ok());
+  core::RankInfo r0 = r;
+  r0.rank = 0;
+  auto t = core::encodeRankTable({r0, r});
+  EXPECT_TRUE(core::decodeRankTable(t, 2).ok());
+  EXPECT_FALSE(core::decodeRankTable(t, 3).ok());
+  EXPECT_FALSE(core::decodeRankTable(core::encodeRankTable({r, r0}), 2).ok());  // out of order
+}
+
+TEST(CclTopology, NicListSyntax) {
+  auto f = core::parseNicFilter("rail0,rail1");
+  EXPECT_TRUE(core::nicMatches(f, "rail0"));
+  EXPECT_TRUE(core::nicMatches(f, "rail10"));  // prefix
+  EXPECT_FALSE(core::nicMatches(f, "mgmt0"));
+  f = core::parseNicFilter("^mgmt0,lo");
+  EXPECT_FALSE(core::nicMatches(f, "lo"));
+  EXPECT_FALSE(core::nicMatches(f, "mgmt0"));
+  EXPECT_TRUE(core::nicMatches(f, "rail0"));
+  f = core::parseNicFilter("=rail1");
+  EXPECT_TRUE(core::nicMatches(f, "rail1"));
+  EXPECT_FALSE(core::nicMatches(f, "rail10"));
+  f = core::parseNicFilter("^=rail1");
+  EXPECT_TRUE(core::nicMatches(f, "rail10"));
+  EXPECT_FALSE(core::nicMatches(f, "rail1"));
+
+  std::vector<core::NicInfo> all = {{"rail1", 3}, {"lo", 1}, {"mgmt0", 2}, {"rail0", 4}};
+  auto pick = core::selectNics(all, "", "mgmt0");
+  ASSERT_EQ(pick.size(), 2u);
+  EXPECT_EQ(pick[0].name, "rail0");  // sorted: rails line up across hosts
+  EXPECT_EQ(pick[1].name, "rail1");
+  pick = core::selectNics({{"lo", 1}, {"eth0", 2}}, "", "eth0");
+  ASSERT_EQ(pick.size(), 1u);
+  EXPECT_EQ(pick[0].name, "eth0");
+  pick = core::selectNics({{"lo", 1}}, "", "lo");
+  ASSERT_EQ(pick.size(), 1u);
+  pick = core::selectNics(all, "=rail1", "mgmt0");
+  ASSERT_EQ(pick.size(), 1u);
+  EXPECT_EQ(pick[0].name, "rail1");
+}
+
+TEST(CclTopology, HostsRailsAndChannels) {
+  std::vector<core::RankInfo> t(4);
+  for (int r = 0; r < 4; ++r) {
+    t[r].rank = r;
+    t[r].hostId = r < 2 ? "A" : "B";
+    t[r].nics = {{"rail0", 1}, {"rail1", 2}};
+  }
+  auto topo = core::computeTopology(t, 3);
+  EXPECT_EQ(topo.nhosts, 2);
+  EXPECT_EQ(topo.localRank, 1);
+  EXPECT_EQ(topo.localNranks, 2);
+  EXPECT_EQ(topo.nrails, 2);
+  EXPECT_EQ(topo.nchannels, 2);
+  EXPECT_EQ(core::railFor(topo, 2, 0), 0);  // local rank 0 -> NIC 0
+  EXPECT_EQ(core::railFor(topo, 3, 0), 1);  // local rank 1 -> NIC 1
+  EXPECT_EQ(core::railFor(topo, 3, 1), 0);
+  t[0].nchannels = 5;
+  EXPECT_EQ(core::computeTopology(t, 0).nchannels, 5);
+}
+
+TEST(CclLaunchEnv, Launchers) {
+  auto run = [](std::map<std::string, std::string> m) {
+    return core::parseLaunchEnv([m](const char* n) -> const char* {
+      auto it = m.find(n);
+      return it == m.end() ? nullptr : it->second.c_str();
+    });
+  };
+  auto t = run({{"RANK", "2"}, {"WORLD_SIZE", "4"}, {"LOCAL_RANK", "0"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->source, "torchrun");
+  EXPECT_EQ(t->rank, 2);
+  EXPECT_EQ(t->nranks, 4);
+  EXPECT_EQ(t->rootPort, 29500);
+  auto t2 = run({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
+  EXPECT_EQ(t->secret, t2->secret);  // every rank derives the same secret
+  auto o = run({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"RECCL_COMM_ID", "h:1234"}});
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->source, "ompi");
+  EXPECT_EQ(o->rootHost, "h");
+  auto s = run({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"SLURM_LOCALID", "0"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}});
+  ASSERT_TRUE(s.ok());
+  EXPECT_EQ(s->source, "slurm");
+  auto p = run({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}});
+  EXPECT_EQ(p->source, "pmi");
+  EXPECT_FALSE(run({}).ok());
+  EXPECT_FALSE(run({{"RANK", "4"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "1"}}).ok());
+  EXPECT_FALSE(run({{"RANK", "0"}, {"WORLD_SIZE", "4"}}).ok());
+  EXPECT_FALSE(run({{"RANK", "0"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "a"}, {"MASTER_PORT", "70000"}}).ok());
+}
+
+// Ports over one shared block, as a shared-memory connection has them, without any transport.
+TEST(CclChannel, SlotsAreReusedOnlyAfterAck) {
+  auto mem = channel::ConnMemory::anonymous(2, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::ConnMemory view(mem->counters(), 0);  // non-owning alias for the receiver
+  channel::PortEnv env;
+  channel::SendPort tx({0, 1, 0}, std::move(mem).value(), &env);
+  channel::RecvPort rx({1, 0, 0}, std::move(view), &env);
+  channel::CollDesc desc{1, 10, -1, channel::CollKind::kAllReduce, 7, 0};
+  auto soon = [] { return Deadline::afterMs(50); };
+  for (int i = 0; i < 2; ++i) {
+    auto s = tx.acquire(soon());
+    ASSERT_TRUE(s.ok());
+    (*s)[0] = std::byte(i + 1);
+    ASSERT_TRUE(tx.post(1, desc).ok());
+  }
+  // Both slots hold unacked steps: a third acquire must wait (and time out here).
+  EXPECT_EQ(tx.acquire(soon()).status().code(), Errc::kTimeout);
+  auto r1 = rx.wait(soon(), desc);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ((*r1)[0], std::byte{1});
+  ASSERT_TRUE(rx.release().ok());
+  EXPECT_EQ(tx.acked(), 1u);
+  auto s3 = tx.acquire(soon());
+  ASSERT_TRUE(s3.ok());
+  ASSERT_TRUE(tx.post(0, desc).ok());
+  // Step 2 is still in its slot; the wrong descriptor is an error naming what differs.
+  channel::CollDesc wrong = desc;
+  wrong.count = 11;
+  auto r2 = rx.wait(soon(), wrong);
+  EXPECT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("count"), std::string::npos);
+  EXPECT_TRUE(rx.failed());
+  rx.setPath(nullptr);
+  (void)view;
+}
+
+TEST(CclChannel, AbortWakesWaiters) {
+  auto mem = channel::ConnMemory::anonymous(2, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::PortEnv env;
+  channel::RecvPort rx({1, 0, 0}, std::move(mem).value(), &env);
+  std::thread t([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    env.aborted = true;
+    rx.wakeAll();
+  });
+  auto start = Clock::now();
+  auto r = rx.wait(Deadline::afterMs(10000), {});
+  t.join();
+  EXPECT_EQ(r.status().code(), Errc::kAborted);
+  EXPECT_LT(Clock::now() - start, std::chrono::seconds(2));
+}
+
+}  // namespace
