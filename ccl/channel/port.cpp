@@ -85,7 +85,7 @@ Status SendPort::post(size_t bytes, const CollDesc& desc) {
   encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
-  if (path_) path_->notifyPosted();
+  if (Path* p = path()) p->notifyPosted();
   return Status::Ok();
 }
 
@@ -139,7 +139,7 @@ Status RecvPort::release() {
   ConnCounters* c = counters();
   c->consumed.store(c->consumed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
   c->toSender.ring();
-  if (path_) path_->notifyConsumed();
+  if (Path* p = path()) p->notifyConsumed();
   return Status::Ok();
 }
 

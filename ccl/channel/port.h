@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <vector>
 
 #include "channel/conn_memory.h"
 #include "channel/path.h"
@@ -71,9 +72,19 @@ class PortBase {
   void setEpoch(uint32_t e) noexcept { epoch_.store(e, std::memory_order_release); }
 
   // Path ownership. setPath retires the previous path (its destructor stops its I/O).
-  Path* path() const noexcept { return path_.get(); }
-  void setPath(std::unique_ptr<Path> p) noexcept { path_ = std::move(p); }
-  std::unique_ptr<Path> takePath() noexcept { return std::move(path_); }
+  Path* path() const noexcept { return live_.load(std::memory_order_acquire); }
+  // Failover swaps paths while the algorithm thread may be inside post()/release() calling
+  // notify on the old one, so a replaced path is retired (kept alive until the port goes, its
+  // I/O stopped by whoever replaced it) instead of freed here.
+  void setPath(std::unique_ptr<Path> p) noexcept {
+    if (path_) retired_.push_back(std::move(path_));
+    path_ = std::move(p);
+    live_.store(path_.get(), std::memory_order_release);
+  }
+  std::unique_ptr<Path> takePath() noexcept {
+    live_.store(nullptr, std::memory_order_release);
+    return std::move(path_);
+  }
 
   // A path reports its failure here; unless the failover hook takes it, the port latches it.
   void pathFailed(bool isSender, const Status& s);
@@ -93,6 +104,8 @@ class PortBase {
   PortEnv* env_;
   std::atomic<uint32_t> epoch_{1};
   std::unique_ptr<Path> path_;
+  std::atomic<Path*> live_{nullptr};
+  std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
 };
 
