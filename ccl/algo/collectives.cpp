@@ -409,8 +409,14 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
   int idleSpins = 0;
   while (left > 0) {
     bool progressed = false;
-    for (auto& s : st) {
+    for (size_t k = 0; k < st.size(); ++k) {
+      auto& s = st[k];
       if (s.finished) continue;
+      // Operations on the same connection go in call order (as the peer matches them).
+      bool earlier = false;
+      for (size_t j = 0; j < k && !earlier; ++j)
+        earlier = !st[j].finished && st[j].sp == s.sp && st[j].rp == s.rp;
+      if (earlier) continue;
       size_t esize = s.ctx.esize;
       size_t chunk = std::max<size_t>(1, (s.sp ? s.sp->chunkBytes() : s.rp->chunkBytes()) / esize);
       for (;;) {

@@ -84,8 +84,20 @@ recclResult_t guarded(F&& f) noexcept {
   }
 }
 
-// Common checks; `elemsPerRank` multiplies count (all-gather, reduce-scatter, all-to-all).
-recclResult_t checkCommon(recclComm_t comm, size_t count, int datatype, recclStream_t stream, size_t factor) {
+// C callers may pass any int in an enum parameter; reading such a value as the enum type is
+// undefined in C++, so the raw bits are read before validation.
+template <typename E>
+int rawEnum(const E& e) {
+  int v;
+  static_assert(sizeof(E) == sizeof(int));
+  std::memcpy(&v, &e, sizeof(v));
+  return v;
+}
+
+// Common checks; `factor` multiplies count (all-gather, reduce-scatter, all-to-all).
+recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t& datatypeArg, recclStream_t stream,
+                          size_t factor) {
+  int datatype = rawEnum(datatypeArg);
   if (!comm || !comm->impl) return fail(recclInvalidArgument, "comm: null communicator");
   if (!reccl::reduce::validType(datatype))
     return fail(recclInvalidArgument, "datatype: unknown value " + std::to_string(datatype));
@@ -96,7 +108,8 @@ recclResult_t checkCommon(recclComm_t comm, size_t count, int datatype, recclStr
   return recclSuccess;
 }
 
-recclResult_t checkOp(int op) {
+recclResult_t checkOp(const recclRedOp_t& opArg) {
+  int op = rawEnum(opArg);
   if (!reccl::reduce::validOp(op)) return fail(recclInvalidArgument, "op: unknown value " + std::to_string(op));
   return recclSuccess;
 }
@@ -392,6 +405,8 @@ recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
     RECCL_CHECK(checkCommon(comm, count, datatype, stream, comm ? comm->impl->nranks() : 1));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+    if (count > 0 && sendbuff == recvbuff && comm->impl->nranks() > 1)
+      return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
     auto& c = *comm->impl;
     return finish(c.run([&] { return reccl::algo::allToAll(c, sendbuff, recvbuff, count, datatype); }));
   });
@@ -405,7 +420,7 @@ recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
   });
 }
 
-static recclResult_t p2p(bool isSend, void* buf, size_t count, recclDataType_t datatype, int peer,
+static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataType_t& datatype, int peer,
                          recclComm_t comm, recclStream_t stream) {
   RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1));
   RECCL_CHECK(checkBuf(buf, count, isSend ? "sendbuff" : "recvbuff"));

@@ -27,6 +27,16 @@ Status ErrorLatch::get() const {
   return status_;
 }
 
+void PortBase::setPath(std::unique_ptr<Path> p) {
+  std::lock_guard lk(pathMu_);
+  if (path_) {
+    path_->shutdown();
+    retired_.push_back(std::move(path_));
+  }
+  path_ = std::move(p);
+  pathRaw_.store(path_.get(), std::memory_order_release);
+}
+
 void PortBase::pathFailed(bool isSender, const Status& s) {
   if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
   fail(s);
@@ -94,6 +104,12 @@ std::span<const std::byte> SendPort::frame(uint64_t step) const noexcept {
   uint32_t bytes;
   std::memcpy(&bytes, f + 12, sizeof(bytes));
   return {f, kStepHeaderBytes + std::min<size_t>(bytes, chunkBytes())};
+}
+
+void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
+  uint64_t last = posted();
+  for (uint64_t s = std::max<uint64_t>(from, 1); s <= last; ++s)
+    std::memcpy(mem_.slotFrame(s) + 8, &epoch, sizeof(epoch));  // epoch lives at offset 8
 }
 
 void SendPort::onAck(uint64_t applied) noexcept {

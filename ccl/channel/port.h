@@ -71,20 +71,12 @@ class PortBase {
   uint32_t epoch() const noexcept { return epoch_.load(std::memory_order_acquire); }
   void setEpoch(uint32_t e) noexcept { epoch_.store(e, std::memory_order_release); }
 
-  // Path ownership. setPath retires the previous path (its destructor stops its I/O).
-  Path* path() const noexcept { return live_.load(std::memory_order_acquire); }
-  // Failover swaps paths while the algorithm thread may be inside post()/release() calling
-  // notify on the old one, so a replaced path is retired (kept alive until the port goes, its
-  // I/O stopped by whoever replaced it) instead of freed here.
-  void setPath(std::unique_ptr<Path> p) noexcept {
-    if (path_) retired_.push_back(std::move(path_));
-    path_ = std::move(p);
-    live_.store(path_.get(), std::memory_order_release);
-  }
-  std::unique_ptr<Path> takePath() noexcept {
-    live_.store(nullptr, std::memory_order_release);
-    return std::move(path_);
-  }
+  // Path ownership. The algorithm thread calls path() on every post/release while failover may
+  // swap the path from another thread: the current path is published atomically, and a replaced
+  // one is shut down and kept (retired) until the port goes, so a concurrent notify never touches
+  // freed memory.
+  Path* path() const noexcept { return pathRaw_.load(std::memory_order_acquire); }
+  void setPath(std::unique_ptr<Path> p);
 
   // A path reports its failure here; unless the failover hook takes it, the port latches it.
   void pathFailed(bool isSender, const Status& s);
@@ -103,8 +95,9 @@ class PortBase {
   ConnMemory mem_;
   PortEnv* env_;
   std::atomic<uint32_t> epoch_{1};
+  std::mutex pathMu_;
   std::unique_ptr<Path> path_;
-  std::atomic<Path*> live_{nullptr};
+  std::atomic<Path*> pathRaw_{nullptr};
   std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
 };
@@ -123,6 +116,10 @@ class SendPort : public PortBase {
   std::span<const std::byte> frame(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
+  // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
+  // already expects the new epoch and drops frames of the old one as stale). Call after
+  // setEpoch(e) and before the new path resends.
+  void restamp(uint64_t from, uint32_t epoch) noexcept;
 };
 
 class RecvPort : public PortBase {

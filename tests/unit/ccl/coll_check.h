@@ -135,11 +135,18 @@ class RankRun {
     recclRecv(out.data(), count, t, from, c_, nullptr);
     recclSend(in.data(), count, t, r_, c_, nullptr);
     recclRecv(self.data(), count, t, r_, c_, nullptr);
+    // A second message on the same connection in the same group: matched in call order.
+    std::vector<std::byte> in2(count * es + 1), out2(count * es + 1);
+    for (size_t i = 0; i < count; ++i) setValue(in2.data(), i, t, (r_ + 2 * i + 1) % 9);
+    recclSend(in2.data(), count, t, to, c_, nullptr);
+    recclRecv(out2.data(), count, t, from, c_, nullptr);
     if (!check(recclGroupEnd(), what)) return;
     for (size_t i = 0; i < count; ++i) {
       double want = (from + i) % 9, got = getValue(out.data(), i, t);
       if (got != want) return wrong(what, i, got, want);
       if (getValue(self.data(), i, t) != (r_ + i) % 9) return wrong(what + " (self)", i, getValue(self.data(), i, t), (r_ + i) % 9);
+      double want2 = (from + 2 * i + 1) % 9;
+      if (getValue(out2.data(), i, t) != want2) return wrong(what + " (second message)", i, getValue(out2.data(), i, t), want2);
     }
   }
 

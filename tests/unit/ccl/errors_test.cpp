@@ -63,6 +63,7 @@ TEST(CclErrors, BadArgumentsNameTheArgument) {
   expect(recclSend(buf, 8, recclFloat32, 5, c, nullptr), recclInvalidArgument, "peer");
   expect(recclAllReduce(buf, buf, 8, recclFloat32, recclSum, c, reinterpret_cast<recclStream_t>(1)),
          recclInvalidArgument, "stream");
+  expect(recclAllToAll(buf, buf, 4, recclFloat32, c, nullptr), recclInvalidArgument, "recvbuff");
   expect(recclGroupEnd(), recclInvalidUsage, "GroupEnd");
   recclComm_t none = nullptr;
   recclUniqueId id{};

@@ -31,3 +31,35 @@ TEST(CclSmoke, AllReduceFloatSumTcpAndShm) {
     }
   }
 }
+
+TEST(CclSmoke, SingleRankCommunicator) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  recclComm_t c = comms[0];
+  std::vector<int32_t> in = {1, 2, 3}, out(3, 0);
+  ASSERT_EQ(recclAllReduce(in.data(), out.data(), 3, recclInt32, recclAvg, c, nullptr), recclSuccess);
+  EXPECT_EQ(out, in);
+  out.assign(3, 0);
+  ASSERT_EQ(recclAllGather(in.data(), out.data(), 3, recclInt32, c, nullptr), recclSuccess);
+  EXPECT_EQ(out, in);
+  out.assign(3, 0);
+  ASSERT_EQ(recclReduceScatter(in.data(), out.data(), 3, recclInt32, recclSum, c, nullptr), recclSuccess);
+  EXPECT_EQ(out, in);
+  out.assign(3, 0);
+  ASSERT_EQ(recclBroadcast(in.data(), out.data(), 3, recclInt32, 0, c, nullptr), recclSuccess);
+  EXPECT_EQ(out, in);
+  out.assign(3, 0);
+  ASSERT_EQ(recclAllToAll(in.data(), out.data(), 3, recclInt32, c, nullptr), recclSuccess);
+  EXPECT_EQ(out, in);
+  out.assign(3, 0);
+  recclGroupStart();
+  recclSend(in.data(), 3, recclInt32, 0, c, nullptr);
+  recclRecv(out.data(), 3, recclInt32, 0, c, nullptr);
+  ASSERT_EQ(recclGroupEnd(), recclSuccess);
+  EXPECT_EQ(out, in);
+  EXPECT_EQ(recclBarrier(c, nullptr), recclSuccess);
+  recclCommStats_t st{};
+  st.size = sizeof(st);
+  ASSERT_EQ(recclCommGetStats(c, &st), recclSuccess);
+  EXPECT_EQ(st.collectives, 7u);
+}

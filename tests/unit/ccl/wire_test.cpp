@@ -210,6 +210,14 @@ TEST(CclChannel, SlotsAreReusedOnlyAfterAck) {
   auto s3 = tx.acquire(soon());
   ASSERT_TRUE(s3.ok());
   ASSERT_TRUE(tx.post(0, desc).ok());
+  // Migration support: restamped frames decode with the new epoch, payload untouched.
+  tx.setEpoch(2);
+  tx.restamp(2, 2);
+  auto f2 = channel::decodeStepHeader(tx.frame(2).first(channel::kStepHeaderBytes));
+  ASSERT_TRUE(f2.ok());
+  EXPECT_EQ(f2->epoch, 2u);
+  EXPECT_EQ(f2->step, 2u);
+  EXPECT_EQ(tx.frame(2)[channel::kStepHeaderBytes], std::byte{2});
   // Step 2 is still in its slot; the wrong descriptor is an error naming what differs.
   channel::CollDesc wrong = desc;
   wrong.count = 11;
@@ -217,7 +225,6 @@ TEST(CclChannel, SlotsAreReusedOnlyAfterAck) {
   EXPECT_FALSE(r2.ok());
   EXPECT_NE(r2.status().message().find("count"), std::string::npos);
   EXPECT_TRUE(rx.failed());
-  rx.setPath(nullptr);
   (void)view;
 }
 

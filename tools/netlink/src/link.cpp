@@ -81,8 +81,9 @@ LinkInfo parseLink(const nlmsghdr* nlh) {
     mnl_attr_parse_nested(tb[IFLA_LINKINFO], parseInfoAttr, itb);
     if (itb[IFLA_INFO_KIND]) info.kind = mnl_attr_get_str(itb[IFLA_INFO_KIND]);
   }
-  // A link whose IFLA_LINK is itself (no peer) is not a pair.
-  if (info.peerIfindex == info.ifindex) info.peerIfindex = 0;
+  // The kernel leaves IFLA_LINK out when it equals the device's own ifindex, which happens for
+  // a veth whose peer in another namespace got the same number there.
+  if (!tb[IFLA_LINK] && info.kind == "veth" && info.peerNetnsId >= 0) info.peerIfindex = info.ifindex;
   return info;
 }
 

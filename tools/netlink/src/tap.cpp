@@ -61,6 +61,14 @@ Result<UniqueFd> createTap(std::string_view netns, std::string_view name, bool n
 Result<UniqueFd> attachTapQueue(std::string_view netns, std::string_view name, bool nonblocking) {
   const std::string what = "attach queue to tap " + std::string(name);
   RECCL_ASSIGN_OR_RETURN(UniqueFd fd, openTun(netns, name, nonblocking, what.c_str()));
+  // TUNSETIFF on a missing name would create a new tap instead of attaching.
+  {
+    auto guard = NetnsGuard::enter(netns);
+    if (!guard.ok()) return guard.status().Wrap(what);
+    if (::if_nametoindex(std::string(name).c_str()) == 0) {
+      return Status{Errc::kNotFound, what + ": no such device"};
+    }
+  }
   RECCL_TRY(setIff(fd.get(), name, what));
   return fd;
 }

@@ -1,5 +1,7 @@
 // Moves the calling thread into a network namespace and back when it goes out of scope.
-// setns(CLONE_NEWNET) is per thread, so other threads of the process are not affected.
+// setns(CLONE_NEWNET) is per thread, so other threads of the process are not affected; a thread
+// started while the guard is active starts in the entered namespace (clone copies the creating
+// thread's namespaces).
 #pragma once
 
 #include <string_view>

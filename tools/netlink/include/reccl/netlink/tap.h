@@ -17,7 +17,7 @@ namespace reccl::netlink {
 // Creates the persistent tap in /run/netns/NETNS (empty: current namespace) and returns its first
 // queue. kExists when the name is taken.
 Result<UniqueFd> createTap(std::string_view netns, std::string_view name, bool nonblocking = false);
-// Attaches one more queue to an existing multi-queue tap in NETNS.
+// Attaches one more queue to an existing multi-queue tap in NETNS; kNotFound when there is none.
 Result<UniqueFd> attachTapQueue(std::string_view netns, std::string_view name,
                                 bool nonblocking = false);
 // TUNSETCARRIER through an attached queue; the carrier is per device, not per queue.

@@ -1,0 +1,140 @@
+// Portable kernels: the fallback on CPUs without AVX2 and the reference the vector units match.
+// Loads and stores go through memcpy so any alignment of the caller's buffers is fine.
+#include <cstring>
+#include <type_traits>
+
+#include "kernel_table.h"
+#include "scalar_ops.h"
+
+namespace reccl::reduce {
+namespace {
+
+using namespace detail;
+
+template <typename T>
+struct IntSum {
+  using Store = T;
+  static T op(T a, T b) {
+    using U = std::make_unsigned_t<T>;
+    return T(U(U(a) + U(b)));
+  }
+};
+template <typename T>
+struct IntProd {
+  using Store = T;
+  static T op(T a, T b) {
+    // Promote to at least unsigned int so uint8 * uint8 cannot overflow a signed int.
+    using U = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, std::make_unsigned_t<T>>;
+    return T(std::make_unsigned_t<T>(U(std::make_unsigned_t<T>(a)) * U(std::make_unsigned_t<T>(b))));
+  }
+};
+template <typename T>
+struct IntMax {
+  using Store = T;
+  static T op(T a, T b) { return a > b ? a : b; }
+};
+template <typename T>
+struct IntMin {
+  using Store = T;
+  static T op(T a, T b) { return a < b ? a : b; }
+};
+
+template <typename T>
+struct FSum {
+  using Store = T;
+  static T op(T a, T b) { return a + b; }
+};
+template <typename T>
+struct FProd {
+  using Store = T;
+  static T op(T a, T b) { return a * b; }
+};
+struct F32Max {
+  using Store = float;
+  static float op(float a, float b) { return maxF(a, b); }
+};
+struct F32Min {
+  using Store = float;
+  static float op(float a, float b) { return minF(a, b); }
+};
+struct F64Max {
+  using Store = double;
+  static double op(double a, double b) { return maxD(a, b); }
+};
+struct F64Min {
+  using Store = double;
+  static double op(double a, double b) { return minD(a, b); }
+};
+
+// float16 / bfloat16: widen, apply the float32 op, round to nearest-even on store.
+template <typename F32Op>
+struct Half {
+  using Store = uint16_t;
+  static uint16_t op(uint16_t a, uint16_t b) {
+    return floatToHalfScalar(F32Op::op(halfToFloatScalar(a), halfToFloatScalar(b)));
+  }
+};
+template <typename F32Op>
+struct Bf16 {
+  using Store = uint16_t;
+  static uint16_t op(uint16_t a, uint16_t b) {
+    return floatToBf16Scalar(F32Op::op(bf16ToFloatScalar(a), bf16ToFloatScalar(b)));
+  }
+};
+
+template <typename Op>
+void apply(void* dst, const void* a, const void* b, size_t count) {
+  using T = typename Op::Store;
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* pa = static_cast<const unsigned char*>(a);
+  auto* pb = static_cast<const unsigned char*>(b);
+  for (size_t i = 0; i < count; ++i) {
+    T x, y;
+    std::memcpy(&x, pa + i * sizeof(T), sizeof(T));
+    std::memcpy(&y, pb + i * sizeof(T), sizeof(T));
+    T r = Op::op(x, y);
+    std::memcpy(d + i * sizeof(T), &r, sizeof(T));
+  }
+}
+
+KernelTable makeTable() {
+  KernelTable t{};
+  auto ints = [&t]<typename T>(recclDataType_t type, T*) {
+    t.fn[type][recclSum] = apply<IntSum<T>>;
+    t.fn[type][recclProd] = apply<IntProd<T>>;
+    t.fn[type][recclMax] = apply<IntMax<T>>;
+    t.fn[type][recclMin] = apply<IntMin<T>>;
+  };
+  ints(recclInt8, static_cast<int8_t*>(nullptr));
+  ints(recclUint8, static_cast<uint8_t*>(nullptr));
+  ints(recclInt32, static_cast<int32_t*>(nullptr));
+  ints(recclUint32, static_cast<uint32_t*>(nullptr));
+  ints(recclInt64, static_cast<int64_t*>(nullptr));
+  ints(recclUint64, static_cast<uint64_t*>(nullptr));
+  t.fn[recclFloat32][recclSum] = apply<FSum<float>>;
+  t.fn[recclFloat32][recclProd] = apply<FProd<float>>;
+  t.fn[recclFloat32][recclMax] = apply<F32Max>;
+  t.fn[recclFloat32][recclMin] = apply<F32Min>;
+  t.fn[recclFloat64][recclSum] = apply<FSum<double>>;
+  t.fn[recclFloat64][recclProd] = apply<FProd<double>>;
+  t.fn[recclFloat64][recclMax] = apply<F64Max>;
+  t.fn[recclFloat64][recclMin] = apply<F64Min>;
+  t.fn[recclFloat16][recclSum] = apply<Half<FSum<float>>>;
+  t.fn[recclFloat16][recclProd] = apply<Half<FProd<float>>>;
+  t.fn[recclFloat16][recclMax] = apply<Half<F32Max>>;
+  t.fn[recclFloat16][recclMin] = apply<Half<F32Min>>;
+  t.fn[recclBfloat16][recclSum] = apply<Bf16<FSum<float>>>;
+  t.fn[recclBfloat16][recclProd] = apply<Bf16<FProd<float>>>;
+  t.fn[recclBfloat16][recclMax] = apply<Bf16<F32Max>>;
+  t.fn[recclBfloat16][recclMin] = apply<Bf16<F32Min>>;
+  return t;
+}
+
+}  // namespace
+
+const KernelTable& scalarKernels() noexcept {
+  static const KernelTable table = makeTable();
+  return table;
+}
+
+}  // namespace reccl::reduce

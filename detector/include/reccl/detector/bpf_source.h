@@ -1,0 +1,98 @@
+// The kernel side of the detector: opens the link_detector skeleton, probes every hook alone
+// (this kernel may refuse trampolines, lack a tracepoint or RDMA), loads and attaches the ones
+// that work, and owns the programs, links, ring buffer and the mmapped link-state array.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "reccl/common/status.h"
+#include "reccl/detector/link_signal.h"
+
+struct link_detector;
+struct ring_buffer;
+struct bpf_link;
+
+namespace reccl::detector {
+
+struct BpfOptions {
+  std::set<LinkSource> sources;  // hooks to use; empty: every hook this kernel accepts
+  uint32_t ringBytes = 256 * 1024;
+  uint32_t retransThreshold = 50;
+  uint64_t retransWindowNs = 100'000'000;
+  uint64_t degradedMinIntervalNs = 1'000'000'000;
+  bool reportUnattributed = false;
+  bool reportRdma = true;
+};
+
+struct HookStatus {
+  std::string program;  // program name in link_detector.bpf.c
+  LinkSource source = RECCL_LINK_SRC_NONE;
+  bool active = false;
+  std::string reason;   // why not active ("" when active)
+};
+
+struct BpfCounters {
+  uint64_t ringbufDrops = 0;  // records lost in the kernel: ring full
+  uint64_t events = 0;        // records submitted by programs
+  uint64_t consumed = 0;      // records read by userspace
+  uint64_t abiRejects = 0;    // records of a foreign ABI version or size
+  uint64_t dqlStalls = 0;
+  uint64_t hookHits[RECCL_LINK_SRC_COUNT] = {};
+};
+
+class BpfSource {
+ public:
+  using RecordHandler = std::function<void(const reccl_link_event&)>;
+
+  // Probes, loads and attaches. kPermission without CAP_BPF/CAP_PERFMON, kUnsupported when no
+  // hook attaches here (the statuses say why per hook).
+  static Result<std::unique_ptr<BpfSource>> open(const BpfOptions& opts, RecordHandler handler);
+  // Probes each hook alone without keeping anything loaded: what `open` would activate.
+  static std::vector<HookStatus> probe(const BpfOptions& opts);
+  ~BpfSource();
+  BpfSource(const BpfSource&) = delete;
+  BpfSource& operator=(const BpfSource&) = delete;
+
+  const std::vector<HookStatus>& hooks() const { return hooks_; }
+  std::set<LinkSource> activeSources() const;
+
+  int epollFd() const;  // readable when records wait
+  // Reads every waiting record into the handler; returns how many.
+  int consume();
+
+  Status watch(LinkKey key, uint32_t slot);
+  Status unwatch(LinkKey key);
+  void setWatchCount(uint32_t n);
+
+  // The BPF_F_MMAPABLE array, mapped read-write in this process (programs and the detector
+  // both update it with atomics).
+  reccl_link_slot* slots() const { return slots_; }
+  int linkStateMapFd() const;
+  // A new fd of the link-state map for another process to mmap PROT_READ.
+  Result<int> linkStateShareFd() const;
+  BpfCounters counters() const;
+
+ private:
+  BpfSource() = default;
+  static int onRingRecord(void* ctx, void* data, size_t size);
+  link_detector* skel_ = nullptr;
+  std::vector<bpf_link*> links_;
+  ring_buffer* ring_ = nullptr;
+  reccl_link_slot* slots_ = nullptr;
+  size_t slotsBytes_ = 0;
+  std::vector<HookStatus> hooks_;
+  RecordHandler handler_;
+  uint64_t consumed_ = 0;
+  uint64_t abiRejects_ = 0;
+};
+
+// Address of a kernel symbol from /proc/kallsyms; 0 when absent or hidden (kptr_restrict).
+uint64_t kallsymsAddress(const char* name);
+
+}  // namespace reccl::detector

@@ -1,0 +1,60 @@
+// Client of reccl-detectord: what the library's monitor thread and `reccl detector status` use
+// when a node daemon runs. Requests are synchronous with a deadline; events that arrive while
+// waiting for a reply are kept for receive().
+#pragma once
+
+#include <cstddef>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+#include "reccl/detector/detector.h"
+
+namespace reccl::detector {
+
+// The daemon's link-state array mapped read-only in this process.
+class MappedLinkState {
+ public:
+  MappedLinkState(const reccl_link_slot* slots, size_t bytes) : slots_(slots), bytes_(bytes) {}
+  ~MappedLinkState();
+  MappedLinkState(const MappedLinkState&) = delete;
+  MappedLinkState& operator=(const MappedLinkState&) = delete;
+  const reccl_link_slot* slots() const { return slots_; }
+  uint64_t epoch(uint32_t slot) const {
+    return slot < RECCL_LINK_MAX_SLOTS ? __atomic_load_n(&slots_[slot].epoch, __ATOMIC_ACQUIRE) : 0;
+  }
+
+ private:
+  const reccl_link_slot* slots_;
+  size_t bytes_;
+};
+
+class DetectorClient {
+ public:
+  static Result<std::unique_ptr<DetectorClient>> connect(const std::string& path, int timeoutMs = 2000);
+
+  Result<WatchedLink> watch(const WatchSpec& spec);
+  Status unwatch(LinkKey key);
+  Result<std::string> statusJson();
+  Result<std::unique_ptr<MappedLinkState>> mapLinkState();
+  // Readable when an event (or anything) arrives from the daemon.
+  int fd() const { return sock_.get(); }
+  // Events received so far plus those arriving within timeoutMs (0: only what is there).
+  Result<std::vector<LinkEvent>> receive(int timeoutMs);
+  const std::string& hello() const { return hello_; }
+
+ private:
+  DetectorClient() = default;
+  Result<std::string> request(const std::string& json, const std::string& op, UniqueFd* fd = nullptr);
+  Status pump(int timeoutMs, const std::string& wantOp, std::string* reply, UniqueFd* fd);
+
+  UniqueFd sock_;
+  int timeoutMs_ = 2000;
+  std::deque<LinkEvent> events_;
+  std::string hello_;
+};
+
+}  // namespace reccl::detector

@@ -1,0 +1,155 @@
+#include "reccl/detector/daemon_protocol.h"
+
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+namespace reccl::detector {
+
+using nlohmann::json;
+
+Status sendMessage(int sock, const std::string& text, int fd) {
+  if (text.size() > kDaemonMaxMessage) return Status(Errc::kInvalidArgument, "message too large");
+  iovec iov{const_cast<char*>(text.data()), text.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  if (fd >= 0) {
+    msg.msg_control = ctl;
+    msg.msg_controllen = sizeof(ctl);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  for (;;) {
+    ssize_t n = sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (n >= 0) return Status::Ok();
+    if (errno == EINTR) continue;
+    return Status::FromErrno(errno, "detectord: send");
+  }
+}
+
+Result<std::string> recvMessage(int sock, UniqueFd* fd) {
+  std::string buf(kDaemonMaxMessage, '\0');
+  iovec iov{buf.data(), buf.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof(ctl);
+  ssize_t n;
+  do {
+    n = recvmsg(sock, &msg, MSG_CMSG_CLOEXEC);
+  } while (n < 0 && errno == EINTR);
+  if (n < 0) {
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return Status(Errc::kTimeout, "detectord: nothing to read");
+    return Status::FromErrno(errno, "detectord: recv");
+  }
+  if (n == 0) return Status(Errc::kAborted, "detectord: peer closed the connection");
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      int got;
+      std::memcpy(&got, CMSG_DATA(c), sizeof(int));
+      if (fd)
+        fd->reset(got);
+      else
+        close(got);
+    }
+  }
+  if (msg.msg_flags & MSG_TRUNC) return Status(Errc::kProtocol, "detectord: message truncated");
+  buf.resize(static_cast<size_t>(n));
+  return buf;
+}
+
+std::string eventToJson(const LinkEvent& e) {
+  json j{{"op", "event"},
+         {"type", linkEventTypeName(e.type)},
+         {"netns", e.netns},
+         {"netns_ino", e.link.netnsIno},
+         {"ifindex", e.link.ifindex},
+         {"ifname", e.ifname},
+         {"slot", e.slot},
+         {"kind", kindName(e.kind)},
+         {"source", sourceName(e.source)},
+         {"signal_ns", e.signalNs},
+         {"emit_ns", e.emitNs},
+         {"penalty", e.penalty},
+         {"flaps", e.flaps}};
+  return j.dump();
+}
+
+Result<LinkEvent> eventFromJson(const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("op", "") != "event")
+    return Status(Errc::kProtocol, "detectord: not an event message");
+  LinkEvent e;
+  std::string type = j.value("type", "");
+  if (type == "link_down")
+    e.type = LinkEventType::kLinkDown;
+  else if (type == "link_up")
+    e.type = LinkEventType::kLinkUp;
+  else if (type == "link_degraded")
+    e.type = LinkEventType::kLinkDegraded;
+  else
+    return Status(Errc::kProtocol, "detectord: unknown event type '" + type + "'");
+  e.netns = j.value("netns", "");
+  e.link.netnsIno = j.value("netns_ino", 0u);
+  e.link.ifindex = j.value("ifindex", 0u);
+  e.ifname = j.value("ifname", "");
+  e.slot = j.value("slot", uint32_t(RECCL_LINK_NO_SLOT));
+  std::string kind = j.value("kind", "none");
+  for (int k = 0; k < RECCL_LINK_KIND_COUNT; ++k)
+    if (kind == kindName(static_cast<LinkKind>(k))) e.kind = static_cast<LinkKind>(k);
+  if (auto s = sourceFromName(j.value("source", ""))) e.source = *s;
+  e.signalNs = j.value("signal_ns", uint64_t(0));
+  e.emitNs = j.value("emit_ns", uint64_t(0));
+  e.penalty = j.value("penalty", 0.0);
+  e.flaps = j.value("flaps", uint64_t(0));
+  return e;
+}
+
+std::string statusToJson(const DetectorStatus& st, int clients) {
+  json j{{"op", "status"}, {"mode", st.mode}, {"clients", clients}};
+  json sources = json::array();
+  for (const auto& s : st.sources) sources.push_back({{"name", s.name}, {"active", s.active}, {"reason", s.reason}});
+  j["sources"] = sources;
+  json links = json::array();
+  for (const auto& l : st.links)
+    links.push_back({{"netns", l.watch.netns},
+                     {"netns_ino", l.watch.key.netnsIno},
+                     {"ifindex", l.watch.key.ifindex},
+                     {"ifname", l.watch.ifname},
+                     {"slot", l.watch.slot},
+                     {"state", linkStateName(l.status.state)},
+                     {"physical_up", l.status.physicalUp},
+                     {"suppressed", l.status.suppressed},
+                     {"penalty", l.status.penalty},
+                     {"flaps", l.status.flaps},
+                     {"epoch", l.epoch}});
+  j["links"] = links;
+  const auto& c = st.counters;
+  json sig = json::object();
+  for (int i = 1; i < RECCL_LINK_SRC_COUNT; ++i)
+    if (c.signals[i]) sig[sourceName(static_cast<LinkSource>(i))] = c.signals[i];
+  j["counters"] = {{"signals", sig},
+                   {"events", c.events},
+                   {"queue_overflows", c.queueOverflows},
+                   {"ringbuf_drops", c.bpf.ringbufDrops},
+                   {"ringbuf_records", c.bpf.events},
+                   {"ringbuf_consumed", c.bpf.consumed},
+                   {"abi_rejects", c.bpf.abiRejects},
+                   {"linkwatch_wakeups", c.linkwatchWakeups},
+                   {"rtnetlink_overruns", c.rtnlOverruns},
+                   {"debounced", c.stateMachine.debounced},
+                   {"stale", c.stateMachine.stale},
+                   {"suppressed_ups", c.stateMachine.suppressedUps}};
+  return j.dump();
+}
+
+}  // namespace reccl::detector

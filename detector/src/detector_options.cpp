@@ -1,0 +1,72 @@
+#include "reccl/detector/detector_options.h"
+
+#include <net/if.h>
+
+#include "reccl/common/params.h"
+
+namespace reccl::detector {
+
+Result<SourceMode> parseSourceMode(std::string_view text) {
+  if (text == "auto") return SourceMode::kAuto;
+  if (text == "bpf") return SourceMode::kBpf;
+  if (text == "netlink" || text == "rtnetlink") return SourceMode::kNetlink;
+  return Status(Errc::kInvalidArgument,
+                "source: expected auto, bpf or netlink, got '" + std::string(text) + "'");
+}
+
+const char* sourceModeName(SourceMode m) noexcept {
+  switch (m) {
+    case SourceMode::kAuto: return "auto";
+    case SourceMode::kBpf: return "bpf";
+    case SourceMode::kNetlink: return "netlink";
+  }
+  return "unknown";
+}
+
+Result<WatchSpec> parseWatchSpec(std::string_view text) {
+  WatchSpec w;
+  auto colon = text.rfind(':');
+  if (colon == std::string_view::npos) {
+    w.ifname = std::string(text);
+  } else {
+    w.netns = std::string(text.substr(0, colon));
+    w.ifname = std::string(text.substr(colon + 1));
+    if (w.netns.empty())
+      return Status(Errc::kInvalidArgument, "watch: empty namespace in '" + std::string(text) + "'");
+  }
+  if (w.ifname.empty() || w.ifname.size() >= IFNAMSIZ ||
+      w.ifname.find_first_of("/ \t") != std::string::npos)
+    return Status(Errc::kInvalidArgument, "dev: bad interface name '" + w.ifname + "'");
+  return w;
+}
+
+DetectorOptions DetectorOptions::fromEnv() {
+  DetectorOptions o;
+  std::string mode = params::Detector();
+  if (auto m = parseSourceMode(mode); m.ok()) o.mode = m.value();
+  auto ms = [](int64_t v) { return static_cast<uint64_t>(v < 0 ? 0 : v) * 1'000'000ull; };
+  o.stateMachine.holdDownNs = ms(params::HoldDownMs());
+  o.stateMachine.degradedClearNs = ms(params::DegradedClearMs());
+  o.stateMachine.damping.penaltyPerFlap = static_cast<double>(params::DampingPenalty());
+  o.stateMachine.damping.suppressThreshold = static_cast<double>(params::DampingSuppress());
+  o.stateMachine.damping.reuseThreshold = static_cast<double>(params::DampingReuse());
+  o.stateMachine.damping.halfLifeNs = ms(params::DampingHalfLifeMs());
+  o.bpf.retransThreshold = static_cast<uint32_t>(params::RetransThreshold());
+  o.bpf.retransWindowNs = ms(params::RetransWindowMs());
+  return o;
+}
+
+Status DetectorOptions::validate() const {
+  const auto& d = stateMachine.damping;
+  if (d.penaltyPerFlap < 0) return Status(Errc::kInvalidArgument, "damping-penalty: must be >= 0");
+  if (d.reuseThreshold > d.suppressThreshold)
+    return Status(Errc::kInvalidArgument, "damping-reuse: must not exceed damping-suppress");
+  if (d.maxPenalty < d.suppressThreshold)
+    return Status(Errc::kInvalidArgument, "damping-max: must be at least damping-suppress");
+  if (mode == SourceMode::kNetlink && !rtnetlink)
+    return Status(Errc::kInvalidArgument, "source: netlink mode needs the rtnetlink listener");
+  if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");
+  return Status::Ok();
+}
+
+}  // namespace reccl::detector

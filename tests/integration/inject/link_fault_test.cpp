@@ -1,0 +1,109 @@
+// Link faults judged from outside: traffic between two testbed hosts stops when a NIC or its
+// switch port goes down (or a tap loses carrier) and comes back when it is restored.
+#include <gtest/gtest.h>
+
+#include "inject_test_util.h"
+#include "reccl/inject/fault_session.h"
+#include "testbed_fixture.h"
+
+using namespace reccl;
+using namespace reccl::test;
+using inject::Side;
+using inject::Target;
+
+namespace {
+
+class InjectLinkTest : public TestbedTest<2, 2> {
+ protected:
+  // Ping on a rail until it answers (ARP after a link change may take a moment) or 5 s pass.
+  static bool railWorks(int rail) {
+    return eventually([&] { return ping(0, 1, rail, 56, 1); }, std::chrono::seconds(5));
+  }
+};
+
+TEST_F(InjectLinkTest, HostSideDownStopsTrafficOnThatRailOnly) {
+  ASSERT_TRUE(railWorks(0));
+  Target t{netns(0), "rail0", Side::kHost};
+  ASSERT_TRUE(inject::injectLinkAdmin(t, false, false).ok());
+  auto info = linkInfo(netns(0), "rail0");
+  ASSERT_TRUE(info.ok());
+  EXPECT_FALSE(info->adminUp());
+  EXPECT_FALSE(ping(0, 1, 0, 56, 1)) << "traffic still flows over a downed nic";
+  EXPECT_TRUE(ping(0, 1, 1, 56, 2)) << "the other rail must not be affected";
+  ASSERT_TRUE(inject::injectLinkAdmin(t, true, false).ok());
+  EXPECT_TRUE(railWorks(0)) << "traffic did not resume after link-up";
+}
+
+TEST_F(InjectLinkTest, SwitchSideDownDropsTheHostNicsCarrier) {
+  ASSERT_TRUE(railWorks(1));
+  Target t{netns(0), "rail1", Side::kSwitch};
+  auto resolved = inject::resolveTarget(t, false);
+  ASSERT_TRUE(resolved.ok()) << resolved.status().ToString();
+  EXPECT_EQ(resolved->netns, fabricNetns());
+  EXPECT_EQ(resolved->dev, "h0r1");
+  ASSERT_TRUE(inject::injectLinkAdmin(t, false, false).ok());
+  // The host NIC stays admin up but loses its carrier: the cable-pulled view a host has.
+  EXPECT_TRUE(eventually([&] {
+    auto l = linkInfo(netns(0), "rail1");
+    return l.ok() && l->adminUp() && !l->carrier;
+  }));
+  auto port = linkInfo(fabricNetns(), "h0r1");
+  ASSERT_TRUE(port.ok());
+  EXPECT_FALSE(port->adminUp());
+  EXPECT_FALSE(ping(0, 1, 1, 56, 1));
+  EXPECT_TRUE(ping(0, 1, 0, 56, 2));
+  ASSERT_TRUE(inject::injectLinkAdmin(t, true, false).ok());
+  EXPECT_TRUE(railWorks(1));
+}
+
+TEST_F(InjectLinkTest, ClearBringsBothEndsOfTheCableUp) {
+  ASSERT_TRUE(inject::injectLinkAdmin({netns(1), "rail0", Side::kHost}, false, false).ok());
+  ASSERT_TRUE(inject::injectLinkAdmin({netns(1), "rail0", Side::kSwitch}, false, false).ok());
+  EXPECT_FALSE(ping(0, 1, 0, 56, 1));
+  ASSERT_TRUE(inject::clearTarget({netns(1), "rail0", Side::kHost}, false).ok());
+  EXPECT_TRUE(linkRunning(netns(1), "rail0") ||
+              eventually([&] { return linkRunning(netns(1), "rail0"); }));
+  EXPECT_TRUE(railWorks(0));
+}
+
+TEST_F(InjectLinkTest, RefusesManagementNicRootNamespaceAndUnknownNames) {
+  auto mgmt = inject::injectLinkAdmin({netns(0), "mgmt0", Side::kHost}, false, false);
+  EXPECT_EQ(mgmt.code(), Errc::kPermission) << mgmt.ToString();
+  // The mgmt switch port is just as protected, named directly in the fabric.
+  auto mgmtPort = inject::injectLinkAdmin({fabricNetns(), "h0m", Side::kHost}, false, false);
+  EXPECT_EQ(mgmtPort.code(), Errc::kPermission) << mgmtPort.ToString();
+  auto root = inject::injectLinkAdmin({"", "lo", Side::kHost}, false, false);
+  EXPECT_EQ(root.code(), Errc::kPermission) << root.ToString();
+  auto ns = inject::injectLinkAdmin({"reccl-no-such-ns", "rail0", Side::kHost}, false, false);
+  EXPECT_EQ(ns.code(), Errc::kNotFound);
+  auto dev = inject::injectLinkAdmin({netns(0), "rail9", Side::kHost}, false, false);
+  EXPECT_EQ(dev.code(), Errc::kNotFound);
+  EXPECT_TRUE(linkRunning(netns(0), "mgmt0"));
+  EXPECT_TRUE(ping(0, 1, -1, 56, 2)) << "management network must be untouched";
+}
+
+class InjectTapTest : public TestbedTest<2, 1, testbed::NicKind::kTap> {};
+
+TEST_F(InjectTapTest, CarrierOffStopsTrafficAndCarrierOnResumes) {
+  ASSERT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); })) << "tap rail does not pass traffic";
+  auto before = linkInfo(netns(0), "rail0");
+  ASSERT_TRUE(before.ok());
+  ASSERT_EQ(before->kind, "tun");
+  Target t{netns(0), "rail0", Side::kHost};
+  ASSERT_TRUE(inject::injectCarrier(t, false, false).ok());
+  EXPECT_TRUE(eventually([&] {
+    auto l = linkInfo(netns(0), "rail0");
+    return l.ok() && l->adminUp() && !l->carrier;
+  })) << "carrier still on after TUNSETCARRIER off";
+  EXPECT_FALSE(ping(0, 1, 0, 56, 1));
+  ASSERT_TRUE(inject::injectCarrier(t, true, false).ok());
+  EXPECT_TRUE(eventually([&] { return linkRunning(netns(0), "rail0"); }));
+  EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); })) << "traffic did not resume";
+}
+
+TEST_F(InjectTapTest, CarrierOnAVethIsRefused) {
+  auto st = inject::injectCarrier({netns(0), "mgmt0", Side::kHost}, false, true);
+  EXPECT_EQ(st.code(), Errc::kInvalidArgument) << st.ToString();
+}
+
+}  // namespace

@@ -1,0 +1,138 @@
+// reccl-bench's flags: nccl-tests' spellings and defaults, size suffixes, lists, and a usage
+// error naming the argument for every bad value.
+#include <gtest/gtest.h>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "bench_options.h"
+
+namespace reccl::bench {
+namespace {
+
+Result<BenchOptions> parse(std::initializer_list<const char*> args, const char* prog = "reccl-bench") {
+  std::vector<const char*> v{prog};
+  v.insert(v.end(), args.begin(), args.end());
+  return parseOptions(int(v.size()), v.data());
+}
+
+TEST(BenchOptions, DefaultsMatchNcclTests) {
+  auto o = parse({});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->minBytes, 32 << 20);
+  EXPECT_EQ(o->maxBytes, 32 << 20);
+  EXPECT_EQ(o->iters, 20);
+  EXPECT_EQ(o->warmupIters, 5);
+  EXPECT_TRUE(o->check);
+  EXPECT_EQ(o->root, 0);
+  ASSERT_EQ(o->colls.size(), 1u);
+  EXPECT_EQ(o->colls[0], Coll::kAllReduce);
+  ASSERT_EQ(o->types.size(), 1u);
+  EXPECT_EQ(o->types[0], recclFloat32);
+  EXPECT_EQ(o->ops[0], recclSum);
+}
+
+TEST(BenchOptions, NcclTestsFlags) {
+  auto o = parse({"-b", "8", "-e", "128M", "-f", "2", "-n", "7", "-w", "2", "-c", "0", "-d", "half", "-o", "max",
+                  "-r", "1", "-z", "1", "-t", "4", "--json", "x.json", "--coll", "reduce_scatter"});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->minBytes, 8);
+  EXPECT_EQ(o->maxBytes, 128 << 20);
+  EXPECT_EQ(o->stepFactor, 2.0);
+  EXPECT_EQ(o->iters, 7);
+  EXPECT_EQ(o->warmupIters, 2);
+  EXPECT_FALSE(o->check);
+  EXPECT_EQ(o->types[0], recclFloat16);
+  EXPECT_EQ(o->ops[0], recclMax);
+  EXPECT_EQ(o->root, 1);
+  EXPECT_TRUE(o->blocking);
+  EXPECT_EQ(o->threads, 4);
+  EXPECT_EQ(o->jsonPath, "x.json");
+  EXPECT_EQ(o->colls[0], Coll::kReduceScatter);
+}
+
+TEST(BenchOptions, LongFlagsAndAllLists) {
+  auto o = parse({"--minbytes", "1K", "--maxbytes", "1G", "--stepbytes", "4K", "--datatype", "all", "--op", "all",
+                  "--coll", "all", "--root", "-1"});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->minBytes, 1024);
+  EXPECT_EQ(o->maxBytes, 1LL << 30);
+  EXPECT_EQ(o->stepBytes, 4096);
+  EXPECT_EQ(o->types.size(), size_t(recclNumTypes));
+  EXPECT_EQ(o->ops.size(), size_t(recclNumOps));
+  EXPECT_EQ(o->colls.size(), 7u);
+  EXPECT_EQ(o->root, -1);
+  auto l = parse({"-d", "bf16,int8", "-o", "sum,avg", "--coll", "allgather,sendrecv"});
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  EXPECT_EQ(l->types, (std::vector<recclDataType_t>{recclBfloat16, recclInt8}));
+  EXPECT_EQ(l->ops, (std::vector<recclRedOp_t>{recclSum, recclAvg}));
+  EXPECT_EQ(l->colls, (std::vector<Coll>{Coll::kAllGather, Coll::kSendRecv}));
+}
+
+TEST(BenchOptions, ProgramNameSelectsCollectiveLikeNcclTests) {
+  auto o = parse({}, "/usr/bin/all_gather_perf");
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->colls[0], Coll::kAllGather);
+  auto p = parse({"--coll", "broadcast"}, "all_gather_perf");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->colls[0], Coll::kBroadcast);
+}
+
+TEST(BenchOptions, BadValuesNameTheArgument) {
+  struct Case {
+    std::vector<const char*> args;
+    const char* mentions;
+  };
+  const std::vector<Case> cases = {
+      {{"-b", "12Q"}, "-b/--minbytes"},
+      {{"-b", "1M", "-e", "1K"}, "-e/--maxbytes"},
+      {{"-f", "1"}, "-f/--stepfactor"},
+      {{"-n", "0"}, "-n/--iters"},
+      {{"-w", "-1"}, "-w/--warmup_iters"},
+      {{"-c", "2"}, "-c/--check"},
+      {{"-z", "5"}, "-z/--blocking"},
+      {{"-d", "float128"}, "-d/--datatype"},
+      {{"-o", "xor"}, "-o/--op"},
+      {{"-r", "-2"}, "-r/--root"},
+      {{"-t", "-3"}, "-t/--threads"},
+      {{"--coll", "allshuffle"}, "--coll"},
+      {{"-n", "abc"}, "iters"},
+      {{"--frobnicate"}, "frobnicate"},
+  };
+  for (const Case& c : cases) {
+    std::vector<const char*> v{"reccl-bench"};
+    v.insert(v.end(), c.args.begin(), c.args.end());
+    auto o = parseOptions(int(v.size()), v.data());
+    ASSERT_FALSE(o.ok()) << c.mentions;
+    EXPECT_NE(o.status().message().find(c.mentions), std::string::npos) << o.status().message();
+  }
+}
+
+TEST(BenchOptions, HelpDoesNotExit) {
+  auto o = parse({"-h"});
+  ASSERT_TRUE(o.ok());
+  EXPECT_TRUE(o->help);
+  EXPECT_NE(o->helpText.find("--stepfactor"), std::string::npos);
+  EXPECT_NE(o->helpText.find("Examples"), std::string::npos);
+}
+
+TEST(BenchOptions, SizeListsGrowByFactorOrStep) {
+  BenchOptions o;
+  o.minBytes = 8;
+  o.maxBytes = 64;
+  o.stepFactor = 2;
+  EXPECT_EQ(sizeList(o), (std::vector<int64_t>{8, 16, 32, 64}));
+  o.stepFactor = 0;
+  o.stepBytes = 20;
+  EXPECT_EQ(sizeList(o), (std::vector<int64_t>{8, 28, 48}));
+  o.minBytes = 0;
+  o.maxBytes = 4;
+  o.stepFactor = 2;
+  EXPECT_EQ(sizeList(o), (std::vector<int64_t>{0, 1, 2, 4}));
+  o.minBytes = o.maxBytes = 64 << 20;
+  EXPECT_EQ(sizeList(o), (std::vector<int64_t>{64 << 20}));
+}
+
+}  // namespace
+}  // namespace reccl::bench

@@ -1,0 +1,68 @@
+// Parsing of watch specs, source modes and RECCL_* detector variables.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "reccl/detector/detector_options.h"
+
+namespace reccl::detector {
+namespace {
+
+TEST(DetectorOptions, WatchSpecs) {
+  auto a = parseWatchSpec("eth0");
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->netns, "");
+  EXPECT_EQ(a->ifname, "eth0");
+  auto b = parseWatchSpec("tb1-h0:rail1");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->netns, "tb1-h0");
+  EXPECT_EQ(b->ifname, "rail1");
+  auto c = parseWatchSpec("/proc/1/ns/net:eth0");
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->netns, "/proc/1/ns/net");
+  for (const char* bad : {"", ":eth0", "ns:", "averyveryverylongname0", "ns:a b"}) {
+    auto r = parseWatchSpec(bad);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), Errc::kInvalidArgument);
+  }
+  EXPECT_NE(parseWatchSpec("ns:").status().message().find("dev"), std::string::npos)
+      << "message names the argument";
+}
+
+TEST(DetectorOptions, SourceModes) {
+  EXPECT_EQ(parseSourceMode("auto").value(), SourceMode::kAuto);
+  EXPECT_EQ(parseSourceMode("bpf").value(), SourceMode::kBpf);
+  EXPECT_EQ(parseSourceMode("netlink").value(), SourceMode::kNetlink);
+  auto bad = parseSourceMode("kprobe");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("source"), std::string::npos);
+}
+
+TEST(DetectorOptions, FromEnvironment) {
+  setenv("RECCL_DETECTOR", "netlink", 1);
+  setenv("RECCL_HOLDDOWN_MS", "250", 1);
+  setenv("RECCL_DAMPING_HALFLIFE_MS", "2000", 1);
+  setenv("RECCL_RETRANS_THRESHOLD", "7", 1);
+  auto o = DetectorOptions::fromEnv();
+  EXPECT_EQ(o.mode, SourceMode::kNetlink);
+  EXPECT_EQ(o.stateMachine.holdDownNs, 250'000'000u);
+  EXPECT_EQ(o.stateMachine.damping.halfLifeNs, 2'000'000'000u);
+  EXPECT_EQ(o.bpf.retransThreshold, 7u);
+  EXPECT_TRUE(o.validate().ok());
+  unsetenv("RECCL_DETECTOR");
+  unsetenv("RECCL_HOLDDOWN_MS");
+  unsetenv("RECCL_DAMPING_HALFLIFE_MS");
+  unsetenv("RECCL_RETRANS_THRESHOLD");
+}
+
+TEST(DetectorOptions, ValidationNamesTheBadParameter) {
+  DetectorOptions o;
+  o.stateMachine.damping.reuseThreshold = 5000;
+  o.stateMachine.damping.suppressThreshold = 3000;
+  auto st = o.validate();
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("damping-reuse"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace reccl::detector
