@@ -1,5 +1,6 @@
 #include "failover/failover.h"
 
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -23,8 +24,6 @@ const char* faultSourceName(FaultSource s) noexcept {
   return "?";
 }
 
-Failover::Failover(core::Comm& comm) : comm_(comm) {}
-
 Result<std::unique_ptr<Failover>> Failover::create(core::Comm& comm) {
   std::unique_ptr<Failover> f(new Failover(comm));
   RECCL_TRY(f->start());
@@ -39,7 +38,8 @@ Status Failover::start() {
   pollMs_ = std::clamp<int64_t>(params::FailoverPollMs(), 1, 1000);
   holdDownMs_ = std::max<int64_t>(0, params::HoldDownMs());
   std::string det = params::Detector();
-  pollNics_ = det != "none";
+  wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
   std::string route = params::FailoverRoute();
   if (route != "auto" && route != "direct" && route != "relay")
     return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + route + " is not auto, direct or relay");
@@ -53,6 +53,23 @@ Status Failover::start() {
   peerRailsUp_.assign(comm_.nranks_, all);
   ifSock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (ifSock_ < 0) return Status::FromErrno(errno, "failover: socket for NIC state");
+  // Fault sources: the link detector when it runs here, else the NIC poll; in-band always.
+  bool realNics = false;
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
+    realNics |= comm_.myNics_[r].name != "lo";
+  pollNics_ = false;
+  if (det != "none" && realNics) {
+    Status ds = det == "poll" ? Status(Errc::kUnsupported, "RECCL_DETECTOR=poll") : startDetector(det);
+    if (ds.ok()) {
+      detectorName_ = "detector(" + detectorName_ + ")";
+    } else {
+      if (det != "poll" && det != "auto")
+        RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
+                   det.c_str(), ds.message().c_str());
+      pollNics_ = true;
+      detectorName_ = "nic-poll";
+    }
+  }
 
   comm_.env_.onPathFailure = [this](const channel::PortId& id, bool isSender, const Status& s) {
     return onPathFailure(id, isSender, s);
@@ -61,12 +78,10 @@ Status Failover::start() {
   migrator_ = std::thread([this] { migratorLoop(); });
   acceptor_ = std::thread([this] { acceptorLoop(); });
   RECCL_INFO(kLogFailover, "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms",
-             rank_, nrails_, pollNics_ ? "nic-poll" : "", static_cast<long long>(stallMs_),
+             rank_, nrails_, detectorName_.c_str(), static_cast<long long>(stallMs_),
              static_cast<long long>(timeoutMs_));
   return Status::Ok();
 }
-
-Failover::~Failover() { stop(); }
 
 void Failover::stop() {
   if (stop_.exchange(true)) return;
@@ -77,11 +92,18 @@ void Failover::stop() {
   qCv_.notify_all();
   pCv_.notify_all();
   monCv_.notify_all();
+  if (wakeFd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(wakeFd_, &one, sizeof(one));
+  }
   if (monitor_.joinable()) monitor_.join();
   if (migrator_.joinable()) migrator_.join();
   if (acceptor_.joinable()) acceptor_.join();
+  stopDetector();
   if (ifSock_ >= 0) close(ifSock_);
   ifSock_ = -1;
+  if (wakeFd_ >= 0) close(wakeFd_);
+  wakeFd_ = -1;
 }
 
 bool Failover::broken() const { return comm_.broken_.load(); }

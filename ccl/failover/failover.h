@@ -110,6 +110,7 @@ class Failover {
 
   // monitor.cpp
   void monitorLoop();
+  void stopDetector() noexcept;
   void refreshConns();
   void pollNics(uint64_t nowNs);
   void scanStalls(uint64_t nowNs);
@@ -157,6 +158,14 @@ class Failover {
   std::vector<uint64_t> nicUpSinceNs_;  // monitor thread: physical up since (0: down)
   std::vector<bool> nicDown_;           // monitor thread: declared down by the poll source
   int ifSock_ = -1;
+  int wakeFd_ = -1;                     // eventfd: stop the monitor thread
+  // The in-process link detector (BPF or rtnetlink) when one runs; else the NIC poll.
+  struct DetectorLink;
+  std::unique_ptr<DetectorLink> det_;
+  std::string detectorName_ = "none";
+  std::string lastDetectorSource_;  // monitor thread
+  Status startDetector(const std::string& mode);
+  void drainDetector();
 
   std::mutex connsMu_;
   std::map<ConnId, std::shared_ptr<Conn>> conns_;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/ioctl.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <cstring>
@@ -12,6 +13,12 @@
 #include "failover/failover.h"
 #include "reccl/common/log.h"
 #include "transport/socket_paths.h"
+
+#ifdef RECCL_HAVE_DETECTOR
+#include <map>
+
+#include "reccl/detector/detector.h"
+#endif
 
 namespace reccl::failover {
 namespace {
@@ -85,13 +92,83 @@ void Failover::armSocket(int fd) const {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
 }
 
-void Failover::monitorLoop() {
-  while (!stop_.load()) {
-    {
-      std::unique_lock lk(monMu_);
-      monCv_.wait_for(lk, std::chrono::milliseconds(pollMs_), [&] { return stop_.load(); });
+#ifdef RECCL_HAVE_DETECTOR
+struct Failover::DetectorLink {
+  std::unique_ptr<detector::Detector> det;
+  std::map<std::string, int> railOf;  // ifname -> rail
+};
+
+Status Failover::startDetector(const std::string& mode) {
+  auto opts = detector::DetectorOptions::fromEnv();
+  if (mode == "daemon") {
+    // The node daemon needs a watch in this rank's namespace; until that is wired, the
+    // in-process detector does the same work.
+    RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=daemon: using the in-process detector", rank_);
+    opts.mode = detector::SourceMode::kAuto;
+  } else {
+    RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
+  }
+  auto link = std::make_unique<DetectorLink>();
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
+    if (comm_.myNics_[r].name == "lo") continue;
+    opts.watch.push_back(detector::WatchSpec{"", comm_.myNics_[r].name});
+    link->railOf[comm_.myNics_[r].name] = r;
+  }
+  RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
+  RECCL_TRY(link->det->start());
+  std::string names;
+  for (auto s : link->det->activeSources()) names += std::string(names.empty() ? "" : ",") + detector::sourceName(s);
+  detectorName_ = names;
+  det_ = std::move(link);
+  return Status::Ok();
+}
+
+void Failover::stopDetector() noexcept {
+  if (det_ && det_->det) det_->det->stop();
+  det_.reset();
+}
+
+void Failover::drainDetector() {
+  if (!det_) return;
+  for (const auto& e : det_->det->drain()) {
+    auto it = det_->railOf.find(e.ifname);
+    if (it == det_->railOf.end()) continue;
+    switch (e.type) {
+      case detector::LinkEventType::kLinkDown:
+      case detector::LinkEventType::kLinkDegraded:  // a gray failure is routed around like a dead link
+        lastDetectorSource_ = detector::sourceName(e.source);
+        railDown(it->second, FaultSource::kDetector, e.signalNs);
+        break;
+      case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
+        railBackUp(it->second, e.emitNs);
+        break;
     }
-    if (stop_.load() || broken()) continue;
+  }
+}
+#else
+struct Failover::DetectorLink {};
+Status Failover::startDetector(const std::string&) {
+  return Status(Errc::kUnsupported, "built without the link detector");
+}
+void Failover::stopDetector() noexcept {}
+void Failover::drainDetector() {}
+#endif
+
+// Here, where DetectorLink is complete.
+Failover::Failover(core::Comm& comm) : comm_(comm) {}
+Failover::~Failover() { stop(); }
+
+void Failover::monitorLoop() {
+  int detFd = -1;
+#ifdef RECCL_HAVE_DETECTOR
+  if (det_) detFd = det_->det->eventFd();
+#endif
+  while (!stop_.load()) {
+    pollfd pf[2] = {{wakeFd_, POLLIN, 0}, {detFd, POLLIN, 0}};
+    int rc = ::poll(pf, detFd >= 0 ? 2 : 1, static_cast<int>(pollMs_));
+    if (stop_.load()) break;
+    if (broken()) continue;
+    if (rc > 0 && detFd >= 0 && (pf[1].revents & POLLIN)) drainDetector();
     refreshConns();
     uint64_t now = monoNs();
     if (pollNics_) pollNics(now);
@@ -154,8 +231,9 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
   uint64_t bit = 1ull << rail;
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
-  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s)", rank_, rail,
-             comm_.myNics_[rail].name.c_str(), faultSourceName(src));
+  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
+             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector ? " " : "",
+             src == FaultSource::kDetector ? lastDetectorSource_.c_str() : "");
   for (auto& c : snapshot()) {
     if (c->rail.load() != rail) continue;
     Job j;
