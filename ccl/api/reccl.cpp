@@ -327,7 +327,11 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.bytesReceived = s.bytesReceived;
   full.duplicateSteps = s.duplicateSteps;
   full.railsTotal = s.railsTotal;
-  full.railsUp = s.railsTotal;
+  full.railsUp = s.railsUp;
+  full.failovers = s.failovers;
+  full.failbacks = s.failbacks;
+  full.bytesResent = s.bytesResent;
+  full.lastFailoverUs = s.lastFailoverUs;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

@@ -59,6 +59,16 @@ struct AckFrame {
 };
 
 void encodeStepHeader(const StepHeader& h, std::span<std::byte, kStepHeaderBytes> out) noexcept;
+// The epoch field of an encoded header (failover re-stamps resent steps with the new epoch).
+inline constexpr size_t kStepEpochOffset = 8;
+inline uint32_t frameEpoch(std::span<const std::byte> frame) noexcept {
+  uint32_t e;
+  __builtin_memcpy(&e, frame.data() + kStepEpochOffset, sizeof(e));
+  return e;
+}
+inline void stampFrameEpoch(std::byte* frame, uint32_t epoch) noexcept {
+  __builtin_memcpy(frame + kStepEpochOffset, &epoch, sizeof(epoch));
+}
 // Fails (kProtocol) on short input, bad magic/version, unknown kind.
 Result<StepHeader> decodeStepHeader(std::span<const std::byte> in);
 

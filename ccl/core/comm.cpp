@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "core/bootstrap.h"
+#include "failover/failover.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
 #include "transport/shm_ring.h"
@@ -143,6 +144,9 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     });
   }
 
+  // Failover: monitor thread and the path-failure hook, before any connection exists.
+  RECCL_ASSIGN_OR_RETURN(failover_, failover::Failover::create(*this));
+
   // The ring's connections are made up front (errors show at init); others on first use.
   if (nranks > 1) {
     int next = (rank + 1) % nranks;
@@ -161,6 +165,7 @@ Comm::~Comm() {
     [[maybe_unused]] auto n = write(stopEvent_.get(), &one, sizeof(one));
     listener_.join();
   }
+  failover_.reset();  // after the listener (it hands migrated paths over) and before the engine
   {
     std::lock_guard lk(workMu_);
     stopWorkers_ = true;
@@ -262,6 +267,8 @@ CommStats Comm::stats() const {
   }
   s.duplicateSteps = env_.duplicateSteps.load();
   s.railsTotal = static_cast<uint32_t>(topo_.nrails);
+  s.railsUp = s.railsTotal;
+  if (failover_) failover_->fillStats(&s);
   return s;
 }
 
@@ -332,6 +339,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     desc = "shm rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " + std::to_string(channel);
   } else {
     int rail = railFor(topo_, rank_, channel);
+    if (failover_) rail = failover_->railForNewConnection(peer, rail);  // avoids rails known down
     const NicInfo& src = myNics_[rail];
     transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
     RECCL_ASSIGN_OR_RETURN(fd, transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, d));
@@ -487,6 +495,8 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
     if (h.kind == HelloKind::kShmData) transport::unlinkShm(h.shmName);
     return Status(Errc::kAborted, "communicator failed; connection from rank " + std::to_string(h.srcRank) + " refused");
   }
+  // A data hello with a migration epoch opens a replacement path for an existing connection.
+  if (failover_ && failover::Failover::isMigrationHello(h)) return failover_->onMigrationHello(std::move(fd), h);
   if (h.kind == HelloKind::kShmData) {
     auto m = transport::openShm(h.shmName, opts_.slots, opts_.chunkBytes);
     if (!m.ok()) {

@@ -23,6 +23,10 @@
 #include "transport/socket_engine.h"
 #include "transport/socket_util.h"
 
+namespace reccl::failover {
+class Failover;
+}
+
 namespace reccl::core {
 
 // Settings of one communicator; fromEnv() reads the RECCL_* table.
@@ -45,6 +49,12 @@ struct CommStats {
   uint64_t bytesReceived = 0;
   uint64_t duplicateSteps = 0;
   uint32_t railsTotal = 0;
+  // Filled by the failover layer (ccl/failover/).
+  uint64_t failovers = 0;
+  uint64_t failbacks = 0;
+  uint64_t bytesResent = 0;
+  uint64_t lastFailoverUs = 0;
+  uint32_t railsUp = 0;
 };
 
 class Comm final : public channel::ChannelSet {
@@ -81,6 +91,8 @@ class Comm final : public channel::ChannelSet {
   transport::Endpoint dataEndpoint() const { return dataEp_; }
 
  private:
+  // The failover layer (monitor, migration) works on the ports, NICs and engine directly.
+  friend class failover::Failover;
   struct Incoming {
     UniqueFd fd;
     Hello hello;
@@ -114,6 +126,7 @@ class Comm final : public channel::ChannelSet {
 
   channel::PortEnv env_;
   std::unique_ptr<transport::SocketEngine> engine_;
+  std::unique_ptr<failover::Failover> failover_;  // monitor thread + migration (ccl/failover/)
 
   std::mutex sendMu_;
   std::map<Key, std::unique_ptr<channel::SendPort>> sends_;

@@ -62,8 +62,12 @@ void SocketSendPath::pump(SocketEngine& engine) {
       if (posted > sent_) {
         iov_.clear();
         iovFirst_ = 0;
+        uint32_t epoch = port_->epoch();
         for (uint64_t s = sent_ + 1; s <= posted; ++s) {
           auto f = port_->frame(s);
+          // Steps resent after a migration still carry the old path's epoch in their slot
+          // header (and a post racing the epoch change may too): stamp the epoch of this path.
+          if (channel::frameEpoch(f) != epoch) channel::stampFrameEpoch(const_cast<std::byte*>(f.data()), epoch);
           iov_.push_back({const_cast<std::byte*>(f.data()), f.size()});
         }
         batchEnd_ = posted;
@@ -133,8 +137,13 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
 
 // ---------------------------------------------------------------- receiver
 
-SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc)
-    : engine_(engine), fd_(std::move(fd)), port_(port), desc_(std::move(desc)), acked_(port->applied()) {
+SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc,
+                               uint64_t ackedBefore)
+    : engine_(engine),
+      fd_(std::move(fd)),
+      port_(port),
+      desc_(std::move(desc)),
+      acked_(std::min(ackedBefore, port->applied())) {
   recvOp_.owner = this;
   recvOp_.kind = kRecv;
   stage_.resize(kStageBytes);

@@ -35,6 +35,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   void quiesce() noexcept override;
   int inflight() const noexcept override { return sendOp_.inflight + ackOp_.inflight; }
   void start() { engine_->add(this); }
+  // The socket, for the failover monitor's TCP_INFO stall check (read-only use).
+  int fd() const noexcept { return fd_.get(); }
 
  private:
   void failed(const Status& s);
@@ -57,7 +59,10 @@ class SocketSendPath final : public channel::Path, public EnginePath {
 
 class SocketRecvPath final : public channel::Path, public EnginePath {
  public:
-  SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc);
+  // A migrated path passes ackedBefore = 0 so that it acknowledges the applied step at once (acks
+  // in flight on the old path may be lost, and the sender may be waiting for them).
+  SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc,
+                 uint64_t ackedBefore = UINT64_MAX);
   ~SocketRecvPath() override;
 
   void notifyPosted() noexcept override {}
@@ -70,6 +75,7 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   void quiesce() noexcept override;
   int inflight() const noexcept override { return recvOp_.inflight + ackOp_.inflight; }
   void start() { engine_->add(this); }
+  int fd() const noexcept { return fd_.get(); }
 
  private:
   enum class Phase { kHeader, kPayload, kDrain };

@@ -1,0 +1,194 @@
+#include "failover/failover.h"
+
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "core/comm.h"
+#include "failover/rebalance.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+
+namespace reccl::failover {
+
+const char* faultSourceName(FaultSource s) noexcept {
+  switch (s) {
+    case FaultSource::kDetector: return "detector";
+    case FaultSource::kPoll: return "nic-poll";
+    case FaultSource::kSocketError: return "socket-error";
+    case FaultSource::kStall: return "stall";
+    case FaultSource::kPeer: return "peer";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Failover>> Failover::create(core::Comm& comm) {
+  std::unique_ptr<Failover> f(new Failover(comm));
+  RECCL_TRY(f->start());
+  return f;
+}
+
+Status Failover::start() {
+  rank_ = comm_.rank_;
+  nrails_ = std::clamp(comm_.topo_.nrails, 1, kMaxRails);
+  stallMs_ = std::max<int64_t>(1, params::StallTimeoutMs());
+  timeoutMs_ = std::max<int64_t>(1, params::FailoverTimeoutMs());
+  pollMs_ = std::clamp<int64_t>(params::FailoverPollMs(), 1, 1000);
+  holdDownMs_ = std::max<int64_t>(0, params::HoldDownMs());
+  std::string det = params::Detector();
+  wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
+  std::string route = params::FailoverRoute();
+  if (route != "auto" && route != "direct" && route != "relay")
+    return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + route + " is not auto, direct or relay");
+  if (route == "relay")
+    RECCL_WARN(kLogFailover, "rank %d: RECCL_FAILOVER_ROUTE=relay is not implemented; using direct", rank_);
+
+  uint64_t all = nrails_ >= 64 ? ~0ull : ((1ull << nrails_) - 1);
+  railsUp_.store(all);
+  nicUpSinceNs_.assign(nrails_, 1);
+  nicDown_.assign(nrails_, false);
+  peerRailsUp_.assign(comm_.nranks_, all);
+  ifSock_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (ifSock_ < 0) return Status::FromErrno(errno, "failover: socket for NIC state");
+  // Fault sources: the link detector when it runs here, else the NIC poll; in-band always.
+  bool realNics = false;
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
+    realNics |= comm_.myNics_[r].name != "lo";
+  pollNics_ = false;
+  if (det != "none" && realNics) {
+    Status ds = det == "poll" ? Status(Errc::kUnsupported, "RECCL_DETECTOR=poll") : startDetector(det);
+    if (ds.ok()) {
+      detectorName_ = "detector(" + detectorName_ + ")";
+    } else {
+      if (det != "poll" && det != "auto")
+        RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
+                   det.c_str(), ds.message().c_str());
+      pollNics_ = true;
+      detectorName_ = "nic-poll";
+    }
+  }
+
+  comm_.env_.onPathFailure = [this](const channel::PortId& id, bool isSender, const Status& s) {
+    return onPathFailure(id, isSender, s);
+  };
+  monitor_ = std::thread([this] { monitorLoop(); });
+  migrator_ = std::thread([this] { migratorLoop(); });
+  acceptor_ = std::thread([this] { acceptorLoop(); });
+  RECCL_INFO(kLogFailover, "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms",
+             rank_, nrails_, detectorName_.c_str(), static_cast<long long>(stallMs_),
+             static_cast<long long>(timeoutMs_));
+  return Status::Ok();
+}
+
+void Failover::stop() {
+  if (stop_.exchange(true)) return;
+  comm_.env_.onPathFailure = nullptr;
+  {
+    std::lock_guard lk(qMu_);
+  }
+  qCv_.notify_all();
+  pCv_.notify_all();
+  monCv_.notify_all();
+  if (wakeFd_ >= 0) {
+    uint64_t one = 1;
+    [[maybe_unused]] auto n = write(wakeFd_, &one, sizeof(one));
+  }
+  if (monitor_.joinable()) monitor_.join();
+  if (migrator_.joinable()) migrator_.join();
+  if (acceptor_.joinable()) acceptor_.join();
+  stopDetector();
+  if (ifSock_ >= 0) close(ifSock_);
+  ifSock_ = -1;
+  if (wakeFd_ >= 0) close(wakeFd_);
+  wakeFd_ = -1;
+}
+
+bool Failover::broken() const { return comm_.broken_.load(); }
+
+std::shared_ptr<Failover::Conn> Failover::find(const ConnId& id) {
+  {
+    std::lock_guard lk(connsMu_);
+    if (auto it = conns_.find(id); it != conns_.end()) return it->second;
+  }
+  refreshConns();
+  std::lock_guard lk(connsMu_);
+  if (auto it = conns_.find(id); it != conns_.end()) return it->second;
+  return nullptr;
+}
+
+std::vector<std::shared_ptr<Failover::Conn>> Failover::snapshot() {
+  std::lock_guard lk(connsMu_);
+  std::vector<std::shared_ptr<Conn>> out;
+  out.reserve(conns_.size());
+  for (auto& [k, c] : conns_) out.push_back(c);
+  return out;
+}
+
+uint64_t Failover::peerRails(int peer) {
+  std::lock_guard lk(peerMu_);
+  return peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size() ? peerRailsUp_[peer] : 0;
+}
+
+void Failover::setPeerRails(int peer, uint64_t mask) {
+  std::lock_guard lk(peerMu_);
+  if (peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size()) peerRailsUp_[peer] = mask;
+}
+
+std::vector<double> Failover::railWeights(int peer) {
+  // Equal weights for healthy rails (the testbed's rails are alike); a rail must be up here and,
+  // as far as this rank knows, at the peer.
+  uint64_t both = railsUp_.load() & peerRails(peer);
+  std::vector<double> w(nrails_, 0.0);
+  for (int r = 0; r < nrails_; ++r) w[r] = (both >> r) & 1u ? 1.0 : 0.0;
+  return w;
+}
+
+std::vector<int> Failover::railLoads() {
+  std::vector<int> load(nrails_, 0);
+  for (auto& c : snapshot()) {
+    int r = c->rail.load();
+    if (r >= 0 && r < nrails_) ++load[r];
+  }
+  return load;
+}
+
+int Failover::railForNewConnection(int peer, int preferred) {
+  auto w = railWeights(peer);
+  if (preferred >= 0 && preferred < nrails_ && w[preferred] > 0) return preferred;
+  int r = pickRail(railLoads(), w, -1);
+  return r >= 0 ? r : preferred;  // nothing healthy: connecting fails and reports it
+}
+
+void Failover::fillStats(core::CommStats* s) const {
+  s->failovers = failovers_.load();
+  s->failbacks = failbacks_.load();
+  s->bytesResent = bytesResent_.load();
+  s->lastFailoverUs = lastFailoverUs_.load();
+  s->railsUp = static_cast<uint32_t>(std::popcount(railsUp_.load()));
+}
+
+Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {
+  if (stop_.load()) return Status(Errc::kAborted, "failover stopped");
+  {
+    std::lock_guard lk(qMu_);
+    passive_.push_back(Passive{std::move(fd), h});
+  }
+  pCv_.notify_one();
+  return Status::Ok();
+}
+
+void Failover::enqueue(Job j) {
+  auto c = find(j.id);
+  if (!c) return;
+  if (c->queued.exchange(true)) return;  // one job per connection at a time
+  {
+    std::lock_guard lk(qMu_);
+    jobs_.push_back(j);
+  }
+  qCv_.notify_one();
+}
+
+}  // namespace reccl::failover

@@ -1,0 +1,193 @@
+// Failover for one communicator: a monitor thread that learns of path faults (local NIC state,
+// socket errors reported by the transports, TCP connections without progress) and moves every
+// TCP connection on a failed rail to a healthy one without the algorithms noticing.
+//
+// Monitor (monitor.cpp): rail health as an atomic bit mask + per-rail epochs (one load for the
+// data path); sources: the local NICs' IFF_UP|IFF_RUNNING polled every RECCL_FAILOVER_POLL_MS
+// (an ioctl, no privileges), path failures from the transports (PortEnv::onPathFailure), and
+// TCP_INFO on every data socket: unacknowledged data or keepalive probes with no ACK for
+// RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end.
+//
+// Migration (migrate.cpp): the end that sees the fault opens a new TCP path on another rail to
+// the peer's NIC on that rail, sends the usual data hello (secret, communicator, ranks) with a
+// migration epoch and a MigrateRequest (migrate_wire.h), the other end switches its port to the
+// new path and replies; the sender resends from the receiver's received step + 1 out of its
+// slots, the receiver drops duplicates by step and stale frames by epoch. Both directions of a
+// peer pair move (each connection is migrated by whichever end detects first; the larger epoch
+// wins when both do). No rail to the peer within RECCL_FAILOVER_TIMEOUT_MS of the fault: the
+// communicator fails with a network error.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "channel/port.h"
+#include "core/wire.h"
+#include "failover/migrate_wire.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+
+namespace reccl::core {
+class Comm;
+struct CommStats;
+}  // namespace reccl::core
+
+namespace reccl::failover {
+
+inline constexpr int kMaxRails = 64;
+
+// Where a fault was first seen.
+enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer };
+const char* faultSourceName(FaultSource s) noexcept;
+
+class Failover {
+ public:
+  static Result<std::unique_ptr<Failover>> create(core::Comm& comm);
+  ~Failover();
+  Failover(const Failover&) = delete;
+  Failover& operator=(const Failover&) = delete;
+
+  // The data listener's test: a data hello carrying a migration epoch (> 1).
+  static bool isMigrationHello(const core::Hello& h) noexcept {
+    return h.kind == core::HelloKind::kTcpData && h.epoch > 1;
+  }
+  // Takes over a connection whose hello isMigrationHello (handled on the acceptor thread).
+  Status onMigrationHello(UniqueFd fd, const core::Hello& h);
+  // The rail a new connection to `peer` should use: `preferred` while healthy on both ends.
+  int railForNewConnection(int peer, int preferred);
+  void fillStats(core::CommStats* s) const;
+
+  // Data-path view of rail health: one load each.
+  bool railUp(int rail) const noexcept {
+    return rail >= 0 && rail < kMaxRails && (railsUp_.load(std::memory_order_acquire) >> rail) & 1u;
+  }
+  uint64_t railEpoch(int rail) const noexcept {
+    return rail >= 0 && rail < kMaxRails ? railEpoch_[rail].load(std::memory_order_acquire) : 0;
+  }
+
+ private:
+  // One directed TCP connection as failover tracks it (either end).
+  struct Conn {
+    ConnId id;
+    Role role = Role::kSender;  // this rank's end
+    int peer = -1;
+    channel::PortBase* port = nullptr;
+    int preferredRail = 0;
+    std::atomic<int> rail{0};
+    std::atomic<int> fd{-1};        // current socket, for TCP_INFO
+    std::atomic<int> busy{0};       // a migration of this connection is in progress here
+    std::atomic<bool> queued{false};
+    std::mutex mu;                  // serializes commits (initiated and passive)
+    uint32_t highest = 1;           // largest epoch used, proposed or seen (under mu)
+    uint32_t pending = 0;           // own proposal in flight (under mu)
+  };
+  struct Job {
+    ConnId id;
+    MigrateReason reason = MigrateReason::kLinkDown;
+    FaultSource source = FaultSource::kPoll;
+    int fromRail = -1;    // the rail being left (-1: any)
+    int toRail = -1;      // fail-back target (-1: choose)
+    uint64_t faultNs = 0; // first signal (CLOCK_MONOTONIC)
+  };
+  struct Passive {
+    UniqueFd fd;
+    core::Hello hello;
+  };
+  enum class Attempt { kDone, kStale, kNotReady, kFailed };
+
+  explicit Failover(core::Comm& comm);
+  Status start();
+  void stop();
+
+  // monitor.cpp
+  void monitorLoop();
+  void stopDetector() noexcept;
+  void refreshConns();
+  void pollNics(uint64_t nowNs);
+  void scanStalls(uint64_t nowNs);
+  void railDown(int rail, FaultSource src, uint64_t signalNs);
+  void railBackUp(int rail, uint64_t signalNs);
+  bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
+  void enqueue(Job j);
+  // Keepalive probes make an idle connection's dead path visible to the stall check; the kernel
+  // itself never gives up on it (we decide, within RECCL_FAILOVER_TIMEOUT_MS).
+  void armSocket(int fd) const;
+
+  // migrate.cpp
+  void migratorLoop();
+  void acceptorLoop();
+  void runJob(const Job& j);
+  Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, Status* err, uint32_t* epochOut,
+                  uint64_t* resentOut);
+  void handlePassive(Passive p);
+  // Switches c's port to `fd` at epoch `epoch` (c.mu held). `reply` (passive end) is sent on the
+  // new socket before its path starts. Returns payload bytes to be resent (sender end).
+  Result<uint64_t> commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
+                                uint64_t peerApplied, MigrateReply* reply);
+  void unrecoverable(Conn& c, const Status& s);
+  void logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
+                    uint64_t commitNs);
+  std::shared_ptr<Conn> find(const ConnId& id);
+  std::vector<std::shared_ptr<Conn>> snapshot();
+  uint64_t peerRails(int peer);
+  void setPeerRails(int peer, uint64_t mask);
+  std::vector<double> railWeights(int peer);
+  std::vector<int> railLoads();
+  bool broken() const;
+
+  core::Comm& comm_;
+  int rank_ = 0;
+  int nrails_ = 1;
+  int64_t stallMs_ = 2000;
+  int64_t timeoutMs_ = 5000;
+  int64_t pollMs_ = 5;
+  int64_t holdDownMs_ = 1000;
+  bool pollNics_ = true;
+
+  std::atomic<uint64_t> railsUp_{0};
+  std::array<std::atomic<uint64_t>, kMaxRails> railEpoch_{};
+  std::vector<uint64_t> nicUpSinceNs_;  // monitor thread: physical up since (0: down)
+  std::vector<bool> nicDown_;           // monitor thread: declared down by the poll source
+  int ifSock_ = -1;
+  int wakeFd_ = -1;                     // eventfd: stop the monitor thread
+  // The in-process link detector (BPF or rtnetlink) when one runs; else the NIC poll.
+  struct DetectorLink;
+  std::unique_ptr<DetectorLink> det_;
+  std::string detectorName_ = "none";
+  std::string lastDetectorSource_;  // monitor thread
+  Status startDetector(const std::string& mode);
+  void drainDetector();
+
+  std::mutex connsMu_;
+  std::map<ConnId, std::shared_ptr<Conn>> conns_;
+  std::mutex peerMu_;
+  std::vector<uint64_t> peerRailsUp_;
+
+  std::mutex qMu_;
+  std::condition_variable qCv_;
+  std::deque<Job> jobs_;
+  std::deque<Passive> passive_;
+  std::condition_variable pCv_;
+  std::atomic<bool> stop_{false};
+  std::mutex monMu_;
+  std::condition_variable monCv_;
+  std::thread monitor_;
+  std::thread migrator_;
+  std::thread acceptor_;
+
+  std::atomic<uint64_t> failovers_{0};
+  std::atomic<uint64_t> failbacks_{0};
+  std::atomic<uint64_t> bytesResent_{0};
+  std::atomic<uint64_t> lastFailoverUs_{0};
+};
+
+}  // namespace reccl::failover

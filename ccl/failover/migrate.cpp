@@ -1,0 +1,372 @@
+// Connection migration: open a path on another rail, agree on {epoch, receiver's step} with the
+// peer, resend from the sender's slots, retire the old path.
+#include <array>
+#include <cinttypes>
+#include <set>
+
+#include "core/comm.h"
+#include "failover/failover.h"
+#include "failover/rebalance.h"
+#include "reccl/common/log.h"
+#include "transport/socket_paths.h"
+#include "transport/socket_util.h"
+
+namespace reccl::failover {
+namespace {
+
+constexpr int64_t kAttemptMs = 1000;     // one connect + handshake on a candidate rail
+constexpr int64_t kPassiveReadMs = 1000; // the request follows the hello at once
+
+uint64_t monoNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+std::string connName(const ConnId& c) {
+  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
+}
+
+}  // namespace
+
+void Failover::migratorLoop() {
+  for (;;) {
+    Job j;
+    {
+      std::unique_lock lk(qMu_);
+      qCv_.wait(lk, [&] { return stop_.load() || !jobs_.empty(); });
+      if (stop_.load()) return;
+      j = jobs_.front();
+      jobs_.pop_front();
+    }
+    runJob(j);
+    if (auto c = find(j.id)) c->queued.store(false);
+  }
+}
+
+void Failover::acceptorLoop() {
+  for (;;) {
+    Passive p;
+    {
+      std::unique_lock lk(qMu_);
+      pCv_.wait(lk, [&] { return stop_.load() || !passive_.empty(); });
+      if (stop_.load()) return;
+      p = std::move(passive_.front());
+      passive_.pop_front();
+    }
+    handlePassive(std::move(p));
+  }
+}
+
+void Failover::runJob(const Job& j) {
+  auto c = find(j.id);
+  if (!c) return;
+  bool failBack = j.reason == MigrateReason::kFailBack;
+  // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal.
+  uint64_t startNs = j.faultNs ? j.faultNs : monoNs();
+  Deadline deadline = Deadline::afterMs(
+      std::max<int64_t>(1, timeoutMs_ - static_cast<int64_t>((monoNs() - std::min(monoNs(), startNs)) / 1000000)));
+  if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
+  std::set<int> tried;
+  Status last(Errc::kLinkFailure, "no healthy rail");
+  while (!stop_.load() && !broken() && !c->port->failed()) {
+    int cur = c->rail.load();
+    // Someone (the peer, or an earlier job) already moved it.
+    if (!failBack && j.fromRail >= 0 && cur != j.fromRail) return;
+    if (failBack && cur == j.toRail) return;
+    int peer = c->peer;
+    auto weights = railWeights(peer);
+    int rail;
+    if (failBack) {
+      rail = j.toRail >= 0 && j.toRail < nrails_ && weights[j.toRail] > 0 && !tried.count(j.toRail) ? j.toRail : -1;
+    } else {
+      for (int t : tried) weights[t] = 0;
+      if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
+      rail = pickRail(railLoads(), weights, -1);
+    }
+    if (rail < 0) {
+      if (failBack) return;  // stay where it is; the next up event tries again
+      if (deadline.expired()) break;
+      // Nothing healthy right now: a rail may come back before the deadline.
+      tried.clear();
+      std::this_thread::sleep_for(std::chrono::milliseconds(std::min<int64_t>(20, pollMs_ * 4)));
+      continue;
+    }
+    uint32_t epoch = 0;
+    uint64_t resent = 0;
+    Status err;
+    Attempt a = attempt(*c, rail, j, deadline, &err, &epoch, &resent);
+    if (a == Attempt::kDone) {
+      logMigration(*c, j, epoch, rail, resent, true, monoNs());
+      return;
+    }
+    if (a == Attempt::kStale) return;  // the peer's newer proposal is (or was) applied here
+    if (a == Attempt::kNotReady) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } else {
+      last = err;
+      tried.insert(rail);
+      RECCL_INFO(kLogFailover, "rank %d: %s: rail %d failed: %s", rank_, connName(c->id).c_str(), rail,
+                 err.message().c_str());
+    }
+    if (deadline.expired()) break;
+  }
+  if (failBack || stop_.load() || broken() || c->port->failed()) return;
+  char mask[64];
+  snprintf(mask, sizeof(mask), "0x%" PRIx64 " here, 0x%" PRIx64 " at rank %d", railsUp_.load(), peerRails(c->peer),
+           c->peer);
+  unrecoverable(*c, Status(Errc::kLinkFailure,
+                           "rank " + std::to_string(rank_) + ": no path for " + connName(c->id) + " within " +
+                               "RECCL_FAILOVER_TIMEOUT_MS=" + std::to_string(timeoutMs_) + " (rails up " + mask +
+                               "): " + last.message()));
+}
+
+Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline deadline, Status* err,
+                                    uint32_t* epochOut, uint64_t* resentOut) {
+  int peer = c.peer;
+  const auto& pi = comm_.table_[peer];
+  const auto& src = comm_.myNics_[rail];
+  if (static_cast<size_t>(rail) >= pi.nics.size()) {
+    *err = Status(Errc::kInternal, "peer has no nic on rail " + std::to_string(rail));
+    return Attempt::kFailed;
+  }
+  transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
+  auto atMost = Deadline::afterMs(kAttemptMs);
+  Deadline dl = atMost.at() < deadline.at() ? atMost : deadline;
+  auto fdr = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, dl);
+  if (!fdr.ok()) {
+    *err = fdr.status();
+    return Attempt::kFailed;
+  }
+  UniqueFd fd = std::move(fdr).value();
+  transport::tuneDataSocket(fd.get(), src.name);
+
+  uint32_t epoch;
+  MigrateRequest req;
+  {
+    std::lock_guard lk(c.mu);
+    epoch = nextEpoch(std::max(c.highest, c.port->epoch()), c.role);
+    c.highest = epoch;
+    c.pending = epoch;
+    c.busy.fetch_add(1);
+    if (c.role == Role::kReceiver) {
+      auto* rp = static_cast<channel::RecvPort*>(c.port);
+      req.applied = rp->applied();
+      req.received = std::max(rp->received(), req.applied);
+    }
+  }
+  auto done = [&](Attempt a) {
+    std::lock_guard lk(c.mu);
+    if (c.pending == epoch) c.pending = 0;
+    c.busy.fetch_sub(1);
+    return a;
+  };
+  req.conn = c.id;
+  req.initiator = c.role;
+  req.reason = j.reason;
+  req.rail = static_cast<uint16_t>(rail);
+  req.epoch = epoch;
+  req.railsUp = railsUp_.load();
+
+  core::Hello h;
+  h.kind = core::HelloKind::kTcpData;
+  h.secret = comm_.secret_;
+  h.commId = comm_.commId_;
+  h.srcRank = rank_;
+  h.dstRank = peer;
+  h.nranks = comm_.nranks_;
+  h.channel = c.id.channel;
+  h.epoch = epoch;
+  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
+  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
+  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
+                                                                        kMigrateRequestBytes));
+  Status s = transport::sendAll(fd.get(), out, dl);
+  std::array<std::byte, kMigrateReplyBytes> rb;
+  if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
+  if (!s.ok()) {
+    *err = s.Wrap("migration handshake on rail " + std::to_string(rail));
+    return done(Attempt::kFailed);
+  }
+  auto rep = decodeMigrateReply(rb);
+  if (!rep.ok()) {
+    *err = rep.status();
+    return done(Attempt::kFailed);
+  }
+  setPeerRails(peer, rep->railsUp);
+  if (rep->status == MigrateStatus::kNotReady) return done(Attempt::kNotReady);
+  if (rep->status != MigrateStatus::kOk) {
+    {
+      std::lock_guard lk(c.mu);
+      c.highest = std::max(c.highest, rep->epoch);
+    }
+    if (rep->status == MigrateStatus::kStale) return done(Attempt::kStale);
+    *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the migration");
+    return done(Attempt::kFailed);
+  }
+  uint64_t resent = 0;
+  {
+    std::lock_guard lk(c.mu);
+    // A newer proposal of the peer's may have been applied here meanwhile: it wins.
+    if (epoch <= c.port->epoch()) {
+      if (c.pending == epoch) c.pending = 0;
+      c.busy.fetch_sub(1);
+      return Attempt::kStale;
+    }
+    uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
+    uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
+    auto r = commitLocked(c, std::move(fd), epoch, rail, peerReceived, peerApplied, nullptr);
+    if (c.pending == epoch) c.pending = 0;
+    c.busy.fetch_sub(1);
+    if (!r.ok()) {
+      *err = r.status();
+      return Attempt::kFailed;
+    }
+    resent = *r;
+  }
+  bytesResent_.fetch_add(resent);
+  *epochOut = epoch;
+  *resentOut = resent;
+  return Attempt::kDone;
+}
+
+Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
+                                        uint64_t peerApplied, MigrateReply* reply) {
+  if (broken()) return Status(Errc::kAborted, "communicator failed");
+  channel::PortBase* port = c.port;
+  transport::SocketEngine* engine = comm_.engine_.get();
+  // Retire the old path first: its I/O stops before the new path touches the same slots.
+  port->setEpoch(epoch);
+  if (channel::Path* old = port->path()) {
+    old->shutdown();
+    if (auto* ep = dynamic_cast<transport::EnginePath*>(old)) engine->remove(ep);
+  }
+  c.highest = std::max(c.highest, epoch);
+  const auto& src = comm_.myNics_[rail];
+  int newFd = fd.get();
+  uint64_t resent = 0;
+  if (c.role == Role::kSender) {
+    auto* sp = static_cast<channel::SendPort*>(port);
+    uint64_t posted = sp->posted();
+    uint64_t resume = std::min(peerReceived, posted);
+    sp->onAck(peerApplied);
+    for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frame(s).size() - channel::kStepHeaderBytes;
+    if (reply) {
+      reply->epoch = epoch;
+      std::array<std::byte, kMigrateReplyBytes> rb;
+      encodeMigrateReply(*reply, rb);
+      RECCL_TRY(transport::sendAll(newFd, rb, Deadline::afterMs(kAttemptMs)).Wrap("migration reply"));
+    }
+    std::string desc = "tcp " + src.name + " rank " + std::to_string(c.id.sender) + "->" +
+                       std::to_string(c.id.receiver) + " ch " + std::to_string(c.id.channel) + " epoch " +
+                       std::to_string(epoch);
+    auto path = std::make_unique<transport::SocketSendPath>(engine, std::move(fd), sp, desc, resume);
+    auto* raw = path.get();
+    port->setPath(std::move(path));
+    raw->start();
+  } else {
+    auto* rp = static_cast<channel::RecvPort*>(port);
+    if (reply) {
+      // Final for the old path: it is gone, nothing more lands.
+      reply->applied = rp->applied();
+      reply->received = std::max(rp->received(), reply->applied);
+      reply->epoch = epoch;
+      std::array<std::byte, kMigrateReplyBytes> rb;
+      encodeMigrateReply(*reply, rb);
+      RECCL_TRY(transport::sendAll(newFd, rb, Deadline::afterMs(kAttemptMs)).Wrap("migration reply"));
+    }
+    std::string desc = "tcp " + src.name + " rank " + std::to_string(c.id.sender) + "->" +
+                       std::to_string(c.id.receiver) + " ch " + std::to_string(c.id.channel) + " epoch " +
+                       std::to_string(epoch);
+    auto path = std::make_unique<transport::SocketRecvPath>(engine, std::move(fd), rp, desc, 0);
+    auto* raw = path.get();
+    port->setPath(std::move(path));
+    raw->start();
+  }
+  armSocket(newFd);
+  c.rail.store(rail);
+  c.fd.store(newFd);
+  return resent;
+}
+
+void Failover::handlePassive(Passive p) {
+  int fd = p.fd.get();
+  std::array<std::byte, kMigrateRequestBytes> buf;
+  Status s = transport::recvAll(fd, buf, Deadline::afterMs(kPassiveReadMs));
+  MigrateReply reply;
+  reply.railsUp = railsUp_.load();
+  auto refuse = [&](MigrateStatus st, const std::string& why) {
+    reply.status = st;
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(reply, rb);
+    (void)transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs));
+    if (st != MigrateStatus::kNotReady && st != MigrateStatus::kStale)
+      RECCL_WARN(kLogFailover, "rank %d refused a migration from rank %d: %s", rank_, p.hello.srcRank, why.c_str());
+  };
+  if (!s.ok()) {
+    RECCL_WARN(kLogFailover, "rank %d: migration request from rank %d: %s", rank_, p.hello.srcRank,
+               s.message().c_str());
+    return;
+  }
+  auto req = decodeMigrateRequest(buf);
+  if (!req.ok()) return refuse(MigrateStatus::kRefused, req.status().message());
+  // The hello (already checked for secret, communicator and ranks) and the request must agree.
+  int initiator = req->initiator == Role::kSender ? req->conn.sender : req->conn.receiver;
+  int other = req->initiator == Role::kSender ? req->conn.receiver : req->conn.sender;
+  if (initiator != p.hello.srcRank || other != rank_ || req->conn.channel != p.hello.channel ||
+      req->epoch != p.hello.epoch || req->conn.sender >= comm_.nranks_ || req->conn.receiver >= comm_.nranks_ ||
+      req->rail >= nrails_)
+    return refuse(MigrateStatus::kRefused, "request does not match its hello");
+  if (broken()) return refuse(MigrateStatus::kRefused, "communicator failed");
+  setPeerRails(initiator, req->railsUp);
+  auto c = find(req->conn);
+  if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");
+  uint64_t resent = 0;
+  {
+    std::lock_guard lk(c->mu);
+    uint32_t cur = c->port->epoch();
+    if (!acceptProposal(req->epoch, cur, c->pending)) {
+      reply.epoch = std::max({cur, c->pending, c->highest});
+      return refuse(MigrateStatus::kStale, "older epoch");
+    }
+    c->busy.fetch_add(1);
+    transport::tuneDataSocket(fd, comm_.myNics_[req->rail].name);
+    auto r = commitLocked(*c, std::move(p.fd), req->epoch, req->rail, req->received, req->applied, &reply);
+    c->busy.fetch_sub(1);
+    if (!r.ok()) {
+      RECCL_WARN(kLogFailover, "rank %d: taking over %s failed: %s", rank_, connName(c->id).c_str(),
+                 r.status().message().c_str());
+      return;  // the initiator sees the handshake fail and tries again
+    }
+    resent = *r;
+  }
+  bytesResent_.fetch_add(resent);
+  Job j;
+  j.id = req->conn;
+  j.reason = req->reason;
+  j.source = FaultSource::kPeer;
+  j.fromRail = -1;
+  j.toRail = req->rail;
+  logMigration(*c, j, req->epoch, req->rail, resent, false, monoNs());
+}
+
+void Failover::unrecoverable(Conn& c, const Status& s) {
+  RECCL_WARN(kLogFailover, "%s", s.message().c_str());
+  c.port->fail(s);
+  comm_.breakComm(s);
+}
+
+void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
+                            uint64_t commitNs) {
+  bool failBack = j.reason == MigrateReason::kFailBack;
+  (failBack ? failbacks_ : failovers_).fetch_add(1);
+  uint64_t migUs = j.faultNs && commitNs > j.faultNs ? (commitNs - j.faultNs) / 1000 : 0;
+  if (!failBack && migUs) lastFailoverUs_.store(migUs);
+  RECCL_WARN(kLogFailover,
+             "rank %d: %s %s %s -> rail %d (%s) epoch %u: reason %s, source %s, fault-to-switch %" PRIu64
+             " us, resent %" PRIu64 " bytes",
+             rank_, failBack ? "fail-back" : "failover", initiated ? "of" : "by peer of", connName(c.id).c_str(), rail,
+             comm_.myNics_[rail].name.c_str(), epoch, reasonName(j.reason), faultSourceName(j.source), migUs, resent);
+}
+
+}  // namespace reccl::failover

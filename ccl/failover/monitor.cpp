@@ -1,0 +1,293 @@
+// The monitor thread: fault sources -> rail state -> migration jobs.
+#include <arpa/inet.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/ioctl.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cstring>
+
+#include "core/comm.h"
+#include "failover/failover.h"
+#include "reccl/common/log.h"
+#include "transport/socket_paths.h"
+
+#ifdef RECCL_HAVE_DETECTOR
+#include <map>
+
+#include "reccl/detector/detector.h"
+#endif
+
+namespace reccl::failover {
+namespace {
+
+uint64_t monoNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+int pathFd(channel::Path* p) {
+  if (auto* s = dynamic_cast<transport::SocketSendPath*>(p)) return s->fd();
+  if (auto* r = dynamic_cast<transport::SocketRecvPath*>(p)) return r->fd();
+  return -1;
+}
+
+}  // namespace
+
+void Failover::refreshConns() {
+  struct Found {
+    ConnId id;
+    Role role;
+    int peer;
+    channel::PortBase* port;
+  };
+  std::vector<Found> found;
+  // Never wait for the port maps: a lazy connect holds them while it connects.
+  {
+    std::unique_lock sl(comm_.sendMu_, std::try_to_lock);
+    if (sl.owns_lock())
+      for (auto& [k, p] : comm_.sends_)
+        found.push_back({ConnId{rank_, k.first, static_cast<uint32_t>(k.second)}, Role::kSender, k.first, p.get()});
+  }
+  {
+    std::unique_lock rl(comm_.recvMu_, std::try_to_lock);
+    if (rl.owns_lock())
+      for (auto& [k, p] : comm_.recvs_)
+        found.push_back({ConnId{k.first, rank_, static_cast<uint32_t>(k.second)}, Role::kReceiver, k.first, p.get()});
+  }
+  std::lock_guard lk(connsMu_);
+  for (auto& f : found) {
+    if (conns_.count(f.id)) continue;
+    int fd = pathFd(f.port->path());
+    if (fd < 0) continue;  // shared memory: a NIC fault does not touch it
+    auto c = std::make_shared<Conn>();
+    c->id = f.id;
+    c->role = f.role;
+    c->peer = f.peer;
+    c->port = f.port;
+    c->preferredRail = core::railFor(comm_.topo_, f.id.sender, static_cast<int>(f.id.channel));
+    int rail = c->preferredRail;
+    sockaddr_in sa{};
+    socklen_t len = sizeof(sa);
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) == 0) {
+      for (size_t r = 0; r < comm_.myNics_.size() && static_cast<int>(r) < nrails_; ++r)
+        if (comm_.myNics_[r].addr == sa.sin_addr.s_addr) rail = static_cast<int>(r);
+    }
+    c->rail = rail;
+    c->fd = fd;
+    c->highest = f.port->epoch();
+    armSocket(fd);
+    conns_.emplace(f.id, std::move(c));
+  }
+}
+
+void Failover::armSocket(int fd) const {
+  int one = 1, idle = static_cast<int>(std::max<int64_t>(1, stallMs_ / 1000)), intvl = 1, cnt = 1000;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+#ifdef RECCL_HAVE_DETECTOR
+struct Failover::DetectorLink {
+  std::unique_ptr<detector::Detector> det;
+  std::map<std::string, int> railOf;  // ifname -> rail
+};
+
+Status Failover::startDetector(const std::string& mode) {
+  auto opts = detector::DetectorOptions::fromEnv();
+  if (mode == "daemon") {
+    // The node daemon needs a watch in this rank's namespace; until that is wired, the
+    // in-process detector does the same work.
+    RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=daemon: using the in-process detector", rank_);
+    opts.mode = detector::SourceMode::kAuto;
+  } else {
+    RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
+  }
+  auto link = std::make_unique<DetectorLink>();
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
+    if (comm_.myNics_[r].name == "lo") continue;
+    opts.watch.push_back(detector::WatchSpec{"", comm_.myNics_[r].name});
+    link->railOf[comm_.myNics_[r].name] = r;
+  }
+  RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
+  RECCL_TRY(link->det->start());
+  std::string names;
+  for (auto s : link->det->activeSources()) names += std::string(names.empty() ? "" : ",") + detector::sourceName(s);
+  detectorName_ = names;
+  det_ = std::move(link);
+  return Status::Ok();
+}
+
+void Failover::stopDetector() noexcept {
+  if (det_ && det_->det) det_->det->stop();
+  det_.reset();
+}
+
+void Failover::drainDetector() {
+  if (!det_) return;
+  for (const auto& e : det_->det->drain()) {
+    auto it = det_->railOf.find(e.ifname);
+    if (it == det_->railOf.end()) continue;
+    switch (e.type) {
+      case detector::LinkEventType::kLinkDown:
+      case detector::LinkEventType::kLinkDegraded:  // a gray failure is routed around like a dead link
+        lastDetectorSource_ = detector::sourceName(e.source);
+        railDown(it->second, FaultSource::kDetector, e.signalNs);
+        break;
+      case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
+        railBackUp(it->second, e.emitNs);
+        break;
+    }
+  }
+}
+#else
+struct Failover::DetectorLink {};
+Status Failover::startDetector(const std::string&) {
+  return Status(Errc::kUnsupported, "built without the link detector");
+}
+void Failover::stopDetector() noexcept {}
+void Failover::drainDetector() {}
+#endif
+
+// Here, where DetectorLink is complete.
+Failover::Failover(core::Comm& comm) : comm_(comm) {}
+Failover::~Failover() { stop(); }
+
+void Failover::monitorLoop() {
+  int detFd = -1;
+#ifdef RECCL_HAVE_DETECTOR
+  if (det_) detFd = det_->det->eventFd();
+#endif
+  while (!stop_.load()) {
+    pollfd pf[2] = {{wakeFd_, POLLIN, 0}, {detFd, POLLIN, 0}};
+    int rc = ::poll(pf, detFd >= 0 ? 2 : 1, static_cast<int>(pollMs_));
+    if (stop_.load()) break;
+    if (broken()) continue;
+    if (rc > 0 && detFd >= 0 && (pf[1].revents & POLLIN)) drainDetector();
+    refreshConns();
+    uint64_t now = monoNs();
+    if (pollNics_) pollNics(now);
+    scanStalls(now);
+  }
+}
+
+void Failover::pollNics(uint64_t nowNs) {
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
+    const auto& nic = comm_.myNics_[r];
+    if (nic.name == "lo") continue;
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, nic.name.c_str(), IFNAMSIZ - 1);
+    bool up = false;
+    if (ioctl(ifSock_, SIOCGIFFLAGS, &ifr) == 0) up = (ifr.ifr_flags & IFF_UP) && (ifr.ifr_flags & IFF_RUNNING);
+    if (!up) {
+      nicUpSinceNs_[r] = 0;
+      if (!nicDown_[r]) {
+        nicDown_[r] = true;
+        railDown(r, FaultSource::kPoll, nowNs);
+      }
+      continue;
+    }
+    if (!nicDown_[r]) continue;
+    // Hold-down: the NIC must stay up this long before traffic goes back to it.
+    if (nicUpSinceNs_[r] == 0) nicUpSinceNs_[r] = nowNs;
+    if (nowNs - nicUpSinceNs_[r] >= static_cast<uint64_t>(holdDownMs_) * 1000000ull) {
+      nicDown_[r] = false;
+      railBackUp(r, nowNs);
+    }
+  }
+}
+
+void Failover::scanStalls(uint64_t nowNs) {
+  for (auto& c : snapshot()) {
+    if (c->busy.load() || c->queued.load() || c->port->failed()) continue;
+    int fd = c->fd.load();
+    if (fd < 0) continue;
+    tcp_info ti{};
+    socklen_t len = sizeof(ti);
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) continue;
+    if (ti.tcpi_state != TCP_ESTABLISHED) continue;
+    // Data or keepalive probes outstanding and no ACK for the stall time: the path is dead,
+    // whichever end of it failed. (A slow peer still ACKs at the TCP level.)
+    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (ti.tcpi_unacked > 0 || ti.tcpi_probes > 0)) {
+      Job j;
+      j.id = c->id;
+      j.reason = MigrateReason::kStall;
+      j.source = FaultSource::kStall;
+      j.fromRail = c->rail.load();
+      j.faultNs = nowNs - static_cast<uint64_t>(ti.tcpi_last_ack_recv) * 1000000ull;
+      RECCL_WARN(kLogFailover, "rank %d: no tcp ack for %u ms on rank %d->%d ch %u (rail %d): path stalled", rank_,
+                 ti.tcpi_last_ack_recv, c->id.sender, c->id.receiver, c->id.channel, j.fromRail);
+      enqueue(j);
+    }
+  }
+}
+
+void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
+  uint64_t bit = 1ull << rail;
+  if (!(railsUp_.fetch_and(~bit) & bit)) return;
+  railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
+  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
+             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector ? " " : "",
+             src == FaultSource::kDetector ? lastDetectorSource_.c_str() : "");
+  for (auto& c : snapshot()) {
+    if (c->rail.load() != rail) continue;
+    Job j;
+    j.id = c->id;
+    j.reason = MigrateReason::kLinkDown;
+    j.source = src;
+    j.fromRail = rail;
+    j.faultNs = signalNs;
+    enqueue(j);
+  }
+}
+
+void Failover::railBackUp(int rail, uint64_t signalNs) {
+  uint64_t bit = 1ull << rail;
+  if (railsUp_.fetch_or(bit) & bit) return;
+  railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
+  RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back", rank_, rail,
+             comm_.myNics_[rail].name.c_str());
+  for (auto& c : snapshot()) {
+    if (c->preferredRail != rail || c->rail.load() == rail) continue;
+    Job j;
+    j.id = c->id;
+    j.reason = MigrateReason::kFailBack;
+    j.source = FaultSource::kPoll;
+    j.fromRail = c->rail.load();
+    j.toRail = rail;
+    j.faultNs = signalNs;
+    enqueue(j);
+  }
+}
+
+bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Status& s) {
+  // Runs on the progress thread: decide and queue, never block.
+  if (stop_.load() || broken()) return false;
+  ConnId cid = isSender ? ConnId{id.self, id.peer, static_cast<uint32_t>(id.channel)}
+                        : ConnId{id.peer, id.self, static_cast<uint32_t>(id.channel)};
+  auto c = find(cid);
+  if (!c) return false;  // shared memory or unknown: the peer is gone
+  // Our own migration of this connection closes the old socket under the peer, and the peer's
+  // closes it under us: expected, not a fault.
+  if (c->busy.load()) return true;
+  // The peer closed the connection (FIN/RST): its process died or its communicator failed. A
+  // link fault never looks like this (nothing crosses a dead link).
+  if (s.code() == Errc::kPeerFailure) return false;
+  Job j;
+  j.id = cid;
+  j.reason = MigrateReason::kSocketError;
+  j.source = FaultSource::kSocketError;
+  j.fromRail = c->rail.load();
+  j.faultNs = monoNs();
+  RECCL_WARN(kLogFailover, "rank %d: path rank %d->%d ch %u failed (%s); migrating", rank_, cid.sender,
+             cid.receiver, cid.channel, s.message().c_str());
+  enqueue(j);
+  return true;
+}
+
+}  // namespace reccl::failover

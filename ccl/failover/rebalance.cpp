@@ -1,0 +1,41 @@
+#include "failover/rebalance.h"
+
+#include <cstddef>
+
+namespace reccl::failover {
+
+int pickRail(const std::vector<int>& load, const std::vector<double>& weights, int exclude) {
+  int best = -1;
+  double bestCost = 0;
+  for (size_t r = 0; r < weights.size(); ++r) {
+    if (weights[r] <= 0 || static_cast<int>(r) == exclude) continue;
+    double cost = ((r < load.size() ? load[r] : 0) + 1) / weights[r];
+    if (best < 0 || cost < bestCost) {
+      best = static_cast<int>(r);
+      bestCost = cost;
+    }
+  }
+  return best;
+}
+
+std::vector<int> assignRails(const std::vector<int>& preferred, const std::vector<double>& weights) {
+  std::vector<int> out(preferred.size(), -1);
+  std::vector<int> load(weights.size(), 0);
+  auto usable = [&](int r) { return r >= 0 && static_cast<size_t>(r) < weights.size() && weights[r] > 0; };
+  for (size_t i = 0; i < preferred.size(); ++i) {
+    if (usable(preferred[i])) {
+      out[i] = preferred[i];
+      ++load[preferred[i]];
+    }
+  }
+  for (size_t i = 0; i < preferred.size(); ++i) {
+    if (out[i] >= 0) continue;
+    int r = pickRail(load, weights, -1);
+    if (r < 0) break;
+    out[i] = r;
+    ++load[r];
+  }
+  return out;
+}
+
+}  // namespace reccl::failover

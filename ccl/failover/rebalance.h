@@ -1,0 +1,21 @@
+// Which rail each TCP connection of a rank uses, from rail weights. Pure functions (unit-tested):
+// the failover layer calls them after a rail goes down (failover) and after it comes back
+// (fail-back), so surviving NICs share the load instead of one taking everything.
+#pragma once
+
+#include <vector>
+
+namespace reccl::failover {
+
+// weights[r] > 0: rail r usable with that relative capacity; <= 0: unusable.
+// preferred[i]: the rail connection i would use with every rail healthy.
+// Result[i]: the rail for connection i, or -1 when no rail is usable. A connection whose
+// preferred rail is usable keeps it; the others go, one by one in index order, to the usable rail
+// with the lowest (load + 1) / weight (ties: lowest index), counting loads of all connections.
+std::vector<int> assignRails(const std::vector<int>& preferred, const std::vector<double>& weights);
+
+// One connection leaving `exclude` (-1: none): the usable rail (not `exclude`) with the lowest
+// (load + 1) / weight, given current per-rail connection counts. -1 when there is none.
+int pickRail(const std::vector<int>& load, const std::vector<double>& weights, int exclude);
+
+}  // namespace reccl::failover
