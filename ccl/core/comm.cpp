@@ -87,6 +87,8 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   commId_ = id.commId;
   Deadline deadline = Deadline::afterMs(opts_.bootstrapTimeoutMs);
 
+  static std::once_flag sweep;
+  std::call_once(sweep, [] { transport::removeStaleShm(); });
   RECCL_ASSIGN_OR_RETURN(listen_, transport::listenTcp(htonl(INADDR_ANY), 0, &dataEp_));
   stopEvent_.reset(eventfd(0, EFD_CLOEXEC));
   if (!stopEvent_) return Status::FromErrno(errno, "eventfd");
@@ -326,16 +328,14 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   if (shm) {
     shmName = "/reccl-" + std::to_string(getpid()) + "-" + hex32(commId_) + "-" + std::to_string(rank_) + "-" +
               std::to_string(peer) + "-" + std::to_string(channel) + "-" + std::to_string(shmSerial_.fetch_add(1));
+    // Connect first: the named segment exists only while the peer is known to be there.
+    transport::Endpoint dst{pi.nics[0].addr, pi.dataPort};
+    auto c = transport::connectTcp(dst, 0, "", d);
+    if (!c.ok()) return c.status().Wrap("connecting to rank " + std::to_string(peer));
+    fd = std::move(c).value();
     RECCL_ASSIGN_OR_RETURN(mem, transport::createShm(shmName, opts_.slots, opts_.chunkBytes));
     h.kind = HelloKind::kShmData;
     h.shmName = shmName;
-    transport::Endpoint dst{pi.nics[0].addr, pi.dataPort};
-    auto c = transport::connectTcp(dst, 0, "", d);
-    if (!c.ok()) {
-      transport::unlinkShm(shmName);
-      return c.status().Wrap("connecting to rank " + std::to_string(peer));
-    }
-    fd = std::move(c).value();
     desc = "shm rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " + std::to_string(channel);
   } else {
     int rail = railFor(topo_, rank_, channel);

@@ -1,9 +1,15 @@
 #include "transport/shm_ring.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "reccl/common/unique_fd.h"
 
@@ -45,6 +51,23 @@ Result<channel::ConnMemory> openShm(const std::string& name, uint32_t slots, siz
 }
 
 void unlinkShm(const std::string& name) noexcept { shm_unlink(name.c_str()); }
+
+int removeStaleShm() noexcept {
+  int removed = 0;
+  DIR* d = opendir("/dev/shm");
+  if (!d) return 0;
+  while (dirent* e = readdir(d)) {
+    const char* n = e->d_name;
+    if (strncmp(n, "reccl-", 6) != 0) continue;
+    char* end = nullptr;
+    long pid = strtol(n + 6, &end, 10);
+    if (pid <= 0 || !end || *end != '-') continue;
+    if (kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (shm_unlink((std::string("/") + n).c_str()) == 0) ++removed;
+  }
+  closedir(d);
+  return removed;
+}
 
 ShmPath::ShmPath(SocketEngine* engine, UniqueFd side, channel::PortBase* port, bool isSender, std::string desc)
     : watch_(std::make_unique<LivenessPath>(engine, std::move(side), port, isSender)), desc_(std::move(desc)) {

@@ -19,6 +19,9 @@ Result<channel::ConnMemory> createShm(const std::string& name, uint32_t slots, s
 // Peer side: maps and unlinks.
 Result<channel::ConnMemory> openShm(const std::string& name, uint32_t slots, size_t chunkBytes);
 void unlinkShm(const std::string& name) noexcept;
+// Removes /dev/shm/reccl-<pid>-* segments whose creating process is gone (a creator killed in the
+// moment between creating a segment and its peer mapping it). Returns how many it removed.
+int removeStaleShm() noexcept;
 
 // The Path of a shared-memory connection: data moves through the mapping (the ports ring the
 // doorbells themselves); the side-channel socket only tells us when the peer process dies.
