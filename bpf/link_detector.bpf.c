@@ -49,6 +49,19 @@ struct {
   __type(value, struct reccl_link_slot);
 } link_state SEC(".maps");
 
+/* Kernel address of each slot's net_device, filled by resolve_devices; 0 when unknown. Read
+ * only through bpf_probe_read_kernel and re-validated (ifindex, netns) on every use, since a
+ * device can go away between resolution and use. */
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, RECCL_LINK_MAX_SLOTS);
+  __type(key, __u32);
+  __type(value, __u64);
+} slot_dev SEC(".maps");
+
+/* Highest slot index in use + 1; bounds the link-watch scan. */
+__u32 slot_count = 0;
+
 static __always_inline void count_hit(int src)
 {
   if (src > 0 && src < RECCL_LINK_SRC_COUNT)
@@ -201,42 +214,149 @@ int rawtp_qdisc_reset(struct bpf_raw_tracepoint_args *ctx)
 
 /* --- link-watch scheduling: the earliest carrier signal without trampolines ---------------- */
 
-static __always_inline int on_linkwatch_queued(void)
+struct scan_ctx {
+  __u32 found;
+};
+
+static __always_inline int report_state(struct net_device *dev, __u16 src);
+
+/* One slot of the link-watch scan: re-validate the remembered device, then report it like
+ * any hook that names its device. */
+static long scan_slot(__u32 i, struct scan_ctx *sc)
+{
+  __u32 idx = i;
+  __u64 *addr = bpf_map_lookup_elem(&slot_dev, &idx);
+  if (!addr || !*addr)
+    return 0;
+  struct reccl_link_slot *slot = bpf_map_lookup_elem(&link_state, &idx);
+  if (!slot)
+    return 0;
+  struct net_device *dev = (struct net_device *)*addr;
+  if (BPF_CORE_READ(dev, ifindex) != (int)slot->ifindex || dev_netns(dev) != slot->netns_ino)
+    return 0;
+  sc->found++;
+  report_state(dev, RECCL_LINK_SRC_RAWTP_LINKWATCH);
+  return 0;
+}
+
+static __always_inline __u32 scan_watched(void)
+{
+  struct scan_ctx sc = {};
+  __u32 n = slot_count;
+  if (n > RECCL_LINK_MAX_SLOTS)
+    n = RECCL_LINK_MAX_SLOTS;
+  bpf_loop(n, scan_slot, &sc, 0);
+  return sc.found;
+}
+
+/* After a carrier event the kernel's link-watch can stay silent for up to a second: a second
+ * non-urgent event while its timer is pending, or any event while an urgent run is pending,
+ * schedules nothing and so fires no hook. For that window a BPF timer re-reads the watched
+ * devices every scan_period_ns, in the kernel. */
+const volatile __u64 scan_period_ns = 100000;      /* 100 us; 0 disables the scan */
+const volatile __u64 scan_window_ns = 1100000000;  /* link-watch holds events up to 1 s */
+
+struct scan_timer {
+  struct bpf_timer timer;
+  __u64 until_ns;
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct scan_timer);
+} scan_timers SEC(".maps");
+
+static int scan_timer_fired(void *map, __u32 *key, struct scan_timer *st)
+{
+  if (!watch_count)
+    return 0;
+  scan_watched();
+  if (bpf_ktime_get_ns() < st->until_ns)
+    bpf_timer_start(&st->timer, scan_period_ns, 0);
+  return 0;
+}
+
+static __always_inline void arm_scan_timer(void)
+{
+  __u32 zero = 0;
+  struct scan_timer *st = bpf_map_lookup_elem(&scan_timers, &zero);
+  if (!st || !scan_period_ns)
+    return;
+  st->until_ns = bpf_ktime_get_ns() + scan_window_ns;
+  bpf_timer_init(&st->timer, &scan_timers, 1 /* CLOCK_MONOTONIC */); /* -EBUSY once set up */
+  bpf_timer_set_callback(&st->timer, scan_timer_fired);
+  bpf_timer_start(&st->timer, scan_period_ns, 0);
+}
+
+static __always_inline int on_linkwatch_queued(int with_timer)
 {
   if (!watch_count)
     return 0;
   count_hit(RECCL_LINK_SRC_RAWTP_LINKWATCH);
-  emit(RECCL_LINK_KIND_LINKWATCH_SCHEDULED, RECCL_LINK_SRC_RAWTP_LINKWATCH, bpf_ktime_get_ns(),
-       0, 0, RECCL_LINK_NO_SLOT, 0, 0, NULL);
+  /* The device whose carrier changed has its state bit set already: read every watched
+   * device now, in the kernel, and report those that changed. */
+  __u32 found = scan_watched();
+  if (with_timer)
+    arm_scan_timer();
+  /* Devices not resolved (resolve_devices unavailable): let userspace read them. */
+  if (found < watch_count)
+    emit(RECCL_LINK_KIND_LINKWATCH_SCHEDULED, RECCL_LINK_SRC_RAWTP_LINKWATCH, bpf_ktime_get_ns(),
+         0, 0, RECCL_LINK_NO_SLOT, 0, 0, NULL);
   return 0;
 }
 
-/* Immediate (urgent) scheduling: queue_work(linkwatch_work). */
-SEC("raw_tp/workqueue_queue_work")
-int rawtp_linkwatch_queue(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int is_linkwatch_work(struct work_struct *work)
 {
-  struct work_struct *work = (struct work_struct *)ctx->args[2];
-  if (!linkwatch_event_addr)
-    return 0;
-  if ((__u64)BPF_CORE_READ(work, func) != linkwatch_event_addr)
-    return 0;
-  return on_linkwatch_queued();
+  return linkwatch_event_addr && (__u64)BPF_CORE_READ(work, func) == linkwatch_event_addr;
 }
 
-/* Delayed scheduling (non-urgent events within a second of the last run) arms the delayed
- * work's timer instead; the device state has already changed when it is armed. */
-SEC("raw_tp/timer_start")
-int rawtp_linkwatch_timer(struct bpf_raw_tracepoint_args *ctx)
+static __always_inline int is_linkwatch_timer(struct timer_list *timer)
 {
-  struct timer_list *timer = (struct timer_list *)ctx->args[0];
   if (!linkwatch_event_addr || !delayed_work_timer_fn_addr)
     return 0;
   if ((__u64)BPF_CORE_READ(timer, function) != delayed_work_timer_fn_addr)
     return 0;
   struct delayed_work *dw = (void *)timer - bpf_core_field_offset(struct delayed_work, timer);
-  if ((__u64)BPF_CORE_READ(dw, work.func) != linkwatch_event_addr)
+  return (__u64)BPF_CORE_READ(dw, work.func) == linkwatch_event_addr;
+}
+
+/* Immediate (urgent) scheduling: queue_work(linkwatch_work). BTF-typed, so it may arm the
+ * scan timer (raw tracepoints may not use BPF timers). */
+SEC("tp_btf/workqueue_queue_work")
+int BPF_PROG(linkwatch_queue, int req_cpu, struct pool_workqueue *pwq, struct work_struct *work)
+{
+  if (!is_linkwatch_work(work))
     return 0;
-  return on_linkwatch_queued();
+  return on_linkwatch_queued(1);
+}
+
+/* Delayed scheduling (non-urgent events within a second of the last run) arms the delayed
+ * work's timer instead; the device state has already changed when it is armed. */
+SEC("tp_btf/timer_start")
+int BPF_PROG(linkwatch_timer, struct timer_list *timer, unsigned long expires)
+{
+  if (!is_linkwatch_timer(timer))
+    return 0;
+  return on_linkwatch_queued(1);
+}
+
+/* Raw-tracepoint twins for kernels whose tp_btf attach fails: no scan timer. */
+SEC("raw_tp/workqueue_queue_work")
+int rawtp_linkwatch_queue(struct bpf_raw_tracepoint_args *ctx)
+{
+  if (!is_linkwatch_work((struct work_struct *)ctx->args[2]))
+    return 0;
+  return on_linkwatch_queued(0);
+}
+
+SEC("raw_tp/timer_start")
+int rawtp_linkwatch_timer(struct bpf_raw_tracepoint_args *ctx)
+{
+  if (!is_linkwatch_timer((struct timer_list *)ctx->args[0]))
+    return 0;
+  return on_linkwatch_queued(0);
 }
 
 /* --- TX watchdog and byte-queue stalls ---------------------------------------------------- */
@@ -364,5 +484,53 @@ int BPF_PROG(fentry_ib_dispatch, struct ib_event___reccl *event)
   bpf_probe_read_kernel_str(&e->ifname, sizeof(e->ifname), &ibdev->name);
   bpf_ringbuf_submit(e, 0);
   __sync_fetch_and_add(&counters.events, 1);
+  return 0;
+}
+
+/* --- device resolution, run by userspace inside the watched namespace --------------------- */
+
+struct resolve_walk {
+  struct net *net;
+  __u32 netns;
+  __u32 resolved;
+};
+
+static long resolve_slot(__u32 i, struct resolve_walk *w)
+{
+  __u32 idx = i;
+  struct reccl_link_slot *slot = bpf_map_lookup_elem(&link_state, &idx);
+  if (!slot || !(slot->state & RECCL_LINK_STATE_VALID) || slot->netns_ino != w->netns)
+    return 0;
+  struct net *net = w->net; /* a plain local: CO-RE must not relocate our own struct */
+  struct hlist_head *heads = BPF_CORE_READ(net, dev_index_head);
+  /* NETDEV_HASHENTRIES is 256 (1 << NETDEV_HASHBITS) in every kernel we support. */
+  struct hlist_head *head = heads + (slot->ifindex & 255);
+  struct hlist_node *node = BPF_CORE_READ(head, first);
+  for (int n = 0; n < 16 && node; n++) {
+    struct net_device *dev =
+        (void *)node - bpf_core_field_offset(struct net_device, index_hlist);
+    if (BPF_CORE_READ(dev, ifindex) == (int)slot->ifindex) {
+      __u64 addr = (__u64)dev;
+      bpf_map_update_elem(&slot_dev, &idx, &addr, BPF_ANY);
+      w->resolved++;
+      return 0;
+    }
+    node = BPF_CORE_READ(node, next);
+  }
+  return 0;
+}
+
+SEC("syscall")
+int resolve_devices(struct reccl_link_resolve_ctx *ctx)
+{
+  struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+  struct resolve_walk w = {};
+  struct net *net = BPF_CORE_READ(task, nsproxy, net_ns);
+  w.net = net;
+  w.netns = BPF_CORE_READ(net, ns.inum);
+  if (w.netns != ctx->netns_ino)
+    return -1;
+  bpf_loop(RECCL_LINK_MAX_SLOTS, resolve_slot, &w, 0);
+  ctx->resolved = w.resolved;
   return 0;
 }

@@ -245,7 +245,8 @@ class Collector {
   size_t next_ = 0;
 };
 
-RunResult measure(Lab& lab, const std::string& nic, const SourceConfig& cfg, int faults, int gapUs, bool storm) {
+RunResult measure(Lab& lab, const std::string& nic, const SourceConfig& cfg, int faults, int gapUs, bool storm,
+                  int rtPriority) {
   RunResult r;
   r.nic = nic;
   r.source = cfg.name;
@@ -258,6 +259,7 @@ RunResult measure(Lab& lab, const std::string& nic, const SourceConfig& cfg, int
   o.rtnetlink = cfg.rtnetlink;
   o.bpf.sources = cfg.hooks;
   o.stateMachine.holdDownNs = 0;
+  o.realtimePriority = rtPriority;
   o.stateMachine.damping.halfLifeNs = 0;  // measured link: no damping between injected faults
   o.watch = {{link->netns, link->ifname}, {stormLink->netns, stormLink->ifname}};
   auto det = Detector::create(o);
@@ -326,6 +328,7 @@ int main(int argc, char** argv) {
       "Needs root (namespaces, tap, BPF). Exit 77 when BPF or tap is unavailable.");
   int faults = 200;
   int gapUs = 2000;
+  int rtPriority = 10;
   bool asJson = false, noStorm = false;
   std::vector<std::string> nics = {"veth", "tap"};
   std::vector<std::string> sources;
@@ -334,6 +337,7 @@ int main(int argc, char** argv) {
   app.add_option("--nic", nics, "veth, tap")->delimiter(',');
   app.add_option("--source", sources, "bpf:linkwatch, bpf:qdisc_reset, rtnetlink, auto (default: all)")->delimiter(',');
   app.add_flag("--no-storm", noStorm, "skip the flap-storm runs");
+  app.add_option("--rt-priority", rtPriority, "SCHED_FIFO priority of the detector thread, 0 off")->capture_default_str();
   app.add_flag("--json", asJson, "print JSON instead of the table");
   try {
     app.parse(argc, argv);
@@ -374,7 +378,7 @@ int main(int argc, char** argv) {
       if (storm && noStorm) continue;
       for (const auto& cfg : configs) {
         if (!asJson) std::fprintf(stderr, "  %s %s %s ...\n", nic.c_str(), cfg.name.c_str(), storm ? "flap-storm" : "quiet");
-        results.push_back(measure(lab, nic, cfg, faults, gapUs, storm));
+        results.push_back(measure(lab, nic, cfg, faults, gapUs, storm, rtPriority));
       }
     }
   }

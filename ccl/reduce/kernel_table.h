@@ -1,6 +1,6 @@
 // Internal: one table of kernels per instruction set, filled by the per-ISA translation units.
 // Each ISA unit is compiled with its own -m flags, so it exposes only this table and keeps every
-// helper at internal linkage: an inline function shared across units could otherwise be emitted
+// function at internal linkage: an inline function shared across units could otherwise be emitted
 // with AVX-512 instructions and picked by the linker for the scalar path.
 #pragma once
 

@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> watch;
   int64_t holdDownMs = static_cast<int64_t>(opts.detector.stateMachine.holdDownNs / 1000000);
   bool verbose = false;
+  opts.detector.realtimePriority = 10;
   app.add_option("--socket", opts.socketPath, "unix socket clients connect to")->capture_default_str();
   app.add_option("--group", opts.group, "group allowed to connect besides root (socket mode 0660)");
   app.add_option("--metrics-port", opts.metricsPort, "Prometheus /metrics on 127.0.0.1:PORT; 0 any free port, -1 off")
@@ -34,6 +35,8 @@ int main(int argc, char** argv) {
   app.add_option("--source", source, "auto, bpf or netlink")->capture_default_str();
   app.add_option("--watch", watch, "links watched from the start: [NETNS:]IF");
   app.add_option("--hold-down-ms", holdDownMs, "a link must stay up this long before LinkUp")->capture_default_str();
+  app.add_option("--rt-priority", opts.detector.realtimePriority, "SCHED_FIFO priority of the detector thread, 0 off")
+      ->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "log at INFO level");
   try {
     app.parse(argc, argv);

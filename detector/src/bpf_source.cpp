@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <sched.h>
+#include <thread>
 
 #include "link_detector.skel.h"
 #include "reccl/common/log.h"
@@ -48,8 +50,10 @@ struct Hook {
 constexpr Hook kHooks[] = {
     {"fexit_carrier_off", RECCL_LINK_SRC_FENTRY_CARRIER, nullptr},
     {"fexit_carrier_on", RECCL_LINK_SRC_FENTRY_CARRIER, nullptr},
-    {"rawtp_linkwatch_queue", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
-    {"rawtp_linkwatch_timer", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
+    {"linkwatch_queue", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
+    {"linkwatch_timer", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
+    {"rawtp_linkwatch_queue", RECCL_LINK_SRC_RAWTP_LINKWATCH, "linkwatch_queue"},
+    {"rawtp_linkwatch_timer", RECCL_LINK_SRC_RAWTP_LINKWATCH, "linkwatch_timer"},
     {"tp_qdisc_reset", RECCL_LINK_SRC_TP_QDISC_RESET, nullptr},
     {"rawtp_qdisc_reset", RECCL_LINK_SRC_TP_QDISC_RESET, "tp_qdisc_reset"},
     {"tp_xmit_timeout", RECCL_LINK_SRC_TP_XMIT_TIMEOUT, nullptr},
@@ -95,6 +99,7 @@ Status configure(link_detector* skel, const BpfOptions& o) {
   skel->rodata->degraded_min_interval_ns = o.degradedMinIntervalNs;
   skel->rodata->report_unattributed = o.reportUnattributed ? 1 : 0;
   skel->rodata->report_rdma = o.reportRdma ? 1 : 0;
+  skel->rodata->scan_period_ns = o.scanPeriodNs;
   long page = sysconf(_SC_PAGESIZE);
   if (o.ringBytes < static_cast<uint32_t>(page) || (o.ringBytes & (o.ringBytes - 1)) != 0)
     return Status(Errc::kInvalidArgument,
@@ -110,7 +115,7 @@ std::string precondition(const Hook& h) {
   if (h.source == RECCL_LINK_SRC_RAWTP_LINKWATCH) {
     if (!syms.linkwatchEvent)
       return "linkwatch_event address not readable from /proc/kallsyms (needs root, kptr_restrict)";
-    if (std::strcmp(h.program, "rawtp_linkwatch_timer") == 0 && !syms.delayedWorkTimerFn)
+    if (std::strstr(h.program, "linkwatch_timer") && !syms.delayedWorkTimerFn)
       return "delayed_work_timer_fn address not readable from /proc/kallsyms";
   }
   return {};
@@ -126,8 +131,9 @@ std::string reasonFor(const Hook& h, const char* step, int err) {
   return what;
 }
 
-// Loads and attaches one program alone; "" on success, else why not.
-std::string probeOne(const Hook& h, const BpfOptions& opts) {
+// Loads and attaches one program alone; "" on success, else why not. Programs without an
+// attach point (the "syscall" resolver) are only loaded.
+std::string probeOne(const Hook& h, const BpfOptions& opts, bool attach = true) {
   if (auto pre = precondition(h); !pre.empty()) return pre;
   QuietLibbpf quiet;
   link_detector* skel = link_detector::open();
@@ -148,6 +154,7 @@ std::string probeOne(const Hook& h, const BpfOptions& opts) {
   int err = link_detector::load(skel);
   if (err) {
     reason = reasonFor(h, "load", -err);
+  } else if (!attach) {
   } else if (bpf_link* l = bpf_program__attach(target)) {
     bpf_link__destroy(l);
   } else {
@@ -228,20 +235,31 @@ Result<std::unique_ptr<BpfSource>> BpfSource::open(const BpfOptions& opts, Recor
     return Status(Errc::kUnsupported, "bpf: no link hook loads on this kernel:" + why);
   }
 
+  // The device resolver serves the link-watch hook; without it userspace reads the devices.
+  bool resolver = false;
+  if (src->activeSources().count(RECCL_LINK_SRC_RAWTP_LINKWATCH)) {
+    Hook rh{"resolve_devices", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr};
+    std::string why = probeOne(rh, opts, false);
+    resolver = why.empty();
+    if (!resolver)
+      RECCL_INFO(kLogDetector, "bpf: resolve_devices unavailable (%s): link-watch pairs in userspace", why.c_str());
+  }
+
   src->skel_ = link_detector::open();
   if (!src->skel_) return Status::FromErrno(errno, "bpf: open link_detector skeleton");
   RECCL_TRY(configure(src->skel_, opts));
   bpf_program* p;
   bpf_object__for_each_program(p, src->skel_->obj) {
-    bool active = false;
+    bool active = resolver && std::strcmp(bpf_program__name(p), "resolve_devices") == 0;
     for (const auto& h : src->hooks_)
       if (h.active && h.program == bpf_program__name(p)) active = true;
     bpf_program__set_autoload(p, active);
   }
   if (int err = link_detector::load(src->skel_); err)
     return Status::FromErrno(-err, "bpf: load link_detector");
+  if (resolver) src->resolveFd_ = bpf_program__fd(src->skel_->progs.resolve_devices);
   bpf_object__for_each_program(p, src->skel_->obj) {
-    if (!bpf_program__autoload(p)) continue;
+    if (!bpf_program__autoload(p) || p == src->skel_->progs.resolve_devices) continue;
     bpf_link* l = bpf_program__attach(p);
     if (!l) return Status::FromErrno(errno, std::string("bpf: attach ") + bpf_program__name(p));
     src->links_.push_back(l);
@@ -310,6 +328,46 @@ Status BpfSource::unwatch(LinkKey key) {
   if (bpf_map_delete_elem(bpf_map__fd(skel_->maps.watch), &k) != 0 && errno != ENOENT)
     return Status::FromErrno(errno, "bpf: remove from watch map");
   return Status::Ok();
+}
+
+void BpfSource::setSlotCount(uint32_t n) {
+  __atomic_store_n(&skel_->bss->slot_count, n, __ATOMIC_RELEASE);
+}
+
+Result<uint32_t> BpfSource::resolveDevices(int netnsFd, uint32_t netnsIno) {
+  if (resolveFd_ < 0) return Status(Errc::kUnsupported, "bpf: resolve_devices not loaded");
+  reccl_link_resolve_ctx ctx{netnsIno, 0};
+  int err = 0;
+  int ret = 0;
+  auto run = [&] {
+    LIBBPF_OPTS(bpf_test_run_opts, o, .ctx_in = &ctx, .ctx_size_in = sizeof(ctx));
+    if (bpf_prog_test_run_opts(resolveFd_, &o) != 0) {
+      err = errno;
+      return;
+    }
+    ret = static_cast<int>(o.retval);
+  };
+  if (netnsFd < 0) {
+    run();
+  } else {
+    // The program reads the calling thread's namespace: run it from a thread inside it.
+    std::thread t([&] {
+      if (setns(netnsFd, CLONE_NEWNET) != 0) {
+        err = errno;
+        return;
+      }
+      run();
+    });
+    t.join();
+  }
+  if (err) return Status::FromErrno(err, "bpf: run resolve_devices");
+  if (ret != 0) return Status(Errc::kInternal, "bpf: resolve_devices ran in the wrong namespace");
+  return ctx.resolved;
+}
+
+void BpfSource::forgetDevice(uint32_t slot) {
+  uint64_t zero = 0;
+  bpf_map_update_elem(bpf_map__fd(skel_->maps.slot_dev), &slot, &zero, BPF_ANY);
 }
 
 void BpfSource::setWatchCount(uint32_t n) {

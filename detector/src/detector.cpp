@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -237,6 +239,16 @@ Result<WatchedLink> Detector::addWatch(const WatchSpec& spec) {
   if (bpf_) {
     RECCL_TRY(bpf_->watch(key, slot));
     bpf_->setWatchCount(static_cast<uint32_t>(watches_.size() + 1));
+    uint32_t count = 0;
+    for (uint32_t i = 0; i < slotUsed_.size(); ++i)
+      if (slotUsed_[i] || i == slot) count = i + 1;
+    bpf_->setSlotCount(count);
+    if (bpf_->canResolve()) {
+      auto r = bpf_->resolveDevices(ctx->ns.fd.valid() ? ctx->ns.fd.get() : -1, ctx->ns.ino);
+      if (!r.ok())
+        RECCL_WARN(kLogDetector, "detector: %s (link-watch falls back to userspace reads)",
+                   r.status().message().c_str());
+    }
   }
   if (ctx->rtnl) ctx->rtnl->watch(info.value());
   sm_.addLink(key, info->ifname, healthy, monotonicNs());
@@ -256,6 +268,7 @@ Status Detector::removeWatch(LinkKey key) {
   Watch& w = *it->second;
   if (bpf_) {
     RECCL_TRY(bpf_->unwatch(key));
+    bpf_->forgetDevice(w.info.slot);
     bpf_->setWatchCount(static_cast<uint32_t>(watches_.size() - 1));
   }
   if (w.ctx->rtnl) w.ctx->rtnl->unwatch(key.ifindex);
@@ -377,6 +390,13 @@ void Detector::rearmTimer() {
 }
 
 void Detector::run() {
+  if (opts_.realtimePriority > 0) {
+    sched_param sp{};
+    sp.sched_priority = opts_.realtimePriority;
+    if (int err = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp); err != 0)
+      RECCL_WARN(kLogDetector, "detector: SCHED_FIFO priority %d not set: %s", opts_.realtimePriority,
+                 strerror(err));
+  }
   epoll_event evs[32];
   while (running_.load(std::memory_order_acquire)) {
     int n = epoll_wait(epoll_.get(), evs, 32, -1);

@@ -66,6 +66,8 @@ Status DetectorOptions::validate() const {
   if (mode == SourceMode::kNetlink && !rtnetlink)
     return Status(Errc::kInvalidArgument, "source: netlink mode needs the rtnetlink listener");
   if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");
+  if (realtimePriority < 0 || realtimePriority > 99)
+    return Status(Errc::kInvalidArgument, "realtime-priority: must be 0..99");
   return Status::Ok();
 }
 

@@ -109,6 +109,14 @@ struct reccl_link_slot {
   reccl_link_u64 last_degraded_ns;
 };
 
+/* Context of the "syscall" program resolve_devices (run with BPF_PROG_TEST_RUN by a thread
+ * inside the watched namespace): finds the watched devices of the caller's namespace and
+ * remembers their kernel addresses, so hooks that do not name a device can read them. */
+struct reccl_link_resolve_ctx {
+  reccl_link_u32 netns_ino; /* expected namespace of the calling thread */
+  reccl_link_u32 resolved;  /* out: devices found */
+};
+
 /* Counters in the program's .bss (read through the skeleton). */
 struct reccl_link_counters {
   reccl_link_u64 ringbuf_drops;     /* bpf_ringbuf_reserve failed: ring full */
@@ -120,11 +128,13 @@ struct reccl_link_counters {
 #ifdef __cplusplus
 static_assert(sizeof(reccl_link_event) == 64, "reccl_link_event ABI");
 static_assert(sizeof(reccl_link_key) == 8, "reccl_link_key ABI");
+static_assert(sizeof(reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
 _Static_assert(sizeof(struct reccl_link_key) == 8, "reccl_link_key ABI");
+_Static_assert(sizeof(struct reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
 #endif
 

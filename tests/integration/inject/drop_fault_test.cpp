@@ -8,6 +8,7 @@
 
 #include "inject_test_util.h"
 #include "reccl/inject/fault_session.h"
+#include "reccl/netlink/netns.h"
 #include "testbed_fixture.h"
 #include "udp_traffic.h"
 
@@ -155,6 +156,37 @@ TEST_F(InjectDropTest, ClearRemovesFilterPinsAndQdisc) {
   auto q = testbed().run(0, {"tc", "qdisc", "show", "dev", "rail0"});
   EXPECT_EQ(q.out.find("clsact"), std::string::npos) << q.out;
   EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); }));
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(InjectDropTest, PinsOfAVanishedNamespaceAreSweptByTheNextAttach) {
+  // A namespace with a drop program that dies without `clear` (as after a crashed run).
+  std::string ns = "rij" + std::to_string(::getpid());
+  struct NetnsCleanup {
+    std::string name;
+    ~NetnsCleanup() {
+      if (netlink::netnsExists(name)) (void)netlink::deleteNetns(name);
+      (void)inject::detachFaultDrop(name, "va");
+    }
+  } cleanup{ns};
+  ASSERT_TRUE(netlink::createNetns(ns).ok());
+  {
+    auto nl = netlink::NlSocket::openInNetns(ns);
+    ASSERT_TRUE(nl.ok());
+    ASSERT_TRUE(netlink::createVethPair(*nl, {"va", -1}, {"vb", -1}).ok());
+    ASSERT_TRUE(netlink::setLinkUp(*nl, "va", true).ok());
+  }
+  Status made = inject::injectDrop({ns, "va", Side::kHost}, rule(0.5, inject::kEgress), false).status();
+  EXPECT_TRUE(made.ok()) << made.ToString();
+  EXPECT_TRUE(inject::faultDropPinned(ns, "va"));
+  ASSERT_TRUE(netlink::deleteNetns(ns).ok());
+  ASSERT_TRUE(inject::injectDrop({netns(0), "rail0", Side::kHost}, rule(0.0, inject::kEgress), false).ok());
+  EXPECT_FALSE(inject::faultDropPinned(ns, "va")) << "stale pins survived the sweep";
+  struct stat st {};
+  EXPECT_NE(::stat((std::string(inject::kPinRoot) + "/" + ns).c_str(), &st), 0);
 }
 
 }  // namespace

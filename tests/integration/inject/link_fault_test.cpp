@@ -2,8 +2,12 @@
 // switch port goes down (or a tap loses carrier) and comes back when it is restored.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "inject_test_util.h"
 #include "reccl/inject/fault_session.h"
+#include "reccl/inject/plan_runner.h"
 #include "testbed_fixture.h"
 
 using namespace reccl;
@@ -104,6 +108,42 @@ TEST_F(InjectTapTest, CarrierOffStopsTrafficAndCarrierOnResumes) {
 TEST_F(InjectTapTest, CarrierOnAVethIsRefused) {
   auto st = inject::injectCarrier({netns(0), "mgmt0", Side::kHost}, false, true);
   EXPECT_EQ(st.code(), Errc::kInvalidArgument) << st.ToString();
+}
+
+}  // namespace
+
+namespace {
+
+class InjectTapPlanTest : public TestbedTest<2, 1, testbed::NicKind::kTap> {};
+
+TEST_F(InjectTapPlanTest, CarrierOffWithDurationIsUndoneByThePlan) {
+  ASSERT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); }));
+  inject::FaultPlan plan;
+  inject::PlanAction off;
+  off.kind = inject::ActionKind::kCarrierOff;
+  off.target = {netns(1), "rail0", Side::kHost};
+  off.atMs = 0;
+  off.durationMs = 1500;
+  plan.actions.push_back(off);
+  std::atomic<bool> sawOff{false}, pingFailed{false};
+  std::thread watcher([&] {
+    // While the plan runs: the carrier must go and traffic must stop.
+    sawOff = eventually([&] {
+      auto l = linkInfo(netns(1), "rail0");
+      return l.ok() && !l->carrier;
+    }, std::chrono::milliseconds(1000));
+    if (sawOff) pingFailed = !ping(0, 1, 0, 56, 1);
+  });
+  auto res = inject::runPlan(plan, inject::PlanRunOptions{});
+  watcher.join();
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->failed, 0);
+  ASSERT_EQ(res->records.size(), 2u);
+  EXPECT_TRUE(res->records[1].undo);
+  EXPECT_TRUE(sawOff) << "carrier did not drop during the plan";
+  EXPECT_TRUE(pingFailed) << "traffic crossed a tap without carrier";
+  EXPECT_TRUE(eventually([&] { return linkRunning(netns(1), "rail0"); })) << "carrier not restored";
+  EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); }));
 }
 
 }  // namespace

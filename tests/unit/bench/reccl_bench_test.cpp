@@ -118,3 +118,22 @@ TEST_F(RecclBenchTest, BadArgumentsExitWithUsageAndNameTheArgument) {
 }
 
 }  // namespace
+
+namespace {
+
+// With a shim that corrupts one element of every multi-element float allreduce result, the
+// benchmark must report the wrong elements, print FAILED and exit 1.
+TEST_F(RecclBenchTest, WrongResultsAreCountedAndFailTheRun) {
+  const fs::path json = dir_ / "bad.json";
+  int rc = runOnce({"-t", "2", "-b", "1K", "-e", "1K", "-n", "1", "-w", "0", "--json", json.string()},
+                   {std::string("LD_PRELOAD=") + CORRUPT_SHIM_PATH});
+  EXPECT_EQ(rc, 1) << out();
+  // Element 0 on both ranks, out of place and in place.
+  EXPECT_NE(out().find("# Out of bounds values : 4 FAILED"), std::string::npos) << out();
+  auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["status"], "failed");
+  EXPECT_EQ(j["rows"][0]["out_of_place"]["wrong"], 2);
+  EXPECT_EQ(j["rows"][0]["in_place"]["wrong"], 2);
+}
+
+}  // namespace

@@ -2,6 +2,7 @@
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/magic.h>
 #include <net/if.h>
@@ -13,6 +14,7 @@
 
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "fault_drop.skel.h"
 #include "reccl/common/log.h"
@@ -76,7 +78,7 @@ struct SkelDeleter {
 
 Result<UniqueFd> objGet(const std::string& path) {
   int fd = bpf_obj_get(path.c_str());
-  if (fd < 0) return Status::FromErrno(-fd == 0 ? errno : errno, "open pinned " + path);
+  if (fd < 0) return Status::FromErrno(errno, "open pinned " + path);
   return UniqueFd(fd);
 }
 
@@ -157,6 +159,35 @@ Result<bool> pinsLive(const ResolvedTarget& t, const std::string& dir) {
   RECCL_ASSIGN_OR_RETURN(int ifindex, ifindexIn(t.dev));
   return queryFilterProgId(ifindex, BPF_TC_INGRESS) == ing &&
          queryFilterProgId(ifindex, BPF_TC_EGRESS) == egr;
+}
+
+// Pins of namespaces that are gone (a testbed torn down after a crash, before anyone ran
+// `clear`) would keep their programs and maps loaded forever; every attach sweeps them.
+// Caller holds the PinLock.
+void sweepStalePins() {
+  DIR* root = ::opendir(kPinRoot);
+  if (!root) return;
+  std::vector<std::string> stale;
+  while (dirent* ns = ::readdir(root)) {
+    std::string name = ns->d_name;
+    if (name == "." || name == ".." || name == "_root") continue;
+    if (!netlink::netnsExists(name)) stale.push_back(name);
+  }
+  ::closedir(root);
+  for (const auto& name : stale) {
+    std::string nsDir = std::string(kPinRoot) + "/" + name;
+    DIR* d = ::opendir(nsDir.c_str());
+    if (!d) continue;
+    std::vector<std::string> devs;
+    while (dirent* dev = ::readdir(d)) {
+      std::string devName = dev->d_name;
+      if (devName != "." && devName != "..") devs.push_back(devName);
+    }
+    ::closedir(d);
+    for (const auto& dev : devs) unpinAll(nsDir + "/" + dev);
+    ::rmdir(nsDir.c_str());
+    RECCL_INFO(kLogInject, "removed stale fault_drop pins of vanished netns %s", name.c_str());
+  }
 }
 
 // Caller holds the PinLock.
@@ -249,6 +280,7 @@ Result<FaultDropDevice> FaultDropDevice::openOrAttach(const ResolvedTarget& targ
     RECCL_INFO(kLogInject, "stale fault_drop pins for %s, re-attaching", target.toString().c_str());
     RECCL_TRY(detachLocked(target.netns, target.dev));
   }
+  sweepStalePins();
   RECCL_TRY(attachAndPin(target, dir));
   return open(target);
 }

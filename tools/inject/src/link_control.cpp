@@ -5,42 +5,6 @@
 
 namespace reccl::inject {
 
-FdReaper::~FdReaper() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  pending_.clear();
-}
-
-void FdReaper::close(UniqueFd fd) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    pending_.push_back(std::move(fd));
-    if (!thread_.joinable()) thread_ = std::thread([this] { run(); });
-  }
-  cv_.notify_one();
-}
-
-void FdReaper::run() {
-  std::unique_lock<std::mutex> lk(mu_);
-  for (;;) {
-    cv_.wait(lk, [this] { return stop_ || !pending_.empty(); });
-    std::vector<UniqueFd> batch;
-    batch.swap(pending_);
-    lk.unlock();
-    batch.clear();  // the slow close happens here, off the timing thread
-    lk.lock();
-    if (stop_ && pending_.empty()) return;
-  }
-}
-
-LinkControl::LinkControl(bool deferClose) {
-  if (deferClose) reaper_ = std::make_unique<FdReaper>();
-}
-
 Result<netlink::NlSocket*> LinkControl::socketFor(const std::string& netns) {
   auto it = sockets_.find(netns);
   if (it == sockets_.end()) {
@@ -61,10 +25,10 @@ Status LinkControl::setCarrier(const ResolvedTarget& t, bool on) {
             "carrier-off/on needs a tap nic; " + t.toString() + " is a " +
                 (t.kind.empty() ? std::string("device of unknown kind") : t.kind) +
                 " (use link-down/link-up)"};
-  RECCL_ASSIGN_OR_RETURN(UniqueFd q, netlink::attachTapQueue(t.netns, t.dev));
-  RECCL_TRY(netlink::setTapCarrier(q.get(), on).Wrap(t.toString()));
-  if (reaper_) reaper_->close(std::move(q));
-  return {};
+  // Attach a queue, disable it at once (so it strands no frames), TUNSETCARRIER, close. Closing
+  // off-thread was tried: the close then contends for RTNL with the next action and made plan
+  // timing worse (p99 lateness 24 ms vs 0.4 ms for transitions 5 ms apart).
+  return netlink::setTapCarrier(t.netns, t.dev, on).Wrap(t.toString());
 }
 
 Result<netlink::LinkInfo> LinkControl::query(const ResolvedTarget& t) {

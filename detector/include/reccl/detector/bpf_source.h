@@ -28,6 +28,9 @@ struct BpfOptions {
   uint64_t degradedMinIntervalNs = 1'000'000'000;
   bool reportUnattributed = false;
   bool reportRdma = true;
+  // After each link-watch hook the watched devices are re-read in the kernel this often for
+  // a second (link-watch's blind window); 0 disables.
+  uint64_t scanPeriodNs = 100'000;
 };
 
 struct HookStatus {
@@ -69,6 +72,13 @@ class BpfSource {
   Status watch(LinkKey key, uint32_t slot);
   Status unwatch(LinkKey key);
   void setWatchCount(uint32_t n);
+  void setSlotCount(uint32_t n);  // highest slot in use + 1
+  // Remembers the kernel addresses of the watched devices of one namespace (a thread enters
+  // it and runs the resolve_devices program), so the link-watch hook reads their state in the
+  // kernel. Returns how many were found; kUnsupported without that program.
+  Result<uint32_t> resolveDevices(int netnsFd, uint32_t netnsIno);
+  void forgetDevice(uint32_t slot);
+  bool canResolve() const { return resolveFd_ >= 0; }
 
   // The BPF_F_MMAPABLE array, mapped read-write in this process (programs and the detector
   // both update it with atomics).
@@ -90,6 +100,7 @@ class BpfSource {
   RecordHandler handler_;
   uint64_t consumed_ = 0;
   uint64_t abiRejects_ = 0;
+  int resolveFd_ = -1;
 };
 
 // Address of a kernel symbol from /proc/kallsyms; 0 when absent or hidden (kptr_restrict).

@@ -37,6 +37,10 @@ struct DetectorOptions {
   StateMachineParams stateMachine;
   std::vector<WatchSpec> watch;
   size_t queueLimit = 65536;  // subscriber queue; overflow is counted, never silent
+  // SCHED_FIFO priority of the detector thread (0: normal scheduling). On a loaded host the
+  // wake-up after a kernel event otherwise waits for a CPU for milliseconds. Needs
+  // CAP_SYS_NICE; without it the thread stays at normal priority (logged).
+  int realtimePriority = 0;
 
   // Defaults from RECCL_DETECTOR, RECCL_HOLDDOWN_MS, RECCL_DAMPING_*, RECCL_RETRANS_*.
   static DetectorOptions fromEnv();

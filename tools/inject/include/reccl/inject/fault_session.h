@@ -72,7 +72,7 @@ class FaultSession {
 
   bool force_;
   bool restored_ = false;
-  LinkControl links_{/*deferClose=*/true};
+  LinkControl links_;
   std::map<std::string, ResolvedTarget> resolved_;       // by Target key
   std::map<std::string, ResolvedTarget> clearPeers_;     // host key -> switch port, for clear
   std::map<std::string, LinkSnapshot> linkSnaps_;        // by ResolvedTarget key
