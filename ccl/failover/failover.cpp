@@ -57,19 +57,11 @@ Status Failover::start() {
   bool realNics = false;
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
     realNics |= comm_.myNics_[r].name != "lo";
-  pollNics_ = false;
-  if (det != "none" && realNics) {
-    Status ds = det == "poll" ? Status(Errc::kUnsupported, "RECCL_DETECTOR=poll") : startDetector(det);
-    if (ds.ok()) {
-      detectorName_ = "detector(" + detectorName_ + ")";
-    } else {
-      if (det != "poll" && det != "auto")
-        RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
-                   det.c_str(), ds.message().c_str());
-      pollNics_ = true;
-      detectorName_ = "nic-poll";
-    }
-  }
+  // The detector loads BPF programs (tens to hundreds of ms): the monitor thread starts it, so
+  // communicator set-up does not wait; until it runs, the NIC poll stands in.
+  pollNics_ = det != "none" && realNics;
+  detectorMode_ = pollNics_ && det != "poll" ? det : "";
+  detectorName_ = pollNics_ ? "nic-poll" : "none";
 
   comm_.env_.onPathFailure = [this](const channel::PortId& id, bool isSender, const Status& s) {
     return onPathFailure(id, isSender, s);

@@ -163,6 +163,7 @@ class Failover {
   struct DetectorLink;
   std::unique_ptr<DetectorLink> det_;
   std::string detectorName_ = "none";
+  std::string detectorMode_;        // RECCL_DETECTOR to start on the monitor thread ("" none)
   std::string lastDetectorSource_;  // monitor thread
   Status startDetector(const std::string& mode);
   void drainDetector();

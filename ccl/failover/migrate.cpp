@@ -83,6 +83,14 @@ void Failover::runJob(const Job& j) {
       for (int t : tried) weights[t] = 0;
       if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
       rail = pickRail(railLoads(), weights, -1);
+      if (rail < 0) {
+        // Last resort: a rail declared down here or at the peer may be physically up again while
+        // the detector still holds it down (hold-down, flap damping); better than failing.
+        std::vector<double> any(nrails_, 1.0);
+        for (int t : tried) any[t] = 0;
+        if (j.fromRail >= 0 && j.fromRail < nrails_) any[j.fromRail] = 0;
+        rail = pickRail(railLoads(), any, -1);
+      }
     }
     if (rail < 0) {
       if (failBack) return;  // stay where it is; the next up event tries again

@@ -160,6 +160,16 @@ Failover::~Failover() { stop(); }
 
 void Failover::monitorLoop() {
   int detFd = -1;
+  if (!detectorMode_.empty() && !stop_.load()) {
+    Status ds = startDetector(detectorMode_);
+    if (ds.ok()) {
+      pollNics_ = false;
+      RECCL_INFO(kLogFailover, "rank %d: link detector on (%s)", rank_, detectorName_.c_str());
+    } else if (detectorMode_ != "auto") {
+      RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
+                 detectorMode_.c_str(), ds.message().c_str());
+    }
+  }
 #ifdef RECCL_HAVE_DETECTOR
   if (det_) detFd = det_->det->eventFd();
 #endif

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
@@ -131,11 +132,21 @@ int main() {
   auto t0 = std::chrono::steady_clock::now();
   double runFor = getenv("WORKER_SECONDS") ? atof(getenv("WORKER_SECONDS")) : 0;
   if (runFor > 0) iters = 1 << 30;
+  // WORKER_TIMELINE=1: rank 0 prints each iteration's end (CLOCK_REALTIME ns) and duration, for
+  // stall measurements against an injector's timestamp.
+  bool timeline = getenv("WORKER_TIMELINE") && rank == 0;
   int it = 0;
   for (; it < iters; ++it) {
     std::string c = coll == "all" ? kColls[it % 6] : coll;
+    auto s0 = std::chrono::steady_clock::now();
     int r = runOne(c, comm, rank, n, count, it, in, out, want);
     if (r != 0) return r;
+    if (timeline) {
+      timespec ts;
+      clock_gettime(CLOCK_REALTIME, &ts);
+      printf("iter %d end_ns %lld dur_us %.0f\n", it, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec,
+             std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count() * 1e6);
+    }
     if (runFor > 0) {
       int32_t stop = rank == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > runFor;
       rc = recclAllReduce(&stop, &stop, 1, recclInt32, recclMax, comm, nullptr);
