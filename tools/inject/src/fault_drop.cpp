@@ -93,6 +93,12 @@ void unpinAll(const std::string& dir) {
   // Remove the namespace directory too once its last device is gone.
   std::string parent = dir.substr(0, dir.rfind('/'));
   if (parent != kPinRoot) ::rmdir(parent.c_str());
+  // And the pin root with its parent once nothing is pinned at all, so a host without injected
+  // faults carries no reccl folder in the BPF filesystem (rmdir fails harmlessly while in use).
+  if (::rmdir(kPinRoot) == 0) {
+    std::string top(kPinRoot);
+    ::rmdir(top.substr(0, top.rfind('/')).c_str());
+  }
 }
 
 bpf_tc_hook makeHook(int ifindex, bpf_tc_attach_point point) {
