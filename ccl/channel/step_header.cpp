@@ -1,26 +1,10 @@
 #include "channel/step_header.h"
 
-#include <bit>
 #include <cstring>
 
+#include "channel/wire_bytes.h"
+
 namespace reccl::channel {
-namespace {
-
-static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
-
-template <typename T>
-void put(std::byte* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T get(const std::byte* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
-
-}  // namespace
-
 const char* collKindName(CollKind k) noexcept {
   switch (k) {
     case CollKind::kNone: return "none";

@@ -1,23 +1,14 @@
 #include "core/wire.h"
 
-#include <bit>
 #include <cstring>
+
+#include "channel/wire_bytes.h"
 
 namespace reccl::core {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
-
-template <typename T>
-void put(std::byte* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T get(const std::byte* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
+using channel::get;
+using channel::put;
 
 Status bad(const std::string& what) { return Status(Errc::kProtocol, what); }
 

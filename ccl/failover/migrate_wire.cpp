@@ -1,24 +1,16 @@
 #include "failover/migrate_wire.h"
 
-#include <bit>
 #include <cstring>
 #include <string>
+
+#include "channel/wire_bytes.h"
 
 namespace reccl::failover {
 namespace {
 
-static_assert(std::endian::native == std::endian::little, "wire format is little-endian");
+using channel::get;
+using channel::put;
 
-template <typename T>
-void put(std::byte* p, size_t off, T v) {
-  std::memcpy(p + off, &v, sizeof(T));
-}
-template <typename T>
-T get(const std::byte* p, size_t off) {
-  T v;
-  std::memcpy(&v, p + off, sizeof(T));
-  return v;
-}
 Status bad(const std::string& what) { return Status(Errc::kProtocol, "migration " + what); }
 
 }  // namespace
