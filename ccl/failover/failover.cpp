@@ -8,6 +8,7 @@
 
 #include "core/comm.h"
 #include "failover/rebalance.h"
+#include "failover/source_choice.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
 
@@ -20,6 +21,7 @@ const char* faultSourceName(FaultSource s) noexcept {
     case FaultSource::kSocketError: return "socket-error";
     case FaultSource::kStall: return "stall";
     case FaultSource::kPeer: return "peer";
+    case FaultSource::kDaemon: return "daemon";
   }
   return "?";
 }
@@ -59,6 +61,7 @@ Status Failover::start() {
     realNics |= comm_.myNics_[r].name != "lo";
   // The detector loads BPF programs (tens to hundreds of ms): the monitor thread starts it, so
   // communicator set-up does not wait; until it runs, the NIC poll stands in.
+  RECCL_TRY(planSources(det, realNics).status());  // refuse an unknown RECCL_DETECTOR here, at init
   pollNics_ = det != "none" && realNics;
   detectorMode_ = pollNics_ && det != "poll" ? det : "";
   detectorName_ = pollNics_ ? "nic-poll" : "none";
@@ -91,6 +94,7 @@ void Failover::stop() {
   if (monitor_.joinable()) monitor_.join();
   if (migrator_.joinable()) migrator_.join();
   if (acceptor_.joinable()) acceptor_.join();
+  stopSources();
   stopDetector();
   if (ifSock_ >= 0) close(ifSock_);
   ifSock_ = -1;

@@ -46,7 +46,7 @@ namespace reccl::failover {
 inline constexpr int kMaxRails = 64;
 
 // Where a fault was first seen.
-enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer };
+enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer, kDaemon };
 const char* faultSourceName(FaultSource s) noexcept;
 
 class Failover {
@@ -166,7 +166,21 @@ class Failover {
   std::string detectorMode_;        // RECCL_DETECTOR to start on the monitor thread ("" none)
   std::string lastDetectorSource_;  // monitor thread
   Status startDetector(const std::string& mode);
+  Result<std::unique_ptr<DetectorLink>> makeDetector(const std::string& mode, std::string* names);
   void drainDetector();
+  int detectorFd() const;
+  // Source choice, the node daemon as a source, fallback and reconnection (fault_sources.cpp).
+  struct Sources;
+  struct SourcesDeleter {
+    void operator()(Sources* s) const noexcept;
+  };
+  std::unique_ptr<Sources, SourcesDeleter> src_;
+  void startSources();
+  void tickSources(uint64_t nowNs, short daemonRevents);
+  int daemonFd() const;
+  void stopSources() noexcept;
+  // Makes this rank's rail state agree with a source that just took over (rail -> usable).
+  void reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why);
 
   std::mutex connsMu_;
   std::map<ConnId, std::shared_ptr<Conn>> conns_;
