@@ -179,6 +179,7 @@ class Failover {
   void tickSources(uint64_t nowNs, short daemonRevents);
   int daemonFd() const;
   void stopSources() noexcept;
+  void startInProcessAsync();  // loads the in-process detector off the monitor thread
   // Makes this rank's rail state agree with a source that just took over (rail -> usable).
   void reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why);
 

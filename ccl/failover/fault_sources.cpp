@@ -50,6 +50,23 @@ void Failover::SourcesDeleter::operator()(Sources* s) const noexcept {
   delete s;
 }
 
+void Failover::startInProcessAsync() {
+  Sources& s = *src_;
+  if (s.starter.joinable()) return;
+  std::string mode = s.plan.inProcessMode;
+  s.starter = std::thread([this, &s, mode] {
+    std::string names;
+    auto link = makeDetector(mode, &names);
+    std::lock_guard lk(s.mu);
+    if (link.ok())
+      s.started = std::move(link).value();
+    else
+      s.startErr = link.status();
+    s.startedNames = names;
+    s.startDone = true;
+  });
+}
+
 int Failover::daemonFd() const { return src_ && src_->daemon ? src_->daemon->fd() : -1; }
 
 void Failover::reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why) {
@@ -108,18 +125,15 @@ void Failover::startSources() {
                      rank_, s.socketPath.c_str(), s.timeoutMs, d.status().message().c_str());
         break;
       }
-      case SourceKind::kInProcess: {
-        Status ds = startDetector(s.plan.inProcessMode);
-        if (ds.ok()) {
-          pollNics_ = false;
-          RECCL_INFO(kLogFailover, "rank %d: fault source: in-process detector (%s)", rank_, detectorName_.c_str());
-          return;
-        }
-        if (s.mode != "auto")
-          RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
-                     s.mode.c_str(), ds.message().c_str());
-        break;
-      }
+      case SourceKind::kInProcess:
+        // Loading BPF takes 100s of ms, seconds on a busy host: the NIC poll watches meanwhile
+        // and the monitor keeps running (stall check included); tickSources adopts the detector.
+        pollNics_ = true;
+        detectorName_ = "nic-poll";
+        startInProcessAsync();
+        RECCL_INFO(kLogFailover, "rank %d: fault source: nic-poll while the in-process detector (%s) starts", rank_,
+                   s.plan.inProcessMode.c_str());
+        return;
       case SourceKind::kPoll:
         pollNics_ = true;
         detectorName_ = "nic-poll";
@@ -168,24 +182,11 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
       bool inProcess = std::find(s.plan.order.begin(), s.plan.order.end(), SourceKind::kInProcess) != s.plan.order.end();
       RECCL_WARN(kLogFailover, "rank %d: reccl-detectord lost (%s); fault source: nic-poll%s, retrying the daemon", rank_,
                  st.message().c_str(), inProcess && !det_ ? " while the in-process detector starts" : "");
-      if (inProcess && !det_ && !s.starter.joinable()) {
-        std::string mode = s.plan.inProcessMode;
-        s.starter = std::thread([this, &s, mode] {
-          std::string names;
-          auto link = makeDetector(mode, &names);
-          std::lock_guard lk(s.mu);
-          if (link.ok())
-            s.started = std::move(link).value();
-          else
-            s.startErr = link.status();
-          s.startedNames = names;
-          s.startDone = true;
-        });
-      }
+      if (inProcess && !det_) startInProcessAsync();
     }
   }
 
-  // 2. An in-process detector started after the daemon was lost: adopt it unless the daemon is back.
+  // 2. An in-process detector loaded off the monitor thread: adopt it unless the daemon is back.
   if (s.starter.joinable()) {
     bool done;
     {
@@ -199,8 +200,11 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
         det_ = std::move(s.started);
         detectorName_ = s.startedNames;
         s.pollDraining = true;
-        RECCL_WARN(kLogFailover, "rank %d: fault source: in-process detector (%s) after losing reccl-detectord", rank_,
-                   detectorName_.c_str());
+        if (s.daemonEver)
+          RECCL_WARN(kLogFailover, "rank %d: fault source: in-process detector (%s) after losing reccl-detectord",
+                     rank_, detectorName_.c_str());
+        else
+          RECCL_INFO(kLogFailover, "rank %d: fault source: in-process detector (%s)", rank_, detectorName_.c_str());
 #ifdef RECCL_HAVE_DETECTOR
         std::vector<std::pair<int, bool>> states;
         for (const auto& l : det_->det->status().links)
@@ -209,8 +213,13 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
         reconcileRails(states, FaultSource::kDetector, "status");
 #endif
       } else if (!s.started) {
-        RECCL_WARN(kLogFailover, "rank %d: in-process detector unavailable (%s); fault source stays nic-poll", rank_,
-                   s.startErr.message().c_str());
+        // auto falls through to the poll quietly, as planned; an explicit mode or a lost daemon warns.
+        if (s.mode != "auto" || s.daemonEver)
+          RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s: in-process detector unavailable (%s); fault source stays nic-poll",
+                     rank_, s.mode.c_str(), s.startErr.message().c_str());
+        else
+          RECCL_INFO(kLogFailover, "rank %d: in-process detector unavailable (%s); fault source: nic-poll", rank_,
+                     s.startErr.message().c_str());
       }
       s.started.reset();
     }
