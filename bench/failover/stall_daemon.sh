@@ -1,13 +1,15 @@
 #!/bin/sh
 # Stall per last-hop fault with the node daemon reccl-detectord as the fault source, against the
 # in-process BPF detector, runs interleaved (daemon, bpf, daemon, ...) so both see the same load.
-# 2 hosts x 2 rails testbed (root); each run: allreduce loop (COUNT floats) on 2 ranks, after
-# 1.5 s the switch port of host 0 rail 0 goes down. Stall = slowest iteration ending within 3 s of
+# 2 hosts x 2 rails testbed (root); each run: allreduce loop (COUNT floats) on 2 ranks, FAULT_AT
+# seconds (env, 1.5) after the job starts the switch port of host 0 rail 0 goes down (the
+# in-process detector loads BPF after start, seconds on a busy host: FAULT_AT=4 compares the
+# sources once both run; 1.5 shows the start-up window the daemon removes). Stall = slowest iteration ending within 3 s of
 # the fault minus the median iteration (as bench/failover/stall.sh); fault-to-switch = the
 # initiating rank's logged first signal -> new path committed, per connection.
 # Usage: bench/failover/stall_daemon.sh BUILD_DIR [RUNS] [COUNT]
 set -eu
-B=${1:?build dir}; RUNS=${2:-5}; COUNT=${3:-262144}
+B=${1:?build dir}; RUNS=${2:-5}; COUNT=${3:-262144}; FAULT_AT=${FAULT_AT:-1.5}
 R="$B/bin/reccl"; W="$B/bin/failover_worker"; D="$B/bin/reccl-detectord"
 NAME=fd$$
 SOCK=/tmp/reccl-stalld-$$.sock
@@ -27,10 +29,10 @@ for k in $(seq 1 "$RUNS"); do
   for SRC in daemon bpf; do
     OUT=$(mktemp)
     "$R" testbed run --name "$NAME" --timeout 60 -- /usr/bin/env RECCL_DETECTOR=$SRC RECCL_DETECTORD_SOCKET="$SOCK" \
-      RECCL_STALL_TIMEOUT_MS=200 RECCL_TIMEOUT_MS=30000 WORKER_TIMELINE=1 WORKER_SECONDS=3.5 WORKER_COUNT=$COUNT \
+      RECCL_STALL_TIMEOUT_MS=200 RECCL_TIMEOUT_MS=30000 WORKER_TIMELINE=1 WORKER_SECONDS=$(awk "BEGIN{print $FAULT_AT + 2}") WORKER_COUNT=$COUNT \
       "$W" >"$OUT" 2>&1 &
     PID=$!
-    sleep 1.5
+    sleep "$FAULT_AT"
     T=$(date +%s%N)
     ip -n "$NAME-fab" link set h0r0 down
     wait $PID || echo "run failed: $(tail -3 "$OUT")"
