@@ -63,7 +63,6 @@ Status Failover::start() {
   // communicator set-up does not wait; until it runs, the NIC poll stands in.
   RECCL_TRY(planSources(det, realNics).status());  // refuse an unknown RECCL_DETECTOR here, at init
   pollNics_ = det != "none" && realNics;
-  detectorMode_ = pollNics_ && det != "poll" ? det : "";
   detectorName_ = pollNics_ ? "nic-poll" : "none";
 
   comm_.env_.onPathFailure = [this](const channel::PortId& id, bool isSender, const Status& s) {

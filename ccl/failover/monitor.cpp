@@ -106,13 +106,6 @@ Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std
   return link;
 }
 
-Status Failover::startDetector(const std::string& mode) {
-  std::string names;
-  RECCL_ASSIGN_OR_RETURN(det_, makeDetector(mode, &names));
-  detectorName_ = names;
-  return Status::Ok();
-}
-
 int Failover::detectorFd() const { return det_ && det_->det ? det_->det->eventFd() : -1; }
 
 void Failover::stopDetector() noexcept {
@@ -139,9 +132,6 @@ void Failover::drainDetector() {
 }
 #else
 Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std::string&, std::string*) {
-  return Status(Errc::kUnsupported, "built without the link detector");
-}
-Status Failover::startDetector(const std::string&) {
   return Status(Errc::kUnsupported, "built without the link detector");
 }
 int Failover::detectorFd() const { return -1; }

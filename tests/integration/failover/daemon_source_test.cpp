@@ -258,7 +258,7 @@ TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
 // between is caught by a fallback source (NIC poll, or the in-process detector once it runs),
 // then the ranks take the daemon back and it catches the next fault.
 TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
-  Job j(testbed().name(), env("auto", "WORKER_SECONDS=20 WORKER_COUNT=262144"), 150);
+  Job j(testbed().name(), env("auto", "WORKER_SECONDS=35 WORKER_COUNT=262144"), 150);
   ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
   ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   ASSERT_TRUE(daemon_.stop(SIGTERM, 5000));
@@ -270,7 +270,7 @@ TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
   ASSERT_TRUE(j.waitFor("rank 1: rail 1 \\(rail1\\) up again", 1, 5s)) << j.text();
   std::string err = daemon_.start();
   ASSERT_EQ(err, "");
-  ASSERT_TRUE(j.waitFor(std::string(kOnDaemon) + ".* again", 2, 5s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitFor(std::string(kOnDaemon) + ".* again", 2, 10s)) << j.text() << daemon_.log();
   std::this_thread::sleep_for(300ms);
   link(false, 0, 0, true);
   ASSERT_TRUE(j.waitFor("rank 0: rail 0 \\(rail0\\) down \\(source daemon ", 1, 5s)) << j.text() << daemon_.log();
