@@ -8,6 +8,7 @@
 
 #include "core/comm.h"
 #include "failover/rebalance.h"
+#include "failover/source_choice.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
 
@@ -20,6 +21,7 @@ const char* faultSourceName(FaultSource s) noexcept {
     case FaultSource::kSocketError: return "socket-error";
     case FaultSource::kStall: return "stall";
     case FaultSource::kPeer: return "peer";
+    case FaultSource::kDaemon: return "daemon";
   }
   return "?";
 }
@@ -59,8 +61,8 @@ Status Failover::start() {
     realNics |= comm_.myNics_[r].name != "lo";
   // The detector loads BPF programs (tens to hundreds of ms): the monitor thread starts it, so
   // communicator set-up does not wait; until it runs, the NIC poll stands in.
+  RECCL_TRY(planSources(det, realNics).status());  // refuse an unknown RECCL_DETECTOR here, at init
   pollNics_ = det != "none" && realNics;
-  detectorMode_ = pollNics_ && det != "poll" ? det : "";
   detectorName_ = pollNics_ ? "nic-poll" : "none";
 
   comm_.env_.onPathFailure = [this](const channel::PortId& id, bool isSender, const Status& s) {
@@ -91,6 +93,7 @@ void Failover::stop() {
   if (monitor_.joinable()) monitor_.join();
   if (migrator_.joinable()) migrator_.join();
   if (acceptor_.joinable()) acceptor_.join();
+  stopSources();
   stopDetector();
   if (ifSock_ >= 0) close(ifSock_);
   ifSock_ = -1;

@@ -3,8 +3,9 @@
 // TCP connection on a failed rail to a healthy one without the algorithms noticing.
 //
 // Monitor (monitor.cpp): rail health as an atomic bit mask + per-rail epochs (one load for the
-// data path); sources: the local NICs' IFF_UP|IFF_RUNNING polled every RECCL_FAILOVER_POLL_MS
-// (an ioctl, no privileges), path failures from the transports (PortEnv::onPathFailure), and
+// data path); sources: the link detector (the node daemon reccl-detectord, or in process;
+// chosen and kept alive in fault_sources.cpp), else the local NICs' IFF_UP|IFF_RUNNING polled
+// every RECCL_FAILOVER_POLL_MS (an ioctl, no privileges), path failures from the transports (PortEnv::onPathFailure), and
 // TCP_INFO on every data socket: unacknowledged data or keepalive probes with no ACK for
 // RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end.
 //
@@ -46,7 +47,7 @@ namespace reccl::failover {
 inline constexpr int kMaxRails = 64;
 
 // Where a fault was first seen.
-enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer };
+enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer, kDaemon };
 const char* faultSourceName(FaultSource s) noexcept;
 
 class Failover {
@@ -163,10 +164,23 @@ class Failover {
   struct DetectorLink;
   std::unique_ptr<DetectorLink> det_;
   std::string detectorName_ = "none";
-  std::string detectorMode_;        // RECCL_DETECTOR to start on the monitor thread ("" none)
   std::string lastDetectorSource_;  // monitor thread
-  Status startDetector(const std::string& mode);
+  Result<std::unique_ptr<DetectorLink>> makeDetector(const std::string& mode, std::string* names);
   void drainDetector();
+  int detectorFd() const;
+  // Source choice, the node daemon as a source, fallback and reconnection (fault_sources.cpp).
+  struct Sources;
+  struct SourcesDeleter {
+    void operator()(Sources* s) const noexcept;
+  };
+  std::unique_ptr<Sources, SourcesDeleter> src_;
+  void startSources();
+  void tickSources(uint64_t nowNs, short daemonRevents);
+  int daemonFd() const;
+  void stopSources() noexcept;
+  void startInProcessAsync();  // loads the in-process detector off the monitor thread
+  // Makes this rank's rail state agree with a source that just took over (rail -> usable).
+  void reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why);
 
   std::mutex connsMu_;
   std::map<ConnId, std::shared_ptr<Conn>> conns_;

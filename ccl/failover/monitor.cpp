@@ -14,11 +14,7 @@
 #include "reccl/common/log.h"
 #include "transport/socket_paths.h"
 
-#ifdef RECCL_HAVE_DETECTOR
-#include <map>
-
-#include "reccl/detector/detector.h"
-#endif
+#include "failover/detector_link.h"
 
 namespace reccl::failover {
 namespace {
@@ -93,21 +89,10 @@ void Failover::armSocket(int fd) const {
 }
 
 #ifdef RECCL_HAVE_DETECTOR
-struct Failover::DetectorLink {
-  std::unique_ptr<detector::Detector> det;
-  std::map<std::string, int> railOf;  // ifname -> rail
-};
 
-Status Failover::startDetector(const std::string& mode) {
+Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std::string& mode, std::string* names) {
   auto opts = detector::DetectorOptions::fromEnv();
-  if (mode == "daemon") {
-    // The node daemon needs a watch in this rank's namespace; until that is wired, the
-    // in-process detector does the same work.
-    RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=daemon: using the in-process detector", rank_);
-    opts.mode = detector::SourceMode::kAuto;
-  } else {
-    RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
-  }
+  RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
   auto link = std::make_unique<DetectorLink>();
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
     if (comm_.myNics_[r].name == "lo") continue;
@@ -116,12 +101,12 @@ Status Failover::startDetector(const std::string& mode) {
   }
   RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
   RECCL_TRY(link->det->start());
-  std::string names;
-  for (auto s : link->det->activeSources()) names += std::string(names.empty() ? "" : ",") + detector::sourceName(s);
-  detectorName_ = names;
-  det_ = std::move(link);
-  return Status::Ok();
+  names->clear();
+  for (auto s : link->det->activeSources()) *names += std::string(names->empty() ? "" : ",") + detector::sourceName(s);
+  return link;
 }
+
+int Failover::detectorFd() const { return det_ && det_->det ? det_->det->eventFd() : -1; }
 
 void Failover::stopDetector() noexcept {
   if (det_ && det_->det) det_->det->stop();
@@ -146,10 +131,10 @@ void Failover::drainDetector() {
   }
 }
 #else
-struct Failover::DetectorLink {};
-Status Failover::startDetector(const std::string&) {
+Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std::string&, std::string*) {
   return Status(Errc::kUnsupported, "built without the link detector");
 }
+int Failover::detectorFd() const { return -1; }
 void Failover::stopDetector() noexcept {}
 void Failover::drainDetector() {}
 #endif
@@ -159,28 +144,18 @@ Failover::Failover(core::Comm& comm) : comm_(comm) {}
 Failover::~Failover() { stop(); }
 
 void Failover::monitorLoop() {
-  int detFd = -1;
-  if (!detectorMode_.empty() && !stop_.load()) {
-    Status ds = startDetector(detectorMode_);
-    if (ds.ok()) {
-      pollNics_ = false;
-      RECCL_INFO(kLogFailover, "rank %d: link detector on (%s)", rank_, detectorName_.c_str());
-    } else if (detectorMode_ != "auto") {
-      RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
-                 detectorMode_.c_str(), ds.message().c_str());
-    }
-  }
-#ifdef RECCL_HAVE_DETECTOR
-  if (det_) detFd = det_->det->eventFd();
-#endif
+  // The node daemon, the in-process detector or the NIC poll, as RECCL_DETECTOR asks and the
+  // host allows (fault_sources.cpp); tickSources keeps that choice alive (fallback, reconnect).
+  startSources();
   while (!stop_.load()) {
-    pollfd pf[2] = {{wakeFd_, POLLIN, 0}, {detFd, POLLIN, 0}};
-    int rc = ::poll(pf, detFd >= 0 ? 2 : 1, static_cast<int>(pollMs_));
+    pollfd pf[3] = {{wakeFd_, POLLIN, 0}, {detectorFd(), POLLIN, 0}, {daemonFd(), POLLIN, 0}};
+    int rc = ::poll(pf, 3, static_cast<int>(pollMs_));  // fd -1 entries are ignored
     if (stop_.load()) break;
     if (broken()) continue;
-    if (rc > 0 && detFd >= 0 && (pf[1].revents & POLLIN)) drainDetector();
+    if (rc > 0 && (pf[1].revents & POLLIN)) drainDetector();
     refreshConns();
     uint64_t now = monoNs();
+    tickSources(now, rc > 0 ? pf[2].revents : 0);
     if (pollNics_) pollNics(now);
     scanStalls(now);
   }
@@ -242,8 +217,8 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
-             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector ? " " : "",
-             src == FaultSource::kDetector ? lastDetectorSource_.c_str() : "");
+             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector || src == FaultSource::kDaemon ? " " : "",
+             src == FaultSource::kDetector || src == FaultSource::kDaemon ? lastDetectorSource_.c_str() : "");
   for (auto& c : snapshot()) {
     if (c->rail.load() != rail) continue;
     Job j;

@@ -1,5 +1,6 @@
 #include "reccl/detector/detector_client.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -27,7 +28,9 @@ Result<std::unique_ptr<DetectorClient>> DetectorClient::connect(const std::strin
   if (path.empty() || path.size() >= sizeof(addr.sun_path))
     return Status(Errc::kInvalidArgument, "socket: bad daemon socket path '" + path + "'");
   std::memcpy(addr.sun_path, path.c_str(), path.size());
-  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  // Non-blocking connect: a daemon that stopped accepting (its backlog full) must not hang the
+  // caller; a unix-socket connect completes at once or fails with EAGAIN.
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return Status::FromErrno(errno, "detectord: socket");
   std::unique_ptr<DetectorClient> c(new DetectorClient());
   c->sock_.reset(fd);
@@ -36,8 +39,12 @@ Result<std::unique_ptr<DetectorClient>> DetectorClient::connect(const std::strin
     int err = errno;
     if (err == ENOENT || err == ECONNREFUSED)
       return Status(Errc::kNotFound, "detectord: no daemon listening on " + path);
+    if (err == EAGAIN || err == EWOULDBLOCK)
+      return Status(Errc::kTimeout, "detectord: daemon on " + path + " is not accepting connections");
     return Status::FromErrno(err, "detectord: connect " + path);
   }
+  int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return Status::FromErrno(errno, "detectord: fcntl");
   RECCL_ASSIGN_OR_RETURN(c->hello_, c->request(json{{"op", "hello"}, {"version", kDaemonProtocolVersion}}.dump(), "hello"));
   json h = json::parse(c->hello_, nullptr, false);
   if (h.is_discarded() || h.value("version", 0) != kDaemonProtocolVersion)

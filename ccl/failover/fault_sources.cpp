@@ -1,0 +1,263 @@
+// The monitor's choice of fault source and its upkeep: the node daemon if one answers, else the
+// in-process detector, else the NIC poll (planSources gives the order for RECCL_DETECTOR). When
+// the daemon goes away the NIC poll takes over at once (no fault is missed while the next source
+// starts), the in-process detector starts off the monitor thread where the plan has it, and the
+// daemon is tried again with a growing period; once it answers it is the source again.
+#include <algorithm>
+#include <mutex>
+#include <thread>
+
+#include "core/comm.h"
+#include "failover/daemon_source.h"
+#include "failover/detector_link.h"
+#include "failover/failover.h"
+#include "failover/source_choice.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+
+namespace reccl::failover {
+namespace {
+constexpr int64_t kDaemonRetryMinMs = 1000;
+constexpr int64_t kDaemonRetryMaxMs = 30000;
+}  // namespace
+
+struct Failover::Sources {
+  SourcePlan plan;
+  std::string mode;  // RECCL_DETECTOR as given
+  std::string socketPath;
+  int timeoutMs = 200;
+  std::vector<RailNic> nics;
+  std::unique_ptr<DaemonSource> daemon;
+  bool daemonEver = false;      // connected once: a later connect is a reconnect
+  int64_t retryMs = kDaemonRetryMinMs;
+  uint64_t nextDaemonTryNs = 0;
+  // The NIC poll still owns rails it declared down when another source took over; it brings
+  // them back after its hold-down, then stops.
+  bool pollDraining = false;
+  // The in-process detector, started off the monitor thread after the daemon is lost: loading
+  // BPF takes 100s of ms, during which the NIC poll covers.
+  std::thread starter;
+  std::mutex mu;
+  bool startDone = false;  // under mu
+  std::unique_ptr<DetectorLink> started;
+  std::string startedNames;
+  Status startErr;
+};
+
+void Failover::SourcesDeleter::operator()(Sources* s) const noexcept {
+  if (s->starter.joinable()) s->starter.join();
+  delete s;
+}
+
+void Failover::startInProcessAsync() {
+  Sources& s = *src_;
+  if (s.starter.joinable()) return;
+  std::string mode = s.plan.inProcessMode;
+  s.starter = std::thread([this, &s, mode] {
+    std::string names;
+    auto link = makeDetector(mode, &names);
+    std::lock_guard lk(s.mu);
+    if (link.ok())
+      s.started = std::move(link).value();
+    else
+      s.startErr = link.status();
+    s.startedNames = names;
+    s.startDone = true;
+  });
+}
+
+int Failover::daemonFd() const { return src_ && src_->daemon ? src_->daemon->fd() : -1; }
+
+void Failover::reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why) {
+  for (auto [rail, up] : states) {
+    if (rail < 0 || rail >= nrails_) continue;
+    if (!up && railUp(rail)) {
+      lastDetectorSource_ = why;
+      railDown(rail, src, monotonicNs());
+    } else if (up && !railUp(rail) && !(pollNics_ && nicDown_[rail])) {
+      // The new source has the rail up (after its hold-down, if it saw the fault); a rail the
+      // NIC poll holds down comes back through the poll's own hold-down.
+      railBackUp(rail, monotonicNs());
+    }
+  }
+}
+
+void Failover::startSources() {
+  auto src = std::unique_ptr<Sources, SourcesDeleter>(new Sources());
+  src->mode = params::Detector();
+  src->socketPath = params::DetectordSocket();
+  src->timeoutMs = static_cast<int>(std::clamp<int64_t>(params::DetectordTimeoutMs(), 1, 60000));
+  bool realNics = false;
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
+    if (comm_.myNics_[r].name != "lo") {
+      src->nics.push_back(RailNic{r, comm_.myNics_[r].name});
+      realNics = true;
+    }
+  auto plan = planSources(src->mode, realNics);
+  if (!plan.ok()) {  // start() refused it already; be safe
+    pollNics_ = false;
+    return;
+  }
+  src->plan = std::move(plan).value();
+  src_ = std::move(src);
+  Sources& s = *src_;
+  for (SourceKind k : s.plan.order) {
+    if (stop_.load()) return;
+    switch (k) {
+      case SourceKind::kDaemon: {
+        auto d = DaemonSource::open(s.socketPath, s.nics, s.timeoutMs);
+        if (d.ok()) {
+          s.daemon = std::move(d).value();
+          s.daemonEver = true;
+          pollNics_ = false;
+          detectorName_ = "daemon(" + s.daemon->sources() + ")";
+          if (auto st = s.daemon->railStates(); st.ok()) reconcileRails(st.value(), FaultSource::kDaemon, "status");
+          RECCL_INFO(kLogFailover, "rank %d: fault source: daemon reccl-detectord on %s (%s; link-state %s)", rank_,
+                     s.socketPath.c_str(), s.daemon->sources().c_str(), s.daemon->mapped() ? "mapped" : "not mapped");
+          return;
+        }
+        s.nextDaemonTryNs = monotonicNs() + static_cast<uint64_t>(s.retryMs) * 1000000ull;
+        if (s.mode == "daemon")
+          RECCL_WARN(kLogFailover,
+                     "rank %d: RECCL_DETECTOR=daemon: reccl-detectord on %s did not answer within %d ms (%s); "
+                     "fault source: nic-poll until it does",
+                     rank_, s.socketPath.c_str(), s.timeoutMs, d.status().message().c_str());
+        break;
+      }
+      case SourceKind::kInProcess:
+        // Loading BPF takes 100s of ms, seconds on a busy host: the NIC poll watches meanwhile
+        // and the monitor keeps running (stall check included); tickSources adopts the detector.
+        pollNics_ = true;
+        detectorName_ = "nic-poll";
+        startInProcessAsync();
+        RECCL_INFO(kLogFailover, "rank %d: fault source: nic-poll while the in-process detector (%s) starts", rank_,
+                   s.plan.inProcessMode.c_str());
+        return;
+      case SourceKind::kPoll:
+        pollNics_ = true;
+        detectorName_ = "nic-poll";
+        RECCL_INFO(kLogFailover, "rank %d: fault source: nic-poll every %lld ms", rank_,
+                   static_cast<long long>(pollMs_));
+        return;
+      case SourceKind::kNone:
+        pollNics_ = false;
+        detectorName_ = "none";
+        RECCL_INFO(kLogFailover, "rank %d: fault source: in-band only (socket errors, stall check)", rank_);
+        return;
+    }
+  }
+}
+
+void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
+  if (!src_) return;
+  Sources& s = *src_;
+
+  // 1. The daemon: its events, then one load per rail of its link-state array.
+  if (s.daemon) {
+    std::vector<RailSignal> sig;
+    Status st = daemonRevents ? s.daemon->receive(&sig) : Status::Ok();
+    s.daemon->checkLinkState(&sig);
+    for (const auto& g : sig) {
+      if (g.rail < 0 || g.rail >= nrails_) continue;
+      lastDetectorSource_ = g.source;
+      if (g.kind == RailSignal::Kind::kUp)
+        railBackUp(g.rail, g.signalNs);
+      else  // a gray failure is routed around like a dead link
+        railDown(g.rail, FaultSource::kDaemon, g.signalNs);
+    }
+    if (!st.ok()) {
+      s.daemon.reset();
+      // The NIC poll at once, from the rail state as it stands: rails down stay down until the
+      // poll has seen them up for the hold-down.
+      for (int r = 0; r < nrails_; ++r) {
+        nicDown_[r] = !railUp(r);
+        nicUpSinceNs_[r] = 0;
+      }
+      pollNics_ = true;
+      s.pollDraining = false;
+      detectorName_ = "nic-poll";
+      s.retryMs = kDaemonRetryMinMs;
+      s.nextDaemonTryNs = nowNs + static_cast<uint64_t>(s.retryMs) * 1000000ull;
+      bool inProcess = std::find(s.plan.order.begin(), s.plan.order.end(), SourceKind::kInProcess) != s.plan.order.end();
+      RECCL_WARN(kLogFailover, "rank %d: reccl-detectord lost (%s); fault source: nic-poll%s, retrying the daemon", rank_,
+                 st.message().c_str(), inProcess && !det_ ? " while the in-process detector starts" : "");
+      if (inProcess && !det_) startInProcessAsync();
+    }
+  }
+
+  // 2. An in-process detector loaded off the monitor thread: adopt it unless the daemon is back.
+  if (s.starter.joinable()) {
+    bool done;
+    {
+      std::lock_guard lk(s.mu);
+      done = s.startDone;
+    }
+    if (done) {
+      s.starter.join();
+      s.startDone = false;
+      if (s.started && !s.daemon && !det_) {
+        det_ = std::move(s.started);
+        detectorName_ = s.startedNames;
+        s.pollDraining = true;
+        if (s.daemonEver)
+          RECCL_WARN(kLogFailover, "rank %d: fault source: in-process detector (%s) after losing reccl-detectord",
+                     rank_, detectorName_.c_str());
+        else
+          RECCL_INFO(kLogFailover, "rank %d: fault source: in-process detector (%s)", rank_, detectorName_.c_str());
+#ifdef RECCL_HAVE_DETECTOR
+        std::vector<std::pair<int, bool>> states;
+        for (const auto& l : det_->det->status().links)
+          if (auto it = det_->railOf.find(l.watch.ifname); it != det_->railOf.end())
+            states.emplace_back(it->second, l.status.state == detector::LinkState::kUp);
+        reconcileRails(states, FaultSource::kDetector, "status");
+#endif
+      } else if (!s.started) {
+        // auto falls through to the poll quietly, as planned; an explicit mode or a lost daemon warns.
+        if (s.mode != "auto" || s.daemonEver)
+          RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s: in-process detector unavailable (%s); fault source stays nic-poll",
+                     rank_, s.mode.c_str(), s.startErr.message().c_str());
+        else
+          RECCL_INFO(kLogFailover, "rank %d: in-process detector unavailable (%s); fault source: nic-poll", rank_,
+                     s.startErr.message().c_str());
+      }
+      s.started.reset();
+    }
+  }
+
+  // 3. The daemon again, when the plan wants it and it is time.
+  if (s.plan.retryDaemon && !s.daemon && nowNs >= s.nextDaemonTryNs) {
+    auto d = DaemonSource::open(s.socketPath, s.nics, s.timeoutMs);
+    if (!d.ok()) {
+      // No daemon there costs a failed connect: try again each period. One that hangs costs
+      // this thread up to the timeout per try: back off.
+      s.retryMs = d.status().code() == Errc::kTimeout ? std::min(s.retryMs * 2, kDaemonRetryMaxMs) : kDaemonRetryMinMs;
+      s.nextDaemonTryNs = monotonicNs() + static_cast<uint64_t>(s.retryMs) * 1000000ull;
+      RECCL_TRACE(kLogFailover, "rank %d: reccl-detectord on %s: %s", rank_, s.socketPath.c_str(),
+                  d.status().message().c_str());
+    } else {
+      s.daemon = std::move(d).value();
+      s.retryMs = kDaemonRetryMinMs;
+      if (det_) stopDetector();  // the daemon replaces the in-process detector
+      detectorName_ = "daemon(" + s.daemon->sources() + ")";
+      s.pollDraining = pollNics_;
+      if (auto st = s.daemon->railStates(); st.ok()) reconcileRails(st.value(), FaultSource::kDaemon, "status");
+      RECCL_WARN(kLogFailover, "rank %d: fault source: daemon reccl-detectord on %s (%s; link-state %s)%s", rank_,
+                 s.socketPath.c_str(), s.daemon->sources().c_str(), s.daemon->mapped() ? "mapped" : "not mapped",
+                 s.daemonEver ? " again" : "");
+      s.daemonEver = true;
+    }
+  }
+
+  // 4. The poll stops once it has handed back every rail it held down.
+  if (s.pollDraining && (s.daemon || det_)) {
+    if (std::none_of(nicDown_.begin(), nicDown_.end(), [](bool d) { return d; })) {
+      pollNics_ = false;
+      s.pollDraining = false;
+    }
+  }
+}
+
+void Failover::stopSources() noexcept { src_.reset(); }
+
+}  // namespace reccl::failover

@@ -1,0 +1,299 @@
+// The node daemon reccl-detectord as the failover's fault source, on the testbed (2 hosts x 2
+// rails, one rank per host): the ranks (in their own namespaces) watch their NICs through the
+// daemon; a rail taken down on the switch side is detected by the daemon and routed around with
+// bit-exact results; killing the daemon mid-run leaves failover working (NIC poll, or the
+// in-process detector under RECCL_DETECTOR=auto) and a restarted daemon is taken back.
+// FAILOVER_TEST_VERBOSE=1 prints the ranks' and the daemon's output.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testbed_fixture.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// reccl-detectord for one test: a socket path unique to this process and run, metrics on a free
+// port, no pinned objects (the daemon pins nothing). It dies with this process (SIGTERM on parent
+// death: it unloads its programs and removes its socket); the destructor stops it and removes
+// what is left. Its JSON-lines log goes to a memfd (nothing on disk to clean).
+class Daemon {
+ public:
+  Daemon() {
+    static int n = 0;
+    sock_ = "/tmp/reccl-dsrc-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".sock";
+    logFd_ = memfd_create("detectord-log", MFD_CLOEXEC);
+  }
+  ~Daemon() {
+    stop(SIGTERM, 5000);
+    stop(SIGKILL, 5000);
+    unlink(sock_.c_str());
+    if (logFd_ >= 0) close(logFd_);
+  }
+  // Starts it and waits until its socket accepts connections; "" or why not.
+  std::string start() {
+    pid_t parent = getpid();
+    pid_ = fork();
+    if (pid_ < 0) return std::string("fork: ") + strerror(errno);
+    if (pid_ == 0) {
+      prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (getppid() != parent) _exit(1);
+      dup2(logFd_, 1);
+      dup2(logFd_, 2);
+      // The node daemon is configured by its flags, not by a job's RECCL_DETECTOR.
+      unsetenv("RECCL_DETECTOR");
+      execl(RECCL_DETECTORD_PATH, RECCL_DETECTORD_PATH, "--socket", sock_.c_str(), "--metrics-port", "0",
+            "--source", "auto", "--hold-down-ms", "300", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    auto end = Clock::now() + 30s;  // BPF probing on a loaded host
+    while (Clock::now() < end) {
+      if (answers()) return "";
+      int st = 0;
+      if (waitpid(pid_, &st, WNOHANG) == pid_) {
+        pid_ = -1;
+        return "reccl-detectord exited: " + log();
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return "reccl-detectord did not listen within 30 s: " + log();
+  }
+  // Signals it and waits up to ms for its end; true when it is gone.
+  bool stop(int sig, int ms) {
+    if (pid_ <= 0) return true;
+    kill(pid_, sig);
+    auto end = Clock::now() + std::chrono::milliseconds(ms);
+    while (Clock::now() < end) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        return true;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+  std::string log() const {
+    std::string out;
+    char buf[4096];
+    off_t off = 0;
+    ssize_t n;
+    while ((n = pread(logFd_, buf, sizeof(buf), off)) > 0) {
+      out.append(buf, static_cast<size_t>(n));
+      off += n;
+    }
+    return out;
+  }
+  const std::string& socket() const { return sock_; }
+
+ private:
+  bool answers() const {
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, sock_.c_str(), sock_.size());
+    bool ok = fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+  }
+  std::string sock_;
+  int logFd_ = -1;
+  pid_t pid_ = -1;
+};
+
+// One `reccl testbed run` of the failover worker (the worker as it is; configured by env), read
+// line by line on a thread.
+class Job {
+ public:
+  Job(const std::string& name, const std::string& env, int timeoutSec) {
+    std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --timeout " +
+                      std::to_string(timeoutSec) + " -- /usr/bin/env " + env + " " + RECCL_FAILOVER_WORKER_PATH +
+                      " 2>&1";
+    pipe_ = popen(cmd.c_str(), "r");
+    reader_ = std::thread([this] {
+      char buf[4096];
+      while (pipe_ && fgets(buf, sizeof(buf), pipe_)) {
+        std::lock_guard lk(mu_);
+        text_ += buf;
+        cv_.notify_all();
+      }
+    });
+  }
+  ~Job() { wait(); }
+  // Waits until `re` matches n times in the output (or the limit); true when it did.
+  bool waitFor(const std::string& re, int n, std::chrono::seconds limit) {
+    std::regex r(re);
+    std::unique_lock lk(mu_);
+    return cv_.wait_for(lk, limit, [&] { return count(text_, r) >= n; });
+  }
+  int wait() {
+    if (reader_.joinable()) reader_.join();
+    if (pipe_) {
+      int st = pclose(pipe_);
+      pipe_ = nullptr;
+      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    return code_;
+  }
+  std::string text() {
+    std::lock_guard lk(mu_);
+    return text_;
+  }
+  static int count(const std::string& text, const std::regex& r) {
+    return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
+  }
+
+ private:
+  FILE* pipe_ = nullptr;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string text_;
+  int code_ = -1;
+};
+
+int matches(const std::string& text, const std::string& re) { return Job::count(text, std::regex(re)); }
+
+uint64_t sumField(const std::string& text, const std::string& field) {
+  std::regex r(field + " ([0-9]+)");
+  uint64_t s = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator(); ++it)
+    s += std::stoull((*it)[1]);
+  return s;
+}
+
+class DaemonSource : public reccl::test::TestbedTest<2, 2> {
+ protected:
+  void SetUp() override {
+    reccl::test::TestbedTest<2, 2>::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    std::string err = daemon_.start();
+    ASSERT_EQ(err, "");
+  }
+  void TearDown() override {
+    if (!skipReason_.empty() || !tb_) return;
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < 2; ++r) {
+        link(true, h, r, true);
+        link(true, h, r, false);
+      }
+    std::this_thread::sleep_for(300ms);
+  }
+  static void link(bool up, int host, int rail, bool switchSide) {
+    std::string ns = switchSide ? fabricNetns() : netns(host);
+    std::string dev = switchSide ? "h" + std::to_string(host) + "r" + std::to_string(rail) : "rail" + std::to_string(rail);
+    std::string cmd = "ip -n " + ns + " link set " + dev + (up ? " up" : " down");
+    ASSERT_EQ(system(cmd.c_str()), 0) << cmd;
+  }
+  std::string env(const std::string& mode, const std::string& extra) const {
+    return "RECCL_DETECTOR=" + mode + " RECCL_DETECTORD_SOCKET=" + daemon_.socket() +
+           " RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000"
+           " RECCL_HOLDDOWN_MS=300 " + extra;
+  }
+  void expectAllOk(Job& j) {
+    int code = j.wait();
+    std::string t = j.text();
+    if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s\n--- daemon ---\n%s", t.c_str(), daemon_.log().c_str());
+    EXPECT_EQ(code, 0) << t;
+    EXPECT_EQ(matches(t, "done rank [0-9]+"), 2) << t;  // every result checked bit for bit by the worker
+  }
+  Daemon daemon_;
+};
+
+const char* kOnDaemon = "fault source: daemon reccl-detectord on ";
+
+// Host 0's switch port on rail 0 dies mid-allreduce: host 0's rank learns it from the daemon.
+TEST_F(DaemonSource, DaemonDetectsASwitchSideLinkDown) {
+  Job j(testbed().name(), env("daemon", "WORKER_ITERS=150"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  std::this_thread::sleep_for(400ms);
+  link(false, 0, 0, true);
+  expectAllOk(j);
+  std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) down \\(source daemon "), 1) << t;
+  EXPECT_EQ(matches(t, "down \\(source (nic-poll|detector|stall)"), 0) << t;  // nobody else saw it first
+  EXPECT_GE(matches(t, "rank 0: failover of rank [0-9]->[0-9] ch [0-9]+ -> rail 1 .*source daemon"), 1) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;  // both directions of the pair on rail 0
+  EXPECT_EQ(matches(t, "reccl-detectord lost"), 0) << t;
+  // The daemon's side: it watched the rank's NIC in the rank's namespace and reported the loss.
+  EXPECT_GE(matches(daemon_.log(), "\"ifname\":\"rail0\"[^\n]*\"type\":\"link_down\""), 1) << daemon_.log();
+}
+
+// RECCL_DETECTOR=daemon and the daemon dies mid-run (SIGKILL: no goodbye): every rank notices,
+// the NIC poll takes over at once, and a fault after that is still routed around exactly.
+TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
+  Job j(testbed().name(), env("daemon", "WORKER_SECONDS=5 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  std::this_thread::sleep_for(300ms);
+  ASSERT_TRUE(daemon_.stop(SIGKILL, 5000));
+  ASSERT_TRUE(j.waitFor("reccl-detectord lost", 2, 5s)) << j.text();
+  std::this_thread::sleep_for(200ms);
+  link(false, 1, 0, true);
+  expectAllOk(j);
+  std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 1: rail 0 \\(rail0\\) down \\(source nic-poll"), 1) << t;
+  EXPECT_EQ(matches(t, "source daemon"), 0) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+}
+
+// RECCL_DETECTOR=auto, the daemon stopped and started again on the same socket: a fault in
+// between is caught by a fallback source (NIC poll, or the in-process detector once it runs),
+// then the ranks take the daemon back and it catches the next fault.
+TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
+  Job j(testbed().name(), env("auto", "WORKER_SECONDS=35 WORKER_COUNT=262144"), 150);
+  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(daemon_.stop(SIGTERM, 5000));
+  ASSERT_TRUE(j.waitFor("reccl-detectord lost", 2, 5s)) << j.text();
+  std::this_thread::sleep_for(200ms);
+  link(false, 1, 1, true);
+  ASSERT_TRUE(j.waitFor("rank 1: rail 1 \\(rail1\\) down \\(source (nic-poll|detector )", 1, 5s)) << j.text();
+  link(true, 1, 1, true);
+  ASSERT_TRUE(j.waitFor("rank 1: rail 1 \\(rail1\\) up again", 1, 5s)) << j.text();
+  std::string err = daemon_.start();
+  ASSERT_EQ(err, "");
+  ASSERT_TRUE(j.waitFor(std::string(kOnDaemon) + ".* again", 2, 10s)) << j.text() << daemon_.log();
+  std::this_thread::sleep_for(300ms);
+  link(false, 0, 0, true);
+  ASSERT_TRUE(j.waitFor("rank 0: rail 0 \\(rail0\\) down \\(source daemon ", 1, 5s)) << j.text() << daemon_.log();
+  expectAllOk(j);
+  std::string t = j.text();
+  EXPECT_GE(sumField(t, "failovers"), 4u) << t;
+  EXPECT_GE(sumField(t, "failbacks"), 1u) << t;
+}
+
+// RECCL_DETECTOR=auto and the daemon gone for good: the in-process detector (BPF here) starts
+// off the monitor thread and becomes the source. Loading BPF beside a running job on a busy
+// host takes seconds, hence the long run.
+TEST_F(DaemonSource, AutoFallsBackToTheInProcessDetector) {
+  Job j(testbed().name(), env("auto", "WORKER_SECONDS=60 WORKER_COUNT=262144"), 150);
+  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(daemon_.stop(SIGKILL, 5000));
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector \\(.*\\) after losing", 2, 50s)) << j.text();
+  std::this_thread::sleep_for(200ms);
+  link(false, 0, 1, true);
+  ASSERT_TRUE(j.waitFor("rank 0: rail 1 \\(rail1\\) down \\(source detector ", 1, 5s)) << j.text();
+  expectAllOk(j);
+  EXPECT_GE(sumField(j.text(), "failovers"), 2u) << j.text();
+}
+
+}  // namespace
