@@ -8,6 +8,10 @@
 #     two runs that differ only in -n (so set-up, warm-up and the result check cancel out),
 #     against the payload a rank of a 2-rank ring sends (S per call), beside the overhead the
 #     channel layer adds by construction (64-byte step header per step, 24-byte ack per step).
+#  3. idle CPU: CPU time per second of an idle communicator (connections up, no collective) with
+#     failover on (default detector, and RECCL_DETECTOR=none) and off, from getrusage in the test
+#     worker (bin/ccl_test_worker, WORKER_IDLE_MS): the machinery's own load, independent of how
+#     busy the machine is (the wall-clock A/B above is not, on a shared 2-core VM).
 #
 #   sudo bench/bookkeeping.sh --build build --out bookkeeping.json
 #   sudo bench/bookkeeping.sh --rounds 7 --iters 10 --size 64M --nics rail
@@ -111,12 +115,33 @@ DELTA=10
 step "wire: -n $SHORT and -n $((SHORT + DELTA)), RECCL_FAILOVER=1"
 t0=$(railTx); run wire-short 1 "$SHORT"; t1=$(railTx)
 run wire-long 1 $((SHORT + DELTA)); t2=$(railTx)
+
+# Idle CPU per rank (microseconds of CPU per second of wall time), 8 s idle per variant.
+IDLE_JSON="$WORK/idle.jsonl"
+: >"$IDLE_JSON"
+if [[ -x "$BIN/ccl_test_worker" ]]; then
+  for variant in "1 auto" "1 none" "0 auto"; do
+    read -r fo det <<<"$variant"
+    step "idle: RECCL_FAILOVER=$fo RECCL_DETECTOR=$det"
+    WORKER_IDLE_MS=8000 RECCL_FAILOVER="$fo" RECCL_DETECTOR="$det" RECCL_NICS="$NICS" \
+      "$RECCL" testbed run --name "$NAME" --timeout 120 -- "$BIN/ccl_test_worker" >"$WORK/idle.log" 2>&1 || {
+      cat "$WORK/idle.log" >&2
+      echo "bookkeeping.sh: idle run failed" >&2
+      exit 1
+    }
+    sed -n 's/.*idle rank \([0-9]*\) cpu_us .* cpu_per_s_us \([0-9.]*\).*/\1 \2/p' "$WORK/idle.log" |
+      jq -R -c --arg fo "$fo" --arg det "$det" 'split(" ") | {failover: ($fo == "1"), detector: $det,
+        rank: (.[0] | tonumber), cpu_us_per_s: (.[1] | tonumber)}' >>"$IDLE_JSON"
+  done
+else
+  echo "bookkeeping.sh: no $BIN/ccl_test_worker: idle CPU not measured" >&2
+fi
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
 jq -s --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson iters "$ITERS" \
   --arg load_start "$LOAD_START" --arg load_end "$LOAD_END" \
   --argjson short_tx $((t1 - t0)) --argjson long_tx $((t2 - t1)) --argjson delta "$DELTA" \
-  --slurpfile wl "$WORK/wire-long.json" '
+  --slurpfile wl "$WORK/wire-long.json" --slurpfile idle "$IDLE_JSON" '
   def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   ($wl[0].rows[0].size_bytes) as $bytes
   | 524288 as $chunk
@@ -133,7 +158,8 @@ jq -s --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson i
         rail_tx_over_payload: (($long_tx - $short_tx) / ($delta * 2) / $bytes),
         computed_channel_overhead: ((64 + 24) / $chunk),
         computed_note: "64-byte step header per step + 24-byte ack per step, default 512 KiB chunks"
-      }
+      },
+      idle_cpu_us_per_s: $idle
     }
   | .cost_in_place = (1 - .median_ratio_in_place)
   | .cost_out_of_place = (1 - .median_ratio_out_of_place)' "$ROUNDS_JSON" >"$OUT"
@@ -146,5 +172,6 @@ jq -r '
   "zero-fault cost of the failover machinery: in place \(.cost_in_place * 1000 | round / 10) %, out of place \(.cost_out_of_place * 1000 | round / 10) %   (goal <= 3 %)",
   "wire: host 0 rail tx \(.wire.rail_tx_bytes_per_call | round) B per call for \(.wire.payload_bytes_per_call) B payload: x\(.wire.rail_tx_over_payload * 100000 | round / 100000)",
   "      step headers + acks by construction: \(.wire.computed_channel_overhead * 100 * 1000 | round / 1000) % of payload",
+  (.idle_cpu_us_per_s[] | "idle CPU: failover \(if .failover then "on " else "off" end) detector \(.detector): rank \(.rank) \(.cpu_us_per_s / 1000 * 10 | round / 10) ms CPU per s"),
   "load average: start \(.load_average_start), end \(.load_average_end)"' "$OUT"
 echo "written: $OUT" >&2

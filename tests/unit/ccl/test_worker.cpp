@@ -2,7 +2,7 @@
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
 // WORKER_MATRIX=1 runs the collectives check matrix instead (WORKER_COMMS=2: on two communicators
 // at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts);
-// WORKER_DIE_RANK/WORKER_DIE_ITER make
+// WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <algorithm>
@@ -15,6 +15,8 @@
 #include <vector>
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "coll_check.h"
 #include "reccl/reccl.h"
@@ -99,6 +101,33 @@ int main() {
     }
     std::sort(t.begin(), t.end());
     if (rank == 0) printf("reccl 8B allreduce p50 %.1f us p99 %.1f us\n", t[t.size() / 2], t[t.size() * 99 / 100]);
+    recclCommDestroy(comm);
+    return 0;
+  }
+  if (getenv("WORKER_IDLE_MS")) {
+    // CPU this process burns while its communicator sits idle (connections up, nothing to do):
+    // what the failover machinery (monitor poll, stall checks, detector) costs with no fault.
+    float x[2] = {1, 2};
+    for (int it = 0; it < 3; ++it) {
+      rc = recclAllReduce(x, x, 2, recclFloat32, recclSum, comm, nullptr);
+      if (rc != recclSuccess) return 10 + rc;
+    }
+    // Let set-up work (detector loading on the monitor thread) finish before measuring.
+    usleep(2'000'000);
+    auto cpuUs = [] {
+      rusage ru{};
+      getrusage(RUSAGE_SELF, &ru);
+      return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    };
+    long ms = atol(getenv("WORKER_IDLE_MS"));
+    double c0 = cpuUs();
+    auto t0 = std::chrono::steady_clock::now();
+    usleep(static_cast<useconds_t>(ms) * 1000);
+    double wallUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double c1 = cpuUs();
+    printf("idle rank %d cpu_us %.0f wall_us %.0f cpu_per_s_us %.1f\n", rank, c1 - c0, wallUs, (c1 - c0) / wallUs * 1e6);
+    rc = recclAllReduce(x, x, 2, recclFloat32, recclSum, comm, nullptr);
+    if (rc != recclSuccess) return 10 + rc;
     recclCommDestroy(comm);
     return 0;
   }
