@@ -565,6 +565,7 @@ int main(int argc, char** argv) {
       "EXAMPLES:\n"
       "  detect_latency                                  # 200 faults per source, veth and tap\n"
       "  detect_latency --faults 50 --nic tap --source bpf:linkwatch,rtnetlink --json\n"
+      "  detect_latency --source tcp-inband --tcp-cap-ms 5000   # the in-band TCP baseline only\n"
       "Needs root (namespaces, tap, BPF). Exit 77 when BPF or tap is unavailable.");
   int faults = 200;
   int gapUs = 2000;
