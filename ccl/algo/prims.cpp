@@ -13,7 +13,7 @@ size_t Prims::chunkElems() const {
 Result<std::span<const std::byte>> Prims::waitRecv(size_t bytes) {
   RECCL_ASSIGN_OR_RETURN(auto in, recv_->wait(deadline(), c_.desc));
   if (in.size() != bytes) {
-    Status s(Errc::kInvalidArgument, "mismatched message size across ranks: expected " + std::to_string(bytes) +
+    Status s(Errc::kInvalidUsage, "mismatched message size across ranks: expected " + std::to_string(bytes) +
                                          " bytes from rank " + std::to_string(recv_->id().peer) + ", got " +
                                          std::to_string(in.size()));
     recv_->fail(s);

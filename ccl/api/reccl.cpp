@@ -43,8 +43,8 @@ thread_local std::vector<std::pair<recclComm_t, reccl::algo::P2POp>> tlsGroupOps
 recclResult_t toResult(const Status& s) {
   switch (s.code()) {
     case Errc::kOk: return recclSuccess;
-    case Errc::kInvalidArgument:
-      return s.message().rfind("mismatched", 0) == 0 ? recclInvalidUsage : recclInvalidArgument;
+    case Errc::kInvalidArgument: return recclInvalidArgument;
+    case Errc::kInvalidUsage: return recclInvalidUsage;
     case Errc::kSystem: case Errc::kPermission: case Errc::kNotFound: case Errc::kExists: return recclSystemError;
     case Errc::kInternal: return recclInternalError;
     case Errc::kTimeout: return recclTimeout;

@@ -95,7 +95,7 @@ StepVerdict classifyStep(const StepHeader& h, uint64_t received, uint32_t epoch,
 Status checkDesc(const CollDesc& mine, const CollDesc& theirs, int peer) {
   if (mine == theirs) return Status::Ok();
   auto mismatch = [&](const char* what, const std::string& a, const std::string& b) {
-    return Status(Errc::kInvalidArgument, "mismatched " + std::string(what) + " across ranks: this rank has " +
+    return Status(Errc::kInvalidUsage, "mismatched " + std::string(what) + " across ranks: this rank has " +
                                               a + ", rank " + std::to_string(peer) + " has " + b);
   };
   if (mine.kind != theirs.kind)

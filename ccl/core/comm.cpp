@@ -147,7 +147,11 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   }
 
   // Failover: monitor thread and the path-failure hook, before any connection exists.
-  RECCL_ASSIGN_OR_RETURN(failover_, failover::Failover::create(*this));
+  // RECCL_FAILOVER=0 leaves it out (the bookkeeping benchmark's baseline): a path fault then
+  // latches on its port and fails the communicator.
+  if (params::Failover()) {
+    RECCL_ASSIGN_OR_RETURN(failover_, failover::Failover::create(*this));
+  }
 
   // The ring's connections are made up front (errors show at init); others on first use.
   if (nranks > 1) {

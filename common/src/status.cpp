@@ -19,6 +19,7 @@ const char* errcName(Errc e) noexcept {
     case Errc::kNotFound: return "not found";
     case Errc::kExists: return "already exists";
     case Errc::kPermission: return "permission denied";
+    case Errc::kInvalidUsage: return "invalid usage";
   }
   return "unknown";
 }

@@ -38,6 +38,14 @@ TEST(Status, TryMacrosPropagateTheFirstError) {
   EXPECT_EQ(s.ToString(), "invalid argument: v is odd");
 }
 
+TEST(Status, InvalidUsageIsItsOwnCode) {
+  Status s(Errc::kInvalidUsage, "mismatched count across ranks: this rank has 1, rank 0 has 2");
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.code(), Errc::kInvalidArgument);
+  EXPECT_EQ(s.ToString(), "invalid usage: mismatched count across ranks: this rank has 1, rank 0 has 2");
+  EXPECT_STREQ(errcName(Errc::kInvalidUsage), "invalid usage");
+}
+
 TEST(Params, ParseSizeAcceptsSuffixesAndRejectsGarbage) {
   EXPECT_EQ(params::parseSize("4096").value(), 4096);
   EXPECT_EQ(params::parseSize("512K").value(), 512 * 1024);

@@ -43,6 +43,13 @@ int countMatches(const std::string& text, const std::string& re) {
 
 class TwoHostsTwoRails : public reccl::test::TestbedTest<2, 2> {};
 
+// The 8-rank matrices: counts 0, 1, 7 (edge and odd), 1003 (not a multiple of the rank count,
+// several steps per rank with 16 KiB chunks) and 65539 (prime, above the 64 KiB small-message
+// bound for 4-byte types: ring instead of recursive doubling), every type and op, then the
+// worker's 1M+3 subset; ~20-30 s each with 2 cores under a load of 11.
+constexpr const char* kEightRankMatrix =
+    "WORKER_MATRIX=1 WORKER_COUNTS=0,1,7,1003,65539 RECCL_CHUNK_SIZE=16K RECCL_TIMEOUT_MS=30000";
+
 TEST_F(TwoHostsTwoRails, MatrixOneRankPerHostOverBothRails) {
   auto o = launch(testbed().name(), 1, "WORKER_MATRIX=1 RECCL_TIMEOUT_MS=20000", 240);
   EXPECT_EQ(o.code, 0) << o.text;
@@ -66,6 +73,32 @@ TEST_F(TwoHostsTwoRails, RankKilledMidCollectiveFailsTheOthersInTime) {
   for (auto it = std::sregex_iterator(o.text.begin(), o.text.end(), r); it != std::sregex_iterator(); ++it)
     failed.insert(std::stoi((*it)[1]));
   EXPECT_EQ(failed, (std::set<int>{0, 2, 3})) << o.text;
+}
+
+TEST_F(TwoHostsTwoRails, MatrixFourRanksPerHost) {
+  // 8 ranks, 4 per host: shm rings inside a host, local ranks 0-3 on rails 0,1,0,1 between hosts.
+  auto o = launch(testbed().name(), 4, kEightRankMatrix, 300);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(countMatches(o.text, "matrix ok rank"), 8) << o.text;
+  std::printf("2 hosts x 4 ranks: %.1f s\n", o.seconds);
+}
+
+TEST_F(TwoHostsTwoRails, ConcurrentCommunicatorsAcrossHosts) {
+  // Every rank holds two communicators and runs a matrix on each at the same time.
+  auto o = launch(testbed().name(), 2, "WORKER_MATRIX=1 WORKER_COMMS=2 RECCL_TIMEOUT_MS=30000", 300);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(countMatches(o.text, "concurrent ok rank"), 4) << o.text;
+}
+
+class FourHostsTwoRails : public reccl::test::TestbedTest<4, 2> {};
+
+TEST_F(FourHostsTwoRails, MatrixTwoRanksPerHost) {
+  // 8 ranks over 4 hosts: per lap the ring crosses between hosts four times (rails) and stays
+  // inside a host four times (shm).
+  auto o = launch(testbed().name(), 2, kEightRankMatrix, 300);
+  EXPECT_EQ(o.code, 0) << o.text;
+  EXPECT_EQ(countMatches(o.text, "matrix ok rank"), 8) << o.text;
+  std::printf("4 hosts x 2 ranks: %.1f s\n", o.seconds);
 }
 
 class ThreeHostsOneRail : public reccl::test::TestbedTest<3, 1> {};

@@ -2,6 +2,7 @@
 // or silent rank becomes an error within RECCL_TIMEOUT_MS, abort returns promptly, strangers on
 // the bootstrap and data ports are refused without disturbing the job.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
@@ -294,6 +295,45 @@ TEST(CclErrors, ConcurrentCommunicators) {
   tb.join();
   for (auto rc : ra) EXPECT_EQ(rc, recclSuccess);
   for (auto rc : rb) EXPECT_EQ(rc, recclSuccess);
+}
+
+// RECCL_FAILOVER=0 (the bookkeeping benchmark's baseline) leaves the failover threads out and
+// still computes correct results.
+TEST(CclErrors, FailoverOffRunsWithoutItsThreads) {
+  auto threads = [] {
+    size_t n = 0;
+    if (DIR* d = opendir("/proc/self/task")) {
+      while (dirent* e = readdir(d))
+        if (e->d_name[0] != '.') ++n;
+      closedir(d);
+    }
+    return n;
+  };
+  auto allreduce = [](Comms& c) {
+    return c.run([](int r, recclComm_t cc) {
+      std::vector<float> x(1000, static_cast<float>(r + 1));
+      recclResult_t rc = recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, cc, nullptr);
+      if (rc == recclSuccess && x[999] != 3.0f) return recclInternalError;
+      return rc;
+    });
+  };
+  size_t base = threads(), on = 0, off = 0;
+  {
+    ScopedEnv f("RECCL_FAILOVER", "1");
+    Comms c(2);
+    ASSERT_TRUE(c.ok()) << c.error();
+    on = threads() - base;
+    for (auto rc : allreduce(c)) EXPECT_EQ(rc, recclSuccess);
+  }
+  {
+    ScopedEnv f("RECCL_FAILOVER", "0");
+    Comms c(2);
+    ASSERT_TRUE(c.ok()) << c.error();
+    off = threads() - base;
+    for (auto rc : allreduce(c)) EXPECT_EQ(rc, recclSuccess);
+  }
+  // Failover runs a monitor, a migrator and an acceptor thread per communicator.
+  EXPECT_GE(on, off + 2 * 3) << "threads with failover " << on << ", without " << off;
 }
 
 // Ranks as processes started from the launcher environment (torchrun variables); one is killed

@@ -1,6 +1,8 @@
 // A rank as a separate process, for tests that kill ranks or check launcher-environment init.
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
-// WORKER_MATRIX=1 runs the collectives check matrix instead; WORKER_DIE_RANK/WORKER_DIE_ITER make
+// WORKER_MATRIX=1 runs the collectives check matrix instead (WORKER_COMMS=2: on two communicators
+// at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts);
+// WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <algorithm>
@@ -8,9 +10,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "coll_check.h"
 #include "reccl/reccl.h"
@@ -28,8 +34,51 @@ int main() {
   int iters = getenv("WORKER_ITERS") ? atoi(getenv("WORKER_ITERS")) : 10;
   size_t count = getenv("WORKER_COUNT") ? strtoull(getenv("WORKER_COUNT"), nullptr, 10) : 1000;
   std::vector<float> in(count), out(count);
+  // WORKER_COUNTS=0,1,7,1003: the matrix's element counts (default 0,1,7).
+  std::vector<size_t> counts = {0, 1, 7};
+  if (const char* c = getenv("WORKER_COUNTS")) {
+    counts.clear();
+    for (const char* p = c; *p;) {
+      char* end = nullptr;
+      counts.push_back(strtoull(p, &end, 10));
+      if (end == p) {
+        fprintf(stderr, "worker: WORKER_COUNTS: expected a comma list of counts, got '%s'\n", c);
+        return 1;
+      }
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  if (getenv("WORKER_MATRIX") && getenv("WORKER_COMMS") && atoi(getenv("WORKER_COMMS")) == 2) {
+    // A second communicator over the same ranks, then both matrices at the same time on two
+    // threads: their connections, steps and shm segments must not mix.
+    const char* port = getenv("MASTER_PORT");
+    if (!port) {
+      fprintf(stderr, "worker rank %d: WORKER_COMMS=2 needs MASTER_PORT\n", rank);
+      return 1;
+    }
+    setenv("MASTER_PORT", std::to_string(atoi(port) + 1).c_str(), 1);
+    recclComm_t comm2 = nullptr;
+    rc = recclCommInitFromEnv(&comm2);
+    if (rc != recclSuccess) {
+      fprintf(stderr, "worker rank %d: second communicator: %s: %s\n", rank, recclGetErrorString(rc),
+              recclGetLastError(nullptr));
+      return 10 + rc;
+    }
+    std::string err1, err2;
+    std::thread t([&] { err2 = reccl::test::runMatrix(rank, n, comm2, {1, 7, 1003}, false, true); });
+    err1 = reccl::test::runMatrix(rank, n, comm, counts, true, false);
+    t.join();
+    if (!err1.empty() || !err2.empty()) {
+      fprintf(stderr, "worker rank %d: comm 1: %s comm 2: %s\n", rank, err1.c_str(), err2.c_str());
+      return 1;
+    }
+    printf("concurrent ok rank %d\n", rank);
+    recclCommDestroy(comm2);
+    recclCommDestroy(comm);
+    return 0;
+  }
   if (getenv("WORKER_MATRIX")) {
-    std::string err = reccl::test::runMatrix(rank, n, comm, {0, 1, 7}, true, true);
+    std::string err = reccl::test::runMatrix(rank, n, comm, counts, true, true);
     if (!err.empty()) {
       fprintf(stderr, "worker rank %d: %s\n", rank, err.c_str());
       return 1;
@@ -52,6 +101,33 @@ int main() {
     }
     std::sort(t.begin(), t.end());
     if (rank == 0) printf("reccl 8B allreduce p50 %.1f us p99 %.1f us\n", t[t.size() / 2], t[t.size() * 99 / 100]);
+    recclCommDestroy(comm);
+    return 0;
+  }
+  if (getenv("WORKER_IDLE_MS")) {
+    // CPU this process burns while its communicator sits idle (connections up, nothing to do):
+    // what the failover machinery (monitor poll, stall checks, detector) costs with no fault.
+    float x[2] = {1, 2};
+    for (int it = 0; it < 3; ++it) {
+      rc = recclAllReduce(x, x, 2, recclFloat32, recclSum, comm, nullptr);
+      if (rc != recclSuccess) return 10 + rc;
+    }
+    // Let set-up work (detector loading on the monitor thread) finish before measuring.
+    usleep(2'000'000);
+    auto cpuUs = [] {
+      rusage ru{};
+      getrusage(RUSAGE_SELF, &ru);
+      return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+    };
+    long ms = atol(getenv("WORKER_IDLE_MS"));
+    double c0 = cpuUs();
+    auto t0 = std::chrono::steady_clock::now();
+    usleep(static_cast<useconds_t>(ms) * 1000);
+    double wallUs = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    double c1 = cpuUs();
+    printf("idle rank %d cpu_us %.0f wall_us %.0f cpu_per_s_us %.1f\n", rank, c1 - c0, wallUs, (c1 - c0) / wallUs * 1e6);
+    rc = recclAllReduce(x, x, 2, recclFloat32, recclSum, comm, nullptr);
+    if (rc != recclSuccess) return 10 + rc;
     recclCommDestroy(comm);
     return 0;
   }

@@ -71,6 +71,25 @@ TEST(CclWire, StepHeaderAckAndVerdicts) {
   other.count = 999;
   Status s = channel::checkDesc(h.desc, other, 3);
   EXPECT_NE(s.message().find("count"), std::string::npos);
+  // A disagreement between ranks is a usage error by code (the C API maps the code, not the text).
+  EXPECT_EQ(s.code(), Errc::kInvalidUsage) << s.ToString();
+  EXPECT_TRUE(channel::checkDesc(h.desc, h.desc, 3).ok());
+  struct Case {
+    const char* what;
+    void (*change)(channel::CollDesc&);
+  };
+  for (const Case& c : {Case{"collective", [](channel::CollDesc& x) { x.kind = channel::CollKind::kBroadcast; }},
+                        Case{"sequence", [](channel::CollDesc& x) { x.seq += 1; }},
+                        Case{"root", [](channel::CollDesc& x) { x.root = 2; }},
+                        Case{"type", [](channel::CollDesc& x) { x.dtype += 1; }},
+                        Case{"op", [](channel::CollDesc& x) { x.op += 1; }}}) {
+    channel::CollDesc o = h.desc;
+    c.change(o);
+    Status m = channel::checkDesc(h.desc, o, 3);
+    EXPECT_EQ(m.code(), Errc::kInvalidUsage) << c.what << ": " << m.ToString();
+    EXPECT_NE(m.message().find(c.what), std::string::npos) << m.message();
+    EXPECT_NE(m.message().find("rank 3"), std::string::npos) << m.message();
+  }
   std::array<std::byte, channel::kAckFrameBytes> ab;
   channel::encodeAck({4, 77}, ab);
   auto a = channel::decodeAck(ab);

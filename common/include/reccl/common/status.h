@@ -25,6 +25,8 @@ enum class Errc {
   kNotFound,          // a named thing (netns, device, file) does not exist
   kExists,            // a named thing already exists
   kPermission,        // not allowed (not root, missing capability)
+  kInvalidUsage,      // each call is valid alone but they do not fit together (ranks disagree,
+                      // calls in the wrong order); message says what differs
 };
 
 const char* errcName(Errc e) noexcept;
