@@ -271,6 +271,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     auto path = std::make_unique<transport::SocketSendPath>(engine, std::move(fd), sp, desc, resume);
     auto* raw = path.get();
     port->setPath(std::move(path));
+    port->armFirstStepStamp();  // after onAck(peerApplied): only an ack over the new path stamps
     raw->start();
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
@@ -289,6 +290,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     auto path = std::make_unique<transport::SocketRecvPath>(engine, std::move(fd), rp, desc, 0);
     auto* raw = path.get();
     port->setPath(std::move(path));
+    port->armFirstStepStamp();  // stall end for benchmarks: the first step landing on the new path
     raw->start();
   }
   armSocket(newFd);
@@ -369,7 +371,10 @@ void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rai
   bool failBack = j.reason == MigrateReason::kFailBack;
   (failBack ? failbacks_ : failovers_).fetch_add(1);
   uint64_t migUs = j.faultNs && commitNs > j.faultNs ? (commitNs - j.faultNs) / 1000 : 0;
-  if (!failBack && migUs) lastFailoverUs_.store(migUs);
+  if (!failBack && migUs) {
+    lastFailoverUs_.store(migUs);
+    lastFailoverSignalNs_.store(j.faultNs);
+  }
   RECCL_WARN(kLogFailover,
              "rank %d: %s %s %s -> rail %d (%s) epoch %u: reason %s, source %s, fault-to-switch %" PRIu64
              " us, resent %" PRIu64 " bytes",
