@@ -7,7 +7,10 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <thread>
 
 #include "core/comm.h"
 #include "failover/failover.h"
@@ -160,20 +163,30 @@ Failover::~Failover() { stop(); }
 
 void Failover::monitorLoop() {
   int detFd = -1;
+  // Loading the detector's BPF programs takes tens of ms to seconds on a busy host. It loads on a
+  // helper thread while this loop keeps polling the NICs (a fault during start-up would otherwise
+  // wait for the in-band stall check, and a rail found down by the detector's first look would
+  // never see a LinkUp); the detector takes over once it runs.
+  std::atomic<int> detState{0};  // 0 loading or none, 1 running, -1 failed
+  std::thread loader;
   if (!detectorMode_.empty() && !stop_.load()) {
-    Status ds = startDetector(detectorMode_);
-    if (ds.ok()) {
+    loader = std::thread([this, &detState] {
+      Status ds = startDetector(detectorMode_);
+      if (!ds.ok() && detectorMode_ != "auto")
+        RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
+                   detectorMode_.c_str(), ds.message().c_str());
+      detState.store(ds.ok() ? 1 : -1, std::memory_order_release);
+    });
+  }
+  while (!stop_.load()) {
+#ifdef RECCL_HAVE_DETECTOR
+    if (detFd < 0 && detState.load(std::memory_order_acquire) == 1 && det_) {
+      pollNics(monoNs());  // last full poll: what changed while the detector loaded
+      detFd = det_->det->eventFd();
       pollNics_ = false;
       RECCL_INFO(kLogFailover, "rank %d: link detector on (%s)", rank_, detectorName_.c_str());
-    } else if (detectorMode_ != "auto") {
-      RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
-                 detectorMode_.c_str(), ds.message().c_str());
     }
-  }
-#ifdef RECCL_HAVE_DETECTOR
-  if (det_) detFd = det_->det->eventFd();
 #endif
-  while (!stop_.load()) {
     pollfd pf[2] = {{wakeFd_, POLLIN, 0}, {detFd, POLLIN, 0}};
     int rc = ::poll(pf, detFd >= 0 ? 2 : 1, static_cast<int>(pollMs_));
     if (stop_.load()) break;
@@ -181,15 +194,18 @@ void Failover::monitorLoop() {
     if (rc > 0 && detFd >= 0 && (pf[1].revents & POLLIN)) drainDetector();
     refreshConns();
     uint64_t now = monoNs();
-    if (pollNics_) pollNics(now);
+    // With the detector on, the poll still follows rails it declared down itself until they
+    // are back (the detector may have seen them down from its start).
+    if (pollNics_ || std::find(nicDown_.begin(), nicDown_.end(), true) != nicDown_.end()) pollNics(now);
     scanStalls(now);
   }
+  if (loader.joinable()) loader.join();
 }
 
 void Failover::pollNics(uint64_t nowNs) {
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
     const auto& nic = comm_.myNics_[r];
-    if (nic.name == "lo") continue;
+    if (nic.name == "lo" || (!pollNics_ && !nicDown_[r])) continue;
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, nic.name.c_str(), IFNAMSIZ - 1);
     bool up = false;
