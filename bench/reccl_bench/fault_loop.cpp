@@ -228,6 +228,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       ok = false;
       break;
     }
+    s.statsNs = monoNs();
     s.firstStepNs = agree[2];
     s.signalNs = agree[3];
     s.failovers = agree[4];

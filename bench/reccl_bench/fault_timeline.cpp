@@ -53,7 +53,7 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     // Counters as they stood before the fault.
     uint64_t fo0 = 0, sig0 = 0;
     for (const auto& x : s)
-      if (x.endNs < F) {
+      if (x.statsNs < F) {
         fo0 = x.failovers;
         sig0 = x.signalNs;
       }
@@ -67,10 +67,14 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
               {"recover_at_s", R >= 0 ? json(double(R - t0Ns) / 1e9) : json(nullptr)}};
     j["in_collective"] = li < s.size() && s[li].startNs <= F;
 
-    // Stall end: the first first-step stamp after the fault, seen before the next fault.
+    // Stall end: the first first-step stamp after the fault, seen before the next fault. (A
+    // fault between two calls may already be migrated, and stamped by the small agreeing
+    // allreduce, in the counters of the iteration that ended before it.)
     std::optional<int64_t> stallEnd;
     size_t si = s.size();
-    for (size_t i = li; i < s.size() && s[i].endNs < W; ++i)
+    size_t first = 0;
+    while (first < s.size() && s[first].statsNs < F) ++first;
+    for (size_t i = first; i < s.size() && s[i].endNs < W; ++i)
       if (int64_t(s[i].firstStepNs) > F && int64_t(s[i].firstStepNs) < W) {
         stallEnd = int64_t(s[i].firstStepNs);
         si = i;
@@ -112,7 +116,7 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     if (R >= 0) {
       uint64_t fb0 = 0;
       for (const auto& x : s)
-        if (x.endNs < R) fb0 = x.failbacks;
+        if (x.statsNs < R) fb0 = x.failbacks;
       for (const auto& x : s)
         if (x.endNs > R && x.endNs < W && x.failbacks > fb0) {
           back = x.endNs;

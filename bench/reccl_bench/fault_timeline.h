@@ -19,6 +19,9 @@ struct IterationSample {
   int64_t startNs = 0;  // the allreduce call's start and return on rank 0
   int64_t endNs = 0;
   double busBw = 0;  // GB/s of this call alone
+  // When the counters below had been read on every rank (rank 0's return from the small
+  // allreduce that agrees on them): a fault before this moment may already show in them.
+  int64_t statsNs = 0;
   // Library counters after the call, maximum over ranks (recclCommGetStats).
   uint64_t firstStepNs = 0;  // lastMigrationFirstStepNs
   uint64_t signalNs = 0;     // lastFailoverSignalNs
