@@ -114,11 +114,16 @@ with open(out + "/timeline.dat", "w") as f:
 marks = []
 for r in j["plan"]["records"]:
     marks.append(((r["start_mono_ns"] - t0) / 1e9, "recovery" if r["undo"] else "fault"))
+for x in j["faults"]:
+    if x.get("failed_back_at_s") is not None:
+        marks.append((x["failed_back_at_s"], "fail-back done"))
+colors = {"fault": "#c0392b", "recovery": "#27ae60", "fail-back done": "#2980b9"}
 with open(out + "/marks.gp", "w") as f:
     for i, (t, what) in enumerate(marks):
-        color = "#c0392b" if what == "fault" else "#27ae60"
+        color = colors[what]
         f.write('set arrow %d from %.4f, graph 0 to %.4f, graph 1 nohead lw 2 dt 2 lc rgb "%s"\n' % (i + 1, t, t, color))
-        f.write('set label %d "%s" at %.4f, graph 0.96 offset 0.5,0 tc rgb "%s"\n' % (i + 1, what, t, color))
+        f.write('set label %d "%s" at %.4f, graph %.2f offset 0.5,0 tc rgb "%s"\n' % (
+            i + 1, what, t, 0.96 if what != "fail-back done" else 0.90, color))
 src = re.search(r"rail 0 \(rail0\) down \(source ([^)]*)\)", log)
 det = re.search(r"link detector on \(([^)]*)\)", log)
 f = j["faults"][0] if j["faults"] else {}

@@ -221,8 +221,9 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     if (rank == 0 && planDone.load() && monoNs() >= planDoneNs.load() + o.faultTailMs * 1000000 && it + 1 >= o.iters)
       stop = 1;
     if (rank == 0 && gInterrupted.load()) stop = 2;
+    uint64_t commit = st.lastFailoverSignalNs ? st.lastFailoverSignalNs + st.lastFailoverUs * 1000 : 0;
     uint64_t agree[7] = {stop, wrongLocal ? 1u : 0u, st.lastMigrationFirstStepNs, st.lastFailoverSignalNs,
-                         st.failovers, st.failbacks, st.lastFailoverUs};
+                         st.failovers, st.failbacks, commit};
     if (recclResult_t r = recclAllReduce(agree, agree, 7, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
       callFailed("recclAllReduce(agree)", r);
       ok = false;
@@ -233,7 +234,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     s.signalNs = agree[3];
     s.failovers = agree[4];
     s.failbacks = agree[5];
-    s.lastFailoverUs = agree[6];
+    s.commitNs = agree[6];
     samples.push_back(s);
     if (agree[1]) {
       error = "wrong results (see the ranks' messages)";
@@ -336,7 +337,9 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     json iters = json::array();
     for (const auto& s : samples)
       iters.push_back({{"start_mono_ns", s.startNs}, {"end_mono_ns", s.endNs}, {"busbw_gbps", s.busBw},
-                       {"failovers", s.failovers}, {"failbacks", s.failbacks}});
+                       {"stats_mono_ns", s.statsNs}, {"failovers", s.failovers}, {"failbacks", s.failbacks},
+                       {"first_step_mono_ns", s.firstStepNs}, {"signal_mono_ns", s.signalNs},
+                       {"commit_mono_ns", s.commitNs}});
     j["iterations"] = iters;
     j["faults"] = analysis["faults"];
     j["summary"] = sum;

@@ -88,10 +88,10 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
       stall = ms(*stallEnd - F);
       stalls.push_back(*stall);
       if (j["in_collective"].get<bool>()) stallsInColl.push_back(*stall);
-      if (s[si].signalNs != sig0 && s[si].signalNs) {
+      if (s[si].signalNs != sig0 && s[si].signalNs && s[si].commitNs >= s[si].signalNs) {
         // Signed: the in-band stall source dates its signal to the last ACK, before the fault.
         detect = ms(int64_t(s[si].signalNs) - F);
-        sw = double(s[si].lastFailoverUs) / 1e3;
+        sw = ms(int64_t(s[si].commitNs - s[si].signalNs));
         detects.push_back(*detect);
         switches.push_back(*sw);
         resumes.push_back(*stall - *detect - *sw);

@@ -27,7 +27,10 @@ struct IterationSample {
   uint64_t signalNs = 0;     // lastFailoverSignalNs
   uint64_t failovers = 0;
   uint64_t failbacks = 0;
-  uint64_t lastFailoverUs = 0;
+  // lastFailoverSignalNs + lastFailoverUs of each rank, maximum over ranks: when the latest
+  // initiated failover committed. (The maximum of lastFailoverUs itself would pair one rank's
+  // old duration with another's new signal.)
+  uint64_t commitNs = 0;
 };
 
 struct FaultMoment {
