@@ -165,8 +165,12 @@ if [[ $GLOO -eq 1 ]]; then
   sleep 4
   T_FAULT=$(mono_ms)
   "$RECCL" inject link-down --netns "$NAME-h0" --dev rail0 --side switch >&2
+  # A Gloo that never reports an error is a hang: stopped 30 s after its own timeout.
+  ( sleep $((GLOO_TIMEOUT_MS / 1000 + 30)); kill -TERM $GPID 2>/dev/null && touch "$WORK/gloo_hold.hung" ) &
+  WATCH=$!
   GRC=0; wait $GPID || GRC=$?
   T_END=$(mono_ms)
+  kill $WATCH 2>/dev/null || true
   "$RECCL" inject link-up --netns "$NAME-h0" --dev rail0 --side switch >&2
   echo "$GRC $((T_END - T_FAULT))" >"$WORK/gloo_hold.rc"
 fi
@@ -238,8 +242,11 @@ if gloo == "1":
         g["recovered_fault"] = "failed (exit %d): %s" % (rc_rec, log_tail("gloo_recover").strip())
     rc, ms = map(int, open(os.path.join(work, "gloo_hold.rc")).read().split())
     g["held_fault_exit_code"], g["held_fault_exit_after_ms"] = rc, ms
-    g["held_fault"] = ("error after %.1f s: %s" % (ms / 1000, log_tail("gloo_hold", 2).strip().replace("\n", " | "))
-                       if rc != 0 else "no error: completed (%d ms)" % ms)
+    if os.path.exists(os.path.join(work, "gloo_hold.hung")):
+        g["held_fault"] = "hang: no error within %.1f s (stopped 30 s after its timeout)" % (ms / 1000)
+    else:
+        g["held_fault"] = ("error after %.1f s: %s" % (ms / 1000, log_tail("gloo_hold", 2).strip().replace("\n", " | "))
+                           if rc != 0 else "no error: completed (%d ms)" % ms)
     r["gloo"] = g
 r["wrong_or_failed"] = wrong
 json.dump(r, open(out, "w"), indent=1)
