@@ -1,79 +1,170 @@
 #!/usr/bin/env bash
-# The main job (for now): bring up a 2-host x 2-rail testbed, show every rail passing traffic
-# (RTT and a 1-second TCP flow per rail), show a last-hop fault taking out exactly one rail, and
-# tear everything down again, also when interrupted.
+# `make demo`: failover of a running allreduce across a real last-hop fault.
+# A fresh testbed of 2 hosts x 2 rails (network namespaces, veth cables, a switch namespace), one
+# rank per host running reccl-bench --fault-plan (allreduce in a loop, every result checked bit
+# for bit) with the in-process link detector (BPF where it loads, else rtnetlink); the plan pulls
+# host 0's rail-0 cable at the switch and plugs it back in later. Prints a report and draws the
+# bus bandwidth per iteration with the fault and its recovery marked (gnuplot, PNG).
+# Everything it creates is removed at the end, also on Ctrl-C.
+#
+#   sudo scripts/demo.sh [BUILD_DIR] [--short] [--out DIR]
+#     --short   smaller messages and a shorter plan (~20 s; what ctest runs)
+#     --out     where the report, JSON, plan log and PNG go (default BUILD_DIR/demo)
+# Exit: 0 the collective survived the fault with exact results, 1 it did not or a step failed,
+# 64 usage, 77 not root or a tool missing.
 set -euo pipefail
-BUILD_DIR=${1:-build}
+BUILD_DIR=build
+SHORT=0
+OUT=""
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --short) SHORT=1; shift ;;
+    --out) OUT="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -*) echo "demo: unknown option $1 (try --help)" >&2; exit 64 ;;
+    *) BUILD_DIR="$1"; shift ;;
+  esac
+done
 RECCL="$BUILD_DIR/bin/reccl"
-HOSTS=2
-RAILS=2
-NAME="demo-$$"
+BENCH="$BUILD_DIR/bin/reccl-bench"
+OUT=${OUT:-$BUILD_DIR/demo}
+NAME="demo$$"
 
 if [[ $EUID -ne 0 ]]; then
   echo "demo: needs root (the testbed creates network namespaces); run: sudo make demo" >&2
-  exit 1
+  exit 77
 fi
-[[ -x $RECCL ]] || { echo "demo: $RECCL not built; run: make build" >&2; exit 1; }
+for t in "$RECCL" "$BENCH"; do
+  [[ -x $t ]] || { echo "demo: $t not built; run: make build" >&2; exit 77; }
+done
+for t in gnuplot python3; do
+  command -v $t >/dev/null || { echo "demo: $t not installed; run: scripts/setup.sh" >&2; exit 77; }
+done
+mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"
 
+if ((SHORT)); then SIZE=8M; AT=1500; DOWN=2000; TAIL=2000; else SIZE=64M; AT=4000; DOWN=6000; TAIL=5000; fi
+
+RUN_PID=""
 cleanup() {
-  echo
-  echo "== tear down: reccl testbed down --name $NAME"
-  "$RECCL" testbed down --name "$NAME" | sed 's/^/   /'
+  local rc=$?
+  trap - EXIT INT TERM
+  if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
+    echo "== stopping the ranks (the plan puts the cable back)"
+    kill -TERM "$RUN_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$RUN_PID" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$RUN_PID" 2>/dev/null || true
+  fi
+  echo "== tear down: testbed $NAME, fault state, pins"
+  for h in 0 1; do for r in 0 1; do
+    "$RECCL" inject clear --netns "$NAME-h$h" --dev "rail$r" >/dev/null 2>&1 || true
+  done; done
+  "$RECCL" testbed down --name "$NAME" 2>&1 | sed 's/^/   /' || true
+  exit $rc
 }
 trap cleanup EXIT
+trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-onhost() { local h=$1; shift; "$RECCL" testbed exec --name "$NAME" --host "$h" -- "$@"; }
+echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 2"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 | sed 's/^/   /'
 
-# "avg ms" of 5 pings, or "no reply".
-rtt() {
-  local out
-  if out=$(onhost "$1" ping -n -q -c 5 -i 0.2 -W 1 "$2" 2>/dev/null); then
-    echo "$out" | awk -F/ '/^rtt/ {printf "%.3f ms", $5}'
-  else
-    echo "no reply"
-  fi
-}
-
-# Gbit/s of a 1-second TCP flow from host $1 to address $2 (iperf3 server on host $3).
-tcp_gbps() {
-  local port=$((5201 + RANDOM % 1000))
-  onhost "$3" iperf3 -s -1 -D -B "$2" -p "$port" >/dev/null 2>&1 || { echo "n/a"; return; }
-  sleep 0.2
-  onhost "$1" iperf3 -c "$2" -p "$port" -t 1 -f g 2>/dev/null |
-    awk '/receiver/ {for (i = 1; i <= NF; i++) if ($i == "Gbits/sec") print $(i-1) " Gbit/s"}'
-}
-
-table() {
-  printf "   %-6s %-9s %-16s %-12s %s\n" "rail" "hosts" "destination" "rtt (avg 5)" "tcp 1 s"
-  for ((r = -1; r < RAILS; r++)); do
-    local label dst
-    if ((r < 0)); then label=mgmt; dst=10.99.0.2; else label=rail$r; dst=10.$((100 + r)).0.2; fi
-    local t="-"
-    [[ ${1:-} == tcp ]] && t=$(tcp_gbps 0 "$dst" 1)
-    printf "   %-6s %-9s %-16s %-12s %s\n" "$label" "h0 -> h1" "$dst" "$(rtt 0 "$dst")" "$t"
-  done
-}
-
-echo "== bring up: reccl testbed up --name $NAME --hosts $HOSTS --rails $RAILS"
-start=$(date +%s%N)
-"$RECCL" testbed up --name "$NAME" --hosts $HOSTS --rails $RAILS | sed 's/^/   /'
-echo "   (took $(( ($(date +%s%N) - start) / 1000000 )) ms)"
-
+cat >"$OUT/plan.json" <<EOF
+{"version": 1, "actions": [
+  {"at_ms": $AT, "action": "link-down", "target": {"netns": "$NAME-h0", "dev": "rail0", "side": "switch"},
+   "duration_ms": $DOWN}
+]}
+EOF
 echo
-echo "== every rail passes traffic (ping RTT, iperf3 TCP flow of 1 s)"
-table tcp
-
+echo "== fault plan ($OUT/plan.json): host 0's rail-0 cable down at the switch port at +$((AT / 1000)).$((AT % 1000 / 100)) s,"
+echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s"
+echo "== allreduce $SIZE in a loop on 2 ranks (one per host, both rails), detector in process:"
+echo "   reccl testbed run -- reccl-bench --fault-plan plan.json -e $SIZE --json demo.json"
 echo
-echo "== last-hop fault: switch port h1r0 down (ip -n $NAME-fab link set h1r0 down)"
-ip -n "$NAME-fab" link set h1r0 down
-echo "   host 1 sees: $(ip -n "$NAME-h1" -br link show rail0 | awk '{print $1, $2}')"
-table
-echo "== repaired: switch port h1r0 up"
-ip -n "$NAME-fab" link set h1r0 up
-sleep 0.2
-table
+# Hold-down 1 s before failing back; the library's failover lines (WARN) show as they happen.
+"$RECCL" testbed run --name "$NAME" --timeout 300 -- /usr/bin/env RECCL_DETECTOR=auto RECCL_HOLDDOWN_MS=1000 \
+  RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "$BENCH" --fault-plan "$OUT/plan.json" --fault-log "$OUT/plan.jsonl" \
+  -e "$SIZE" -w 2 -n 5 --fault-tail-ms "$TAIL" --json "$OUT/demo.json" >"$OUT/ranks.log" 2>&1 &
+RUN_PID=$!
+# Show the interesting lines live.
+tail -n +1 -f "$OUT/ranks.log" --pid "$RUN_PID" 2>/dev/null |
+  grep --line-buffered -E 'link detector on|down \(source|failover (of|by)|fail-back (of|by)|up again' |
+  sed -u 's/^/   /' &
+TAIL_PID=$!
+RC=0
+wait "$RUN_PID" || RC=$?
+RUN_PID=""
+wait "$TAIL_PID" 2>/dev/null || true
+if [[ $RC -ne 0 || ! -s $OUT/demo.json ]]; then
+  echo "demo: the run failed (exit $RC); last lines of $OUT/ranks.log:" >&2
+  tail -15 "$OUT/ranks.log" >&2
+  exit 1
+fi
 
+# Report and plot data from the bench's JSON and the ranks' log.
+python3 - "$OUT" <<'PY'
+import json, re, sys
+out = sys.argv[1]
+j = json.load(open(out + "/demo.json"))
+log = open(out + "/ranks.log", errors="replace").read()
+t0 = j["t0_mono_ns"]
+with open(out + "/timeline.dat", "w") as f:
+    f.write("# t_s busbw_gbps (iteration end, rank 0)\n")
+    for it in j["iterations"]:
+        f.write("%.4f %.4f\n" % ((it["end_mono_ns"] - t0) / 1e9, it["busbw_gbps"]))
+marks = []
+for r in j["plan"]["records"]:
+    marks.append(((r["start_mono_ns"] - t0) / 1e9, "recovery" if r["undo"] else "fault"))
+for x in j["faults"]:
+    if x.get("failed_back_at_s") is not None:
+        marks.append((x["failed_back_at_s"], "fail-back done"))
+colors = {"fault": "#c0392b", "recovery": "#27ae60", "fail-back done": "#2980b9"}
+with open(out + "/marks.gp", "w") as f:
+    for i, (t, what) in enumerate(marks):
+        color = colors[what]
+        f.write('set arrow %d from %.4f, graph 0 to %.4f, graph 1 nohead lw 2 dt 2 lc rgb "%s"\n' % (i + 1, t, t, color))
+        f.write('set label %d "%s" at %.4f, graph %.2f offset 0.5,0 tc rgb "%s"\n' % (
+            i + 1, what, t, 0.96 if what != "fail-back done" else 0.90, color))
+src = re.search(r"rail 0 \(rail0\) down \(source ([^)]*)\)", log)
+det = re.search(r"link detector on \(([^)]*)\)", log)
+f = j["faults"][0] if j["faults"] else {}
+def v(x, fmt="%.2f"):
+    return "-" if x is None else fmt % x
+c = j["counters"]
+exact = j["out_of_bounds"] == 0 and j["status"] == "ok"
+lines = [
+    "failover demo: allreduce %d bytes (%s %s), 2 ranks on 2 hosts x 2 rails, %d iterations" % (
+        j["collective"]["bytes"], j["collective"]["type"], j["collective"]["op"], len(j["iterations"])),
+    "  fault                 %s %s at +%s s, recovered at +%s s" % (f.get("action", "-"), f.get("target", "-"),
+        v(f.get("at_s"), "%.3f"), v(f.get("recover_at_s"), "%.3f")),
+    "  detector              %s" % (det.group(1) if det else "not running (NIC poll)"),
+    "  detection source      %s" % (src.group(1) if src else "-"),
+    "  detection latency     %s ms (fault syscall -> first kernel/netlink signal)" % v(f.get("signal_after_fault_ms"), "%.3f"),
+    "  switch                %s ms (first signal -> new path committed)" % v(f.get("fault_to_switch_ms"), "%.3f"),
+    "  stall                 %s ms (fault syscall -> first step completed on the new path)" % v(f.get("stall_ms"), "%.3f"),
+    "  bytes resent          %d" % c["bytes_resent"],
+    "  failovers / failbacks %d / %d (connections, both ranks)" % (c["failovers"], c["failbacks"]),
+    "  bus bandwidth GB/s    before %s | iteration hit by the fault %s | on one rail %s | after fail-back %s" % (
+        v(f.get("busbw_before_gbps"), "%.3f"), v(f.get("busbw_during_gbps"), "%.3f"),
+        v(f.get("busbw_degraded_gbps"), "%.3f"), v(f.get("busbw_after_gbps"), "%.3f")),
+    "  results               %s" % ("bit-exact (every iteration checked on every rank)" if exact
+                                     else "WRONG: %d elements, status %s" % (j["out_of_bounds"], j["status"])),
+]
+open(out + "/report.txt", "w").write("\n".join(lines) + "\n")
+print("\n".join(lines))
+sys.exit(0 if exact and f.get("stall_ms") is not None else 1)
+PY
+gnuplot <<EOF
+set terminal pngcairo size 1100,480 font "sans,10"
+set output "$OUT/timeline.png"
+set title "reccl allreduce $SIZE on 2 hosts x 2 rails: bus bandwidth per iteration across a last-hop fault"
+set xlabel "time since the loop started (s)"
+set ylabel "bus bandwidth (GB/s)"
+set yrange [0:*]
+set grid
+set key bottom right
+load "$OUT/marks.gp"
+plot "$OUT/timeline.dat" using 1:2 with linespoints pt 7 ps 0.6 lc rgb "#2c3e50" title "iteration (rank 0)"
+EOF
+[[ -s $OUT/timeline.png ]] || { echo "demo: gnuplot wrote no PNG" >&2; exit 1; }
 echo
-echo "== ranks: reccl testbed run --name $NAME --ranks-per-host 2 -- ..."
-"$RECCL" testbed run --name "$NAME" --ranks-per-host 2 --timeout 10 -- \
-  sh -c 'echo "rank $RANK/$WORLD_SIZE local $LOCAL_RANK master $MASTER_ADDR:$MASTER_PORT"' | sed 's/^/   /'
+echo "== written: $OUT/report.txt, $OUT/timeline.png (bus bandwidth per iteration), $OUT/demo.json"

@@ -17,6 +17,7 @@ Examples:
   reccl testbed run -- reccl-bench -b 64M -e 64M -n 20 --json out.json
   torchrun --nproc-per-node 2 ... reccl-bench --coll allgather -d all
   reccl-bench -t 2 --coll reduce -o all -r -1 -b 1K -e 1M -f 4
+  reccl testbed run -- reccl-bench --fault-plan faults.json --json out.json   allreduce 64M under faults
 Without -t, ranks come from the launcher's environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
 OMPI_COMM_WORLD_*, PMI_*, SLURM_*). Calls pass a NULL stream, so every call has completed when it
 returns; -z is accepted for nccl-tests compatibility and changes nothing.
@@ -110,6 +111,12 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   app.add_option("-z,--blocking", blocking, "0 or 1, for nccl-tests compatibility (calls always complete)");
   app.add_option("-t,--threads", o.threads, "run this many ranks as threads in one process");
   app.add_option("--json", o.jsonPath, "also write every row and the environment to this JSON file");
+  app.add_option("--fault-plan", o.faultPlanPath,
+                 "run allreduce (one size, -e, default 64M) in a loop while rank 0 runs this reccl inject "
+                 "plan; per-iteration timeline and per-fault stall and bus bandwidth in --json");
+  app.add_option("--fault-log", o.faultLogPath, "with --fault-plan: write the plan's JSON-lines log here");
+  app.add_option("--fault-tail-ms", o.faultTailMs,
+                 "with --fault-plan: keep looping this long after the plan's last event (default 1000)");
   std::vector<const char*> args(argv, argv + argc);
   try {
     app.parse(argc, const_cast<char**>(args.data()));
@@ -141,6 +148,11 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   RECCL_ASSIGN_OR_RETURN(o.minBytes, size("-b/--minbytes", minB));
   RECCL_ASSIGN_OR_RETURN(o.maxBytes, size("-e/--maxbytes", maxB));
   RECCL_ASSIGN_OR_RETURN(o.stepBytes, size("-i/--stepbytes", stepB));
+  if (!o.faultPlanPath.empty()) {  // one size: -e, else -b, else 64M
+    if (app.count("-e")) o.minBytes = o.maxBytes;
+    else if (app.count("-b")) o.maxBytes = o.minBytes;
+    else o.minBytes = o.maxBytes = 64 << 20;
+  }
   if (o.maxBytes < o.minBytes)
     return Status(Errc::kInvalidArgument, "-e/--maxbytes: smaller than -b/--minbytes");
   if (o.stepFactor != 0 && !(o.stepFactor > 1.0))
@@ -157,6 +169,19 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   o.blocking = blocking == 1;
   RECCL_ASSIGN_OR_RETURN(o.types, parseTypes(type));
   RECCL_ASSIGN_OR_RETURN(o.ops, parseOps(op));
+  if (o.faultPlanPath.empty()) {
+    if (!o.faultLogPath.empty()) return Status(Errc::kInvalidArgument, "--fault-log: needs --fault-plan");
+    return o;
+  }
+  // Fault mode: one allreduce size, checked bit for bit every iteration.
+  if (o.colls.size() != 1 || o.colls[0] != Coll::kAllReduce)
+    return Status(Errc::kInvalidArgument, "--coll: --fault-plan runs allreduce only");
+  if (o.threads > 0) return Status(Errc::kInvalidArgument, "-t/--threads: --fault-plan needs ranks as processes");
+  if (o.faultTailMs < 0) return Status(Errc::kInvalidArgument, "--fault-tail-ms: must not be negative");
+  if (o.types.size() != 1 || o.ops.size() != 1)
+    return Status(Errc::kInvalidArgument, "-d/-o: --fault-plan takes one type and one op");
+  if (o.ops[0] == recclAvg)
+    return Status(Errc::kInvalidArgument, "-o/--op: avg is not bit-exact; --fault-plan checks every result exactly");
   return o;
 }
 

@@ -28,6 +28,11 @@ struct BenchOptions {
   bool blocking = false;
   int threads = 0;  // >0: that many ranks as threads in this process (recclCommInitAll)
   std::string jsonPath;
+  // --fault-plan: one allreduce size in a loop while rank 0 runs this reccl inject plan; the loop
+  // lasts the plan plus faultTailMs (and at least `iters` iterations). See fault_loop.h.
+  std::string faultPlanPath;
+  std::string faultLogPath;  // the plan's JSON-lines log (reccl inject plan --log)
+  int64_t faultTailMs = 1000;
   bool help = false;
   std::string helpText;  // filled when help is set
   std::vector<std::string> argv;  // as given, for the JSON record

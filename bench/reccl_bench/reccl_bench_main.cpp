@@ -20,6 +20,7 @@
 #include "bench_options.h"
 #include "bench_report.h"
 #include "bench_table.h"
+#include "fault_loop.h"
 #include "reccl/reccl.h"
 #include "reduce/reduce.h"
 
@@ -270,6 +271,40 @@ int runThreads(const BenchOptions& o) {
   return finish(o, n, rep);
 }
 
+// --fault-plan: the plan is read and checked on every rank before anything connects, so a bad
+// file is a usage error everywhere; only rank 0 runs it.
+int runFaultPlan(const BenchOptions& o) {
+  auto plan = inject::loadPlanFile(o.faultPlanPath);
+  if (!plan.ok()) {
+    std::fprintf(stderr, "reccl-bench: --fault-plan: %s\n", plan.status().message().c_str());
+    return kExitUsage;
+  }
+  // The runner's own root-namespace check compares with init's namespace, which a rank inside a
+  // testbed host often cannot see (/proc/1 unreadable: it then compares with its own, the very
+  // host the plan targets). The bench applies the rules that matter itself and runs the plan
+  // with force: never the caller's namespace by omission, never the management NIC.
+  for (const auto& a : plan.value().actions) {
+    if (a.target.netns.empty() || a.target.dev == "mgmt0") {
+      std::fprintf(stderr, "reccl-bench: --fault-plan: entry %d: refusing to act on %s\n", a.source,
+                   a.target.netns.empty() ? "the root network namespace (no netns named)" : "the management nic mgmt0");
+      return kExitUsage;
+    }
+  }
+  recclComm_t comm = nullptr;
+  if (recclResult_t r = recclCommInitFromEnv(&comm); r != recclSuccess) {
+    std::fprintf(stderr, "reccl-bench: recclCommInitFromEnv failed: %s: %s\n", recclGetErrorString(r),
+                 recclGetLastError(nullptr));
+    return kExitFailed;
+  }
+  int rank = 0, n = 1;
+  if (recclCommUserRank(comm, &rank) != recclSuccess || recclCommCount(comm, &n) != recclSuccess) {
+    std::fprintf(stderr, "reccl-bench: cannot read rank and size of the communicator\n");
+    recclCommAbort(comm);
+    return kExitFailed;
+  }
+  return runFaultPlanRank(o, plan.value(), comm, rank, n);
+}
+
 int runProcess(const BenchOptions& o) {
   recclComm_t comm = nullptr;
   if (recclResult_t r = recclCommInitFromEnv(&comm); r != recclSuccess) {
@@ -318,5 +353,6 @@ int main(int argc, char** argv) {
     std::printf("%s", o.helpText.c_str());
     return kExitOk;
   }
+  if (!o.faultPlanPath.empty()) return runFaultPlan(o);
   return o.threads > 0 ? runThreads(o) : runProcess(o);
 }

@@ -332,6 +332,8 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.failbacks = s.failbacks;
   full.bytesResent = s.bytesResent;
   full.lastFailoverUs = s.lastFailoverUs;
+  full.lastFailoverSignalNs = s.lastFailoverSignalNs;
+  full.lastMigrationFirstStepNs = s.lastMigrationFirstStepNs;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

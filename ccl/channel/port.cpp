@@ -47,6 +47,15 @@ void PortBase::fail(const Status& s) {
   wakeAll();
 }
 
+void PortBase::stampFirstStep() noexcept {
+  if (!stampNextStep_.load(std::memory_order_relaxed) || !stampNextStep_.exchange(false)) return;
+  if (!env_) return;
+  auto now = std::chrono::steady_clock::now().time_since_epoch();  // CLOCK_MONOTONIC
+  env_->lastMigrationFirstStepNs.store(
+      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()),
+      std::memory_order_release);
+}
+
 void PortBase::wakeAll() noexcept {
   counters()->toReceiver.ring();
   counters()->toSender.ring();
@@ -118,6 +127,7 @@ void SendPort::onAck(uint64_t applied) noexcept {
   if (applied > cur) {
     c->consumed.store(applied, std::memory_order_release);
     c->toSender.ring();
+    stampFirstStep();
   }
 }
 
@@ -163,6 +173,7 @@ void RecvPort::onReceived(uint64_t step) noexcept {
   ConnCounters* c = counters();
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
+  stampFirstStep();
 }
 
 }  // namespace reccl::channel

@@ -53,6 +53,9 @@ struct PortEnv {
   std::function<bool(const PortId&, bool isSender, const Status&)> onPathFailure;
   std::atomic<uint64_t> duplicateSteps{0};
   std::atomic<uint64_t> staleSteps{0};
+  // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see
+  // PortBase::armFirstStepStamp): where a failover's stall ends, for benchmarks.
+  std::atomic<uint64_t> lastMigrationFirstStepNs{0};
 };
 
 class PortBase {
@@ -86,6 +89,10 @@ class PortBase {
   Status error() const { return latch_.get(); }
   // Wakes all waiters so they re-check abort/error flags.
   void wakeAll() noexcept;
+  // Failover calls this just before a migrated path starts: the next step completed on this
+  // port (an ack advancing at the sender, a step landing at the receiver) stamps
+  // env()->lastMigrationFirstStepNs. One relaxed load per step otherwise.
+  void armFirstStepStamp() noexcept { stampNextStep_.store(true, std::memory_order_release); }
 
  protected:
   template <typename Ready>
@@ -100,6 +107,8 @@ class PortBase {
   std::atomic<Path*> pathRaw_{nullptr};
   std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
+  std::atomic<bool> stampNextStep_{false};
+  void stampFirstStep() noexcept;
 };
 
 class SendPort : public PortBase {

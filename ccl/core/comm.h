@@ -55,6 +55,8 @@ struct CommStats {
   uint64_t bytesResent = 0;
   uint64_t lastFailoverUs = 0;
   uint32_t railsUp = 0;
+  uint64_t lastFailoverSignalNs = 0;
+  uint64_t lastMigrationFirstStepNs = 0;  // from PortEnv (the ports stamp it)
 };
 
 class Comm final : public channel::ChannelSet {

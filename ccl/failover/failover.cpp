@@ -162,6 +162,7 @@ void Failover::fillStats(core::CommStats* s) const {
   s->failbacks = failbacks_.load();
   s->bytesResent = bytesResent_.load();
   s->lastFailoverUs = lastFailoverUs_.load();
+  s->lastFailoverSignalNs = lastFailoverSignalNs_.load();
   s->railsUp = static_cast<uint32_t>(std::popcount(railsUp_.load()));
 }
 

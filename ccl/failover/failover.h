@@ -203,6 +203,7 @@ class Failover {
   std::atomic<uint64_t> failbacks_{0};
   std::atomic<uint64_t> bytesResent_{0};
   std::atomic<uint64_t> lastFailoverUs_{0};
+  std::atomic<uint64_t> lastFailoverSignalNs_{0};
 };
 
 }  // namespace reccl::failover

@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/comm.h"
@@ -164,7 +165,7 @@ void Failover::monitorLoop() {
 void Failover::pollNics(uint64_t nowNs) {
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
     const auto& nic = comm_.myNics_[r];
-    if (nic.name == "lo") continue;
+    if (nic.name == "lo" || (!pollNics_ && !nicDown_[r])) continue;
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, nic.name.c_str(), IFNAMSIZ - 1);
     bool up = false;
@@ -197,8 +198,18 @@ void Failover::scanStalls(uint64_t nowNs) {
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) continue;
     if (ti.tcpi_state != TCP_ESTABLISHED) continue;
     // Data or keepalive probes outstanding and no ACK for the stall time: the path is dead,
-    // whichever end of it failed. (A slow peer still ACKs at the TCP level.)
-    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (ti.tcpi_unacked > 0 || ti.tcpi_probes > 0)) {
+    // whichever end of it failed. (A slow peer still ACKs at the TCP level.) The last ACK of a
+    // connection that was idle is old before anything is lost: data counts only once a
+    // retransmission timeout fired unanswered, a keepalive probe only once it has waited the
+    // stall time (it goes out after the keepalive idle time, see armSocket). Without this an
+    // idle connection that had just sent (or probed) looked stalled and was migrated, or
+    // failed when no other rail was left.
+    const uint32_t stall = static_cast<uint32_t>(stallMs_);
+    const uint32_t keepIdleMs = static_cast<uint32_t>(std::max<int64_t>(1, stallMs_ / 1000) * 1000);
+    bool dataStalled = ti.tcpi_unacked > 0 && ti.tcpi_last_ack_recv >= stall &&
+                       (ti.tcpi_backoff > 0 || ti.tcpi_retransmits > 0);
+    bool probeStalled = ti.tcpi_probes > 0 && ti.tcpi_last_ack_recv >= keepIdleMs + stall;
+    if (dataStalled || probeStalled) {
       Job j;
       j.id = c->id;
       j.reason = MigrateReason::kStall;

@@ -81,6 +81,11 @@ typedef struct {
   uint64_t lastFailoverUs;    /* detection-to-first-step time of the latest failover */
   uint32_t railsUp;
   uint32_t railsTotal;
+  /* CLOCK_MONOTONIC ns (0: none yet), for lining up failovers with a fault timeline: the first
+   * signal of the latest failover this rank initiated, and the moment the latest migrated
+   * connection (either end, any reason) completed its first step on its new path. */
+  uint64_t lastFailoverSignalNs;
+  uint64_t lastMigrationFirstStepNs;
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);

@@ -1,0 +1,50 @@
+// What `reccl-bench --fault-plan` makes of a run: per-iteration samples of the allreduce loop and
+// the plan's fault/recovery moments in, per-fault stall and bus bandwidth before / during /
+// degraded / after out. Pure (no network, no clock), so it is unit tested on made-up timelines.
+//
+// All times are CLOCK_MONOTONIC ns. A fault's stall is fault syscall start -> the first step
+// completed on a migrated path (the library's lastMigrationFirstStepNs, the latest over all
+// ranks, sampled after each iteration).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace reccl::bench {
+
+struct IterationSample {
+  int64_t startNs = 0;  // the allreduce call's start and return on rank 0
+  int64_t endNs = 0;
+  double busBw = 0;  // GB/s of this call alone
+  // When the counters below had been read on every rank (rank 0's return from the small
+  // allreduce that agrees on them): a fault before this moment may already show in them.
+  int64_t statsNs = 0;
+  // Library counters after the call, maximum over ranks (recclCommGetStats).
+  uint64_t firstStepNs = 0;  // lastMigrationFirstStepNs
+  uint64_t signalNs = 0;     // lastFailoverSignalNs
+  uint64_t failovers = 0;
+  uint64_t failbacks = 0;
+  // lastFailoverSignalNs + lastFailoverUs of each rank, maximum over ranks: when the latest
+  // initiated failover committed. (The maximum of lastFailoverUs itself would pair one rank's
+  // old duration with another's new signal.)
+  uint64_t commitNs = 0;
+};
+
+struct FaultMoment {
+  int64_t faultNs = 0;     // the fault action's syscall start
+  int64_t recoverNs = -1;  // its undo (or the next up action on the same target); -1: none
+  std::string action;      // "link-down", ...
+  std::string target;      // "tb-h0/rail0 (switch)"
+};
+
+// {"faults": [...], "summary": {...}}; see docs/benchmarks.md for the fields.
+nlohmann::json analyzeFaults(const std::vector<IterationSample>& samples, const std::vector<FaultMoment>& faults,
+                             int64_t t0Ns);
+
+// Nearest-rank percentile (p in [0,1]) of an unsorted sample; 0 for an empty one.
+double percentile(std::vector<double> v, double p);
+
+}  // namespace reccl::bench

@@ -1,0 +1,98 @@
+// reccl-bench --fault-plan's analysis on made-up timelines: stall, windows, counters.
+#include <gtest/gtest.h>
+
+#include "fault_timeline.h"
+
+namespace {
+
+using reccl::bench::analyzeFaults;
+using reccl::bench::FaultMoment;
+using reccl::bench::IterationSample;
+using reccl::bench::percentile;
+
+constexpr int64_t kMs = 1'000'000;
+
+// Iterations of 100 ms back to back from t = 0 (stats read 1 ms after each end), bandwidth 2 on
+// two rails, 1 while degraded [degradedFrom, degradedTo).
+std::vector<IterationSample> timeline(int n, int64_t degradedFrom, int64_t degradedTo) {
+  std::vector<IterationSample> s;
+  for (int i = 0; i < n; ++i) {
+    IterationSample x;
+    x.startNs = i * 100 * kMs;
+    x.endNs = x.startNs + 99 * kMs;
+    x.statsNs = x.endNs + 1 * kMs;
+    x.busBw = x.startNs >= degradedFrom && x.endNs < degradedTo ? 1.0 : 2.0;
+    s.push_back(x);
+  }
+  return s;
+}
+
+TEST(FaultTimeline, StallWindowsAndFailBack) {
+  auto s = timeline(40, 1100 * kMs, 2000 * kMs);
+  // Fault at 1050 ms inside iteration 10; the migrated path's first step at 1062 ms; the
+  // detector's signal at 1050.2 ms; 9 ms signal -> switch. Recovery at 2000 ms, fail-back seen
+  // after iteration 24.
+  for (auto& x : s) {
+    if (x.statsNs >= 1100 * kMs) {
+      x.failovers = 2;
+      x.firstStepNs = 1062 * kMs;
+      x.signalNs = 1050 * kMs + 200'000;
+      x.commitNs = x.signalNs + 9 * kMs;
+    }
+    if (x.statsNs >= 2500 * kMs) x.failbacks = 2;
+  }
+  FaultMoment f{1050 * kMs, 2000 * kMs, "link-down", "tb-h0/rail0 (switch side)"};
+  auto j = analyzeFaults(s, {f}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_TRUE(r["in_collective"].get<bool>());
+  EXPECT_TRUE(r["failover"].get<bool>());
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 12.0, 1e-9);
+  EXPECT_NEAR(r["signal_after_fault_ms"].get<double>(), 0.2, 1e-9);
+  EXPECT_NEAR(r["fault_to_switch_ms"].get<double>(), 9.0, 1e-9);
+  EXPECT_NEAR(r["first_step_after_switch_ms"].get<double>(), 2.8, 1e-9);
+  EXPECT_DOUBLE_EQ(r["busbw_before_gbps"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(r["busbw_degraded_gbps"].get<double>(), 1.0);
+  EXPECT_DOUBLE_EQ(r["busbw_after_gbps"].get<double>(), 2.0);
+  EXPECT_NEAR(r["failed_back_at_s"].get<double>(), 2.499, 1e-9);
+  // before: iterations 0..9; degraded: 11..19; after: from 25 on.
+  EXPECT_EQ(r["iterations_before_degraded_after"], nlohmann::json({10, 9, 15}));
+  EXPECT_EQ(j["summary"]["faults_with_failover"], 1);
+  EXPECT_NEAR(j["summary"]["ratios"]["degraded_over_before"].get<double>(), 0.5, 1e-9);
+}
+
+TEST(FaultTimeline, NoFailoverMeansNoStall) {
+  auto s = timeline(20, 0, 0);
+  auto j = analyzeFaults(s, {FaultMoment{500 * kMs, 800 * kMs, "link-down", "x"}}, 0);
+  EXPECT_FALSE(j["faults"][0]["failover"].get<bool>());
+  EXPECT_TRUE(j["faults"][0]["stall_ms"].is_null());
+  EXPECT_EQ(j["summary"]["stall_ms"]["n"], 0);
+}
+
+TEST(FaultTimeline, FaultBetweenTwoCallsIsMigratedBeforeTheNextCall) {
+  // The fault lands after iteration 5 ended (599 ms) but before its counters were read
+  // (600 ms): they already hold the failover and the first step (stamped by the small
+  // agreeing allreduce). It still counts, outside a call.
+  auto s = timeline(20, 0, 0);
+  for (auto& x : s)
+    if (x.statsNs >= 600 * kMs) {
+      x.failovers = 1;
+      x.firstStepNs = 599 * kMs + 800'000;
+    }
+  auto j = analyzeFaults(s, {FaultMoment{599 * kMs + 300'000, -1, "link-down", "x"}}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_FALSE(r["in_collective"].get<bool>());
+  EXPECT_TRUE(r["failover"].get<bool>());
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 0.5, 1e-9);
+  EXPECT_TRUE(r["busbw_after_gbps"].is_null()) << "no recovery, no after window";
+}
+
+TEST(FaultTimeline, PercentileIsNearestRank) {
+  std::vector<double> v;
+  for (int i = 100; i >= 1; --i) v.push_back(i);
+  EXPECT_EQ(percentile(v, 0.5), 50);
+  EXPECT_EQ(percentile(v, 0.99), 99);
+  EXPECT_EQ(percentile(v, 1.0), 100);
+  EXPECT_EQ(percentile({}, 0.5), 0);
+}
+
+}  // namespace
