@@ -332,6 +332,9 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.failbacks = s.failbacks;
   full.bytesResent = s.bytesResent;
   full.lastFailoverUs = s.lastFailoverUs;
+  full.relayMigrations = s.relayMigrations;
+  full.relayBytesForwarded = s.relayBytesForwarded;
+  full.relayPipesServed = s.relayPipesServed;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

@@ -55,6 +55,9 @@ struct CommStats {
   uint64_t bytesResent = 0;
   uint64_t lastFailoverUs = 0;
   uint32_t railsUp = 0;
+  uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
+  uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
+  uint64_t relayPipesServed = 0;
 };
 
 class Comm final : public channel::ChannelSet {

@@ -81,6 +81,9 @@ typedef struct {
   uint64_t lastFailoverUs;    /* detection-to-first-step time of the latest failover */
   uint32_t railsUp;
   uint32_t railsTotal;
+  uint64_t relayMigrations;     /* migrations of this rank's connections onto a same-host relay */
+  uint64_t relayBytesForwarded; /* bytes this rank forwarded as relay for same-host ranks */
+  uint64_t relayPipesServed;    /* relayed connections this rank has served */
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);
