@@ -115,7 +115,9 @@ void Failover::relayRailDown(int rail) {
 
 bool Failover::routeWantsRelay(const Conn& c, const Job& j) {
   if (route_ == "direct" || comm_.topo_.localNranks < 2) return false;
-  if (route_ == "relay") return true;
+  // relay: when this rank's own NIC failed under the connection (or its relay did). A stall with
+  // the rail healthy here points at the far end, which a same-host NIC would not avoid.
+  if (route_ == "relay") return c.relayVia.load() >= 0 || j.fromRail < 0 || !railUp(j.fromRail);
   if (!nicAffinity_) return false;
   // auto under NIC affinity: this rank may use its own NIC (local rank mod rails) and the rails
   // its connections use fault-free; relay only when none of those reaches the peer.

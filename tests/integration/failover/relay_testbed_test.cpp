@@ -118,7 +118,10 @@ class Relay : public reccl::test::TestbedTest<2, 2> {
     ASSERT_EQ(rc, 0) << cmd;
   }
   static std::string env(const std::string& extra) {
-    return "RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=300 WORKER_RELAY_STATS=1 " + extra;
+    // NIC poll as the fault source: four ranks loading BPF at once on a busy machine take seconds
+    // before their detectors run; routing, not detection, is under test here.
+    return "RECCL_DETECTOR=poll RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=300 "
+           "WORKER_RELAY_STATS=1 " + extra;
   }
   static std::string finish(Job& j) {
     int code = j.wait();
@@ -210,7 +213,8 @@ TEST_F(Relay, RelayThenFailBack) {
 // which retires the relay pipes at host 0; results stay exact.
 TEST_F(Relay, FarEndRailFailsWhileRelayed) {
   Job j(testbed().name(),
-        "RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=20000 WORKER_RELAY_STATS=1 "
+        "RECCL_DETECTOR=poll RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=20000 "
+        "WORKER_RELAY_STATS=1 "
         "RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144",
         120, 2);
   ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
