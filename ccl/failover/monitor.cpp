@@ -224,7 +224,10 @@ void Failover::scanStalls(uint64_t nowNs) {
     if (ti.tcpi_state != TCP_ESTABLISHED) continue;
     // Data or keepalive probes outstanding and no ACK for the stall time: the path is dead,
     // whichever end of it failed. (A slow peer still ACKs at the TCP level.)
-    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (ti.tcpi_unacked > 0 || ti.tcpi_probes > 0)) {
+    // An idle connection's keepalive probe goes out just when the last ACK is the idle time old:
+    // one probe in flight is not a stall (false positives on idle connections, e.g. the recursive
+    // doubling ones with 4 ranks); two unanswered probes (1 s apart) are.
+    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (ti.tcpi_unacked > 0 || ti.tcpi_probes > 1)) {
       Job j;
       j.id = c->id;
       j.reason = MigrateReason::kStall;

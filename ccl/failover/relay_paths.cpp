@@ -33,8 +33,19 @@ void RelayPathBase::stop() noexcept {
 
 void RelayPathBase::failed(const Status& s) {
   if (dead_.exchange(true)) return;
+  // A path the port no longer uses (failover replaced it: the peer closing the relay's socket is
+  // how that looks from here) failing is expected, not a fault. Checked before the failover hook
+  // and again after it, since the swap may land while the hook decides (PortBase::pathFailed's
+  // logic plus this re-check).
+  if (base_->path() != this) {
+    RECCL_INFO(kLogFailover, "%s (path already replaced)", s.message().c_str());
+    return;
+  }
   RECCL_WARN(kLogFailover, "%s", s.message().c_str());
-  base_->pathFailed(isSender_, s);
+  channel::PortEnv* env = base_->env();
+  if (env && env->onPathFailure && env->onPathFailure(base_->id(), isSender_, s)) return;
+  if (base_->path() != this) return;
+  base_->fail(s);
 }
 
 void RelayPathBase::run() {
