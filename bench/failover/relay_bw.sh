@@ -4,16 +4,18 @@
 # elements in a loop for SECONDS; 40 % in, the switch port of host 0 rail 0 goes down (the ranks
 # of host 0 lose rail 0; rail 1 is left). busbw = bytes * 2(n-1)/n / call time, median over the
 # iterations before the fault and over those ending more than 1 s after it (rank 0's timeline).
-# Usage: bench/failover/relay_bw.sh BUILD_DIR [COUNT] [SECONDS]
+# Fault source: NIC poll (four ranks loading BPF at once delay the detector by seconds here).
+# Usage: bench/failover/relay_bw.sh BUILD_DIR [COUNT] [SECONDS] [RUNS]
 set -eu
-B=${1:?build dir}; COUNT=${2:-4194304}; SECS=${3:-8}
+B=${1:?build dir}; COUNT=${2:-4194304}; SECS=${3:-14}; RUNS=${4:-1}
 R="$B/bin/reccl"; W="$B/bin/relay_bw_worker"
 NAME=rb$$
 "$R" testbed up --name "$NAME" --hosts 2 --rails 2 >/dev/null
 trap '"$R" testbed down --name "$NAME" >/dev/null 2>&1 || true' EXIT
+for RUN in $(seq 1 "$RUNS"); do
 for ROUTE in direct relay; do
   OUT=$(mktemp)
-  "$R" testbed run --name "$NAME" --ranks-per-host 2 --timeout 120 -- /usr/bin/env RECCL_FAILOVER_ROUTE=$ROUTE \
+  "$R" testbed run --name "$NAME" --ranks-per-host 2 --timeout 120 -- /usr/bin/env RECCL_FAILOVER_ROUTE=$ROUTE RECCL_DETECTOR=poll \
     RECCL_TIMEOUT_MS=30000 RECCL_HOLDDOWN_MS=60000 WORKER_SECONDS="$SECS" WORKER_COUNT="$COUNT" "$W" >"$OUT" 2>&1 &
   PID=$!
   k=0
@@ -42,3 +44,5 @@ PY
   rm -f "$OUT"
   sleep 1.5
 done
+done
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
