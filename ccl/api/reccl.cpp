@@ -334,6 +334,9 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.lastFailoverUs = s.lastFailoverUs;
   full.lastFailoverSignalNs = s.lastFailoverSignalNs;
   full.lastMigrationFirstStepNs = s.lastMigrationFirstStepNs;
+  full.relayMigrations = s.relayMigrations;
+  full.relayBytesForwarded = s.relayBytesForwarded;
+  full.relayPipesServed = s.relayPipesServed;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

@@ -42,11 +42,7 @@ Status Failover::start() {
   std::string det = params::Detector();
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
-  std::string route = params::FailoverRoute();
-  if (route != "auto" && route != "direct" && route != "relay")
-    return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + route + " is not auto, direct or relay");
-  if (route == "relay")
-    RECCL_WARN(kLogFailover, "rank %d: RECCL_FAILOVER_ROUTE=relay is not implemented; using direct", rank_);
+  RECCL_TRY(startRelay());  // route policy + this rank's relay server (relay.cpp)
 
   uint64_t all = nrails_ >= 64 ? ~0ull : ((1ull << nrails_) - 1);
   railsUp_.store(all);
@@ -71,14 +67,16 @@ Status Failover::start() {
   monitor_ = std::thread([this] { monitorLoop(); });
   migrator_ = std::thread([this] { migratorLoop(); });
   acceptor_ = std::thread([this] { acceptorLoop(); });
-  RECCL_INFO(kLogFailover, "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms",
+  RECCL_INFO(kLogFailover,
+             "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms, route %s%s",
              rank_, nrails_, detectorName_.c_str(), static_cast<long long>(stallMs_),
-             static_cast<long long>(timeoutMs_));
+             static_cast<long long>(timeoutMs_), route_.c_str(), nicAffinity_ ? " (nic affinity)" : "");
   return Status::Ok();
 }
 
 void Failover::stop() {
   if (stop_.exchange(true)) return;
+  stopRelay();
   comm_.env_.onPathFailure = nullptr;
   {
     std::lock_guard lk(qMu_);
@@ -133,12 +131,10 @@ void Failover::setPeerRails(int peer, uint64_t mask) {
 }
 
 std::vector<double> Failover::railWeights(int peer) {
-  // Equal weights for healthy rails (the testbed's rails are alike); a rail must be up here and,
-  // as far as this rank knows, at the peer.
+  // Weights from the measured throughput of each rail (rail_meter.cpp); a rail must be up here
+  // and, as far as this rank knows, at the peer.
   uint64_t both = railsUp_.load() & peerRails(peer);
-  std::vector<double> w(nrails_, 0.0);
-  for (int r = 0; r < nrails_; ++r) w[r] = (both >> r) & 1u ? 1.0 : 0.0;
-  return w;
+  return weightsFromThroughput(measuredBps(), both);
 }
 
 std::vector<int> Failover::railLoads() {
@@ -164,6 +160,9 @@ void Failover::fillStats(core::CommStats* s) const {
   s->lastFailoverUs = lastFailoverUs_.load();
   s->lastFailoverSignalNs = lastFailoverSignalNs_.load();
   s->railsUp = static_cast<uint32_t>(std::popcount(railsUp_.load()));
+  s->relayMigrations = relayMigrations_.load();
+  s->relayBytesForwarded = relay_ ? relay_->bytesForwarded() : 0;
+  s->relayPipesServed = relay_ ? relay_->pipesServed() : 0;
 }
 
 Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {

@@ -33,6 +33,8 @@
 #include "channel/port.h"
 #include "core/wire.h"
 #include "failover/migrate_wire.h"
+#include "failover/relay_paths.h"
+#include "failover/relay_server.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/status.h"
 #include "reccl/common/unique_fd.h"
@@ -84,7 +86,8 @@ class Failover {
     channel::PortBase* port = nullptr;
     int preferredRail = 0;
     std::atomic<int> rail{0};
-    std::atomic<int> fd{-1};        // current socket, for TCP_INFO
+    std::atomic<int> fd{-1};        // current socket, for TCP_INFO (-1 while relayed)
+    std::atomic<int> relayVia{-1};  // the same-host rank forwarding it (relay.cpp), -1: direct
     std::atomic<int> busy{0};       // a migration of this connection is in progress here
     std::atomic<bool> queued{false};
     std::mutex mu;                  // serializes commits (initiated and passive)
@@ -132,8 +135,9 @@ class Failover {
   void handlePassive(Passive p);
   // Switches c's port to `fd` at epoch `epoch` (c.mu held). `reply` (passive end) is sent on the
   // new socket before its path starts. Returns payload bytes to be resent (sender end).
+  // `relay` (relay.cpp): the new path is the shared-memory pipe to a relay rank instead of `fd`.
   Result<uint64_t> commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
-                                uint64_t peerApplied, MigrateReply* reply);
+                                uint64_t peerApplied, MigrateReply* reply, RelayLink* relay = nullptr);
   void unrecoverable(Conn& c, const Status& s);
   void logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
                     uint64_t commitNs);
@@ -144,6 +148,33 @@ class Failover {
   std::vector<double> railWeights(int peer);
   std::vector<int> railLoads();
   bool broken() const;
+
+  // relay.cpp: the relay route (RECCL_FAILOVER_ROUTE) and this rank's relay server.
+  enum class RelayOutcome { kDone, kStale, kFallBack };
+  Status startRelay();
+  void stopRelay();
+  bool routeWantsRelay(const Conn& c, const Job& j);
+  std::vector<std::pair<int, int>> relayCandidates(const Conn& c, const Job& j);  // (relay rank, rail)
+  // Tries the relay route for one migration job; kFallBack: use the direct route.
+  RelayOutcome relayFirst(Conn& c, const Job& j, Deadline deadline);
+  Attempt relayAttempt(Conn& c, int via, int rail, const Job& j, Deadline deadline, Status* err, uint32_t* epochOut,
+                       uint64_t* resentOut);
+  void startRelayPath(Conn& c, RelayLink link, uint64_t resume, uint32_t epoch, int rail);
+  void relayRailDown(int rail);
+
+  // rail_meter.cpp: measured throughput per rail (monitor thread samples, migrations read).
+  void meterRails(uint64_t nowNs);
+  std::vector<double> measuredBps() const;
+  mutable std::mutex meterMu_;
+  std::vector<double> railBps_;                            // under meterMu_
+  uint64_t meterLastNs_ = 0;                               // monitor thread
+  uint64_t meterLastUsable_ = 0;                           // monitor thread
+  std::map<ConnId, std::pair<int, uint64_t>> meterSeen_;   // monitor thread: fd, bytes
+
+  std::string route_ = "auto";
+  bool nicAffinity_ = false;
+  std::unique_ptr<RelayServer> relay_;
+  std::atomic<uint64_t> relayMigrations_{0};
 
   core::Comm& comm_;
   int rank_ = 0;

@@ -120,6 +120,12 @@ void Failover::runJob(const Job& j) {
   Deadline deadline = Deadline::afterMs(
       std::max<int64_t>(1, timeoutMs_ - static_cast<int64_t>((monoNs() - std::min(monoNs(), startNs)) / 1000000)));
   if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
+  // Relay route first when RECCL_FAILOVER_ROUTE asks for it (relay.cpp); else, or when no relay
+  // works, the direct route below.
+  if (!failBack) {
+    auto r = relayFirst(*c, j, deadline);
+    if (r != RelayOutcome::kFallBack) return;
+  }
   std::set<int> tried;
   Status last(Errc::kLinkFailure, "no healthy rail");
   while (!stop_.load() && !broken() && !c->port->failed()) {
@@ -301,7 +307,7 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
 }
 
 Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
-                                        uint64_t peerApplied, MigrateReply* reply) {
+                                        uint64_t peerApplied, MigrateReply* reply, RelayLink* relay) {
   if (broken()) return Status(Errc::kAborted, "communicator failed");
   channel::PortBase* port = c.port;
   transport::SocketEngine* engine = comm_.engine_.get();
@@ -314,6 +320,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   c.highest = std::max(c.highest, epoch);
   const auto& src = comm_.myNics_[rail];
   int newFd = fd.get();
+  int via = relay ? relay->via : -1;
   uint64_t resent = 0;
   if (c.role == Role::kSender) {
     auto* sp = static_cast<channel::SendPort*>(port);
@@ -330,11 +337,16 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     std::string desc = "tcp " + src.name + " rank " + std::to_string(c.id.sender) + "->" +
                        std::to_string(c.id.receiver) + " ch " + std::to_string(c.id.channel) + " epoch " +
                        std::to_string(epoch);
-    auto path = std::make_unique<transport::SocketSendPath>(engine, std::move(fd), sp, desc, resume);
-    auto* raw = path.get();
-    port->setPath(std::move(path));
-    port->armFirstStepStamp();  // after onAck(peerApplied): only an ack over the new path stamps
-    raw->start();
+    if (relay) {
+      port->armFirstStepStamp();
+      startRelayPath(c, std::move(*relay), resume, epoch, rail);
+    } else {
+      auto path = std::make_unique<transport::SocketSendPath>(engine, std::move(fd), sp, desc, resume);
+      auto* raw = path.get();
+      port->setPath(std::move(path));
+      port->armFirstStepStamp();  // only a step over the new path stamps (stall end for benchmarks)
+      raw->start();
+    }
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
     if (reply) {
@@ -349,15 +361,21 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     std::string desc = "tcp " + src.name + " rank " + std::to_string(c.id.sender) + "->" +
                        std::to_string(c.id.receiver) + " ch " + std::to_string(c.id.channel) + " epoch " +
                        std::to_string(epoch);
-    auto path = std::make_unique<transport::SocketRecvPath>(engine, std::move(fd), rp, desc, 0);
-    auto* raw = path.get();
-    port->setPath(std::move(path));
-    port->armFirstStepStamp();  // stall end for benchmarks: the first step landing on the new path
-    raw->start();
+    if (relay) {
+      port->armFirstStepStamp();
+      startRelayPath(c, std::move(*relay), 0, epoch, rail);
+    } else {
+      auto path = std::make_unique<transport::SocketRecvPath>(engine, std::move(fd), rp, desc, 0);
+      auto* raw = path.get();
+      port->setPath(std::move(path));
+      port->armFirstStepStamp();  // only a step over the new path stamps (stall end for benchmarks)
+      raw->start();
+    }
   }
-  armSocket(newFd);
+  if (newFd >= 0) armSocket(newFd);
   c.rail.store(rail);
   c.fd.store(newFd);
+  c.relayVia.store(via);
   return resent;
 }
 

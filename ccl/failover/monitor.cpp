@@ -159,6 +159,7 @@ void Failover::monitorLoop() {
     tickSources(now, rc > 0 ? pf[2].revents : 0);
     if (pollNics_) pollNics(now);
     scanStalls(now);
+    meterRails(now);  // rail weights from measured throughput (rail_meter.cpp)
   }
 }
 
@@ -230,8 +231,10 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
   RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector || src == FaultSource::kDaemon ? " " : "",
              src == FaultSource::kDetector || src == FaultSource::kDaemon ? lastDetectorSource_.c_str() : "");
+  relayRailDown(rail);  // pipes this rank forwards over the rail break; their origins move them
   for (auto& c : snapshot()) {
-    if (c->rail.load() != rail) continue;
+    // A relayed connection does not use this rank's NIC (its relay reports its own faults).
+    if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kLinkDown;

@@ -38,4 +38,31 @@ std::vector<int> assignRails(const std::vector<int>& preferred, const std::vecto
   return out;
 }
 
+double smoothThroughput(double prevBps, uint64_t bytes, double seconds, double alpha, uint64_t minBytes) {
+  if (seconds <= 0 || bytes < minBytes) return prevBps;
+  double sample = static_cast<double>(bytes) / seconds;
+  if (prevBps <= 0) return sample;
+  return prevBps + alpha * (sample - prevBps);
+}
+
+std::vector<double> weightsFromThroughput(const std::vector<double>& bps, uint64_t usable) {
+  std::vector<double> w(bps.size(), 0.0);
+  auto ok = [&](size_t r) { return r < 64 && ((usable >> r) & 1u); };
+  double best = 0;
+  for (size_t r = 0; r < bps.size(); ++r)
+    if (ok(r) && bps[r] > best) best = bps[r];
+  double sum = 0;
+  int measured = 0;
+  for (size_t r = 0; r < bps.size(); ++r) {
+    if (!ok(r) || bps[r] <= 0) continue;
+    w[r] = bps[r] / best;
+    sum += w[r];
+    ++measured;
+  }
+  double fill = measured ? sum / measured : 1.0;
+  for (size_t r = 0; r < bps.size(); ++r)
+    if (ok(r) && bps[r] <= 0) w[r] = fill;
+  return w;
+}
+
 }  // namespace reccl::failover

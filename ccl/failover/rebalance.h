@@ -3,6 +3,7 @@
 // (fail-back), so surviving NICs share the load instead of one taking everything.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
 namespace reccl::failover {
@@ -17,5 +18,17 @@ std::vector<int> assignRails(const std::vector<int>& preferred, const std::vecto
 // One connection leaving `exclude` (-1: none): the usable rail (not `exclude`) with the lowest
 // (load + 1) / weight, given current per-rail connection counts. -1 when there is none.
 int pickRail(const std::vector<int>& load, const std::vector<double>& weights, int exclude);
+
+// Measured rail weights. The monitor samples the bytes each rail moved (TCP_INFO of its
+// connections) every interval and smooths the rate; idle intervals (fewer than minBytes) say
+// nothing about a rail's capacity and keep the previous estimate, so a rail that was down keeps
+// its last figure for fail-back.
+// Returns the new estimate in bytes/s: prev if bytes < minBytes or seconds <= 0; the sample
+// itself if prev <= 0 (first measurement); else prev + alpha * (sample - prev).
+double smoothThroughput(double prevBps, uint64_t bytes, double seconds, double alpha, uint64_t minBytes);
+// Weights for assignRails/pickRail from measured throughputs: a rail whose bit is clear in
+// `usable` gets 0; a usable rail with a measurement gets bps / (largest usable measurement); a
+// usable rail never measured gets the mean of the measured usable weights (1 when none is).
+std::vector<double> weightsFromThroughput(const std::vector<double>& bps, uint64_t usable);
 
 }  // namespace reccl::failover

@@ -86,6 +86,9 @@ typedef struct {
    * connection (either end, any reason) completed its first step on its new path. */
   uint64_t lastFailoverSignalNs;
   uint64_t lastMigrationFirstStepNs;
+  uint64_t relayMigrations;     /* migrations of this rank's connections onto a same-host relay */
+  uint64_t relayBytesForwarded; /* bytes this rank forwarded as relay for same-host ranks */
+  uint64_t relayPipesServed;    /* relayed connections this rank has served */
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);

@@ -170,6 +170,10 @@ int main() {
          rank, iters, secs, (unsigned long long)st.failovers, (unsigned long long)st.failbacks,
          (unsigned long long)st.bytesResent, (unsigned long long)st.duplicateSteps,
          (unsigned long long)st.lastFailoverUs, st.railsUp);
+  // WORKER_RELAY_STATS=1: the relay counters too (relay_testbed_test).
+  if (getenv("WORKER_RELAY_STATS"))
+    printf("relay rank %d migrations %llu forwarded %llu pipes %llu\n", rank, (unsigned long long)st.relayMigrations,
+           (unsigned long long)st.relayBytesForwarded, (unsigned long long)st.relayPipesServed);
   recclCommDestroy(comm);
   return 0;
 }

@@ -1,0 +1,350 @@
+// The relay route: a connection whose rail failed here is forwarded through a same-host rank's
+// NIC. This rank (the origin) keeps its end of the connection; its path becomes a shared-memory
+// pipe to the relay rank, which copies the bytes unchanged to and from a TCP connection from its
+// own NIC to the peer's (relay_server.h). The peer sees an ordinary migration of the connection
+// (the origin's hello and MigrateRequest travel through the pipe), so the epoch/step handshake,
+// resend from slots and duplicate drops are the direct route's, end to end.
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <cinttypes>
+#include <cstring>
+
+#include "core/comm.h"
+#include "failover/failover.h"
+#include "failover/relay_wire.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+
+namespace reccl::failover {
+namespace {
+
+constexpr int64_t kAttemptMs = 1000;
+
+uint64_t monoNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+std::string connName(const ConnId& c) {
+  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
+}
+
+// Connects to `name` in the abstract namespace and sends one message with three descriptors.
+Result<UniqueFd> openControl(const std::string& name, std::span<const std::byte> msg, const int (&fds)[3]) {
+  UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  if (!s) return Status::FromErrno(errno, "relay control: socket");
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  size_t n = std::min(name.size(), sizeof(a.sun_path) - 1);
+  std::memcpy(a.sun_path + 1, name.data(), n);
+  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
+  if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) != 0)
+    return Status::FromErrno(errno, "relay control: connect @" + name);
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))] = {};
+  iovec iov{const_cast<std::byte*>(msg.data()), msg.size()};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof(cbuf);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(fds));
+  std::memcpy(CMSG_DATA(c), fds, sizeof(fds));
+  if (sendmsg(s.get(), &m, MSG_NOSIGNAL) != static_cast<ssize_t>(msg.size()))
+    return Status::FromErrno(errno, "relay control: sendmsg");
+  return s;
+}
+
+}  // namespace
+
+Status Failover::startRelay() {
+  route_ = params::FailoverRoute();
+  if (route_ != "auto" && route_ != "direct" && route_ != "relay")
+    return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + route_ + " is not auto, direct or relay");
+  nicAffinity_ = params::NicAffinity();
+  // Every rank with a same-host peer serves relays whatever its own route: the origin decides.
+  if (comm_.topo_.localNranks < 2) return Status::Ok();
+  RelayServerConfig cfg;
+  cfg.rank = rank_;
+  cfg.nranks = comm_.nranks_;
+  cfg.secret = comm_.secret_;
+  cfg.commId = comm_.commId_;
+  cfg.pid = comm_.table_[rank_].pid;
+  cfg.hostOf = comm_.topo_.hostOf;
+  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
+    cfg.nicName.push_back(comm_.myNics_[r].name);
+    cfg.nicAddr.push_back(comm_.myNics_[r].addr);
+  }
+  for (const auto& ri : comm_.table_) {
+    std::vector<uint32_t> addrs;
+    for (const auto& n : ri.nics) addrs.push_back(n.addr);
+    cfg.peerNic.push_back(std::move(addrs));
+    cfg.peerPort.push_back(ri.dataPort);
+  }
+  cfg.railUp = [this](int r) { return railUp(r); };
+  cfg.railsUp = [this] { return railsUp_.load(); };
+  cfg.broken = [this] { return broken(); };
+  auto srv = RelayServer::create(std::move(cfg));
+  // Without a relay server this rank cannot forward for others; its own failovers still work.
+  if (!srv.ok())
+    RECCL_WARN(kLogFailover, "rank %d: relay server unavailable: %s", rank_, srv.status().message().c_str());
+  else
+    relay_ = std::move(srv).value();
+  return Status::Ok();
+}
+
+void Failover::stopRelay() {
+  // Own relayed paths first (their relays then drop the peer connections), then wait for the
+  // same-host ranks this rank forwards for: their last steps may still be passing through.
+  for (auto& c : snapshot())
+    if (c->relayVia.load() >= 0)
+      if (channel::Path* p = c->port->path()) p->shutdown();
+  if (relay_) relay_->stop(std::min<int64_t>(10000, std::max<int64_t>(timeoutMs_, 1000)));
+}
+
+void Failover::relayRailDown(int rail) {
+  if (relay_) relay_->breakRail(rail);
+}
+
+bool Failover::routeWantsRelay(const Conn& c, const Job& j) {
+  if (route_ == "direct" || comm_.topo_.localNranks < 2) return false;
+  // relay: when this rank's own NIC failed under the connection (or its relay did). A stall with
+  // the rail healthy here points at the far end, which a same-host NIC would not avoid.
+  if (route_ == "relay") return c.relayVia.load() >= 0 || j.fromRail < 0 || !railUp(j.fromRail);
+  if (!nicAffinity_) return false;
+  // auto under NIC affinity: this rank may use its own NIC (local rank mod rails) and the rails
+  // its connections use fault-free; relay only when none of those reaches the peer.
+  uint64_t affine = 1ull << (comm_.topo_.localRank % nrails_);
+  for (auto& o : snapshot())
+    if (o->preferredRail >= 0 && o->preferredRail < nrails_) affine |= 1ull << o->preferredRail;
+  uint64_t usable = affine & railsUp_.load() & peerRails(c.peer);
+  if (j.fromRail >= 0 && j.fromRail < nrails_) usable &= ~(1ull << j.fromRail);
+  return usable == 0;
+}
+
+std::vector<std::pair<int, int>> Failover::relayCandidates(const Conn& c, const Job& j) {
+  std::vector<std::pair<int, int>> out;
+  const auto& t = comm_.topo_;
+  uint64_t peerUp = peerRails(c.peer);
+  uint64_t hereUp = railsUp_.load();
+  for (int r = 0; r < comm_.nranks_; ++r) {
+    if (r == rank_ || r == c.peer || t.hostOf[r] != t.hostOf[rank_]) continue;
+    // The relay's own NICs first (the rails its channels use), then any other rail.
+    std::vector<int> rails;
+    for (int ch = 0; ch < t.nchannels; ++ch) rails.push_back(core::railFor(t, r, ch));
+    for (int k = 0; k < nrails_; ++k) rails.push_back(k);
+    std::vector<bool> seen(nrails_, false);
+    for (int rail : rails) {
+      if (rail < 0 || rail >= nrails_ || seen[rail]) continue;
+      seen[rail] = true;
+      if (rail == j.fromRail || !((peerUp >> rail) & 1u)) continue;
+      // Same-host ranks usually share the host's NICs: a rail down here is down for them too.
+      if (!((hereUp >> rail) & 1u)) continue;
+      if (static_cast<size_t>(rail) >= comm_.table_[c.peer].nics.size()) continue;
+      out.emplace_back(r, rail);
+    }
+  }
+  return out;
+}
+
+Failover::RelayOutcome Failover::relayFirst(Conn& c, const Job& j, Deadline deadline) {
+  if (!routeWantsRelay(c, j)) return RelayOutcome::kFallBack;
+  auto cands = relayCandidates(c, j);
+  if (cands.empty()) {
+    RECCL_WARN(kLogFailover, "rank %d: %s: no same-host rank can relay (RECCL_FAILOVER_ROUTE=%s); direct route",
+               rank_, connName(c.id).c_str(), route_.c_str());
+    return RelayOutcome::kFallBack;
+  }
+  for (auto [via, rail] : cands) {
+    for (int tries = 0; tries < 20 && !deadline.expired() && !stop_.load() && !broken(); ++tries) {
+      uint32_t epoch = 0;
+      uint64_t resent = 0;
+      Status err;
+      Attempt a = relayAttempt(c, via, rail, j, deadline, &err, &epoch, &resent);
+      if (a == Attempt::kDone) {
+        relayMigrations_.fetch_add(1);
+        logMigration(c, j, epoch, rail, resent, true, monoNs());
+        RECCL_WARN(kLogFailover, "rank %d: %s relayed via rank %d (its rail %d, %s)", rank_, connName(c.id).c_str(),
+                   via, rail, comm_.table_[via].nics[rail].name.c_str());
+        return RelayOutcome::kDone;
+      }
+      if (a == Attempt::kStale) return RelayOutcome::kStale;
+      if (a == Attempt::kNotReady) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        continue;
+      }
+      RECCL_INFO(kLogFailover, "rank %d: %s: relay via rank %d rail %d failed: %s", rank_, connName(c.id).c_str(), via,
+                 rail, err.message().c_str());
+      break;
+    }
+    if (deadline.expired() || stop_.load() || broken()) break;
+  }
+  RECCL_WARN(kLogFailover, "rank %d: %s: no relay worked; trying the direct route", rank_, connName(c.id).c_str());
+  return RelayOutcome::kFallBack;
+}
+
+Failover::Attempt Failover::relayAttempt(Conn& c, int via, int rail, const Job& j, Deadline deadline, Status* err,
+                                         uint32_t* epochOut, uint64_t* resentOut) {
+  int peer = c.peer;
+  auto atMost = Deadline::afterMs(kAttemptMs);
+  Deadline dl = atMost.at() < deadline.at() ? atMost : deadline;
+  // The pipe holds a full slot window each way, so the relay never throttles the sender.
+  size_t ringBytes = static_cast<size_t>(comm_.opts_.slots) * (comm_.opts_.chunkBytes + channel::kStepHeaderBytes);
+  auto pipeR = RelayPipe::create(std::min<size_t>(ringBytes, 64u << 20));
+  if (!pipeR.ok()) {
+    *err = pipeR.status();
+    return Attempt::kFailed;
+  }
+  RelayLink link;
+  link.pipe = std::move(pipeR).value();
+  link.via = via;
+
+  // 1. Ask the relay to connect to the peer on `rail`.
+  core::Hello rh;
+  rh.kind = core::HelloKind::kTcpData;
+  rh.secret = comm_.secret_;
+  rh.commId = comm_.commId_;
+  rh.srcRank = rank_;
+  rh.dstRank = via;
+  rh.nranks = comm_.nranks_;
+  rh.channel = c.id.channel;
+  std::array<std::byte, core::kHelloBytes + kRelayOpenBytes> om;
+  core::encodeHello(rh, std::span<std::byte, core::kHelloBytes>(om.data(), core::kHelloBytes));
+  RelayOpen open;
+  open.conn = c.id;
+  open.peer = peer;
+  open.rail = static_cast<uint16_t>(rail);
+  encodeRelayOpen(open, std::span<std::byte, kRelayOpenBytes>(om.data() + core::kHelloBytes, kRelayOpenBytes));
+  int fds[3] = {link.pipe.memFd(), link.pipe.originWakeFd(), link.pipe.relayWakeFd()};
+  auto ctrl = openControl(RelayServer::socketName(comm_.table_[via].pid, comm_.commId_, via), om, fds);
+  if (!ctrl.ok()) {
+    *err = ctrl.status();
+    return Attempt::kFailed;
+  }
+  link.ctrl = std::move(ctrl).value();
+  {
+    pollfd pf{link.ctrl.get(), POLLIN, 0};
+    int rc = ::poll(&pf, 1, std::max(0, dl.remainingMsForPoll()));
+    std::array<std::byte, kRelayReplyBytes + 1> rb;
+    ssize_t n = rc > 0 ? ::recv(link.ctrl.get(), rb.data(), rb.size(), MSG_DONTWAIT) : -1;
+    if (n <= 0) {
+      *err = Status(Errc::kTimeout, "relay rank " + std::to_string(via) + " did not answer");
+      return Attempt::kFailed;
+    }
+    auto rep = decodeRelayReply(std::span<const std::byte>(rb.data(), static_cast<size_t>(n)));
+    if (!rep.ok()) {
+      *err = rep.status();
+      return Attempt::kFailed;
+    }
+    if (rep->status != RelayStatus::kOk) {
+      *err = Status(Errc::kLinkFailure, "relay rank " + std::to_string(via) + ": " + relayStatusName(rep->status));
+      return Attempt::kFailed;
+    }
+  }
+
+  // 2. The ordinary migration handshake with the peer, through the pipe.
+  uint32_t epoch;
+  MigrateRequest req;
+  {
+    std::lock_guard lk(c.mu);
+    epoch = nextEpoch(std::max(c.highest, c.port->epoch()), c.role);
+    c.highest = epoch;
+    c.pending = epoch;
+    c.busy.fetch_add(1);
+    if (c.role == Role::kReceiver) {
+      auto* rp = static_cast<channel::RecvPort*>(c.port);
+      req.applied = rp->applied();
+      req.received = std::max(rp->received(), req.applied);
+    }
+  }
+  auto done = [&](Attempt a) {
+    std::lock_guard lk(c.mu);
+    if (c.pending == epoch) c.pending = 0;
+    c.busy.fetch_sub(1);
+    return a;
+  };
+  req.conn = c.id;
+  req.initiator = c.role;
+  req.reason = j.reason;
+  req.rail = static_cast<uint16_t>(rail);
+  req.epoch = epoch;
+  req.railsUp = railsUp_.load();
+  core::Hello h = rh;
+  h.dstRank = peer;
+  h.epoch = epoch;
+  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
+  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
+  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
+                                                                        kMigrateRequestBytes));
+  Status s = link.pipe.writeAll(out, link.ctrl.get(), dl);
+  std::array<std::byte, kMigrateReplyBytes> rb;
+  if (s.ok()) s = link.pipe.readAll(rb, link.ctrl.get(), dl);
+  if (!s.ok()) {
+    *err = s.Wrap("migration handshake via relay rank " + std::to_string(via));
+    return done(Attempt::kFailed);
+  }
+  auto rep = decodeMigrateReply(rb);
+  if (!rep.ok()) {
+    *err = rep.status();
+    return done(Attempt::kFailed);
+  }
+  setPeerRails(peer, rep->railsUp);
+  if (rep->status == MigrateStatus::kNotReady) return done(Attempt::kNotReady);
+  if (rep->status != MigrateStatus::kOk) {
+    {
+      std::lock_guard lk(c.mu);
+      c.highest = std::max(c.highest, rep->epoch);
+    }
+    if (rep->status == MigrateStatus::kStale) return done(Attempt::kStale);
+    *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the migration");
+    return done(Attempt::kFailed);
+  }
+  uint64_t resent = 0;
+  {
+    std::lock_guard lk(c.mu);
+    if (epoch <= c.port->epoch()) {
+      if (c.pending == epoch) c.pending = 0;
+      c.busy.fetch_sub(1);
+      return Attempt::kStale;
+    }
+    uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
+    uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
+    auto r = commitLocked(c, UniqueFd(), epoch, rail, peerReceived, peerApplied, nullptr, &link);
+    if (c.pending == epoch) c.pending = 0;
+    c.busy.fetch_sub(1);
+    if (!r.ok()) {
+      *err = r.status();
+      return Attempt::kFailed;
+    }
+    resent = *r;
+  }
+  bytesResent_.fetch_add(resent);
+  *epochOut = epoch;
+  *resentOut = resent;
+  return Attempt::kDone;
+}
+
+void Failover::startRelayPath(Conn& c, RelayLink link, uint64_t resume, uint32_t epoch, int rail) {
+  std::string desc = "relay via rank " + std::to_string(link.via) + " rail " + std::to_string(rail) + " " +
+                     connName(c.id) + " epoch " + std::to_string(epoch);
+  if (c.role == Role::kSender) {
+    auto path = std::make_unique<RelaySendPath>(std::move(link), static_cast<channel::SendPort*>(c.port), desc, resume);
+    auto* raw = path.get();
+    c.port->setPath(std::move(path));
+    raw->start();
+  } else {
+    auto path = std::make_unique<RelayRecvPath>(std::move(link), static_cast<channel::RecvPort*>(c.port), desc);
+    auto* raw = path.get();
+    c.port->setPath(std::move(path));
+    raw->start();
+  }
+}
+
+}  // namespace reccl::failover
