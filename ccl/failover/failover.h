@@ -112,9 +112,10 @@ class Failover {
   void monitorLoop();
   void stopDetector() noexcept;
   void refreshConns();
-  void pollNics(uint64_t nowNs);
+  // downOnly: only rails this source declared down (until its hold-down brings them back).
+  void pollNics(uint64_t nowNs, bool downOnly);
   void scanStalls(uint64_t nowNs);
-  void railDown(int rail, FaultSource src, uint64_t signalNs);
+  void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
   void railBackUp(int rail, uint64_t signalNs);
   bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
   void enqueue(Job j);

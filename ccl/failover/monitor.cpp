@@ -137,7 +137,8 @@ void Failover::drainDetector() {
       case detector::LinkEventType::kLinkDown:
       case detector::LinkEventType::kLinkDegraded:  // a gray failure is routed around like a dead link
         lastDetectorSource_ = detector::sourceName(e.source);
-        railDown(it->second, FaultSource::kDetector, e.signalNs);
+        railDown(it->second, FaultSource::kDetector, e.signalNs,
+                 e.type == detector::LinkEventType::kLinkDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
         break;
       case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
         railBackUp(it->second, e.emitNs);
@@ -159,21 +160,38 @@ Failover::Failover(core::Comm& comm) : comm_(comm) {}
 Failover::~Failover() { stop(); }
 
 void Failover::monitorLoop() {
-  int detFd = -1;
+  // The detector loads BPF programs: seconds on a loaded host. It starts on a helper thread so
+  // that the NIC poll and the stall check keep running meanwhile (a fault in that window must
+  // not wait for the stall timeout).
+  std::thread starter;
+  std::atomic<bool> started{false};
+  Status ds;
   if (!detectorMode_.empty() && !stop_.load()) {
-    Status ds = startDetector(detectorMode_);
-    if (ds.ok()) {
-      pollNics_ = false;
-      RECCL_INFO(kLogFailover, "rank %d: link detector on (%s)", rank_, detectorName_.c_str());
-    } else if (detectorMode_ != "auto") {
-      RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
-                 detectorMode_.c_str(), ds.message().c_str());
-    }
+    starter = std::thread([&] {
+      ds = startDetector(detectorMode_);
+      started.store(true, std::memory_order_release);
+    });
   }
-#ifdef RECCL_HAVE_DETECTOR
-  if (det_) detFd = det_->det->eventFd();
-#endif
+  int detFd = -1;
+  bool pollDownOnly = false;  // detector on: the poll only finishes what it declared down
   while (!stop_.load()) {
+    if (starter.joinable() && started.load(std::memory_order_acquire)) {
+      starter.join();
+      if (ds.ok()) {
+        // Hand over: whatever is down now is declared down by the poll (the detector reports
+        // transitions, not a link that was already down when it began to watch); those rails
+        // stay with the poll until its hold-down brings them back.
+        pollNics(monoNs(), false);
+        pollDownOnly = true;
+        RECCL_INFO(kLogFailover, "rank %d: link detector on (%s)", rank_, detectorName_.c_str());
+#ifdef RECCL_HAVE_DETECTOR
+        if (det_) detFd = det_->det->eventFd();
+#endif
+      } else if (detectorMode_ != "auto") {
+        RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s unavailable (%s); polling NIC state instead", rank_,
+                   detectorMode_.c_str(), ds.message().c_str());
+      }
+    }
     pollfd pf[2] = {{wakeFd_, POLLIN, 0}, {detFd, POLLIN, 0}};
     int rc = ::poll(pf, detFd >= 0 ? 2 : 1, static_cast<int>(pollMs_));
     if (stop_.load()) break;
@@ -181,15 +199,16 @@ void Failover::monitorLoop() {
     if (rc > 0 && detFd >= 0 && (pf[1].revents & POLLIN)) drainDetector();
     refreshConns();
     uint64_t now = monoNs();
-    if (pollNics_) pollNics(now);
+    if (pollNics_) pollNics(now, pollDownOnly);
     scanStalls(now);
   }
+  if (starter.joinable()) starter.join();
 }
 
-void Failover::pollNics(uint64_t nowNs) {
+void Failover::pollNics(uint64_t nowNs, bool downOnly) {
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
     const auto& nic = comm_.myNics_[r];
-    if (nic.name == "lo") continue;
+    if (nic.name == "lo" || (downOnly && !nicDown_[r])) continue;
     ifreq ifr{};
     std::strncpy(ifr.ifr_name, nic.name.c_str(), IFNAMSIZ - 1);
     bool up = false;
@@ -237,18 +256,19 @@ void Failover::scanStalls(uint64_t nowNs) {
   }
 }
 
-void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
+void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason) {
   uint64_t bit = 1ull << rail;
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
-  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
-             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector ? " " : "",
+  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) %s (source %s%s%s)", rank_, rail, comm_.myNics_[rail].name.c_str(),
+             reason == MigrateReason::kDegraded ? "degraded" : "down", faultSourceName(src),
+             src == FaultSource::kDetector ? " " : "",
              src == FaultSource::kDetector ? lastDetectorSource_.c_str() : "");
   for (auto& c : snapshot()) {
     if (c->rail.load() != rail) continue;
     Job j;
     j.id = c->id;
-    j.reason = MigrateReason::kLinkDown;
+    j.reason = reason;
     j.source = src;
     j.fromRail = rail;
     j.faultNs = signalNs;
