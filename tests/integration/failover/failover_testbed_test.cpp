@@ -245,12 +245,16 @@ TEST_F(Failover, AllreduceFaultDuringAllGatherPhase) {
 TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   std::string cli = RECCL_CLI_PATH;
   std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
-  Job j(testbed().name(), env("RECCL_DETECTOR=auto RECCL_DEGRADED_CLEAR_MS=60000 WORKER_SECONDS=6"), 120);
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
+            "WORKER_SECONDS=12"),
+        120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // The retransmit hook is BPF: wait until both ranks' detectors run.
+  ASSERT_TRUE(j.waitFor("link detector on", 2, std::chrono::seconds(20))) << j.text();
   ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
-  bool degraded = j.waitFor("reason degraded", 1, std::chrono::seconds(4));
-  int clear = system((cli + " inject clear" + target).c_str());
+  bool degraded = j.waitFor("reason degraded", 1, std::chrono::seconds(5));
+  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
   expectAllOk(j, 2);
   EXPECT_EQ(clear, 0);
   std::string t = j.text();
@@ -276,11 +280,15 @@ TEST_F(FailoverThreeRails, TwoFailuresDifferentRailsDifferentHosts) {
   std::string t = j.text();
   EXPECT_GE(countMatches(t, "rank 0: rail 0 \\(rail0\\) down"), 1) << t;
   EXPECT_GE(countMatches(t, "rank 1: rail 1 \\(rail1\\) down"), 1) << t;
-  // Channels 0 and 1 of both directions end up on rail 2 (channel 2 is there already).
-  EXPECT_GE(countMatches(t, "failover (of|by peer of) rank [01]->[01] ch [01] -> rail 2 \\(rail2\\)"), 4) << t;
-  EXPECT_EQ(countMatches(t, "-> rail [01] \\(rail[01]\\) epoch [0-9]+: reason link-down"), 0)
-      << "a connection moved to a failed rail\n"
-      << t;
+  // Channels 0 and 1 of both directions end up on rail 2 (channel 2 is there already); some may
+  // first have moved to the rail that failed second.
+  for (const char* dir : {"0->1", "1->0"})
+    for (int ch = 0; ch < 2; ++ch)
+      EXPECT_GE(countMatches(t, std::string("failover (of|by peer of) rank ") + dir + " ch " + std::to_string(ch) +
+                                    " -> rail 2 \\(rail2\\)"),
+                1)
+          << dir << " ch " << ch << "\n"
+          << t;
 }
 
 }  // namespace

@@ -10,12 +10,14 @@
 // sendrecv is one-way: rank r < n/2 sends to r + n/2 (with the testbed's host-major ranks: from
 // the first half of the hosts to the second).
 //
-// Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV,..."
-// makes rank WORKER_FAULT_RANK (0) take device DEV of namespace NETNS ("-": its own) admin down
-// while the collective of iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS
-// (800) for the fail-back before going on. A trigger thread watches this rank's output buffer
-// (initialized to a sentinel) to place the fault:
-//   mid  when the first element of the output has landed: some data arrived, more is to come;
+// Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
+// makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
+// own) admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
+// iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS (800) for the fail-back
+// before going on. A trigger thread watches this rank's output buffer (initialized to a sentinel)
+// to place the fault:
+//   mid  when the first of 16 sampled output elements (those the network fills) has landed:
+//        some data arrived, more is to come (RANK must receive data in that collective);
 //   rs   (ring allreduce, 2 ranks, one round) at entry, while the other ranks enter
 //        WORKER_LATE_MS (300) late: the reduce-scatter step cannot have completed;
 //   ag   (same) when this rank's own block is reduced (reduce-scatter done, all-gather begun);
