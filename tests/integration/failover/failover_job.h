@@ -156,7 +156,7 @@ class FailoverTest : public TestbedTest<2, Rails> {
 
   // The seeded soak: a plan of random link faults (host, rail, host NIC or switch port, a few
   // flap bursts) drawn from `seed`, played while the worker runs `iters` iterations of every
-  // collective in turn (small messages). Never the last rail of the pair: every fault must be
+  // collective in turn (1 MiB). Never the last rail of the pair: every fault must be
   // survivable, so any error or wrong result is a failure. Zero hangs: the worker's deadlines and
   // the run's timeout.
   void runSoak(unsigned seed, int iters, int timeoutSec) {
@@ -173,7 +173,7 @@ class FailoverTest : public TestbedTest<2, Rails> {
       int t = 300;
       // Long enough for the slowest machine; the plan stops when the worker is done.
       while (t < timeoutSec * 1000) {
-        t += 100 + static_cast<int>(rng() % 500);
+        t += 40 + static_cast<int>(rng() % 160);  // a fault or repair every 40-200 ms
         int h = static_cast<int>(rng() % 2), r = static_cast<int>(rng() % Rails);
         bool sw = rng() % 2;
         int railsDown = 0;
@@ -196,7 +196,7 @@ class FailoverTest : public TestbedTest<2, Rails> {
       }
     }
     Job j(Base::testbed().name(),
-          env("WORKER_COLL=all WORKER_COUNT=65536 WORKER_ITERS=" + std::to_string(iters)), timeoutSec);
+          env("WORKER_COLL=all WORKER_COUNT=262144 WORKER_ITERS=" + std::to_string(iters)), timeoutSec);
     ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
     auto t0 = Clock::now();
     bool isDown[2][Rails][2] = {};
@@ -225,7 +225,7 @@ class FailoverTest : public TestbedTest<2, Rails> {
     EXPECT_EQ(countMatches(t, "done rank [0-9]+ iters " + std::to_string(iters) + " "), 2) << "seed " << seed << "\n"
                                                                                           << t;
     EXPECT_EQ(countMatches(t, "wrong"), 0) << t;
-    EXPECT_GE(faults, 3) << "seed " << seed << ": the run ended before the plan got going";
+    EXPECT_GE(faults, iters / 100) << "seed " << seed << ": fewer faults than expected";
     EXPECT_GE(sumField(t, "failovers"), 2u) << "seed " << seed << "\n" << t;
     printf("soak seed %u: %d iterations, %d link faults (+ flap bursts) played in %.1f s, %llu failovers, %llu "
            "fail-backs, %llu bytes resent\n",

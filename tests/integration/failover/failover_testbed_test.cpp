@@ -87,7 +87,7 @@ TEST_F(Failover, NicPollSource) {
   EXPECT_GE(countMatches(j.text(), "source nic-poll"), 1) << j.text();
 }
 
-// The CI soak: 1000 iterations (every collective in turn, small messages) under a seeded random
+// The CI soak: 1000 iterations (every collective in turn, 1 MiB) under a seeded random
 // fault plan; zero wrong results, zero hangs. RECCL_SOAK_SEED overrides the seed. The long run is
 // failover_soak_test (ctest -L soak).
 TEST_F(Failover, SeededRandomSoak1000Iterations) {
