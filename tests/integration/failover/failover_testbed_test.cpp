@@ -136,6 +136,23 @@ TEST_F(Failover, FlapStorm) {
   expectAllOk(j, 2);
 }
 
+// A storm made by the injector: 50 flaps in 1 s of host 1's own NIC on rail 1 (`reccl inject flap`,
+// 10 ms down every 20 ms) while every collective runs; the detector damps the link, nothing is
+// lost or applied twice.
+TEST_F(Failover, InjectorFlapStormHostNicEveryCollective) {
+  Job j(testbed().name(),
+        env("RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER WORKER_COLL=all WORKER_SECONDS=8 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("link detector on", 2, std::chrono::seconds(20))) << j.text();
+  std::string cmd = std::string(RECCL_CLI_PATH) + " inject flap --netns " + netns(1) +
+                    " --dev rail1 --period 20 --down 10 --count 50 >/dev/null";
+  EXPECT_EQ(system(cmd.c_str()), 0) << cmd;
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  EXPECT_GE(countMatches(t, "rank 1: rail 1 \\(rail1\\) down \\(source detector"), 1) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+}
+
 // Every rail of host 0 down: no path is left; every rank errors within the failover timeout
 // (plus the stall time the far end needs to notice), nobody hangs.
 TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
