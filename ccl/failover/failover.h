@@ -89,6 +89,9 @@ class Failover {
     std::mutex mu;                  // serializes commits (initiated and passive)
     uint32_t highest = 1;           // largest epoch used, proposed or seen (under mu)
     uint32_t pending = 0;           // own proposal in flight (under mu)
+    // Epoch of the last path this end accepted from the peer's proposal: if the peer gave up on
+    // that handshake (its reply deadline passed) it closes the socket under us (see onPathFailure).
+    std::atomic<uint32_t> passiveEpoch{0};
   };
   struct Job {
     ConnId id;

@@ -347,6 +347,7 @@ void Failover::handlePassive(Passive p) {
       return;  // the initiator sees the handshake fail and tries again
     }
     resent = *r;
+    c->passiveEpoch.store(req->epoch);
   }
   bytesResent_.fetch_add(resent);
   Job j;
