@@ -92,6 +92,9 @@ class Failover {
     // Epoch of the last path this end accepted from the peer's proposal: if the peer gave up on
     // that handshake (its reply deadline passed) it closes the socket under us (see onPathFailure).
     std::atomic<uint32_t> passiveEpoch{0};
+    // A handshake of ours failed after its request went out: the peer may have switched to that
+    // path and closed the one we still use (see onPathFailure). Cleared by the next commit.
+    std::atomic<bool> handshakeUnsure{false};
   };
   struct Job {
     ConnId id;

@@ -191,8 +191,11 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
                                                                         kMigrateRequestBytes));
   Status s = transport::sendAll(fd.get(), out, dl);
   std::array<std::byte, kMigrateReplyBytes> rb;
+  bool sent = s.ok();
   if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
   if (!s.ok()) {
+    // The request went out: the peer may have committed it and retired the old path under us.
+    if (sent) c.handshakeUnsure.store(true);
     *err = s.Wrap("migration handshake on rail " + std::to_string(rail));
     return done(Attempt::kFailed);
   }
@@ -294,6 +297,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   armSocket(newFd);
   c.rail.store(rail);
   c.fd.store(newFd);
+  c.handshakeUnsure.store(false);
   return resent;
 }
 

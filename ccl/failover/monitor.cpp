@@ -306,12 +306,13 @@ bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Sta
   // closes it under us: expected, not a fault.
   if (c->busy.load()) return true;
   // The peer closed the connection (FIN/RST): its process died or its communicator failed. A
-  // link fault never looks like this (nothing crosses a dead link). Except on a path this end
-  // accepted from the peer's migration request: the peer closes it when our reply came after its
-  // handshake deadline, and proposes again; migrate (a dead peer then fails within
-  // RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator.
-  if (s.code() == Errc::kPeerFailure && !(c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load()))
-    return false;
+  // link fault never looks like this (nothing crosses a dead link). Except after a handshake that
+  // one end gave up on (reply later than its deadline) while the other committed it: the committed
+  // end closes the old path, the other closes the new one. Then migrate (a dead peer still fails
+  // within RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator.
+  bool abandonedHandshake = c->handshakeUnsure.load() ||
+                            (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load());
+  if (s.code() == Errc::kPeerFailure && !abandonedHandshake) return false;
   Job j;
   j.id = cid;
   j.reason = MigrateReason::kSocketError;
