@@ -185,7 +185,7 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
 // collectives (allreduce, allgather, reduce-scatter, alltoall) have both ends on every rail.
 // The worker's fault hook (failover_worker.cpp) takes the link down from a receiving rank once
 // the first data of that collective has landed and reports whether the rest was still to come
-// ("hit"); each collective gets one fault, tried again (up to 3 times) when the collective was
+// ("hit"); each collective gets one fault, tried again (up to 5 times) when the collective was
 // too quick. Switch port and host NIC alternate over collectives and runs.
 class FailoverMatrix : public Failover {
  protected:
@@ -200,8 +200,8 @@ class FailoverMatrix : public Failover {
                 portDev(host, rail, sw) + "/" + std::to_string(trigger);
     }
     Job j(testbed().name(),
-          env("RECCL_CHUNK_SIZE=65536 WORKER_COLL=all WORKER_COUNT=262144 WORKER_ITERS=35 WORKER_BCAST_ROOT=0 "
-              "WORKER_REDUCE_ROOT=3 WORKER_SETTLE_MS=700 WORKER_FAULT_ATTEMPTS=3 WORKER_FAULTS=" +
+          env("RECCL_CHUNK_SIZE=65536 WORKER_COLL=all WORKER_COUNT=1048576 WORKER_ITERS=42 WORKER_BCAST_ROOT=0 "
+              "WORKER_REDUCE_ROOT=3 WORKER_SETTLE_MS=700 WORKER_FAULT_ATTEMPTS=5 WORKER_FAULTS=" +
               faults),
           150, 2);
     expectAllOk(j, 4);
