@@ -69,9 +69,12 @@ TEST_F(Failover, InBandOnlyStallDetection) {
 // Each detection source on its own: the in-process detector with rtnetlink only (unprivileged
 // fallback), and the NIC poll (no detector).
 TEST_F(Failover, RtnetlinkDetectorSource) {
-  Job j(testbed().name(), env("RECCL_DETECTOR=netlink WORKER_ITERS=120"), 120);
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=netlink RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER WORKER_SECONDS=5"), 120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Faults before the detector runs are the NIC poll's (see docs/failover.md).
+  ASSERT_TRUE(j.waitFor("link detector on", 2, std::chrono::seconds(20))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   link(false, 1, 0, true);
   expectAllOk(j, 2);
   EXPECT_GE(countMatches(j.text(), "source detector rtnetlink"), 1) << j.text();
