@@ -88,7 +88,10 @@ void Failover::runJob(const Job& j) {
         // the detector still holds it down (hold-down, flap damping); better than failing.
         std::vector<double> any(nrails_, 1.0);
         for (int t : tried) any[t] = 0;
-        if (j.fromRail >= 0 && j.fromRail < nrails_) any[j.fromRail] = 0;
+        // A stall or socket error says nothing certain about this end's NIC: while the rail is
+        // up here, a fresh connection on it is worth a try before giving up.
+        bool inBand = j.reason == MigrateReason::kStall || j.reason == MigrateReason::kSocketError;
+        if (j.fromRail >= 0 && j.fromRail < nrails_ && !(inBand && railUp(j.fromRail))) any[j.fromRail] = 0;
         rail = pickRail(railLoads(), any, -1);
       }
     }

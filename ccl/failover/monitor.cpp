@@ -241,8 +241,14 @@ void Failover::scanStalls(uint64_t nowNs) {
     if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) continue;
     if (ti.tcpi_state != TCP_ESTABLISHED) continue;
     // Data or keepalive probes outstanding and no ACK for the stall time: the path is dead,
-    // whichever end of it failed. (A slow peer still ACKs at the TCP level.)
-    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (ti.tcpi_unacked > 0 || ti.tcpi_probes > 0)) {
+    // whichever end of it failed. (A slow peer still ACKs at the TCP level.) After an idle
+    // spell, last_ack_recv is already large when fresh data or the first keepalive probe goes
+    // out: data counts only once its retransmission timer fired, a probe only once it went
+    // unanswered for a while, else a healthy idle connection looks stalled for one round trip.
+    constexpr uint32_t kProbeGraceMs = 200;
+    bool dataStuck = ti.tcpi_unacked > 0 && ti.tcpi_retransmits > 0;
+    bool probeStuck = ti.tcpi_probes > 0 && ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) + kProbeGraceMs;
+    if (ti.tcpi_last_ack_recv >= static_cast<uint32_t>(stallMs_) && (dataStuck || probeStuck)) {
       Job j;
       j.id = c->id;
       j.reason = MigrateReason::kStall;
