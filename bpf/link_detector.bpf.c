@@ -18,8 +18,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* Set by userspace before load. */
 const volatile __u64 linkwatch_event_addr = 0;      /* &linkwatch_event from /proc/kallsyms */
 const volatile __u64 delayed_work_timer_fn_addr = 0; /* &delayed_work_timer_fn */
-const volatile __u32 retrans_threshold = 50;         /* retransmits per window -> DEGRADED */
-const volatile __u64 retrans_window_ns = 100000000;  /* 100 ms */
+const volatile __u32 retrans_threshold = 12;         /* retransmits per window -> DEGRADED */
+const volatile __u64 retrans_window_ns = 500000000;  /* 500 ms */
 const volatile __u64 degraded_min_interval_ns = 1000000000; /* at most one DEGRADED per second */
 const volatile __u8 report_unattributed = 0;         /* emit DQL_STALL (names no device) */
 const volatile __u8 report_rdma = 0;                 /* emit RDMA port events */

@@ -93,6 +93,12 @@ class Failover {
     std::mutex mu;                  // serializes commits (initiated and passive)
     uint32_t highest = 1;           // largest epoch used, proposed or seen (under mu)
     uint32_t pending = 0;           // own proposal in flight (under mu)
+    // Epoch of the last path this end accepted from the peer's proposal: if the peer gave up on
+    // that handshake (its reply deadline passed) it closes the socket under us (see onPathFailure).
+    std::atomic<uint32_t> passiveEpoch{0};
+    // A handshake of ours failed after its request went out: the peer may have switched to that
+    // path and closed the one we still use (see onPathFailure). Cleared by the next commit.
+    std::atomic<bool> handshakeUnsure{false};
   };
   struct Job {
     ConnId id;
@@ -118,7 +124,7 @@ class Failover {
   void refreshConns();
   void pollNics(uint64_t nowNs);
   void scanStalls(uint64_t nowNs);
-  void railDown(int rail, FaultSource src, uint64_t signalNs);
+  void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
   void railBackUp(int rail, uint64_t signalNs);
   bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
   void enqueue(Job j);

@@ -147,7 +147,10 @@ void Failover::runJob(const Job& j) {
         // the detector still holds it down (hold-down, flap damping); better than failing.
         std::vector<double> any(nrails_, 1.0);
         for (int t : tried) any[t] = 0;
-        if (j.fromRail >= 0 && j.fromRail < nrails_) any[j.fromRail] = 0;
+        // A stall or socket error says nothing certain about this end's NIC: while the rail is
+        // up here, a fresh connection on it is worth a try before giving up.
+        bool inBand = j.reason == MigrateReason::kStall || j.reason == MigrateReason::kSocketError;
+        if (j.fromRail >= 0 && j.fromRail < nrails_ && !(inBand && railUp(j.fromRail))) any[j.fromRail] = 0;
         rail = pickRail(railLoads(), any, -1);
       }
     }
@@ -259,8 +262,11 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
                                                                         kMigrateRequestBytes));
   Status s = transport::sendAll(fd.get(), out, dl);
   std::array<std::byte, kMigrateReplyBytes> rb;
+  bool sent = s.ok();
   if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
   if (!s.ok()) {
+    // The request went out: the peer may have committed it and retired the old path under us.
+    if (sent) c.handshakeUnsure.store(true);
     *err = s.Wrap("migration handshake on rail " + std::to_string(rail));
     return done(Attempt::kFailed);
   }
@@ -376,6 +382,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   c.rail.store(rail);
   c.fd.store(newFd);
   c.relayVia.store(via);
+  c.handshakeUnsure.store(false);
   return resent;
 }
 
@@ -429,6 +436,7 @@ void Failover::handlePassive(Passive p) {
       return;  // the initiator sees the handshake fail and tries again
     }
     resent = *r;
+    c->passiveEpoch.store(req->epoch);
   }
   bytesResent_.fetch_add(resent);
   Job j;

@@ -33,7 +33,15 @@ struct ConnId {
   auto operator<=>(const ConnId&) const = default;
 };
 
-enum class MigrateReason : uint8_t { kLinkDown = 1, kSocketError = 2, kStall = 3, kFailBack = 4, kRebalance = 5 };
+// kDegraded: a gray failure (the detector's retransmit rate, TX timeout) routed around like a dead link.
+enum class MigrateReason : uint8_t {
+  kLinkDown = 1,
+  kSocketError = 2,
+  kStall = 3,
+  kFailBack = 4,
+  kRebalance = 5,
+  kDegraded = 6,
+};
 const char* reasonName(MigrateReason r) noexcept;
 
 struct MigrateRequest {

@@ -123,7 +123,8 @@ void Failover::drainDetector() {
       case detector::LinkEventType::kLinkDown:
       case detector::LinkEventType::kLinkDegraded:  // a gray failure is routed around like a dead link
         lastDetectorSource_ = detector::sourceName(e.source);
-        railDown(it->second, FaultSource::kDetector, e.signalNs);
+        railDown(it->second, FaultSource::kDetector, e.signalNs,
+                 e.type == detector::LinkEventType::kLinkDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
         break;
       case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
         railBackUp(it->second, e.emitNs);
@@ -224,20 +225,21 @@ void Failover::scanStalls(uint64_t nowNs) {
   }
 }
 
-void Failover::railDown(int rail, FaultSource src, uint64_t signalNs) {
+void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason) {
   uint64_t bit = 1ull << rail;
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
-  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) down (source %s%s%s)", rank_, rail,
-             comm_.myNics_[rail].name.c_str(), faultSourceName(src), src == FaultSource::kDetector || src == FaultSource::kDaemon ? " " : "",
-             src == FaultSource::kDetector || src == FaultSource::kDaemon ? lastDetectorSource_.c_str() : "");
+  const bool named = src == FaultSource::kDetector || src == FaultSource::kDaemon;
+  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) %s (source %s%s%s)", rank_, rail, comm_.myNics_[rail].name.c_str(),
+             reason == MigrateReason::kDegraded ? "degraded" : "down", faultSourceName(src), named ? " " : "",
+             named ? lastDetectorSource_.c_str() : "");
   relayRailDown(rail);  // pipes this rank forwards over the rail break; their origins move them
   for (auto& c : snapshot()) {
     // A relayed connection does not use this rank's NIC (its relay reports its own faults).
     if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
     Job j;
     j.id = c->id;
-    j.reason = MigrateReason::kLinkDown;
+    j.reason = reason;
     j.source = src;
     j.fromRail = rail;
     j.faultNs = signalNs;
@@ -275,8 +277,13 @@ bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Sta
   // closes it under us: expected, not a fault.
   if (c->busy.load()) return true;
   // The peer closed the connection (FIN/RST): its process died or its communicator failed. A
-  // link fault never looks like this (nothing crosses a dead link).
-  if (s.code() == Errc::kPeerFailure) return false;
+  // link fault never looks like this (nothing crosses a dead link). Except after a handshake that
+  // one end gave up on (reply later than its deadline) while the other committed it: the committed
+  // end closes the old path, the other closes the new one. Then migrate (a dead peer still fails
+  // within RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator.
+  bool abandonedHandshake = c->handshakeUnsure.load() ||
+                            (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load());
+  if (s.code() == Errc::kPeerFailure && !abandonedHandshake) return false;
   Job j;
   j.id = cid;
   j.reason = MigrateReason::kSocketError;

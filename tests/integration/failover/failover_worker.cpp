@@ -1,91 +1,143 @@
-// A rank for the failover tests: runs a collective loop while the test takes rails down and up,
-// and checks every result bit for bit against the closed-form fault-free result (small integers
-// in float32: every sum is exact, whatever the reduction order).
+// A rank for the failover tests: runs a collective loop while rails go down and up, and checks
+// every result bit for bit against the closed-form fault-free result (small integers in float32:
+// every sum is exact, whatever the reduction order).
+//
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (reccl testbed run), WORKER_ITERS (200),
 // WORKER_COUNT (elements, 1M), WORKER_COLL (allreduce, allgather, reducescatter, broadcast,
-// reduce, alltoall, or all: one after the other), WORKER_SECONDS (run until rank 0 has run this
-// long, agreed on by a 1-element max-allreduce per iteration, instead of a fixed count).
+// reduce, alltoall, sendrecv, or all: one after the other in that order), WORKER_SECONDS (run
+// until rank 0 has run this long, agreed on by a 1-element max-allreduce per iteration, instead
+// of a fixed count), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default: iteration % ranks).
+// sendrecv is one-way: rank r < n/2 sends to r + n/2 (with the testbed's host-major ranks: from
+// the first half of the hosts to the second).
+//
+// Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
+// makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
+// own) admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
+// iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS (800) for the fail-back
+// before going on. A trigger thread watches this rank's output buffer (initialized to a sentinel)
+// to place the fault:
+//   mid  when the first of 16 sampled output elements (those the network fills) has landed:
+//        some data arrived, more is to come (RANK must receive data in that collective);
+//   rs   (ring allreduce, 2 ranks, one round) at entry, while the other ranks enter
+//        WORKER_LATE_MS (300) late: the reduce-scatter step cannot have completed;
+//   ag   (same) when this rank's own block is reduced (reduce-scatter done, all-gather begun);
+//        this rank enters WORKER_LATE_MS late so that its peer waits in its all-gather.
+// After the device went down it reads the buffer again and prints
+//   "fault rank R iteration K coll C when W: hit|missed (...)"
+// (hit: the collective was still in that phase when the device was down) and, once the phase
+// ended, whether a migration had committed before ("migrated in phase yes|no"). A missed fault
+// is tried again WORKER_FAULT_STRIDE iterations later (default: the rotation length), at most
+// WORKER_FAULT_ATTEMPTS (3) times.
 // Output: "started rank R" once connected; "done rank R iters N failovers F failbacks B resent X
 // dup D last_us L" at the end; "worker rank R iteration K: <error>" on failure.
-// Exit: 0 all correct, 1 wrong result, 10 + recclResult_t of the first failing call.
+// Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing
+// call.
+#include <fcntl.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <map>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reccl/reccl.h"
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
 float val(int rank, size_t i, int it) { return static_cast<float>((i * 7 + rank * 13 + it * 3) % 32); }
 
-const char* kColls[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall"};
+const char* kColls[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall", "sendrecv"};
+constexpr int kNumColls = 7;
+constexpr float kSentinel = -1.0f;
 
-// Runs one collective and checks it; returns 0, 1 (wrong) or 10 + rc.
-int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t count, int it,
-           std::vector<float>& in, std::vector<float>& out, std::vector<float>& want) {
+int envInt(const char* name, int dflt) { return getenv(name) ? atoi(getenv(name)) : dflt; }
+
+// Runs one collective and checks it; returns 0, 1 (wrong) or 10 + rc. `out` must already hold
+// outCountFor(...) sentinels (the fault trigger watches it while the call runs).
+struct Shape {
+  size_t inCount = 0;
+  size_t outCount = 0;
+};
+Shape shapeOf(const std::string& coll, int n, size_t count) {
+  size_t per = count / n;
+  if (coll == "allgather") return {per, per * n};
+  if (coll == "reducescatter") return {per * n, per};
+  if (coll == "alltoall") return {per * n, per * n};
+  return {count, count};
+}
+
+int rootOf(const char* env, int it, int n) { return getenv(env) ? atoi(getenv(env)) % n : it % n; }
+
+int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t count, int it, std::vector<float>& in,
+           std::vector<float>& out, std::vector<float>& want) {
   recclResult_t rc = recclSuccess;
-  size_t outCount = count;
+  Shape sh = shapeOf(coll, n, count);
+  size_t per = count / n;
+  in.resize(sh.inCount);
+  for (size_t i = 0; i < sh.inCount; ++i) in[i] = val(rank, i, it);
+  want.assign(sh.outCount, 0.0f);
+  bool defined = true;  // is this rank's output defined by the collective?
   if (coll == "allreduce") {
-    in.resize(count);
-    for (size_t i = 0; i < count; ++i) in[i] = val(rank, i, it);
-    out.assign(count, -1.0f);
-    want.assign(count, 0.0f);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) want[i] += val(r, i, it);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
   } else if (coll == "allgather") {
-    size_t per = count / n;
-    in.resize(per);
-    for (size_t i = 0; i < per; ++i) in[i] = val(rank, i, it);
-    outCount = per * n;
-    out.assign(outCount, -1.0f);
-    want.resize(outCount);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per; ++i) want[r * per + i] = val(r, i, it);
     rc = recclAllGather(in.data(), out.data(), per, recclFloat32, comm, nullptr);
   } else if (coll == "reducescatter") {
-    size_t per = count / n;
-    in.resize(per * n);
-    for (size_t i = 0; i < per * n; ++i) in[i] = val(rank, i, it);
-    outCount = per;
-    out.assign(per, -1.0f);
-    want.assign(per, 0.0f);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per; ++i) want[i] += val(r, rank * per + i, it);
     rc = recclReduceScatter(in.data(), out.data(), per, recclFloat32, recclSum, comm, nullptr);
   } else if (coll == "broadcast") {
-    int root = it % n;
-    in.resize(count);
-    for (size_t i = 0; i < count; ++i) in[i] = val(rank, i, it);
-    out.assign(count, -1.0f);
-    want.resize(count);
+    int root = rootOf("WORKER_BCAST_ROOT", it, n);
     for (size_t i = 0; i < count; ++i) want[i] = val(root, i, it);
     rc = recclBroadcast(in.data(), out.data(), count, recclFloat32, root, comm, nullptr);
   } else if (coll == "reduce") {
-    int root = it % n;
-    in.resize(count);
-    for (size_t i = 0; i < count; ++i) in[i] = val(rank, i, it);
-    out.assign(count, -1.0f);
-    want.assign(count, 0.0f);
+    int root = rootOf("WORKER_REDUCE_ROOT", it, n);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) want[i] += val(r, i, it);
     rc = recclReduce(in.data(), out.data(), count, recclFloat32, recclSum, root, comm, nullptr);
-    if (rank != root) want = out;  // only the root's buffer is defined
+    defined = rank == root;
   } else if (coll == "alltoall") {
-    size_t per = count / n;
-    in.resize(per * n);
-    for (size_t i = 0; i < per * n; ++i) in[i] = val(rank, i, it);
-    outCount = per * n;
-    out.assign(outCount, -1.0f);
-    want.resize(outCount);
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per; ++i) want[r * per + i] = val(r, rank * per + i, it);
     rc = recclAllToAll(in.data(), out.data(), per, recclFloat32, comm, nullptr);
+  } else if (coll == "sendrecv") {
+    int half = n / 2;
+    if (half == 0) {
+      defined = false;
+    } else if (rank < half) {
+      rc = recclGroupStart();
+      if (rc == recclSuccess) rc = recclSend(in.data(), count, recclFloat32, rank + half, comm, nullptr);
+      recclResult_t e = recclGroupEnd();
+      if (rc == recclSuccess) rc = e;
+      defined = false;
+    } else if (rank < 2 * half) {
+      for (size_t i = 0; i < count; ++i) want[i] = val(rank - half, i, it);
+      rc = recclGroupStart();
+      if (rc == recclSuccess) rc = recclRecv(out.data(), count, recclFloat32, rank - half, comm, nullptr);
+      recclResult_t e = recclGroupEnd();
+      if (rc == recclSuccess) rc = e;
+    } else {
+      defined = false;  // odd rank count: the last rank sits this one out
+    }
   } else {
     fprintf(stderr, "worker: unknown WORKER_COLL %s\n", coll.c_str());
     return 1;
@@ -95,9 +147,9 @@ int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t co
             recclGetLastError(comm));
     return 10 + rc;
   }
-  if (std::memcmp(out.data(), want.data(), outCount * sizeof(float)) != 0) {
+  if (defined && std::memcmp(out.data(), want.data(), sh.outCount * sizeof(float)) != 0) {
     size_t bad = 0;
-    while (bad < outCount && std::memcmp(&out[bad], &want[bad], sizeof(float)) == 0) ++bad;
+    while (bad < sh.outCount && std::memcmp(&out[bad], &want[bad], sizeof(float)) == 0) ++bad;
     fprintf(stderr, "worker rank %d iteration %d: wrong %s result at %zu: %g != %g\n", rank, it, coll.c_str(), bad,
             out[bad], want[bad]);
     return 1;
@@ -105,10 +157,218 @@ int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t co
   return 0;
 }
 
+// ---- fault hook ----------------------------------------------------------------------------
+
+struct Fault {
+  int iter = 0;
+  std::string when;  // mid | rs | ag
+  std::string netns;  // "-": own
+  std::string dev;
+  int rank = 0;      // the rank that injects
+  int fd = -1;       // AF_INET socket living in netns (device ioctls act in the socket's netns)
+  bool hit = false;
+};
+
+// A socket in the named namespace: made on a thread that joined it (setns affects that thread
+// only), so this process stays where it is.
+int socketIn(const std::string& netns) {
+  if (netns == "-") return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  std::string path = "/run/netns/" + netns;
+  int nsfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (nsfd < 0) {
+    fprintf(stderr, "worker: open %s: %s\n", path.c_str(), strerror(errno));
+    return -1;
+  }
+  int fd = -1;
+  std::thread t([&] {
+    if (setns(nsfd, CLONE_NEWNET) != 0) {
+      fprintf(stderr, "worker: setns %s: %s\n", path.c_str(), strerror(errno));
+      return;
+    }
+    fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  });
+  t.join();
+  close(nsfd);
+  return fd;
+}
+
+bool setAdmin(const Fault& f, bool up) {
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, f.dev.c_str(), IFNAMSIZ - 1);
+  if (ioctl(f.fd, SIOCGIFFLAGS, &ifr) != 0) {
+    fprintf(stderr, "worker: SIOCGIFFLAGS %s/%s: %s\n", f.netns.c_str(), f.dev.c_str(), strerror(errno));
+    return false;
+  }
+  if (up)
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
+  else
+    ifr.ifr_flags = static_cast<short>(ifr.ifr_flags & ~IFF_UP);
+  if (ioctl(f.fd, SIOCSIFFLAGS, &ifr) != 0) {
+    fprintf(stderr, "worker: SIOCSIFFLAGS %s/%s %s: %s\n", f.netns.c_str(), f.dev.c_str(), up ? "up" : "down",
+            strerror(errno));
+    return false;
+  }
+  return true;
+}
+
+bool parseFaults(const char* spec, int dfltRank, std::vector<Fault>* out) {
+  std::string s = spec ? spec : "";
+  size_t pos = 0;
+  while (pos < s.size()) {
+    size_t end = s.find(',', pos);
+    if (end == std::string::npos) end = s.size();
+    std::string item = s.substr(pos, end - pos);
+    pos = end + 1;
+    if (item.empty()) continue;
+    std::vector<std::string> parts;
+    size_t p = 0;
+    for (;;) {
+      size_t q = item.find('/', p);
+      parts.push_back(item.substr(p, q == std::string::npos ? std::string::npos : q - p));
+      if (q == std::string::npos) break;
+      p = q + 1;
+    }
+    if (parts.size() < 4 || parts.size() > 5 || (parts[1] != "mid" && parts[1] != "rs" && parts[1] != "ag") ||
+        parts[3].empty()) {
+      fprintf(stderr, "worker: WORKER_FAULTS: bad entry '%s' (want IT/mid|rs|ag/NETNS/DEV[/RANK])\n", item.c_str());
+      return false;
+    }
+    Fault f;
+    f.iter = atoi(parts[0].c_str());
+    f.when = parts[1];
+    f.netns = parts[2];
+    f.dev = parts[3];
+    f.rank = parts.size() == 5 ? atoi(parts[4].c_str()) : dfltRank;
+    out->push_back(f);
+  }
+  return true;
+}
+
+uint32_t bitsAt(const std::vector<float>& v, size_t i) {
+  return __atomic_load_n(reinterpret_cast<const uint32_t*>(v.data() + i), __ATOMIC_ACQUIRE);
+}
+bool landed(const std::vector<float>& v, size_t i) {
+  float s = kSentinel;
+  uint32_t sb;
+  std::memcpy(&sb, &s, sizeof(sb));
+  return bitsAt(v, i) != sb;
+}
+
+uint64_t failoversOf(recclComm_t comm) {
+  recclCommStats_t st{};
+  st.size = sizeof(st);
+  recclCommGetStats(comm, &st);
+  return st.failovers;
+}
+
+// Watches `out` while the collective runs and takes the device down at the chosen moment.
+// `samples`: output elements the network fills (16 spread over the output, minus what this rank
+// copies from its own input at the start).
+class Trigger {
+ public:
+  Trigger(Fault& f, recclComm_t comm, int rank, int it, const std::string& coll, const std::vector<float>& out,
+          std::vector<size_t> samples)
+      : f_(f), comm_(comm), rank_(rank), it_(it), coll_(coll), out_(out), samples_(std::move(samples)) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Trigger() {
+    finished_.store(true);
+    if (thread_.joinable()) thread_.join();
+  }
+  bool downed() const { return downed_; }
+
+ private:
+  int landedSamples() const {
+    int k = 0;
+    for (size_t i : samples_) k += landed(out_, i);
+    return k;
+  }
+  void run() {
+    size_t last = out_.size() - 1;
+    size_t half = out_.size() / 2;  // rs/ag: 2 ranks, one channel, one round
+    size_t ownFirst = rank_ == 0 ? 0 : half, ownLast = rank_ == 0 ? half - 1 : last;
+    size_t peerLast = rank_ == 0 ? last : half - 1;
+    int total = static_cast<int>(samples_.size());
+    uint64_t before = failoversOf(comm_);
+    auto deadline = Clock::now() + std::chrono::seconds(20);
+    // Wait for the moment: spin briefly (the moment is usually close), then poll.
+    if (f_.when == "mid" || f_.when == "ag") {
+      auto spinUntil = Clock::now() + std::chrono::milliseconds(2);
+      while (f_.when == "mid" ? landedSamples() == 0 : !landed(out_, ownFirst)) {
+        if (finished_.load() || Clock::now() > deadline) {
+          printf("fault rank %d iteration %d coll %s when %s: missed (the collective ended before the trigger)\n",
+                 rank_, it_, coll_.c_str(), f_.when.c_str());
+          return;
+        }
+        if (Clock::now() > spinUntil) std::this_thread::sleep_for(std::chrono::microseconds(20));
+        else __builtin_ia32_pause();
+      }
+    }
+    if (!setAdmin(f_, false)) return;
+    downed_ = true;
+    auto t0 = Clock::now();
+    // Where the collective stood once the device was down.
+    bool inPhase;
+    std::string state;
+    if (f_.when == "mid") {
+      int k = landedSamples();
+      inPhase = k < total;
+      state = std::to_string(k) + " of " + std::to_string(total) + " sampled output elements landed";
+    } else if (f_.when == "rs") {
+      inPhase = !landed(out_, ownFirst);
+      state = inPhase ? "own block not reduced yet" : "own block already reduced";
+    } else {
+      inPhase = !landed(out_, peerLast);
+      state = inPhase ? "own block reduced, peer block pending" : "peer block had already landed";
+    }
+    f_.hit = inPhase;
+    printf("fault rank %d iteration %d coll %s when %s: %s (%s; %s/%s down)\n", rank_, it_, coll_.c_str(),
+           f_.when.c_str(), inPhase ? "hit" : "missed", state.c_str(), f_.netns.c_str(), f_.dev.c_str());
+    if (!inPhase) return;
+    // Did a migration commit here before the phase ended?
+    bool migrated = false, ended = false;
+    while (!finished_.load() && Clock::now() < deadline) {
+      if (!migrated && failoversOf(comm_) > before) migrated = true;
+      ended = f_.when == "mid" ? landedSamples() == total : landed(out_, f_.when == "rs" ? ownLast : peerLast);
+      if (ended) break;
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    printf("fault rank %d iteration %d coll %s when %s: migrated in phase %s (phase ended %.1f ms after the fault)\n",
+           rank_, it_, coll_.c_str(), f_.when.c_str(), migrated ? "yes" : "no",
+           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+
+  Fault& f_;
+  recclComm_t comm_;
+  int rank_, it_;
+  std::string coll_;
+  const std::vector<float>& out_;
+  std::vector<size_t> samples_;
+  std::atomic<bool> finished_{false};
+  bool downed_ = false;
+  std::thread thread_;
+};
+
+std::vector<size_t> samplesFor(const std::string& coll, int rank, int n, size_t outCount) {
+  size_t per = outCount / static_cast<size_t>(n);
+  bool ownCopied = coll == "allgather" || coll == "alltoall";
+  std::vector<size_t> s;
+  for (int k = 0; k < 16; ++k) {
+    size_t i = outCount * static_cast<size_t>(k) / 16;
+    if (ownCopied && i / per == static_cast<size_t>(rank)) continue;
+    s.push_back(i);
+  }
+  if (!ownCopied || outCount - 1 < static_cast<size_t>(rank) * per || outCount - 1 >= (rank + 1) * per)
+    s.push_back(outCount - 1);
+  return s;
+}
+
 }  // namespace
 
 int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::vector<Fault> faults;
+  if (!parseFaults(getenv("WORKER_FAULTS"), envInt("WORKER_FAULT_RANK", 0), &faults)) return 2;
   recclComm_t comm = nullptr;
   recclResult_t rc = recclCommInitFromEnv(&comm);
   if (rc != recclSuccess) {
@@ -118,9 +378,20 @@ int main() {
   int rank = 0, n = 0;
   recclCommUserRank(comm, &rank);
   recclCommCount(comm, &n);
-  int iters = getenv("WORKER_ITERS") ? atoi(getenv("WORKER_ITERS")) : 200;
+  int iters = envInt("WORKER_ITERS", 200);
   size_t count = getenv("WORKER_COUNT") ? strtoull(getenv("WORKER_COUNT"), nullptr, 10) : (1u << 20);
   std::string coll = getenv("WORKER_COLL") ? getenv("WORKER_COLL") : "allreduce";
+  int lateMs = envInt("WORKER_LATE_MS", 300);
+  int settleMs = envInt("WORKER_SETTLE_MS", 800);
+  int attempts = std::max(1, envInt("WORKER_FAULT_ATTEMPTS", 3));
+  int stride = std::max(1, envInt("WORKER_FAULT_STRIDE", coll == "all" ? kNumColls : 1));
+  std::map<std::string, int> fds;
+  for (auto& f : faults) {
+    if (f.rank != rank) continue;
+    if (!fds.count(f.netns)) fds[f.netns] = socketIn(f.netns);
+    f.fd = fds[f.netns];
+    if (f.fd < 0) return 2;
+  }
   std::vector<float> in, out, want;
   // Everybody connected before the test injects anything.
   rc = recclBarrier(comm, nullptr);
@@ -129,7 +400,7 @@ int main() {
     return 10 + rc;
   }
   printf("started rank %d\n", rank);
-  auto t0 = std::chrono::steady_clock::now();
+  auto t0 = Clock::now();
   double runFor = getenv("WORKER_SECONDS") ? atof(getenv("WORKER_SECONDS")) : 0;
   if (runFor > 0) iters = 1 << 30;
   // WORKER_TIMELINE=1: rank 0 prints each iteration's end (CLOCK_REALTIME ns) and duration, for
@@ -137,18 +408,43 @@ int main() {
   bool timeline = getenv("WORKER_TIMELINE") && rank == 0;
   int it = 0;
   for (; it < iters; ++it) {
-    std::string c = coll == "all" ? kColls[it % 6] : coll;
-    auto s0 = std::chrono::steady_clock::now();
-    int r = runOne(c, comm, rank, n, count, it, in, out, want);
+    std::string c = coll == "all" ? kColls[it % kNumColls] : coll;
+    // A fault (attempt) planned for this iteration?
+    Fault* fault = nullptr;
+    for (auto& f : faults)
+      for (int a = 0; a < attempts && !fault; ++a)
+        if (it == f.iter + a * stride && !(rank == f.rank && f.hit)) fault = &f;
+    if (fault && (fault->when == "rs" || fault->when == "ag")) {
+      // Phase faults: who enters late decides which phase the injecting rank waits in.
+      bool late = fault->when == "rs" ? rank != fault->rank : rank == fault->rank;
+      if (late) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
+    }
+    Shape sh = shapeOf(c, n, count);
+    out.assign(sh.outCount, kSentinel);
+    auto s0 = Clock::now();
+    int r;
+    bool downed = false;
+    {
+      std::unique_ptr<Trigger> trig;
+      if (fault && rank == fault->rank)
+        trig = std::make_unique<Trigger>(*fault, comm, rank, it, c, out, samplesFor(c, rank, n, sh.outCount));
+      r = runOne(c, comm, rank, n, count, it, in, out, want);
+      if (trig) downed = trig->downed();
+    }
+    if (downed) {
+      // Back up, and time for the detector's hold-down and the fail-back migrations.
+      if (!setAdmin(*fault, true)) return 2;
+      std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
+    }
     if (r != 0) return r;
     if (timeline) {
       timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
       printf("iter %d end_ns %lld dur_us %.0f\n", it, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec,
-             std::chrono::duration<double>(std::chrono::steady_clock::now() - s0).count() * 1e6);
+             std::chrono::duration<double>(Clock::now() - s0).count() * 1e6);
     }
     if (runFor > 0) {
-      int32_t stop = rank == 0 && std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() > runFor;
+      int32_t stop = rank == 0 && std::chrono::duration<double>(Clock::now() - t0).count() > runFor;
       rc = recclAllReduce(&stop, &stop, 1, recclInt32, recclMax, comm, nullptr);
       if (rc != recclSuccess) {
         fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
@@ -162,7 +458,7 @@ int main() {
     }
   }
   iters = it;
-  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   recclCommStats_t st{};
   st.size = sizeof(st);
   recclCommGetStats(comm, &st);

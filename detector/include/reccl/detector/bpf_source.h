@@ -23,8 +23,8 @@ namespace reccl::detector {
 struct BpfOptions {
   std::set<LinkSource> sources;  // hooks to use; empty: every hook this kernel accepts
   uint32_t ringBytes = 256 * 1024;
-  uint32_t retransThreshold = 50;
-  uint64_t retransWindowNs = 100'000'000;
+  uint32_t retransThreshold = 12;
+  uint64_t retransWindowNs = 500'000'000;
   uint64_t degradedMinIntervalNs = 1'000'000'000;
   bool reportUnattributed = false;
   bool reportRdma = true;

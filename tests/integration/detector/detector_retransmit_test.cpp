@@ -1,0 +1,160 @@
+// Gray failures: the tcp_retransmit_skb hook on the testbed. Bulk TCP streams run from host 0 to
+// host 1 on both rails; `reccl inject drop --rate 0.01` on rail 0's cable (switch side, so the
+// loss is on the wire and invisible to the sender's stack) must produce LinkDegraded from the
+// retransmit source for exactly host 0's rail0, and nothing for the clean rail1.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+
+#include "reccl/common/deadline.h"
+#include "reccl/detector/detector.h"
+#include "reccl/detector/netns.h"
+#include "testbed_fixture.h"
+
+namespace {
+
+using namespace reccl::detector;
+
+// One TCP stream host 0 -> host 1 on a rail, pumping until stopped (sockets made inside the
+// hosts' namespaces; this process stays where it is).
+class Stream {
+ public:
+  Stream(const Netns& from, const Netns& to, const std::string& fromAddr, const std::string& toAddr) {
+    auto ls = socketInNetns(to.fd.get(), AF_INET, SOCK_STREAM, 0);
+    auto cs = socketInNetns(from.fd.get(), AF_INET, SOCK_STREAM, 0);
+    if (!ls.ok() || !cs.ok()) {
+      error_ = "socket in netns";
+      return;
+    }
+    listen_ = std::move(*ls);
+    client_ = std::move(*cs);
+    sockaddr_in la{};
+    la.sin_family = AF_INET;
+    inet_pton(AF_INET, toAddr.c_str(), &la.sin_addr);
+    sockaddr_in ca{};
+    ca.sin_family = AF_INET;
+    inet_pton(AF_INET, fromAddr.c_str(), &ca.sin_addr);
+    socklen_t len = sizeof(la);
+    if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0 || listen(listen_.get(), 1) != 0 ||
+        getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&la), &len) != 0 ||
+        bind(client_.get(), reinterpret_cast<sockaddr*>(&ca), sizeof(ca)) != 0 ||
+        connect(client_.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0) {
+      error_ = std::string("bind/listen/connect: ") + strerror(errno);
+      return;
+    }
+    int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      error_ = std::string("accept: ") + strerror(errno);
+      return;
+    }
+    server_.reset(fd);
+    timeval tv{0, 200000};  // so that the pumps see the stop flag
+    setsockopt(server_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(client_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+    rx_ = std::thread([this] {
+      std::vector<char> buf(1 << 18);
+      while (!stop_.load()) (void)!recv(server_.get(), buf.data(), buf.size(), 0);
+    });
+    tx_ = std::thread([this] {
+      std::vector<char> buf(1 << 18, 'x');
+      while (!stop_.load()) {
+        ssize_t n = send(client_.get(), buf.data(), buf.size(), MSG_NOSIGNAL);
+        if (n > 0) sent_ += static_cast<uint64_t>(n);
+      }
+    });
+  }
+  ~Stream() {
+    stop_.store(true);
+    if (tx_.joinable()) tx_.join();
+    if (rx_.joinable()) rx_.join();
+  }
+  const std::string& error() const { return error_; }
+  uint64_t sent() const { return sent_.load(); }
+
+ private:
+  reccl::UniqueFd listen_, client_, server_;
+  std::thread tx_, rx_;
+  std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> sent_{0};
+  std::string error_;
+};
+
+class DetectorRetransmit : public reccl::test::TestbedTest<2, 2> {};
+
+TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
+  DetectorOptions opts = DetectorOptions::fromEnv();
+  opts.mode = SourceMode::kBpf;
+  opts.rdma = false;
+  opts.watch = {{netns(0), "rail0"}, {netns(0), "rail1"}};
+  auto det = Detector::create(opts);
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  Detector& d = **det;
+  if (!d.activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
+    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
+  ASSERT_TRUE(d.start().ok());
+  LinkKey rail0, rail1;
+  for (const auto& w : d.watched()) (w.ifname == "rail0" ? rail0 : rail1) = w.key;
+  ASSERT_NE(rail0.ifindex, 0u);
+  ASSERT_NE(rail1.ifindex, 0u);
+
+  auto h0 = openNetns(netns(0));
+  auto h1 = openNetns(netns(1));
+  ASSERT_TRUE(h0.ok() && h1.ok());
+  std::string cli = RECCL_CLI_PATH;
+  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
+  int degraded0 = 0, degraded1 = 0, other = 0;
+  uint64_t firstMs = 0;
+  {
+    Stream s0(*h0, *h1, railAddr(0, 0), railAddr(1, 0));
+    Stream s1(*h0, *h1, railAddr(0, 1), railAddr(1, 1));
+    ASSERT_EQ(s0.error(), "");
+    ASSERT_EQ(s1.error(), "");
+    // Clean baseline: both rails loaded, no loss: no gray signal.
+    auto drainFor = [&](int ms, bool stopAtRail0) {
+      reccl::Deadline dl = reccl::Deadline::afterMs(ms);
+      while (!dl.expired()) {
+        for (const auto& e : d.waitEvents(static_cast<int>(std::max<int64_t>(1, dl.remainingMsForPoll())))) {
+          if (e.type == LinkEventType::kLinkDegraded && e.link == rail0 &&
+              e.source == RECCL_LINK_SRC_TP_TCP_RETRANSMIT)
+            ++degraded0;
+          else if (e.type == LinkEventType::kLinkDegraded && e.link == rail1)
+            ++degraded1;
+          else
+            ++other;
+        }
+        if (stopAtRail0 && degraded0 > 0) return;
+      }
+    };
+    drainFor(1000, false);
+    EXPECT_EQ(degraded0 + degraded1 + other, 0) << "events on clean, loaded rails";
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+    drainFor(8000, true);
+    firstMs = static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count());
+    // The clean rail keeps running a while longer under the same load.
+    drainFor(1500, false);
+    EXPECT_GT(s0.sent(), 0u);
+    EXPECT_GT(s1.sent(), 0u);
+  }
+  uint64_t retrans[2] = {0, 0};
+  for (const auto& w : d.watched())
+    if (w.slot != RECCL_LINK_NO_SLOT) retrans[w.key == rail0 ? 0 : 1] = static_cast<uint64_t>(d.slots()[w.slot].retransmits);
+  EXPECT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
+  d.stop();
+  EXPECT_GE(degraded0, 1) << "no retransmit DEGRADED for the lossy rail0 within 8 s";
+  EXPECT_EQ(degraded1, 0) << "DEGRADED for the clean rail1";
+  EXPECT_EQ(other, 0) << "other events (link down/up) on rails that never went down";
+  printf("retransmit DEGRADED on rail0 %llu ms after 1 %% loss began; retransmits counted: rail0 %llu, rail1 %llu\n",
+         (unsigned long long)firstMs, (unsigned long long)retrans[0], (unsigned long long)retrans[1]);
+}
+
+}  // namespace

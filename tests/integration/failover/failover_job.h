@@ -1,0 +1,240 @@
+// Shared by the failover testbed tests: a `reccl testbed run` of the failover worker read line by
+// line, output helpers, the fixture (2 hosts x N rails) and the seeded random fault soak.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <random>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "testbed_fixture.h"
+
+namespace reccl::test::failover {
+
+using Clock = std::chrono::steady_clock;
+
+// One `reccl testbed run` of the failover worker, read line by line on a thread.
+class Job {
+ public:
+  Job(const std::string& name, const std::string& env, int timeoutSec, int ranksPerHost = 1) {
+    std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --ranks-per-host " +
+                      std::to_string(ranksPerHost) + " --timeout " + std::to_string(timeoutSec) +
+                      " -- /usr/bin/env " + env + " " + RECCL_FAILOVER_WORKER_PATH + " 2>&1";
+    pipe_ = popen(cmd.c_str(), "r");
+    reader_ = std::thread([this] {
+      char buf[4096];
+      while (pipe_ && fgets(buf, sizeof(buf), pipe_)) {
+        std::lock_guard lk(mu_);
+        std::string line(buf);
+        lines_.push_back({Clock::now(), line});
+        text_ += line;
+        cv_.notify_all();
+      }
+      std::lock_guard lk(mu_);
+      eof_ = true;
+      cv_.notify_all();
+    });
+  }
+  ~Job() { wait(); }
+  // Waits until `n` lines contain `what` (or the deadline, or the end of the output).
+  bool waitFor(const std::string& what, int n, std::chrono::seconds limit) {
+    std::unique_lock lk(mu_);
+    bool ok = false;
+    cv_.wait_for(lk, limit, [&] {
+      int k = 0;
+      for (auto& [t, l] : lines_) k += l.find(what) != std::string::npos;
+      ok = k >= n;
+      return ok || eof_;
+    });
+    return ok;
+  }
+  bool finished() {
+    std::lock_guard lk(mu_);
+    return eof_;
+  }
+  int wait() {
+    if (reader_.joinable()) reader_.join();
+    if (pipe_) {
+      int st = pclose(pipe_);
+      pipe_ = nullptr;
+      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    }
+    return code_;
+  }
+  std::string text() {
+    std::lock_guard lk(mu_);
+    return text_;
+  }
+  // Time of the first line matching `re` for each rank number captured by its group 1.
+  std::map<int, Clock::time_point> firstPerRank(const std::string& re) {
+    std::lock_guard lk(mu_);
+    std::map<int, Clock::time_point> out;
+    std::regex r(re);
+    for (auto& [t, l] : lines_) {
+      std::smatch m;
+      if (std::regex_search(l, m, r)) out.emplace(std::stoi(m[1]), t);
+    }
+    return out;
+  }
+
+ private:
+  FILE* pipe_ = nullptr;
+  std::thread reader_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::pair<Clock::time_point, std::string>> lines_;
+  std::string text_;
+  bool eof_ = false;
+  int code_ = -1;
+};
+
+inline uint64_t sumField(const std::string& text, const std::string& field) {
+  std::regex r(field + " ([0-9]+)");
+  uint64_t s = 0;
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator(); ++it)
+    s += std::stoull((*it)[1]);
+  return s;
+}
+
+inline int countMatches(const std::string& text, const std::string& re) {
+  std::regex r(re);
+  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
+}
+
+// 2 hosts x Rails rails, one testbed per suite (see testbed_fixture.h: removed even when the test
+// process is killed).
+template <int Rails>
+class FailoverTest : public TestbedTest<2, Rails> {
+ protected:
+  using Base = TestbedTest<2, Rails>;
+  void TearDown() override {
+    if (!Base::skipReason_.empty() || !Base::tb_) return;
+    // Every rail back up for the next test, and time for the carrier to settle.
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < Rails; ++r) {
+        link(true, h, r, true);
+        link(true, h, r, false);
+      }
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  static std::string portNetns(int host, bool switchSide) {
+    return switchSide ? Base::fabricNetns() : Base::netns(host);
+  }
+  static std::string portDev(int host, int rail, bool switchSide) {
+    return switchSide ? "h" + std::to_string(host) + "r" + std::to_string(rail) : "rail" + std::to_string(rail);
+  }
+  // switchSide: the switch port h<h>r<r> in the fabric; else the host's own NIC rail<r>.
+  static void link(bool up, int host, int rail, bool switchSide) {
+    std::string cmd = "ip -n " + portNetns(host, switchSide) + " link set " + portDev(host, rail, switchSide) +
+                      (up ? " up" : " down");
+    int rc = system(cmd.c_str());
+    ASSERT_EQ(rc, 0) << cmd;
+  }
+  // FAILOVER_TEST_ENV (e.g. "RECCL_DEBUG=INFO") is appended to every run's environment.
+  static std::string env(const std::string& extra) {
+    const char* more = getenv("FAILOVER_TEST_ENV");
+    return "RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=300 " + extra + " " +
+           (more ? more : "");
+  }
+  static void expectAllOk(Job& j, int ranks) {
+    int code = j.wait();
+    std::string t = j.text();
+    if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
+    EXPECT_EQ(code, 0) << t;
+    EXPECT_EQ(countMatches(t, "done rank [0-9]+"), ranks) << t;
+  }
+
+  // The seeded soak: a plan of random link faults (host, rail, host NIC or switch port, a few
+  // flap bursts) drawn from `seed`, played while the worker runs `iters` iterations of every
+  // collective in turn (1 MiB). Never the last rail of the pair: every fault must be
+  // survivable, so any error or wrong result is a failure. Zero hangs: the worker's deadlines and
+  // the run's timeout.
+  void runSoak(unsigned seed, int iters, int timeoutSec) {
+    struct Ev {
+      int atMs;
+      int host, rail;
+      bool sw, up;
+    };
+    std::mt19937 rng(seed);
+    std::vector<Ev> plan;
+    int downs = 0;
+    {
+      bool down[2][Rails] = {};
+      int t = 300;
+      // Long enough for the slowest machine; the plan stops when the worker is done.
+      while (t < timeoutSec * 1000) {
+        t += 40 + static_cast<int>(rng() % 160);  // a fault or repair every 40-200 ms
+        int h = static_cast<int>(rng() % 2), r = static_cast<int>(rng() % Rails);
+        bool sw = rng() % 2;
+        int railsDown = 0;
+        for (int k = 0; k < Rails; ++k) railsDown += down[0][k] || down[1][k];
+        if (down[h][r]) {
+          plan.push_back({t, h, r, true, true});
+          plan.push_back({t, h, r, false, true});
+          down[h][r] = false;
+        } else if (railsDown + !(down[1 - h][r]) < Rails) {
+          if (rng() % 4 == 0) {
+            // A flap burst: 6 toggles 15 ms apart, ending up.
+            for (int k = 0; k < 6; ++k) plan.push_back({t + 15 * k, h, r, sw, k % 2 == 1});
+            t += 90;
+          } else {
+            plan.push_back({t, h, r, sw, false});
+            down[h][r] = true;
+            ++downs;
+          }
+        }
+      }
+    }
+    Job j(Base::testbed().name(),
+          env("WORKER_COLL=all WORKER_COUNT=262144 WORKER_ITERS=" + std::to_string(iters)), timeoutSec);
+    ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+    auto t0 = Clock::now();
+    bool isDown[2][Rails][2] = {};
+    int played = 0, faults = 0;
+    for (const Ev& e : plan) {
+      while (!j.finished() && Clock::now() < t0 + std::chrono::milliseconds(e.atMs))
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      if (j.finished()) break;
+      if (e.up) {
+        if (!isDown[e.host][e.rail][e.sw]) continue;
+      } else {
+        ++faults;
+      }
+      link(e.up, e.host, e.rail, e.sw);
+      isDown[e.host][e.rail][e.sw] = !e.up;
+      ++played;
+    }
+    for (int h = 0; h < 2; ++h)
+      for (int r = 0; r < Rails; ++r)
+        for (int s = 0; s < 2; ++s)
+          if (isDown[h][r][s]) link(true, h, r, s);
+    int code = j.wait();
+    std::string t = j.text();
+    if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
+    EXPECT_EQ(code, 0) << "seed " << seed << "\n" << t;
+    EXPECT_EQ(countMatches(t, "done rank [0-9]+ iters " + std::to_string(iters) + " "), 2) << "seed " << seed << "\n"
+                                                                                          << t;
+    EXPECT_EQ(countMatches(t, "wrong"), 0) << t;
+    EXPECT_GE(faults, iters / 100) << "seed " << seed << ": fewer faults than expected";
+    EXPECT_GE(sumField(t, "failovers"), 2u) << "seed " << seed << "\n" << t;
+    printf("soak seed %u: %d iterations, %d link faults (+ flap bursts) played in %.1f s, %llu failovers, %llu "
+           "fail-backs, %llu bytes resent\n",
+           seed, iters, faults, std::chrono::duration<double>(Clock::now() - t0).count(),
+           (unsigned long long)sumField(t, "failovers"), (unsigned long long)sumField(t, "failbacks"),
+           (unsigned long long)sumField(t, "resent"));
+    (void)played;
+    (void)downs;
+  }
+};
+
+}  // namespace reccl::test::failover
