@@ -163,8 +163,9 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
       lastDetectorSource_ = g.source;
       if (g.kind == RailSignal::Kind::kUp)
         railBackUp(g.rail, g.signalNs);
-      else  // a gray failure is routed around like a dead link
-        railDown(g.rail, FaultSource::kDaemon, g.signalNs);
+      else  // a gray failure is routed around like a dead link, named as such
+        railDown(g.rail, FaultSource::kDaemon, g.signalNs,
+                 g.kind == RailSignal::Kind::kDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
     }
     if (!st.ok()) {
       s.daemon.reset();

@@ -69,8 +69,23 @@ TEST(MigrateWire, RequestRejectsMalformed) {
   c[7] = std::byte{0};
   EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reason";
   c = b;
+  c[7] = std::byte{7};
+  EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reason past the last one (degraded = 6)";
+  c = b;
   c[60] = std::byte{1};
   EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reserved bytes";
+}
+
+TEST(MigrateWire, DegradedReasonRoundTrips) {
+  std::array<std::byte, kMigrateRequestBytes> b;
+  MigrateRequest r = sample();
+  r.reason = MigrateReason::kDegraded;
+  encodeMigrateRequest(r, b);
+  EXPECT_EQ(b[7], std::byte{6});  // the wire value is part of the format
+  auto d = decodeMigrateRequest(b);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->reason, MigrateReason::kDegraded);
+  EXPECT_STREQ(reasonName(d->reason), "degraded");
 }
 
 TEST(MigrateWire, ReplyRoundTripAndRejects) {
