@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -557,9 +558,33 @@ RunResult measureTcp(Lab& lab, const std::string& nic, int faults, int gapUs, bo
   return r;
 }
 
+// SIGINT/SIGTERM/SIGHUP (Ctrl-C, `timeout`): the lab's namespaces must not outlive the run. The
+// signals are blocked in every thread and taken by one watcher, which removes the namespaces
+// (named after this pid, see Lab) and exits; the kernel then drops the taps, veths and BPF links.
+void removeLabOnSignal() {
+  static sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  if (pthread_sigmask(SIG_BLOCK, &set, nullptr) != 0) return;
+  std::thread([] {
+    int sig = 0;
+    if (sigwait(&set, &sig) != 0) return;
+    std::string pid = std::to_string(getpid());
+    for (const char* side : {"-h", "-s"}) {
+      std::string cmd = "ip netns del rdb-" + pid + side + " 2>/dev/null";
+      if (std::system(cmd.c_str()) != 0) {
+        // not made yet, or already gone
+      }
+    }
+    std::fprintf(stderr, "detect_latency: stopped by signal %d; lab removed\n", sig);
+    std::_Exit(128 + sig);
+  }).detach();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  removeLabOnSignal();
   CLI::App app{"detect_latency: link-fault detection latency per source, on veth and tap"};
   app.footer(
       "EXAMPLES:\n"
