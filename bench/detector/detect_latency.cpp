@@ -88,6 +88,35 @@ struct FaultLink {
   std::string netns, ifname;
 };
 
+// The other rail flapping every 500 us while faults are timed on the first; stop() (or the
+// destructor) ends it with the link up.
+class FlapStorm {
+ public:
+  explicit FlapStorm(FaultLink* link) {
+    if (!link) return;
+    thread_ = std::thread([this, link] {
+      bool up = false;
+      while (!stop_.load()) {
+        (up ? link->up() : link->down());
+        up = !up;
+        usleep(500);
+      }
+      link->up();
+    });
+  }
+  ~FlapStorm() { stop(); }
+  FlapStorm(const FlapStorm&) = delete;
+  FlapStorm& operator=(const FlapStorm&) = delete;
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 struct VethLink : FaultLink {
   std::unique_ptr<LinkSetter> peer;
   bool down() override { return peer->set(false); }
@@ -308,20 +337,7 @@ RunResult measure(Lab& lab, const std::string& nic, const SourceConfig& cfg, int
   det.value()->subscribe([&col](const LinkEvent& e) { col.onEvent(e); });
   if (!det.value()->start().ok()) return r;
 
-  std::atomic<bool> stop{false};
-  std::thread stormer;
-  if (storm) {
-    // The other rail flaps every 500 us for the whole run.
-    stormer = std::thread([&] {
-      bool up = false;
-      while (!stop.load()) {
-        (up ? stormLink->up() : stormLink->down());
-        up = !up;
-        usleep(500);
-      }
-      stormLink->up();
-    });
-  }
+  FlapStorm flaps(storm ? stormLink.get() : nullptr);
   std::mt19937 rng(42);
   std::vector<double> f2c, k2c;
   // One warm-up fault, not counted.
@@ -347,8 +363,7 @@ RunResult measure(Lab& lab, const std::string& nic, const SourceConfig& cfg, int
     col.wait(LinkEventType::kLinkUp, link->ifname, 2000, &e, &at);
     usleep(static_cast<useconds_t>(gapUs + static_cast<int>(rng() % 1000)));
   }
-  stop = true;
-  if (stormer.joinable()) stormer.join();
+  flaps.stop();
   r.faultToCb = stats(f2c);
   r.kernelToCb = stats(k2c);
   return r;
@@ -488,19 +503,7 @@ RunResult measureTcp(Lab& lab, const std::string& nic, int faults, int gapUs, bo
   TcpSink sink(std::move(listener));
   auto link = lab.link(nic, 0);
   auto stormLink = lab.link(nic, 1);
-  std::atomic<bool> stop{false};
-  std::thread stormer;
-  if (storm) {
-    stormer = std::thread([&] {
-      bool up = false;
-      while (!stop.load()) {
-        (up ? stormLink->up() : stormLink->down());
-        up = !up;
-        usleep(500);
-      }
-      stormLink->up();
-    });
-  }
+  FlapStorm flaps(storm ? stormLink.get() : nullptr);
   std::mt19937 rng(42);
   std::vector<double> f2d;
   std::vector<char> data(64 << 10, 'x');
@@ -552,8 +555,7 @@ RunResult measureTcp(Lab& lab, const std::string& nic, int faults, int gapUs, bo
     if (relay) relay->cut = false;
     usleep(static_cast<useconds_t>(gapUs + static_cast<int>(rng() % 1000)));
   }
-  stop = true;
-  if (stormer.joinable()) stormer.join();
+  flaps.stop();
   r.faultToCb = stats(f2d);
   return r;
 }
