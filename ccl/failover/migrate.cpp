@@ -350,6 +350,17 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   if (broken()) return Status(Errc::kAborted, "communicator failed");
   channel::PortBase* port = c.port;
   transport::SocketEngine* engine = comm_.engine_.get();
+  // A passive sender's reply holds nothing that retiring the old path changes (the receiver's
+  // counters came with the request): it goes first, so the initiator commits while this end
+  // retires its old path, instead of after (one wait for the socket engine less on the fault's
+  // path). A failed send leaves everything as it was.
+  if (reply && c.role == Role::kSender) {
+    reply->epoch = epoch;
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(*reply, rb);
+    RECCL_TRY(transport::sendAll(fd.get(), rb, Deadline::afterMs(kAttemptMs)).Wrap("migration reply"));
+    reply = nullptr;
+  }
   // Retire the old path first: its I/O stops before the new path touches the same slots.
   port->setEpoch(epoch);
   if (channel::Path* old = port->path()) {
