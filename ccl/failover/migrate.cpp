@@ -132,6 +132,7 @@ void Failover::runJob(const Job& j) {
     UniqueFd standby = failBack ? UniqueFd() : takeStandby(*c, j, tried, &rail);
     auto weights = railWeights(peer);
     if (standby) {
+      // rail: the standby's (takeStandby checked it is usable)
     } else if (failBack) {
       rail = j.toRail >= 0 && j.toRail < nrails_ && weights[j.toRail] > 0 && !tried.count(j.toRail) ? j.toRail : -1;
     } else {
@@ -482,7 +483,14 @@ void Failover::servePassive(UniqueFd ufd, const core::Hello& hello, const Migrat
   if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");
   if (req.reason == MigrateReason::kStandby) {
     // A standby path: nothing changes now; this rank answers on it when the peer uses it.
-    if (!standbyOn_) return refuse(MigrateStatus::kNotReady, "standby paths off here");
+    if (!standbyOn_) {
+      // RECCL_FAILOVER_STANDBY differs between the ranks: refused quietly, the peer backs off.
+      reply.status = MigrateStatus::kRefused;
+      std::array<std::byte, kMigrateReplyBytes> rb;
+      encodeMigrateReply(reply, rb);
+      (void)transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs));
+      return;
+    }
     transport::tuneDataSocket(fd, comm_.myNics_[req.rail].name);
     reply.status = MigrateStatus::kOk;
     reply.epoch = c->port->epoch();

@@ -30,6 +30,7 @@ constexpr int64_t kStandbyConnectMs = 1000;
 constexpr uint64_t kTendPeriodNs = 20'000'000;    // upkeep at most every 20 ms
 constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wait before the next
 constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
+constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
 
 uint64_t monoNs() {
   return static_cast<uint64_t>(
@@ -158,8 +159,8 @@ void Failover::makeStandby(Conn& c) {
   if (!rep.ok()) return retryAfter(kRetryNs, rep.status());
   setPeerRails(peer, rep->railsUp);
   if (rep->status == MigrateStatus::kNotReady) return retryAfter(kNotReadyRetryNs, Status::Ok());
-  if (rep->status != MigrateStatus::kOk)
-    return retryAfter(kRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
+  if (rep->status != MigrateStatus::kOk)  // standby paths off there, or its communicator failed
+    return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
   armStandby(fd.get());
   std::lock_guard lk(c.sbMu);
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
