@@ -9,10 +9,11 @@
 // TCP_INFO on every data socket: unacknowledged data or keepalive probes with no ACK for
 // RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end.
 //
-// Migration (migrate.cpp): the end that sees the fault opens a new TCP path on another rail to
-// the peer's NIC on that rail, sends the usual data hello (secret, communicator, ranks) with a
-// migration epoch and a MigrateRequest (migrate_wire.h), the other end switches its port to the
-// new path and replies; the sender resends from the receiver's received step + 1 out of its
+// Migration (migrate.cpp): the end that sees the fault takes the connection's pre-connected
+// standby path on another rail (standby.cpp, RECCL_FAILOVER_STANDBY) or opens a new TCP path on
+// another rail to the peer's NIC on that rail with the usual data hello (secret, communicator,
+// ranks) carrying a migration epoch; it sends a MigrateRequest (migrate_wire.h), the other end
+// switches its port to the new path and replies; the sender resends from the receiver's received step + 1 out of its
 // slots, the receiver drops duplicates by step and stale frames by epoch. Both directions of a
 // peer pair move (each connection is migrated by whichever end detects first; the larger epoch
 // wins when both do). No rail to the peer within RECCL_FAILOVER_TIMEOUT_MS of the fault: the
