@@ -306,12 +306,12 @@ TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
 //
 // Host 0's rail 0 cable is pulled for 1 s; the peer's sockets on rail 0 retransmit toward the dead
 // far end, which the retransmit hook counts (the threshold is lowered so that they always cross
-// it). Host 0 reported the rail down in its migration requests: those retransmits must not mark
+// it: 3 per 500 ms; the default 12 is crossed in a few % of the faults only). Host 0 reported the rail down in its migration requests: those retransmits must not mark
 // host 1's rail 0 DEGRADED, or it stays out for the clear time and the next fault, rail 1 pulled
 // 2.5 s after the first, finds no rail left. Both faults must fail over, results exact.
 TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   Job j(testbed().name(),
-        env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_RETRANS_THRESHOLD=6 "
+        env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_RETRANS_THRESHOLD=3 "
             "RECCL_DEGRADED_CLEAR_MS=5000 RECCL_FAILOVER_TIMEOUT_MS=20000 WORKER_SECONDS=12"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
@@ -329,8 +329,10 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   std::string t = j.text();
   std::string first = t.substr(0, firstEnd), second = t.substr(firstEnd);
   EXPECT_EQ(countMatches(t, "wrong"), 0) << t;
-  EXPECT_EQ(countMatches(first, "reason degraded"), 0) << t;
-  EXPECT_EQ(countMatches(first, "\\) degraded \\(source"), 0) << t;
+  // Rail 0 only: with the threshold this low, the bursts of a migration (old sockets closed with
+  // data in flight) may mark the rail left DEGRADED now and then, which is not this test's subject.
+  EXPECT_EQ(countMatches(first, "rail 0 \\(rail0\\) degraded \\(source"), 0) << t;
+  EXPECT_EQ(countMatches(first, "-> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded"), 0) << t;
   // Both faults failed over: off rail 0 onto rail 1, then off rail 1 onto rail 0 (not waited out).
   EXPECT_GE(countMatches(first, "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 1 \\(rail1\\)"), 1) << t;
   EXPECT_GE(countMatches(second, "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 0 \\(rail0\\)"), 1)
