@@ -28,6 +28,7 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.op = op;
   c.esize = reduce::typeSize(dtype);
   c.fn = reduce::kernel(dtype, op == recclAvg ? recclSum : op);
+  c.fn2 = reduce::kernel2(dtype, op == recclAvg ? recclSum : op);
   c.nranks = cs.nranks();
   c.cs = &cs;
   return c;

@@ -59,9 +59,11 @@ Status Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool fina
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (n) {
+  if (n && !finalize) {
+    c_.fn2(dst, out.data(), in.data(), src, n);
+  } else if (n) {  // avg divides the result once, then sends the divided bits
     c_.fn(dst, in.data(), src, n);
-    if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
+    reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
     std::memcpy(out.data(), dst, bytes);
   }
   RECCL_TRY(send_->post(bytes, c_.desc));

@@ -17,6 +17,7 @@ struct StepContext {
   recclRedOp_t op = recclSum;
   size_t esize = 1;
   reduce::ReduceFn fn = nullptr;
+  reduce::Reduce2Fn fn2 = nullptr;  // reduce into dst and the send slot in one pass
   int nranks = 1;
   channel::ChannelSet* cs = nullptr;
 };
