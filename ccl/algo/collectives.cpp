@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "algo/prims.h"
+#include "reccl/common/params.h"
 #include "reduce/reduce.h"
 
 namespace reccl::algo {
 namespace {
 
 using channel::CollKind;
+
+// Read per collective (one getenv) so that it can differ between communicators of a process.
+size_t directRecvMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes())); }
 
 StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
                         recclRedOp_t op, int root) {
@@ -31,6 +35,7 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.fn2 = reduce::kernel2(dtype, op == recclAvg ? recclSum : op);
   c.nranks = cs.nranks();
   c.cs = &cs;
+  c.directMinBytes = directRecvMinBytes();
   return c;
 }
 
@@ -100,7 +105,12 @@ Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int c
       return e - s;
     };
     size_t off;
-    size_t len = seg(mod(r - 1, n), &off);
+    // The round's last step (block r + 1, fully reduced) goes straight to the output: it is
+    // the 2n-2th step received this round, and the peer cannot send it before this round's
+    // first send below.
+    size_t len = seg(mod(r + 1, n), &off);
+    p.expectDirect(b(recvbuff, off, c.esize), len, 2 * static_cast<uint64_t>(n) - 2);
+    len = seg(mod(r - 1, n), &off);
     RECCL_TRY(p.send(cb(in, off, c.esize), len));
     for (int k = 1; k <= n - 2; ++k) {
       len = seg(mod(r - 1 - k, n), &off);
@@ -263,6 +273,8 @@ Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
       size_t s = std::min(part.len, round * chunk);
       size_t len = std::min(chunk, part.len - s);
       auto at = [&](int blk) { return static_cast<size_t>(blk) * sendcount + part.off + s; };
+      // The round's last received step (block r + 1) straight to its place in the output.
+      p.expectDirect(b(recvbuff, at(mod(r + 1, n)), c.esize), len, static_cast<uint64_t>(n) - 1);
       RECCL_TRY(p.send(cb(recvbuff, at(r), c.esize), len));
       for (int j = 0; j <= n - 3; ++j) RECCL_TRY(p.recvCopySend(b(recvbuff, at(mod(r - 1 - j, n)), c.esize), len));
       RECCL_TRY(p.recv(b(recvbuff, at(mod(r + 1, n)), c.esize), len));

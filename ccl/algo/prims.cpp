@@ -32,8 +32,14 @@ Status Prims::send(const void* src, size_t n) {
 Status Prims::recv(void* dst, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
-  if (bytes) std::memcpy(dst, in.data(), bytes);
+  if (bytes && !recv_->landedDirect(dst)) std::memcpy(dst, in.data(), bytes);
   return recv_->release();
+}
+
+void Prims::expectDirect(void* dst, size_t n, uint64_t ahead) {
+  size_t bytes = n * c_.esize;
+  if (!recv_ || c_.directMinBytes == 0 || bytes < c_.directMinBytes || ahead == 0) return;
+  recv_->expectDirect(recv_->applied() + ahead, dst, bytes);
 }
 
 Status Prims::recvReduceSend(const void* src, size_t n) {
@@ -74,7 +80,9 @@ Status Prims::recvCopySend(void* dst, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (bytes) {
+  if (bytes && recv_->landedDirect(dst)) {
+    std::memcpy(out.data(), dst, bytes);
+  } else if (bytes) {
     std::memcpy(out.data(), in.data(), bytes);
     std::memcpy(dst, in.data(), bytes);
   }

@@ -20,6 +20,9 @@ struct StepContext {
   reduce::Reduce2Fn fn2 = nullptr;  // reduce into dst and the send slot in one pass
   int nranks = 1;
   channel::ChannelSet* cs = nullptr;
+  // Steps of at least this many bytes may be received straight into the user's buffer
+  // (RECCL_DIRECT_RECV_MIN_BYTES); 0 disables direct receive.
+  size_t directMinBytes = 0;
 };
 
 class Prims {
@@ -36,6 +39,11 @@ class Prims {
   Status recvReduceCopy(const void* src, void* dst, size_t n, bool finalize);
   Status recvReduceCopySend(const void* src, void* dst, size_t n, bool finalize);
   Status recvCopySend(void* dst, size_t n);
+  // Asks the transport to put the payload of the `ahead`-th step received from now (1: the next
+  // one) straight at dst, whose n elements that step's recv()/recvCopySend() fills; those then
+  // skip their copy out of the slot when it worked. A hint (see RecvPort::expectDirect): call it
+  // before the peer can send that step, and at most once per step waited for.
+  void expectDirect(void* dst, size_t n, uint64_t ahead);
 
  private:
   Deadline deadline() const { return c_.cs->stepDeadline(); }

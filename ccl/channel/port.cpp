@@ -169,6 +169,23 @@ Status RecvPort::release() {
   return Status::Ok();
 }
 
+void RecvPort::expectDirect(uint64_t step, void* dst, size_t bytes) noexcept {
+  directStep_.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  directDst_.store(static_cast<std::byte*>(dst), std::memory_order_relaxed);
+  directBytes_.store(bytes, std::memory_order_relaxed);
+  directStep_.store(step, std::memory_order_release);
+}
+
+std::byte* RecvPort::directTarget(uint64_t step, size_t bytes) const noexcept {
+  if (step == 0 || directStep_.load(std::memory_order_acquire) != step) return nullptr;
+  std::byte* dst = directDst_.load(std::memory_order_relaxed);
+  size_t want = directBytes_.load(std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  if (directStep_.load(std::memory_order_relaxed) != step || want != bytes) return nullptr;
+  return dst;
+}
+
 void RecvPort::onReceived(uint64_t step) noexcept {
   ConnCounters* c = counters();
   c->posted.store(step, std::memory_order_release);

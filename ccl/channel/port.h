@@ -144,8 +144,38 @@ class RecvPort : public PortBase {
   // Transports (tcp) call this after a step landed completely in its slot.
   void onReceived(uint64_t step) noexcept;
 
+  // Direct receive: the algorithm names where the payload of an upcoming step goes (its final
+  // place in the user's buffer) so that a transport which learns it before the payload arrives
+  // writes it there instead of into the slot, and the algorithm skips the copy out of the slot.
+  // Only a hint: a transport that does not look (shared memory, relay) or a step whose header
+  // came first fills the slot as before, and wait()'s caller copies (see landedDirect()). One
+  // target at a time; call again only once the step named before has been waited for.
+  // Exactness under failover: a step half-written to the target by a failed path is received
+  // again in full (into the target or the slot) on the next path; a retired socket's last
+  // receive can only copy the same step's bytes to the same offsets (a resend carries the same
+  // payload), and its socket is shut down before the next path starts.
+  void expectDirect(uint64_t step, void* dst, size_t bytes) noexcept;
+  // Transports, on the header of `step` (the next step, `bytes` of payload): the registered
+  // target, or null for the slot.
+  std::byte* directTarget(uint64_t step, size_t bytes) const noexcept;
+  // Transports, before onReceived(step): the payload of `step` went to directTarget().
+  void onLandedDirect(uint64_t step) noexcept { landedDirect_.store(step, std::memory_order_relaxed); }
+  // After wait(): whether the step it returned already sits at `dst`, its direct target (its
+  // header is still in the slot; the payload span wait() returned is then stale).
+  bool landedDirect(const void* dst) const noexcept {
+    return holding_ && landedDirect_.load(std::memory_order_relaxed) == applied() + 1 &&
+           directDst_.load(std::memory_order_relaxed) == dst;
+  }
+
  private:
   bool holding_ = false;
+  // Written by the algorithm thread, read by transports; `directStep_` is the seqlock word:
+  // a reader takes the target only if the step reads the same before and after.
+  std::atomic<uint64_t> directStep_{0};
+  std::atomic<std::byte*> directDst_{nullptr};
+  std::atomic<size_t> directBytes_{0};
+  // Last step whose payload went to its direct target; published by onReceived's release store.
+  std::atomic<uint64_t> landedDirect_{0};
 };
 
 }  // namespace reccl::channel
