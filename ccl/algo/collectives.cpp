@@ -18,6 +18,7 @@ using channel::CollKind;
 
 // Read per collective (one getenv) so that it can differ between communicators of a process.
 size_t directRecvMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes())); }
+size_t directSendMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectSendMinBytes())); }
 
 StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
                         recclRedOp_t op, int root) {
@@ -36,6 +37,7 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.nranks = cs.nranks();
   c.cs = &cs;
   c.directMinBytes = directRecvMinBytes();
+  c.directSendMinBytes = directSendMinBytes();
   return c;
 }
 
@@ -110,8 +112,15 @@ Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int c
     // first send below.
     size_t len = seg(mod(r + 1, n), &off);
     p.expectDirect(b(recvbuff, off, c.esize), len, 2 * static_cast<uint64_t>(n) - 2);
+    // The round's first step is sent from the input itself (no copy into the slot). Its bytes
+    // must stay as they are until rank r + 1 has received the step. Out of place nothing writes
+    // the input. In place, the only later write to these elements (block r - 1 of this round)
+    // is the all-gather step that brings block r - 1 back fully reduced: recvCopySend (n > 2) or
+    // the round's last recv (n = 2, where r + 1 = r - 1), whose payload exists only after rank
+    // r + 1 received this step and passed on its partial sum. A resend after a failover starts
+    // at the peer's received step + 1, so it never needs these bytes once they are overwritten.
     len = seg(mod(r - 1, n), &off);
-    RECCL_TRY(p.send(cb(in, off, c.esize), len));
+    RECCL_TRY(p.sendUser(cb(in, off, c.esize), len));
     for (int k = 1; k <= n - 2; ++k) {
       len = seg(mod(r - 1 - k, n), &off);
       RECCL_TRY(p.recvReduceSend(cb(in, off, c.esize), len));
@@ -125,7 +134,8 @@ Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int c
     len = seg(mod(r + 1, n), &off);
     RECCL_TRY(p.recv(b(recvbuff, off, c.esize), len));
   }
-  return Status::Ok();
+  // The input may go away once this returns: no resend may read it afterwards.
+  return p.finishDirect();
 }
 
 // Exchanges `count` elements of buf with peer and reduces what arrives into buf, chunk by chunk.

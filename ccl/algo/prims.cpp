@@ -29,6 +29,18 @@ Status Prims::send(const void* src, size_t n) {
   return send_->post(bytes, c_.desc);
 }
 
+Status Prims::sendUser(const void* src, size_t n) {
+  size_t bytes = n * c_.esize;
+  if (c_.directSendMinBytes == 0 || bytes < c_.directSendMinBytes || !send_->sendsDirect()) return send(src, n);
+  RECCL_TRY(send_->acquire(deadline()).status());
+  return send_->postDirect(src, bytes, c_.desc);
+}
+
+Status Prims::finishDirect() {
+  if (!send_ || send_->lastDirect() <= send_->acked()) return Status::Ok();
+  return send_->waitAcked(send_->lastDirect(), deadline());
+}
+
 Status Prims::recv(void* dst, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));

@@ -23,6 +23,9 @@ struct StepContext {
   // Steps of at least this many bytes may be received straight into the user's buffer
   // (RECCL_DIRECT_RECV_MIN_BYTES); 0 disables direct receive.
   size_t directMinBytes = 0;
+  // Steps of at least this many bytes may be sent straight from the user's buffer by sendUser()
+  // (RECCL_DIRECT_SEND_MIN_BYTES); 0 disables direct send.
+  size_t directSendMinBytes = 0;
 };
 
 class Prims {
@@ -34,6 +37,13 @@ class Prims {
   size_t chunkElems() const;
 
   Status send(const void* src, size_t n);
+  // send() whose payload the transport may read straight from src (no copy into the slot).
+  // The caller guarantees src stays unchanged until the receiver has received the step (for a
+  // step whose receipt a later received step implies, anything written to src after that later
+  // step arrived is safe) and calls finishDirect() before src may go away.
+  Status sendUser(const void* src, size_t n);
+  // Waits until the receiver has acked every step sendUser() sent without a copy.
+  Status finishDirect();
   Status recv(void* dst, size_t n);
   Status recvReduceSend(const void* src, size_t n);
   Status recvReduceCopy(const void* src, void* dst, size_t n, bool finalize);

@@ -113,22 +113,49 @@ class PortBase {
 
 class SendPort : public PortBase {
  public:
-  using PortBase::PortBase;
+  SendPort(PortId id, ConnMemory mem, PortEnv* env);
   // The payload area (chunkBytes) of the next slot, once the receiver has acked its previous use.
   Result<std::span<std::byte>> acquire(Deadline deadline);
   // Commits the acquired slot as the next step carrying `bytes` of payload.
   Status post(size_t bytes, const CollDesc& desc);
 
+  // Direct send: commits the acquired slot as the next step whose payload stays in the caller's
+  // memory (`payload`, `bytes`); only the header is written into the slot. Valid while
+  // sendsDirect() holds (a transport that sends header and payload as separate pieces).
+  // The caller keeps `payload` mapped and unchanged until the receiver has received the step,
+  // and mapped until it has acked it (waitAcked(lastDirect())): a resend before the ack reads it.
+  Status postDirect(const void* payload, size_t bytes, const CollDesc& desc);
+  bool sendsDirect() const noexcept;
+  // The latest step posted with postDirect (0: none).
+  uint64_t lastDirect() const noexcept { return lastDirect_; }
+  // Waits until the receiver has acked `step`.
+  Status waitAcked(uint64_t step, Deadline deadline);
+
   uint64_t posted() const noexcept { return counters()->posted.load(std::memory_order_acquire); }
   uint64_t acked() const noexcept { return counters()->consumed.load(std::memory_order_acquire); }
-  // Header + payload of a posted step still held in its slot (acked < step <= posted).
+  // Header + payload of a posted step as one contiguous frame in its slot (acked < step <=
+  // posted). A direct step's payload is copied into its slot first (once), so transports that
+  // need one piece (relay pipes) and resends after a migration read the same bytes.
   std::span<const std::byte> frame(uint64_t step) const noexcept;
+  // Header (in the slot) and payload (slot or the caller's memory) of a posted step, for
+  // transports that send them as two pieces (no copy for direct steps).
+  struct FrameParts {
+    std::span<const std::byte> header;
+    std::span<const std::byte> payload;
+  };
+  FrameParts frameParts(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
   // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
   // already expects the new epoch and drops frames of the old one as stale). Call after
   // setEpoch(e) and before the new path resends.
   void restamp(uint64_t from, uint32_t epoch) noexcept;
+
+ private:
+  Status commit(size_t bytes, const CollDesc& desc, const std::byte* direct);
+  // Per slot: the caller's payload of a direct step still outside its slot, else null.
+  std::unique_ptr<std::atomic<const std::byte*>[]> external_;
+  uint64_t lastDirect_ = 0;  // algorithm thread only
 };
 
 class RecvPort : public PortBase {

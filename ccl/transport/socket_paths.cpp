@@ -34,7 +34,7 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
   sendOp_.kind = kSend;
   ackOp_.owner = this;
   ackOp_.kind = kAckRecv;
-  iov_.reserve(port->slots());
+  iov_.reserve(2 * port->slots());
 }
 
 SocketSendPath::~SocketSendPath() { engine_->remove(this); }
@@ -64,11 +64,18 @@ void SocketSendPath::pump(SocketEngine& engine) {
         iovFirst_ = 0;
         uint32_t epoch = port_->epoch();
         for (uint64_t s = sent_ + 1; s <= posted; ++s) {
-          auto f = port_->frame(s);
+          auto f = port_->frameParts(s);
           // Steps resent after a migration still carry the old path's epoch in their slot
           // header (and a post racing the epoch change may too): stamp the epoch of this path.
-          if (channel::frameEpoch(f) != epoch) channel::stampFrameEpoch(const_cast<std::byte*>(f.data()), epoch);
-          iov_.push_back({const_cast<std::byte*>(f.data()), f.size()});
+          if (channel::frameEpoch(f.header) != epoch)
+            channel::stampFrameEpoch(const_cast<std::byte*>(f.header.data()), epoch);
+          // Header and payload as two pieces: a direct step's payload is the caller's memory.
+          if (f.payload.data() == f.header.data() + f.header.size()) {
+            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
+          } else {
+            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
+            if (!f.payload.empty()) iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
+          }
         }
         batchEnd_ = posted;
       }

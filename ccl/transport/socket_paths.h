@@ -27,6 +27,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
 
   void notifyPosted() noexcept override { engine_->kick(); }
   void notifyConsumed() noexcept override {}
+  bool sendsParts() const noexcept override { return true; }
   std::string describe() const override { return desc_; }
   void shutdown() noexcept override { quiesce(); }
 

@@ -25,7 +25,7 @@ struct Config {
   const char* nch;    // RECCL_NCHANNELS
   bool large;         // add the 1M+3 subset
   bool full;          // full type x op matrix (else a reduced one)
-  const char* directMin = "64K";  // RECCL_DIRECT_RECV_MIN_BYTES (1: every ring step, 0: none)
+  const char* directMin = "64K";  // RECCL_DIRECT_{RECV,SEND}_MIN_BYTES (1: every ring step, 0: none)
 };
 
 std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.name; }
@@ -40,6 +40,7 @@ TEST_P(CollMatrix, EveryCollectiveTypeOpCount) {
   ScopedEnv nch("RECCL_NCHANNELS", cfg.nch);
   ScopedEnv timeout("RECCL_TIMEOUT_MS", "20000");
   ScopedEnv direct("RECCL_DIRECT_RECV_MIN_BYTES", cfg.directMin);
+  ScopedEnv directSend("RECCL_DIRECT_SEND_MIN_BYTES", cfg.directMin);
   int n = cfg.nranks;
   Comms comms(n);
   ASSERT_TRUE(comms.ok()) << comms.error();
