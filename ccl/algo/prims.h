@@ -52,7 +52,7 @@ class Prims {
   // Asks the transport to put the payload of the `ahead`-th step received from now (1: the next
   // one) straight at dst, whose n elements that step's recv()/recvCopySend() fills; those then
   // skip their copy out of the slot when it worked. A hint (see RecvPort::expectDirect): call it
-  // before the peer can send that step, and at most once per step waited for.
+  // before the peer can send that step; at most two may be pending.
   void expectDirect(void* dst, size_t n, uint64_t ahead);
 
  private:

@@ -211,20 +211,42 @@ Status RecvPort::release() {
 }
 
 void RecvPort::expectDirect(uint64_t step, void* dst, size_t bytes) noexcept {
-  directStep_.store(0, std::memory_order_relaxed);
+  DirectTarget& t = direct_[0].step.load(std::memory_order_relaxed) <= direct_[1].step.load(std::memory_order_relaxed)
+                        ? direct_[0]
+                        : direct_[1];
+  t.step.store(0, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
-  directDst_.store(static_cast<std::byte*>(dst), std::memory_order_relaxed);
-  directBytes_.store(bytes, std::memory_order_relaxed);
-  directStep_.store(step, std::memory_order_release);
+  t.dst.store(static_cast<std::byte*>(dst), std::memory_order_relaxed);
+  t.bytes.store(bytes, std::memory_order_relaxed);
+  t.step.store(step, std::memory_order_release);
 }
 
 std::byte* RecvPort::directTarget(uint64_t step, size_t bytes) const noexcept {
-  if (step == 0 || directStep_.load(std::memory_order_acquire) != step) return nullptr;
-  std::byte* dst = directDst_.load(std::memory_order_relaxed);
-  size_t want = directBytes_.load(std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  if (directStep_.load(std::memory_order_relaxed) != step || want != bytes) return nullptr;
-  return dst;
+  if (step == 0) return nullptr;
+  for (const DirectTarget& t : direct_) {
+    if (t.step.load(std::memory_order_acquire) != step) continue;
+    std::byte* dst = t.dst.load(std::memory_order_relaxed);
+    size_t want = t.bytes.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (t.step.load(std::memory_order_relaxed) != step || want != bytes) return nullptr;
+    return dst;
+  }
+  return nullptr;
+}
+
+void RecvPort::onLandedDirect(uint64_t step) noexcept {
+  for (DirectTarget& t : direct_)
+    if (t.step.load(std::memory_order_relaxed) == step) t.landed.store(step, std::memory_order_relaxed);
+}
+
+bool RecvPort::landedDirect(const void* dst) const noexcept {
+  if (!holding_) return false;
+  uint64_t step = applied() + 1;
+  for (const DirectTarget& t : direct_)
+    if (t.step.load(std::memory_order_relaxed) == step && t.landed.load(std::memory_order_relaxed) == step &&
+        t.dst.load(std::memory_order_relaxed) == dst)
+      return true;
+  return false;
 }
 
 void RecvPort::onReceived(uint64_t step) noexcept {

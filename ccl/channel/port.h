@@ -175,8 +175,9 @@ class RecvPort : public PortBase {
   // place in the user's buffer) so that a transport which learns it before the payload arrives
   // writes it there instead of into the slot, and the algorithm skips the copy out of the slot.
   // Only a hint: a transport that does not look (shared memory, relay) or a step whose header
-  // came first fills the slot as before, and wait()'s caller copies (see landedDirect()). One
-  // target at a time; call again only once the step named before has been waited for.
+  // came first fills the slot as before, and wait()'s caller copies (see landedDirect()). Two
+  // targets at a time (a pipelined ring names the next round's while this round's is pending);
+  // a third replaces the older one, whose step must have been waited for by then.
   // Exactness under failover: a step half-written to the target by a failed path is received
   // again in full (into the target or the slot) on the next path; a retired socket's last
   // receive can only copy the same step's bytes to the same offsets (a resend carries the same
@@ -186,23 +187,24 @@ class RecvPort : public PortBase {
   // target, or null for the slot.
   std::byte* directTarget(uint64_t step, size_t bytes) const noexcept;
   // Transports, before onReceived(step): the payload of `step` went to directTarget().
-  void onLandedDirect(uint64_t step) noexcept { landedDirect_.store(step, std::memory_order_relaxed); }
+  void onLandedDirect(uint64_t step) noexcept;
   // After wait(): whether the step it returned already sits at `dst`, its direct target (its
   // header is still in the slot; the payload span wait() returned is then stale).
-  bool landedDirect(const void* dst) const noexcept {
-    return holding_ && landedDirect_.load(std::memory_order_relaxed) == applied() + 1 &&
-           directDst_.load(std::memory_order_relaxed) == dst;
-  }
+  bool landedDirect(const void* dst) const noexcept;
 
  private:
   bool holding_ = false;
-  // Written by the algorithm thread, read by transports; `directStep_` is the seqlock word:
-  // a reader takes the target only if the step reads the same before and after.
-  std::atomic<uint64_t> directStep_{0};
-  std::atomic<std::byte*> directDst_{nullptr};
-  std::atomic<size_t> directBytes_{0};
-  // Last step whose payload went to its direct target; published by onReceived's release store.
-  std::atomic<uint64_t> landedDirect_{0};
+  // Written by the algorithm thread, read by transports; `step` is the seqlock word: a reader
+  // takes the target only if the step reads the same before and after.
+  struct DirectTarget {
+    std::atomic<uint64_t> step{0};
+    std::atomic<std::byte*> dst{nullptr};
+    std::atomic<size_t> bytes{0};
+    // == step once its payload landed here; per target, since the next round's step can land
+    // before the algorithm has taken this one.
+    std::atomic<uint64_t> landed{0};
+  };
+  DirectTarget direct_[2];
 };
 
 }  // namespace reccl::channel
