@@ -6,7 +6,7 @@
 #   sudo bench/compare.sh --build build --out compare.json
 #   sudo bench/compare.sh --rails 2 --iters 20 --iperf-seconds 5 --keep   # leave the testbed up
 #   sudo bench/compare.sh --peers-only      # iperf3 and Gloo only (no libreccl needed)
-#   sudo bench/compare.sh --chrt 10         # every rank and iperf3 under SCHED_FIFO 10 (a shared machine)
+#   sudo bench/compare.sh --chrt 10         # Gloo and reccl ranks under SCHED_FIFO 10 (a shared machine)
 #
 # Needs root (network namespaces), iperf3, jq, and in the build's bin/: reccl, reccl-bench, gloo_bench.
 # Exit: 0 done, 1 a step failed, 64 usage, 77 not root / a tool missing.
@@ -86,13 +86,13 @@ iperf() {
   local rails=("$@") pids=() k
   IPERF_PIDS=()
   for k in "${rails[@]}"; do
-    "$RECCL" testbed exec --name "$NAME" --host 1 -- ${CHRT[@]+"${CHRT[@]}"} \
+    "$RECCL" testbed exec --name "$NAME" --host 1 -- \
       iperf3 -s -1 -B "$(railAddr 1 "$k")" -p $((5201 + k)) >/dev/null 2>&1 &
     IPERF_PIDS+=($!)
   done
   sleep 0.5
   for k in "${rails[@]}"; do
-    "$RECCL" testbed exec --name "$NAME" --host 0 -- ${CHRT[@]+"${CHRT[@]}"} \
+    "$RECCL" testbed exec --name "$NAME" --host 0 -- \
       iperf3 -c "$(railAddr 1 "$k")" -B "$(railAddr 0 "$k")" -p $((5201 + k)) --bidir \
       -t "$IPERF_SECONDS" -J >"$WORK/iperf-$tag-rail$k.json" &
     pids+=($!)
@@ -127,6 +127,7 @@ iperfRound() {
 iperfRound before
 
 # Runs a benchmark on both hosts (one rank each) and leaves rank 0's JSON in $WORK/$1.json.
+# --chrt applies here only: iperf3 under SCHED_FIFO spins both vCPUs and starves its own peers.
 bench() {
   local tag="$1"; shift
   step "$tag: $*"
