@@ -337,6 +337,7 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.relayMigrations = s.relayMigrations;
   full.relayBytesForwarded = s.relayBytesForwarded;
   full.relayPipesServed = s.relayPipesServed;
+  full.standbyFailovers = s.standbyFailovers;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);
