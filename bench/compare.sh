@@ -6,6 +6,7 @@
 #   sudo bench/compare.sh --build build --out compare.json
 #   sudo bench/compare.sh --rails 2 --iters 20 --iperf-seconds 5 --keep   # leave the testbed up
 #   sudo bench/compare.sh --peers-only      # iperf3 and Gloo only (no libreccl needed)
+#   sudo bench/compare.sh --chrt 10         # Gloo and reccl ranks under SCHED_FIFO 10 (a shared machine)
 #
 # Needs root (network namespaces), iperf3, jq, and in the build's bin/: reccl, reccl-bench, gloo_bench.
 # Exit: 0 done, 1 a step failed, 64 usage, 77 not root / a tool missing.
@@ -22,8 +23,9 @@ KEEP=0
 PEERS_ONLY=0
 RECCL=""
 NAME="cmp$$"
+CHRT=()
 
-usage() { sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -37,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --keep) KEEP=1; shift ;;
     --peers-only) PEERS_ONLY=1; shift ;;
     --reccl-cli) RECCL="$2"; shift 2 ;;
+    --chrt) CHRT=(chrt -f "$2"); shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "compare.sh: unknown argument $1 (try --help)" >&2; exit 64 ;;
   esac
@@ -44,6 +47,7 @@ done
 [[ "$RAILS" =~ ^[1-8]$ ]] || { echo "compare.sh: --rails: 1-8, got $RAILS" >&2; exit 64; }
 [[ "$ITERS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --iters: a positive number, got $ITERS" >&2; exit 64; }
 [[ "$IPERF_SECONDS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --iperf-seconds: a positive number" >&2; exit 64; }
+[[ ${#CHRT[@]} -eq 0 || "${CHRT[2]}" =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: --chrt: a priority 1-99, got ${CHRT[2]}" >&2; exit 64; }
 
 BIN="$(cd "$BUILD/bin" 2>/dev/null && pwd)" || { echo "compare.sh: --build: no $BUILD/bin" >&2; exit 64; }
 RECCL="${RECCL:-$BIN/reccl}"
@@ -123,10 +127,11 @@ iperfRound() {
 iperfRound before
 
 # Runs a benchmark on both hosts (one rank each) and leaves rank 0's JSON in $WORK/$1.json.
+# --chrt applies here only: iperf3 under SCHED_FIFO spins both vCPUs and starves its own peers.
 bench() {
   local tag="$1"; shift
   step "$tag: $*"
-  "$RECCL" testbed run --name "$NAME" --timeout 600 -- "$@" --json "$WORK/$tag.json" >"$WORK/$tag.log" 2>&1 || {
+  "$RECCL" testbed run --name "$NAME" --timeout 600 -- ${CHRT[@]+"${CHRT[@]}"} "$@" --json "$WORK/$tag.json" >"$WORK/$tag.log" 2>&1 || {
     cat "$WORK/$tag.log" >&2
     echo "compare.sh: $tag failed" >&2
     return 1

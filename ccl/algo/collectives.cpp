@@ -8,12 +8,17 @@
 #include <vector>
 
 #include "algo/prims.h"
+#include "reccl/common/params.h"
 #include "reduce/reduce.h"
 
 namespace reccl::algo {
 namespace {
 
 using channel::CollKind;
+
+// Read per collective (one getenv) so that it can differ between communicators of a process.
+size_t directRecvMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes())); }
+size_t directSendMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectSendMinBytes())); }
 
 StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
                         recclRedOp_t op, int root) {
@@ -28,8 +33,11 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.op = op;
   c.esize = reduce::typeSize(dtype);
   c.fn = reduce::kernel(dtype, op == recclAvg ? recclSum : op);
+  c.fn2 = reduce::kernel2(dtype, op == recclAvg ? recclSum : op);
   c.nranks = cs.nranks();
   c.cs = &cs;
+  c.directMinBytes = directRecvMinBytes();
+  c.directSendMinBytes = directSendMinBytes();
   return c;
 }
 
@@ -87,34 +95,56 @@ Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int c
   size_t rounds = std::max<size_t>(1, (blockLen + chunk - 1) / chunk);
   bool avg = c.op == recclAvg;
   const void* in = sendbuff;
-  for (size_t round = 0; round < rounds; ++round) {
-    // Elements of block `blk` in this round.
-    auto seg = [&](int blk, size_t* off) {
-      size_t bstart = static_cast<size_t>(blk) * blockLen;
-      size_t bend = std::min(part.len, bstart + blockLen);
-      size_t s = std::min(bend, bstart + round * chunk);
-      size_t e = std::min(bend, s + chunk);
-      if (bstart >= part.len) s = e = part.len;
-      *off = part.off + s;
-      return e - s;
-    };
+  // Elements of block `blk` in round `round`.
+  auto seg = [&](size_t round, int blk, size_t* off) {
+    size_t bstart = static_cast<size_t>(blk) * blockLen;
+    size_t bend = std::min(part.len, bstart + blockLen);
+    size_t s = std::min(bend, bstart + round * chunk);
+    size_t e = std::min(bend, s + chunk);
+    if (bstart >= part.len) s = e = part.len;
+    *off = part.off + s;
+    return e - s;
+  };
+  // A round's first step: it needs nothing received, so it is posted one round early (before
+  // the previous round's last receive) and the link has the next round's data while this rank
+  // waits for the previous round's end. The order of steps on the connection is unchanged.
+  // The round's last step (block r + 1, fully reduced) goes straight to the output: named here,
+  // before the peer can send it (it needs this rank's first step of that round). `ahead` counts
+  // the steps received before it from now.
+  // The first step is sent from the input itself (no copy into the slot). Its bytes must stay
+  // as they are until rank r + 1 has received the step. Out of place nothing writes the input.
+  // In place, the only later write to these elements (block r - 1 of that round) is the
+  // all-gather step that brings block r - 1 back fully reduced: recvCopySend (n > 2) or the
+  // round's last recv (n = 2, where r + 1 = r - 1), whose payload exists only after rank r + 1
+  // received this step and passed on its partial sum. A resend after a failover starts at the
+  // peer's received step + 1, so it never needs these bytes once they are overwritten.
+  auto startRound = [&](size_t round, uint64_t ahead) -> Status {
     size_t off;
-    size_t len = seg(mod(r - 1, n), &off);
-    RECCL_TRY(p.send(cb(in, off, c.esize), len));
+    size_t len = seg(round, mod(r + 1, n), &off);
+    p.expectDirect(b(recvbuff, off, c.esize), len, ahead);
+    len = seg(round, mod(r - 1, n), &off);
+    return p.sendUser(cb(in, off, c.esize), len);
+  };
+  RECCL_TRY(startRound(0, 2 * static_cast<uint64_t>(n) - 2));
+  for (size_t round = 0; round < rounds; ++round) {
+    size_t off, len;
     for (int k = 1; k <= n - 2; ++k) {
-      len = seg(mod(r - 1 - k, n), &off);
+      len = seg(round, mod(r - 1 - k, n), &off);
       RECCL_TRY(p.recvReduceSend(cb(in, off, c.esize), len));
     }
-    len = seg(r, &off);
+    len = seg(round, r, &off);
     RECCL_TRY(p.recvReduceCopySend(cb(in, off, c.esize), b(recvbuff, off, c.esize), len, avg));
     for (int j = 0; j <= n - 3; ++j) {
-      len = seg(mod(r - 1 - j, n), &off);
+      len = seg(round, mod(r - 1 - j, n), &off);
       RECCL_TRY(p.recvCopySend(b(recvbuff, off, c.esize), len));
     }
-    len = seg(mod(r + 1, n), &off);
+    // Next round's target: after this round's last step (1) and its own 2n-2 steps.
+    if (round + 1 < rounds) RECCL_TRY(startRound(round + 1, 2 * static_cast<uint64_t>(n) - 1));
+    len = seg(round, mod(r + 1, n), &off);
     RECCL_TRY(p.recv(b(recvbuff, off, c.esize), len));
   }
-  return Status::Ok();
+  // The input may go away once this returns: no resend may read it afterwards.
+  return p.finishDirect();
 }
 
 // Exchanges `count` elements of buf with peer and reduces what arrives into buf, chunk by chunk.
@@ -262,6 +292,8 @@ Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
       size_t s = std::min(part.len, round * chunk);
       size_t len = std::min(chunk, part.len - s);
       auto at = [&](int blk) { return static_cast<size_t>(blk) * sendcount + part.off + s; };
+      // The round's last received step (block r + 1) straight to its place in the output.
+      p.expectDirect(b(recvbuff, at(mod(r + 1, n)), c.esize), len, static_cast<uint64_t>(n) - 1);
       RECCL_TRY(p.send(cb(recvbuff, at(r), c.esize), len));
       for (int j = 0; j <= n - 3; ++j) RECCL_TRY(p.recvCopySend(b(recvbuff, at(mod(r - 1 - j, n)), c.esize), len));
       RECCL_TRY(p.recv(b(recvbuff, at(mod(r + 1, n)), c.esize), len));

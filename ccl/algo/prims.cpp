@@ -29,11 +29,29 @@ Status Prims::send(const void* src, size_t n) {
   return send_->post(bytes, c_.desc);
 }
 
+Status Prims::sendUser(const void* src, size_t n) {
+  size_t bytes = n * c_.esize;
+  if (c_.directSendMinBytes == 0 || bytes < c_.directSendMinBytes || !send_->sendsDirect()) return send(src, n);
+  RECCL_TRY(send_->acquire(deadline()).status());
+  return send_->postDirect(src, bytes, c_.desc);
+}
+
+Status Prims::finishDirect() {
+  if (!send_ || send_->lastDirect() <= send_->acked()) return Status::Ok();
+  return send_->waitAcked(send_->lastDirect(), deadline());
+}
+
 Status Prims::recv(void* dst, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
-  if (bytes) std::memcpy(dst, in.data(), bytes);
+  if (bytes && !recv_->landedDirect(dst)) std::memcpy(dst, in.data(), bytes);
   return recv_->release();
+}
+
+void Prims::expectDirect(void* dst, size_t n, uint64_t ahead) {
+  size_t bytes = n * c_.esize;
+  if (!recv_ || c_.directMinBytes == 0 || bytes < c_.directMinBytes || ahead == 0) return;
+  recv_->expectDirect(recv_->applied() + ahead, dst, bytes);
 }
 
 Status Prims::recvReduceSend(const void* src, size_t n) {
@@ -59,9 +77,11 @@ Status Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool fina
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (n) {
+  if (n && !finalize) {
+    c_.fn2(dst, out.data(), in.data(), src, n);
+  } else if (n) {  // avg divides the result once, then sends the divided bits
     c_.fn(dst, in.data(), src, n);
-    if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
+    reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
     std::memcpy(out.data(), dst, bytes);
   }
   RECCL_TRY(send_->post(bytes, c_.desc));
@@ -72,7 +92,9 @@ Status Prims::recvCopySend(void* dst, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (bytes) {
+  if (bytes && recv_->landedDirect(dst)) {
+    std::memcpy(out.data(), dst, bytes);
+  } else if (bytes) {
     std::memcpy(out.data(), in.data(), bytes);
     std::memcpy(dst, in.data(), bytes);
   }

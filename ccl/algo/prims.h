@@ -17,8 +17,15 @@ struct StepContext {
   recclRedOp_t op = recclSum;
   size_t esize = 1;
   reduce::ReduceFn fn = nullptr;
+  reduce::Reduce2Fn fn2 = nullptr;  // reduce into dst and the send slot in one pass
   int nranks = 1;
   channel::ChannelSet* cs = nullptr;
+  // Steps of at least this many bytes may be received straight into the user's buffer
+  // (RECCL_DIRECT_RECV_MIN_BYTES); 0 disables direct receive.
+  size_t directMinBytes = 0;
+  // Steps of at least this many bytes may be sent straight from the user's buffer by sendUser()
+  // (RECCL_DIRECT_SEND_MIN_BYTES); 0 disables direct send.
+  size_t directSendMinBytes = 0;
 };
 
 class Prims {
@@ -30,11 +37,23 @@ class Prims {
   size_t chunkElems() const;
 
   Status send(const void* src, size_t n);
+  // send() whose payload the transport may read straight from src (no copy into the slot).
+  // The caller guarantees src stays unchanged until the receiver has received the step (for a
+  // step whose receipt a later received step implies, anything written to src after that later
+  // step arrived is safe) and calls finishDirect() before src may go away.
+  Status sendUser(const void* src, size_t n);
+  // Waits until the receiver has acked every step sendUser() sent without a copy.
+  Status finishDirect();
   Status recv(void* dst, size_t n);
   Status recvReduceSend(const void* src, size_t n);
   Status recvReduceCopy(const void* src, void* dst, size_t n, bool finalize);
   Status recvReduceCopySend(const void* src, void* dst, size_t n, bool finalize);
   Status recvCopySend(void* dst, size_t n);
+  // Asks the transport to put the payload of the `ahead`-th step received from now (1: the next
+  // one) straight at dst, whose n elements that step's recv()/recvCopySend() fills; those then
+  // skip their copy out of the slot when it worked. A hint (see RecvPort::expectDirect): call it
+  // before the peer can send that step; at most two may be pending.
+  void expectDirect(void* dst, size_t n, uint64_t ahead);
 
  private:
   Deadline deadline() const { return c_.cs->stepDeadline(); }

@@ -16,6 +16,9 @@ class Path {
   virtual void notifyConsumed() noexcept = 0;
   // Stops the path's I/O at once (the peer sees the connection close); thread-safe.
   virtual void shutdown() noexcept {}
+  // Whether a sender path sends each step as header + payload pieces (SendPort::frameParts), so
+  // that a step's payload may stay in the caller's memory (SendPort::postDirect).
+  virtual bool sendsParts() const noexcept { return false; }
   // "tcp rail0 10.0.0.1->10.0.0.2" style, for logs.
   virtual std::string describe() const = 0;
 };

@@ -81,6 +81,11 @@ Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const
   }
 }
 
+SendPort::SendPort(PortId id, ConnMemory mem, PortEnv* env)
+    : PortBase(id, std::move(mem), env), external_(new std::atomic<const std::byte*>[slots()]) {
+  for (uint32_t i = 0; i < slots(); ++i) external_[i].store(nullptr, std::memory_order_relaxed);
+}
+
 Result<std::span<std::byte>> SendPort::acquire(Deadline deadline) {
   ConnCounters* c = counters();
   uint64_t next = c->posted.load(std::memory_order_relaxed) + 1;
@@ -91,7 +96,27 @@ Result<std::span<std::byte>> SendPort::acquire(Deadline deadline) {
   return std::span<std::byte>(mem_.slotPayload(next), chunkBytes());
 }
 
-Status SendPort::post(size_t bytes, const CollDesc& desc) {
+Status SendPort::post(size_t bytes, const CollDesc& desc) { return commit(bytes, desc, nullptr); }
+
+Status SendPort::postDirect(const void* payload, size_t bytes, const CollDesc& desc) {
+  RECCL_TRY(commit(bytes, desc, static_cast<const std::byte*>(payload)));
+  lastDirect_ = posted();
+  return Status::Ok();
+}
+
+bool SendPort::sendsDirect() const noexcept {
+  Path* p = path();
+  return p && p->sendsParts();
+}
+
+Status SendPort::waitAcked(uint64_t step, Deadline deadline) {
+  ConnCounters* c = counters();
+  return waitUntil(
+      c->toSender, [&] { return c->consumed.load(std::memory_order_acquire) >= step; }, deadline,
+      "waiting for the acknowledgement of");
+}
+
+Status SendPort::commit(size_t bytes, const CollDesc& desc, const std::byte* direct) {
   if (latch_.set()) return latch_.get();
   if (bytes > chunkBytes()) return Status(Errc::kInternal, "post: more bytes than a slot holds");
   ConnCounters* c = counters();
@@ -102,6 +127,8 @@ Status SendPort::post(size_t bytes, const CollDesc& desc) {
   h.bytes = static_cast<uint32_t>(bytes);
   h.desc = desc;
   encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
+  // Before `posted`: a transport that sees the step sees where its payload is.
+  external_[(step - 1) % slots()].store(bytes ? direct : nullptr, std::memory_order_relaxed);
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
   if (Path* p = path()) p->notifyPosted();
@@ -109,10 +136,24 @@ Status SendPort::post(size_t bytes, const CollDesc& desc) {
 }
 
 std::span<const std::byte> SendPort::frame(uint64_t step) const noexcept {
+  std::byte* f = mem_.slotFrame(step);
+  uint32_t bytes;
+  std::memcpy(&bytes, f + 12, sizeof(bytes));
+  size_t n = std::min<size_t>(bytes, chunkBytes());
+  // Whoever takes the pointer copies; a socket path sending the parts meanwhile reads the
+  // caller's memory, which holds the same bytes (see postDirect).
+  if (const std::byte* e = external_[(step - 1) % slots()].exchange(nullptr, std::memory_order_acquire))
+    std::memcpy(f + kStepHeaderBytes, e, n);
+  return {f, kStepHeaderBytes + n};
+}
+
+SendPort::FrameParts SendPort::frameParts(uint64_t step) const noexcept {
   const std::byte* f = mem_.slotFrame(step);
   uint32_t bytes;
   std::memcpy(&bytes, f + 12, sizeof(bytes));
-  return {f, kStepHeaderBytes + std::min<size_t>(bytes, chunkBytes())};
+  size_t n = std::min<size_t>(bytes, chunkBytes());
+  const std::byte* e = external_[(step - 1) % slots()].load(std::memory_order_acquire);
+  return {{f, kStepHeaderBytes}, {e ? e : f + kStepHeaderBytes, n}};
 }
 
 void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
@@ -167,6 +208,45 @@ Status RecvPort::release() {
   c->toSender.ring();
   if (Path* p = path()) p->notifyConsumed();
   return Status::Ok();
+}
+
+void RecvPort::expectDirect(uint64_t step, void* dst, size_t bytes) noexcept {
+  DirectTarget& t = direct_[0].step.load(std::memory_order_relaxed) <= direct_[1].step.load(std::memory_order_relaxed)
+                        ? direct_[0]
+                        : direct_[1];
+  t.step.store(0, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  t.dst.store(static_cast<std::byte*>(dst), std::memory_order_relaxed);
+  t.bytes.store(bytes, std::memory_order_relaxed);
+  t.step.store(step, std::memory_order_release);
+}
+
+std::byte* RecvPort::directTarget(uint64_t step, size_t bytes) const noexcept {
+  if (step == 0) return nullptr;
+  for (const DirectTarget& t : direct_) {
+    if (t.step.load(std::memory_order_acquire) != step) continue;
+    std::byte* dst = t.dst.load(std::memory_order_relaxed);
+    size_t want = t.bytes.load(std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (t.step.load(std::memory_order_relaxed) != step || want != bytes) return nullptr;
+    return dst;
+  }
+  return nullptr;
+}
+
+void RecvPort::onLandedDirect(uint64_t step) noexcept {
+  for (DirectTarget& t : direct_)
+    if (t.step.load(std::memory_order_relaxed) == step) t.landed.store(step, std::memory_order_relaxed);
+}
+
+bool RecvPort::landedDirect(const void* dst) const noexcept {
+  if (!holding_) return false;
+  uint64_t step = applied() + 1;
+  for (const DirectTarget& t : direct_)
+    if (t.step.load(std::memory_order_relaxed) == step && t.landed.load(std::memory_order_relaxed) == step &&
+        t.dst.load(std::memory_order_relaxed) == dst)
+      return true;
+  return false;
 }
 
 void RecvPort::onReceived(uint64_t step) noexcept {

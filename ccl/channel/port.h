@@ -113,22 +113,49 @@ class PortBase {
 
 class SendPort : public PortBase {
  public:
-  using PortBase::PortBase;
+  SendPort(PortId id, ConnMemory mem, PortEnv* env);
   // The payload area (chunkBytes) of the next slot, once the receiver has acked its previous use.
   Result<std::span<std::byte>> acquire(Deadline deadline);
   // Commits the acquired slot as the next step carrying `bytes` of payload.
   Status post(size_t bytes, const CollDesc& desc);
 
+  // Direct send: commits the acquired slot as the next step whose payload stays in the caller's
+  // memory (`payload`, `bytes`); only the header is written into the slot. Valid while
+  // sendsDirect() holds (a transport that sends header and payload as separate pieces).
+  // The caller keeps `payload` mapped and unchanged until the receiver has received the step,
+  // and mapped until it has acked it (waitAcked(lastDirect())): a resend before the ack reads it.
+  Status postDirect(const void* payload, size_t bytes, const CollDesc& desc);
+  bool sendsDirect() const noexcept;
+  // The latest step posted with postDirect (0: none).
+  uint64_t lastDirect() const noexcept { return lastDirect_; }
+  // Waits until the receiver has acked `step`.
+  Status waitAcked(uint64_t step, Deadline deadline);
+
   uint64_t posted() const noexcept { return counters()->posted.load(std::memory_order_acquire); }
   uint64_t acked() const noexcept { return counters()->consumed.load(std::memory_order_acquire); }
-  // Header + payload of a posted step still held in its slot (acked < step <= posted).
+  // Header + payload of a posted step as one contiguous frame in its slot (acked < step <=
+  // posted). A direct step's payload is copied into its slot first (once), so transports that
+  // need one piece (relay pipes) and resends after a migration read the same bytes.
   std::span<const std::byte> frame(uint64_t step) const noexcept;
+  // Header (in the slot) and payload (slot or the caller's memory) of a posted step, for
+  // transports that send them as two pieces (no copy for direct steps).
+  struct FrameParts {
+    std::span<const std::byte> header;
+    std::span<const std::byte> payload;
+  };
+  FrameParts frameParts(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
   // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
   // already expects the new epoch and drops frames of the old one as stale). Call after
   // setEpoch(e) and before the new path resends.
   void restamp(uint64_t from, uint32_t epoch) noexcept;
+
+ private:
+  Status commit(size_t bytes, const CollDesc& desc, const std::byte* direct);
+  // Per slot: the caller's payload of a direct step still outside its slot, else null.
+  std::unique_ptr<std::atomic<const std::byte*>[]> external_;
+  uint64_t lastDirect_ = 0;  // algorithm thread only
 };
 
 class RecvPort : public PortBase {
@@ -144,8 +171,40 @@ class RecvPort : public PortBase {
   // Transports (tcp) call this after a step landed completely in its slot.
   void onReceived(uint64_t step) noexcept;
 
+  // Direct receive: the algorithm names where the payload of an upcoming step goes (its final
+  // place in the user's buffer) so that a transport which learns it before the payload arrives
+  // writes it there instead of into the slot, and the algorithm skips the copy out of the slot.
+  // Only a hint: a transport that does not look (shared memory, relay) or a step whose header
+  // came first fills the slot as before, and wait()'s caller copies (see landedDirect()). Two
+  // targets at a time (a pipelined ring names the next round's while this round's is pending);
+  // a third replaces the older one, whose step must have been waited for by then.
+  // Exactness under failover: a step half-written to the target by a failed path is received
+  // again in full (into the target or the slot) on the next path; a retired socket's last
+  // receive can only copy the same step's bytes to the same offsets (a resend carries the same
+  // payload), and its socket is shut down before the next path starts.
+  void expectDirect(uint64_t step, void* dst, size_t bytes) noexcept;
+  // Transports, on the header of `step` (the next step, `bytes` of payload): the registered
+  // target, or null for the slot.
+  std::byte* directTarget(uint64_t step, size_t bytes) const noexcept;
+  // Transports, before onReceived(step): the payload of `step` went to directTarget().
+  void onLandedDirect(uint64_t step) noexcept;
+  // After wait(): whether the step it returned already sits at `dst`, its direct target (its
+  // header is still in the slot; the payload span wait() returned is then stale).
+  bool landedDirect(const void* dst) const noexcept;
+
  private:
   bool holding_ = false;
+  // Written by the algorithm thread, read by transports; `step` is the seqlock word: a reader
+  // takes the target only if the step reads the same before and after.
+  struct DirectTarget {
+    std::atomic<uint64_t> step{0};
+    std::atomic<std::byte*> dst{nullptr};
+    std::atomic<size_t> bytes{0};
+    // == step once its payload landed here; per target, since the next round's step can land
+    // before the algorithm has taken this one.
+    std::atomic<uint64_t> landed{0};
+  };
+  DirectTarget direct_[2];
 };
 
 }  // namespace reccl::channel

@@ -11,8 +11,14 @@ namespace reccl::reduce {
 // Kernels per (type, op) for sum, prod, max, min; avg uses the sum entry.
 inline constexpr int kKernelOps = 4;
 
+// One (type, op): the plain kernel and the two-output variant (reduce.h's kernel2()).
+struct KernelPair {
+  ReduceFn one;
+  Reduce2Fn two;
+};
+
 struct KernelTable {
-  ReduceFn fn[recclNumTypes][kKernelOps];
+  KernelPair fn[recclNumTypes][kKernelOps];
 };
 
 const KernelTable& scalarKernels() noexcept;

@@ -132,25 +132,32 @@ struct U64Min { static V op(V a, V b) { return _mm256_blendv_epi8(a, b, gtU64(a,
 
 // Two vectors per iteration, then one, then a zero-padded stack copy for the tail, so the tail
 // gets exactly the vector semantics. Each block is loaded before it is stored: dst may alias a/b.
-template <typename Op, size_t kElem>
-void apply(void* dst, const void* a, const void* b, size_t count) {
+// kTwo also stores every result to dst2 (the fused reduce-and-copy: the result is written to both
+// while it is in a register, instead of a second pass over dst).
+template <typename Op, size_t kElem, bool kTwo>
+void applyImpl(void* dst, void* dst2, const void* a, const void* b, size_t count) {
   auto* d = static_cast<unsigned char*>(dst);
+  auto* d2 = static_cast<unsigned char*>(dst2);
   auto* pa = static_cast<const unsigned char*>(a);
   auto* pb = static_cast<const unsigned char*>(b);
   const size_t bytes = count * kElem;
+  auto put = [&](size_t off, V r) {
+    _mm256_storeu_si256(reinterpret_cast<V*>(d + off), r);
+    if constexpr (kTwo) _mm256_storeu_si256(reinterpret_cast<V*>(d2 + off), r);
+  };
   size_t i = 0;
   for (; i + 2 * kVecBytes <= bytes; i += 2 * kVecBytes) {
     V x0 = _mm256_loadu_si256(reinterpret_cast<const V*>(pa + i));
     V x1 = _mm256_loadu_si256(reinterpret_cast<const V*>(pa + i + kVecBytes));
     V y0 = _mm256_loadu_si256(reinterpret_cast<const V*>(pb + i));
     V y1 = _mm256_loadu_si256(reinterpret_cast<const V*>(pb + i + kVecBytes));
-    _mm256_storeu_si256(reinterpret_cast<V*>(d + i), Op::op(x0, y0));
-    _mm256_storeu_si256(reinterpret_cast<V*>(d + i + kVecBytes), Op::op(x1, y1));
+    put(i, Op::op(x0, y0));
+    put(i + kVecBytes, Op::op(x1, y1));
   }
   for (; i + kVecBytes <= bytes; i += kVecBytes) {
     V x = _mm256_loadu_si256(reinterpret_cast<const V*>(pa + i));
     V y = _mm256_loadu_si256(reinterpret_cast<const V*>(pb + i));
-    _mm256_storeu_si256(reinterpret_cast<V*>(d + i), Op::op(x, y));
+    put(i, Op::op(x, y));
   }
   if (i < bytes) {
     alignas(kVecBytes) unsigned char ta[kVecBytes] = {}, tb[kVecBytes] = {}, tr[kVecBytes];
@@ -160,23 +167,37 @@ void apply(void* dst, const void* a, const void* b, size_t count) {
                        Op::op(_mm256_load_si256(reinterpret_cast<const V*>(ta)),
                               _mm256_load_si256(reinterpret_cast<const V*>(tb))));
     std::memcpy(d + i, tr, bytes - i);
+    if constexpr (kTwo) std::memcpy(d2 + i, tr, bytes - i);
   }
+}
+
+template <typename Op, size_t kElem>
+void apply(void* dst, const void* a, const void* b, size_t count) {
+  applyImpl<Op, kElem, false>(dst, nullptr, a, b, count);
+}
+template <typename Op, size_t kElem>
+void apply2(void* dst, void* dst2, const void* a, const void* b, size_t count) {
+  applyImpl<Op, kElem, true>(dst, dst2, a, b, count);
+}
+template <typename Op, size_t kElem>
+constexpr KernelPair k() {
+  return {apply<Op, kElem>, apply2<Op, kElem>};
 }
 
 // Rows in recclDataType_t order, columns sum, prod, max, min.
 constexpr KernelTable kTable = {{
-    {apply<I8Sum, 1>, apply<I8Prod, 1>, apply<I8Max, 1>, apply<I8Min, 1>},          // int8
-    {apply<I8Sum, 1>, apply<I8Prod, 1>, apply<U8Max, 1>, apply<U8Min, 1>},          // uint8
-    {apply<I32Sum, 4>, apply<I32Prod, 4>, apply<I32Max, 4>, apply<I32Min, 4>},      // int32
-    {apply<I32Sum, 4>, apply<I32Prod, 4>, apply<U32Max, 4>, apply<U32Min, 4>},      // uint32
-    {apply<I64Sum, 8>, apply<I64Prod, 8>, apply<I64Max, 8>, apply<I64Min, 8>},      // int64
-    {apply<I64Sum, 8>, apply<I64Prod, 8>, apply<U64Max, 8>, apply<U64Min, 8>},      // uint64
-    {apply<HalfOp<addF>, 2>, apply<HalfOp<mulF>, 2>, apply<HalfOp<maxF>, 2>,
-     apply<HalfOp<minF>, 2>},                                                        // float16
-    {apply<F32Sum, 4>, apply<F32Prod, 4>, apply<F32Max, 4>, apply<F32Min, 4>},      // float32
-    {apply<F64Sum, 8>, apply<F64Prod, 8>, apply<F64Max, 8>, apply<F64Min, 8>},      // float64
-    {apply<Bf16Op<addF>, 2>, apply<Bf16Op<mulF>, 2>, apply<Bf16Op<maxF>, 2>,
-     apply<Bf16Op<minF>, 2>},                                                        // bfloat16
+    {k<I8Sum, 1>(), k<I8Prod, 1>(), k<I8Max, 1>(), k<I8Min, 1>()},          // int8
+    {k<I8Sum, 1>(), k<I8Prod, 1>(), k<U8Max, 1>(), k<U8Min, 1>()},          // uint8
+    {k<I32Sum, 4>(), k<I32Prod, 4>(), k<I32Max, 4>(), k<I32Min, 4>()},      // int32
+    {k<I32Sum, 4>(), k<I32Prod, 4>(), k<U32Max, 4>(), k<U32Min, 4>()},      // uint32
+    {k<I64Sum, 8>(), k<I64Prod, 8>(), k<I64Max, 8>(), k<I64Min, 8>()},      // int64
+    {k<I64Sum, 8>(), k<I64Prod, 8>(), k<U64Max, 8>(), k<U64Min, 8>()},      // uint64
+    {k<HalfOp<addF>, 2>(), k<HalfOp<mulF>, 2>(), k<HalfOp<maxF>, 2>(),
+     k<HalfOp<minF>, 2>()},                                                        // float16
+    {k<F32Sum, 4>(), k<F32Prod, 4>(), k<F32Max, 4>(), k<F32Min, 4>()},      // float32
+    {k<F64Sum, 8>(), k<F64Prod, 8>(), k<F64Max, 8>(), k<F64Min, 8>()},      // float64
+    {k<Bf16Op<addF>, 2>(), k<Bf16Op<mulF>, 2>(), k<Bf16Op<maxF>, 2>(),
+     k<Bf16Op<minF>, 2>()},                                                        // bfloat16
 }};
 
 }  // namespace

@@ -97,13 +97,36 @@ void apply(void* dst, const void* a, const void* b, size_t count) {
   }
 }
 
+// Reads element i before writing it, so dst may alias a or b exactly; dst2 aliases nothing.
+template <typename Op>
+void apply2(void* dst, void* dst2, const void* a, const void* b, size_t count) {
+  using T = typename Op::Store;
+  auto* d = static_cast<unsigned char*>(dst);
+  auto* d2 = static_cast<unsigned char*>(dst2);
+  auto* pa = static_cast<const unsigned char*>(a);
+  auto* pb = static_cast<const unsigned char*>(b);
+  for (size_t i = 0; i < count; ++i) {
+    T x, y;
+    std::memcpy(&x, pa + i * sizeof(T), sizeof(T));
+    std::memcpy(&y, pb + i * sizeof(T), sizeof(T));
+    T r = Op::op(x, y);
+    std::memcpy(d + i * sizeof(T), &r, sizeof(T));
+    std::memcpy(d2 + i * sizeof(T), &r, sizeof(T));
+  }
+}
+
+template <typename Op>
+constexpr KernelPair k() {
+  return {apply<Op>, apply2<Op>};
+}
+
 KernelTable makeTable() {
   KernelTable t{};
   auto ints = [&t]<typename T>(recclDataType_t type, T*) {
-    t.fn[type][recclSum] = apply<IntSum<T>>;
-    t.fn[type][recclProd] = apply<IntProd<T>>;
-    t.fn[type][recclMax] = apply<IntMax<T>>;
-    t.fn[type][recclMin] = apply<IntMin<T>>;
+    t.fn[type][recclSum] = k<IntSum<T>>();
+    t.fn[type][recclProd] = k<IntProd<T>>();
+    t.fn[type][recclMax] = k<IntMax<T>>();
+    t.fn[type][recclMin] = k<IntMin<T>>();
   };
   ints(recclInt8, static_cast<int8_t*>(nullptr));
   ints(recclUint8, static_cast<uint8_t*>(nullptr));
@@ -111,22 +134,22 @@ KernelTable makeTable() {
   ints(recclUint32, static_cast<uint32_t*>(nullptr));
   ints(recclInt64, static_cast<int64_t*>(nullptr));
   ints(recclUint64, static_cast<uint64_t*>(nullptr));
-  t.fn[recclFloat32][recclSum] = apply<FSum<float>>;
-  t.fn[recclFloat32][recclProd] = apply<FProd<float>>;
-  t.fn[recclFloat32][recclMax] = apply<F32Max>;
-  t.fn[recclFloat32][recclMin] = apply<F32Min>;
-  t.fn[recclFloat64][recclSum] = apply<FSum<double>>;
-  t.fn[recclFloat64][recclProd] = apply<FProd<double>>;
-  t.fn[recclFloat64][recclMax] = apply<F64Max>;
-  t.fn[recclFloat64][recclMin] = apply<F64Min>;
-  t.fn[recclFloat16][recclSum] = apply<Half<FSum<float>>>;
-  t.fn[recclFloat16][recclProd] = apply<Half<FProd<float>>>;
-  t.fn[recclFloat16][recclMax] = apply<Half<F32Max>>;
-  t.fn[recclFloat16][recclMin] = apply<Half<F32Min>>;
-  t.fn[recclBfloat16][recclSum] = apply<Bf16<FSum<float>>>;
-  t.fn[recclBfloat16][recclProd] = apply<Bf16<FProd<float>>>;
-  t.fn[recclBfloat16][recclMax] = apply<Bf16<F32Max>>;
-  t.fn[recclBfloat16][recclMin] = apply<Bf16<F32Min>>;
+  t.fn[recclFloat32][recclSum] = k<FSum<float>>();
+  t.fn[recclFloat32][recclProd] = k<FProd<float>>();
+  t.fn[recclFloat32][recclMax] = k<F32Max>();
+  t.fn[recclFloat32][recclMin] = k<F32Min>();
+  t.fn[recclFloat64][recclSum] = k<FSum<double>>();
+  t.fn[recclFloat64][recclProd] = k<FProd<double>>();
+  t.fn[recclFloat64][recclMax] = k<F64Max>();
+  t.fn[recclFloat64][recclMin] = k<F64Min>();
+  t.fn[recclFloat16][recclSum] = k<Half<FSum<float>>>();
+  t.fn[recclFloat16][recclProd] = k<Half<FProd<float>>>();
+  t.fn[recclFloat16][recclMax] = k<Half<F32Max>>();
+  t.fn[recclFloat16][recclMin] = k<Half<F32Min>>();
+  t.fn[recclBfloat16][recclSum] = k<Bf16<FSum<float>>>();
+  t.fn[recclBfloat16][recclProd] = k<Bf16<FProd<float>>>();
+  t.fn[recclBfloat16][recclMax] = k<Bf16<F32Max>>();
+  t.fn[recclBfloat16][recclMin] = k<Bf16<F32Min>>();
   return t;
 }
 

@@ -127,13 +127,26 @@ ReduceFn kernelFor(Isa isa, recclDataType_t type, recclRedOp_t op) noexcept {
   if (!validType(type) || !validOp(op)) return nullptr;
   const KernelTable* table = tableFor(isa);
   if (!table) return nullptr;
-  return table->fn[type][op == recclAvg ? recclSum : op];
+  return table->fn[type][op == recclAvg ? recclSum : op].one;
+}
+
+Reduce2Fn kernel2For(Isa isa, recclDataType_t type, recclRedOp_t op) noexcept {
+  if (!validType(type) || !validOp(op)) return nullptr;
+  const KernelTable* table = tableFor(isa);
+  if (!table) return nullptr;
+  return table->fn[type][op == recclAvg ? recclSum : op].two;
 }
 
 ReduceFn kernel(recclDataType_t type, recclRedOp_t op) noexcept {
   static const KernelTable* table = tableFor(selectedIsa());
   if (!validType(type) || !validOp(op)) return nullptr;
-  return table->fn[type][op == recclAvg ? recclSum : op];
+  return table->fn[type][op == recclAvg ? recclSum : op].one;
+}
+
+Reduce2Fn kernel2(recclDataType_t type, recclRedOp_t op) noexcept {
+  static const KernelTable* table = tableFor(selectedIsa());
+  if (!validType(type) || !validOp(op)) return nullptr;
+  return table->fn[type][op == recclAvg ? recclSum : op].two;
 }
 
 void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noexcept {

@@ -17,6 +17,12 @@ using ReduceFn = void (*)(void* dst, const void* a, const void* b, size_t count)
 // Never null for valid (type, op); null for out-of-range values.
 ReduceFn kernel(recclDataType_t type, recclRedOp_t op) noexcept;
 
+// dst[i] = dst2[i] = a[i] OP b[i]: the reduction and a copy of its result in one pass (a step
+// that keeps the result and also sends it). dst may alias a or b exactly; dst2 aliases nothing.
+// Same bits as kernel() in both outputs.
+using Reduce2Fn = void (*)(void* dst, void* dst2, const void* a, const void* b, size_t count);
+Reduce2Fn kernel2(recclDataType_t type, recclRedOp_t op) noexcept;
+
 // buf[i] = buf[i] / nranks (integers: truncating division, like NCCL; floats: in float32 or
 // float64 precision, rounded once).
 void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noexcept;

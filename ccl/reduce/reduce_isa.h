@@ -16,5 +16,6 @@ const char* isaName(Isa isa) noexcept;
 Isa selectedIsa() noexcept;
 // The kernel of one specific ISA, ignoring the cap; null when unsupported or (type, op) invalid.
 ReduceFn kernelFor(Isa isa, recclDataType_t type, recclRedOp_t op) noexcept;
+Reduce2Fn kernel2For(Isa isa, recclDataType_t type, recclRedOp_t op) noexcept;
 
 }  // namespace reccl::reduce

@@ -34,7 +34,7 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
   sendOp_.kind = kSend;
   ackOp_.owner = this;
   ackOp_.kind = kAckRecv;
-  iov_.reserve(port->slots());
+  iov_.reserve(2 * port->slots());
 }
 
 SocketSendPath::~SocketSendPath() { engine_->remove(this); }
@@ -64,11 +64,18 @@ void SocketSendPath::pump(SocketEngine& engine) {
         iovFirst_ = 0;
         uint32_t epoch = port_->epoch();
         for (uint64_t s = sent_ + 1; s <= posted; ++s) {
-          auto f = port_->frame(s);
+          auto f = port_->frameParts(s);
           // Steps resent after a migration still carry the old path's epoch in their slot
           // header (and a post racing the epoch change may too): stamp the epoch of this path.
-          if (channel::frameEpoch(f) != epoch) channel::stampFrameEpoch(const_cast<std::byte*>(f.data()), epoch);
-          iov_.push_back({const_cast<std::byte*>(f.data()), f.size()});
+          if (channel::frameEpoch(f.header) != epoch)
+            channel::stampFrameEpoch(const_cast<std::byte*>(f.header.data()), epoch);
+          // Header and payload as two pieces: a direct step's payload is the caller's memory.
+          if (f.payload.data() == f.header.data() + f.header.size()) {
+            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
+          } else {
+            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
+            if (!f.payload.empty()) iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
+          }
         }
         batchEnd_ = posted;
       }
@@ -175,7 +182,7 @@ void SocketRecvPath::pump(SocketEngine& engine) {
       size_t left = want_ - got_;
       if (phase_ == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
         recvIntoSlot_ = true;
-        io_uring_prep_recv(s, fd_.get(), port_->memory().slotPayload(cur_.step) + got_, left, MSG_WAITALL);
+        io_uring_prep_recv(s, fd_.get(), payload_ + got_, left, MSG_WAITALL);
       } else {
         if (stageOff_ > 0) {  // keep the unconsumed tail at the front
           std::memmove(stage_.data(), stage_.data() + stageOff_, stageLen_ - stageOff_);
@@ -207,6 +214,8 @@ void SocketRecvPath::pump(SocketEngine& engine) {
 void SocketRecvPath::publish() {
   // Header last into the slot, then the counter: the receiver reads both after `received`.
   std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
+  if (direct_) port_->onLandedDirect(cur_.step);
+  direct_ = false;
   phase_ = Phase::kHeader;
   got_ = want_ = 0;
   port_->onReceived(cur_.step);
@@ -240,8 +249,14 @@ bool SocketRecvPath::onHeader() {
     return false;
   }
   if (want_ == 0) {
+    direct_ = false;
     publish();
   } else {
+    // The payload goes where the algorithm will want it when it said so in time (RecvPort::
+    // expectDirect), else into the slot.
+    std::byte* target = port_->directTarget(cur_.step, want_);
+    direct_ = target != nullptr;
+    payload_ = direct_ ? target : port_->memory().slotPayload(cur_.step);
     phase_ = Phase::kPayload;
   }
   return true;
@@ -260,7 +275,7 @@ bool SocketRecvPath::consumeStage() {
         break;
       case Phase::kPayload: {
         size_t take = std::min(avail, want_ - got_);
-        if (take) std::memcpy(port_->memory().slotPayload(cur_.step) + got_, p, take);
+        if (take) std::memcpy(payload_ + got_, p, take);
         stageOff_ += take;
         got_ += take;
         if (got_ < want_) return true;

@@ -27,6 +27,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
 
   void notifyPosted() noexcept override { engine_->kick(); }
   void notifyConsumed() noexcept override {}
+  bool sendsParts() const noexcept override { return true; }
   std::string describe() const override { return desc_; }
   void shutdown() noexcept override { quiesce(); }
 
@@ -94,6 +95,8 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   channel::StepHeader cur_{};
   std::array<std::byte, channel::kStepHeaderBytes> hdr_{};
   size_t got_ = 0;   // payload (or drained) bytes of the current step so far
+  std::byte* payload_ = nullptr;  // where the current step's payload goes: its slot or direct target
+  bool direct_ = false;
   size_t want_ = 0;
   // Reads go into this staging buffer (a header and a small payload in one recv) unless a large
   // payload remains, which is received straight into its slot.

@@ -34,6 +34,21 @@ TEST_F(Failover, SwitchSideLinkDownRail0MidAllreduce) {
   EXPECT_GE(countMatches(t, "failover of rank"), 1) << t;
 }
 
+// In-place allreduce with the direct data paths on every step (sent from and received into the
+// user's buffer, RECCL_DIRECT_*_MIN_BYTES=1): a link pulled mid-allreduce must not resend bytes
+// that the collective has already overwritten, nor lose a step that bypassed the slots.
+TEST_F(Failover, SwitchSideLinkDownMidInPlaceAllreduceDirectPaths) {
+  Job j(testbed().name(),
+        env("WORKER_INPLACE=1 RECCL_DIRECT_SEND_MIN_BYTES=1 RECCL_DIRECT_RECV_MIN_BYTES=1 WORKER_ITERS=150"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  link(false, 0, 0, true);
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_GE(countMatches(t, "failover of rank"), 1) << t;
+}
+
 // The same on rail 1 at the other host.
 TEST_F(Failover, SwitchSideLinkDownRail1OtherHost) {
   Job j(testbed().name(), env("WORKER_ITERS=150"), 120);

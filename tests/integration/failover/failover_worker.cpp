@@ -3,7 +3,9 @@
 // every sum is exact, whatever the reduction order).
 //
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (reccl testbed run), WORKER_ITERS (200),
-// WORKER_COUNT (elements, 1M), WORKER_COLL (allreduce, allgather, reducescatter, broadcast,
+// WORKER_COUNT (elements, 1M), WORKER_INPLACE=1 (allreduce in place: the input is copied into
+// the output buffer, which is both; the fault triggers need a sentinel-filled output, so use it
+// with faults from outside), WORKER_COLL (allreduce, allgather, reducescatter, broadcast,
 // reduce, alltoall, sendrecv, or all: one after the other in that order), WORKER_SECONDS (run
 // until rank 0 has run this long, agreed on by a 1-element max-allreduce per iteration, instead
 // of a fixed count), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default: iteration % ranks).
@@ -96,7 +98,12 @@ int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t co
   if (coll == "allreduce") {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < count; ++i) want[i] += val(r, i, it);
-    rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    if (getenv("WORKER_INPLACE") && atoi(getenv("WORKER_INPLACE")) != 0) {
+      std::memcpy(out.data(), in.data(), count * sizeof(float));
+      rc = recclAllReduce(out.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    } else {
+      rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    }
   } else if (coll == "allgather") {
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per; ++i) want[r * per + i] = val(r, i, it);

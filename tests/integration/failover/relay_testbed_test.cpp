@@ -158,6 +158,24 @@ TEST_F(Relay, ForcedRelayAsSenderAndReceiver) {
   EXPECT_GE(countMatches(t, "relaying rank [0-9]+->[0-9]+ ch [0-9]+ for rank [01] over rail 1"), 2) << t;
 }
 
+// The same with in-place allreduce and direct data paths on every step: a relay pipe takes whole
+// frames from the slots (SendPort::frame copies a direct step's payload in first), and a step
+// overwritten in place after its receipt is never needed again.
+TEST_F(Relay, ForcedRelayInPlaceAllreduceDirectPaths) {
+  Job j(testbed().name(),
+        env("RECCL_FAILOVER_ROUTE=relay WORKER_INPLACE=1 RECCL_DIRECT_SEND_MIN_BYTES=1 "
+            "RECCL_DIRECT_RECV_MIN_BYTES=1 WORKER_ITERS=120"),
+        120, 2);
+  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  link(false, 0, 0);
+  std::string t = finish(j);
+  auto st = relayStats(t);
+  ASSERT_EQ(st.size(), 4u) << t;
+  EXPECT_GE(st[0].first + st[1].first, 1u) << t;
+  EXPECT_GT(st[0].second + st[1].second, 1u << 20) << t;
+}
+
 // route=auto under NIC affinity, one channel: rank 1 uses only its own NIC (rail 1); when host 0
 // loses rail 1 it relays through rank 0, while rank 0 (whose own NIC is rail 0) moves directly.
 TEST_F(Relay, AutoRelaysUnderNicAffinity) {

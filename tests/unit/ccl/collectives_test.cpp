@@ -25,6 +25,7 @@ struct Config {
   const char* nch;    // RECCL_NCHANNELS
   bool large;         // add the 1M+3 subset
   bool full;          // full type x op matrix (else a reduced one)
+  const char* directMin = "64K";  // RECCL_DIRECT_{RECV,SEND}_MIN_BYTES (1: every ring step, 0: none)
 };
 
 std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.name; }
@@ -38,6 +39,8 @@ TEST_P(CollMatrix, EveryCollectiveTypeOpCount) {
   ScopedEnv chunk("RECCL_CHUNK_SIZE", cfg.chunk);
   ScopedEnv nch("RECCL_NCHANNELS", cfg.nch);
   ScopedEnv timeout("RECCL_TIMEOUT_MS", "20000");
+  ScopedEnv direct("RECCL_DIRECT_RECV_MIN_BYTES", cfg.directMin);
+  ScopedEnv directSend("RECCL_DIRECT_SEND_MIN_BYTES", cfg.directMin);
   int n = cfg.nranks;
   Comms comms(n);
   ASSERT_TRUE(comms.ok()) << comms.error();
@@ -57,6 +60,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Config{"shm2", 2, true, "", "512K", "0", true, true},
                     Config{"tcp3_ring_smallchunk", 3, false, "ring", "4096", "0", false, true},
                     Config{"shm3_ring_smallchunk", 3, true, "ring", "4096", "0", false, true},
+                    // Every step received straight into the output, headers and payloads split
+                    // across reads in every way small chunks allow.
+                    Config{"tcp3_ring_smallchunk_direct", 3, false, "ring", "4096", "0", false, true, "1"},
+                    Config{"tcp2_ring_smallchunk_direct", 2, false, "ring", "4096", "2", false, true, "1"},
+                    Config{"tcp2_nodirect", 2, false, "", "512K", "0", true, false, "0"},
                     Config{"tcp4_2ch", 4, false, "", "512K", "2", true, true},
                     Config{"shm4", 4, true, "", "512K", "0", true, true},
                     Config{"tcp5_rd", 5, false, "rd", "4096", "0", false, false},

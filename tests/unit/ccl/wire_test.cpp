@@ -4,6 +4,7 @@
 
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "channel/port.h"
 #include "channel/step_header.h"
@@ -245,6 +246,76 @@ TEST(CclChannel, SlotsAreReusedOnlyAfterAck) {
   EXPECT_NE(r2.status().message().find("count"), std::string::npos);
   EXPECT_TRUE(rx.failed());
   (void)view;
+}
+
+// A direct step's payload stays in the caller's memory (sent as a second piece) until someone
+// needs the whole frame (a relay pipe, a migration's resend): then it is copied into its slot
+// once, and the caller's memory no longer matters. waitAcked() waits for the receiver's ack.
+TEST(CclChannel, DirectStepsStayInCallerMemoryUntilAFrameIsNeeded) {
+  auto mem = channel::ConnMemory::anonymous(2, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::ConnMemory view(mem->counters(), 0);
+  channel::PortEnv env;
+  channel::SendPort tx({0, 1, 0}, std::move(mem).value(), &env);
+  channel::RecvPort rx({1, 0, 0}, std::move(view), &env);
+  channel::CollDesc desc{1, 10, -1, channel::CollKind::kAllReduce, 7, 0};
+  auto soon = [] { return Deadline::afterMs(50); };
+  EXPECT_FALSE(tx.sendsDirect());  // no path that sends pieces
+  std::vector<std::byte> user(100, std::byte{7});
+  ASSERT_TRUE(tx.acquire(soon()).ok());
+  ASSERT_TRUE(tx.postDirect(user.data(), user.size(), desc).ok());
+  EXPECT_EQ(tx.lastDirect(), 1u);
+  auto p1 = tx.frameParts(1);
+  EXPECT_EQ(p1.payload.data(), user.data());
+  EXPECT_EQ(p1.payload.size(), 100u);
+  auto h1 = channel::decodeStepHeader(p1.header);
+  ASSERT_TRUE(h1.ok());
+  EXPECT_EQ(h1->step, 1u);
+  EXPECT_EQ(h1->bytes, 100u);
+  // An ordinary step in the other slot keeps its payload right behind its header.
+  auto s2 = tx.acquire(soon());
+  ASSERT_TRUE(s2.ok());
+  (*s2)[0] = std::byte{9};
+  ASSERT_TRUE(tx.post(1, desc).ok());
+  auto p2 = tx.frameParts(2);
+  EXPECT_EQ(p2.payload.data(), p2.header.data() + channel::kStepHeaderBytes);
+  EXPECT_EQ(tx.lastDirect(), 1u);
+  // The whole frame: the payload is copied into the slot, later reads come from there.
+  auto f1 = tx.frame(1);
+  ASSERT_EQ(f1.size(), channel::kStepHeaderBytes + 100);
+  EXPECT_EQ(f1[channel::kStepHeaderBytes + 99], std::byte{7});
+  user.assign(100, std::byte{1});
+  EXPECT_EQ(tx.frameParts(1).payload.data(), f1.data() + channel::kStepHeaderBytes);
+  EXPECT_EQ(tx.frame(1)[channel::kStepHeaderBytes], std::byte{7});
+  // Not acked yet: the caller may not let its memory go.
+  EXPECT_EQ(tx.waitAcked(1, soon()).code(), Errc::kTimeout);
+  auto r1 = rx.wait(soon(), desc);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ((*r1)[0], std::byte{7});
+  ASSERT_TRUE(rx.release().ok());
+  EXPECT_TRUE(tx.waitAcked(1, soon()).ok());
+}
+
+// Direct-receive targets: a transport gets one only for the named step and size; a third
+// target replaces the older of two.
+TEST(CclChannel, DirectReceiveTargetsMatchStepAndSize) {
+  auto mem = channel::ConnMemory::anonymous(2, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::PortEnv env;
+  channel::RecvPort rx({1, 0, 0}, std::move(mem).value(), &env);
+  std::vector<std::byte> a(100), b(200), c(100);
+  EXPECT_EQ(rx.directTarget(3, 100), nullptr);
+  rx.expectDirect(3, a.data(), 100);
+  rx.expectDirect(5, b.data(), 200);
+  EXPECT_EQ(rx.directTarget(3, 100), a.data());
+  EXPECT_EQ(rx.directTarget(3, 99), nullptr);
+  EXPECT_EQ(rx.directTarget(4, 100), nullptr);
+  EXPECT_EQ(rx.directTarget(5, 200), b.data());
+  rx.expectDirect(7, c.data(), 100);
+  EXPECT_EQ(rx.directTarget(3, 100), nullptr);
+  EXPECT_EQ(rx.directTarget(5, 200), b.data());
+  EXPECT_EQ(rx.directTarget(7, 100), c.data());
+  EXPECT_FALSE(rx.landedDirect(c.data()));  // nothing waited for
 }
 
 TEST(CclChannel, AbortWakesWaiters) {

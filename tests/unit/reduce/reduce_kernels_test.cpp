@@ -193,6 +193,49 @@ TEST_P(ReduceKernelTest, MatchesReference) {
   }
 }
 
+// The two-output kernel writes the one-output kernel's exact bits (checked above against the
+// reference) to both outputs, with dst aliasing a or b as the allreduce uses it, and nothing
+// outside either output.
+TEST_P(ReduceKernelTest, TwoOutputsMatchOneOutput) {
+  auto [isa, type, op] = GetParam();
+  if (!isaSupported(isa)) GTEST_SKIP() << "this CPU lacks " << isaName(isa);
+  ReduceFn fn = kernelFor(isa, type, op);
+  Reduce2Fn fn2 = kernel2For(isa, type, op);
+  ASSERT_NE(fn, nullptr);
+  ASSERT_NE(fn2, nullptr);
+  const size_t es = typeSize(type);
+  std::mt19937_64 rng(4321 + 97 * type + 13 * op);
+  for (size_t count : kCounts) {
+    for (Layout layout : {Layout::kOutOfPlace, Layout::kDstIsA, Layout::kDstIsB, Layout::kUnaligned}) {
+      const size_t pad = 64;
+      std::vector<unsigned char> abuf(count * es + 2 * pad), bbuf(count * es + 2 * pad),
+          dbuf(count * es + 2 * pad, 0xA5), d2buf(count * es + 2 * pad, 0x5A), expect(count * es);
+      size_t off = layout == Layout::kUnaligned ? pad + 1 : pad;
+      size_t off2 = layout == Layout::kUnaligned ? pad + 5 : pad;
+      unsigned char* a = abuf.data() + off;
+      unsigned char* b = bbuf.data() + (layout == Layout::kUnaligned ? pad + 3 : pad);
+      fill(type, a, count, rng);
+      fill(type, b, count, rng);
+      fn(expect.data(), a, b, count);
+      unsigned char* d = layout == Layout::kDstIsA ? a : layout == Layout::kDstIsB ? b : dbuf.data() + off;
+      unsigned char* d2 = d2buf.data() + off2;
+      fn2(d, d2, a, b, count);
+      EXPECT_EQ(std::memcmp(d, expect.data(), count * es), 0)
+          << isaName(isa) << " " << typeName(type) << " " << opName(op) << " count=" << count << " "
+          << layoutName(layout) << ": first output differs from the one-output kernel";
+      EXPECT_EQ(std::memcmp(d2, expect.data(), count * es), 0)
+          << isaName(isa) << " " << typeName(type) << " " << opName(op) << " count=" << count << " "
+          << layoutName(layout) << ": second output differs from the one-output kernel";
+      for (size_t i = 0; i < off2; ++i) ASSERT_EQ(d2buf[i], 0x5A) << "write before dst2";
+      for (size_t i = off2 + count * es; i < d2buf.size(); ++i) ASSERT_EQ(d2buf[i], 0x5A) << "write past dst2 end";
+      if (layout != Layout::kDstIsA && layout != Layout::kDstIsB) {
+        for (size_t i = 0; i < off; ++i) ASSERT_EQ(dbuf[i], 0xA5) << "write before dst";
+        for (size_t i = off + count * es; i < dbuf.size(); ++i) ASSERT_EQ(dbuf[i], 0xA5) << "write past dst end";
+      }
+    }
+  }
+}
+
 std::string paramName(const ::testing::TestParamInfo<Param>& info) {
   auto [isa, type, op] = info.param;
   return std::string(isaName(isa)) + "_" + typeName(type) + "_" + opName(op);
@@ -216,6 +259,13 @@ TEST(ReduceDispatch, KernelForEveryValidPairAndNullOtherwise) {
   EXPECT_EQ(kernel(recclFloat32, recclRedOp_t(recclNumOps)), nullptr);
   EXPECT_EQ(kernel(recclFloat32, recclAvg), kernel(recclFloat32, recclSum));
   EXPECT_EQ(kernel(recclInt32, recclSum), kernelFor(selectedIsa(), recclInt32, recclSum));
+  for (int t = 0; t < recclNumTypes; ++t)
+    for (int o = 0; o < recclNumOps; ++o)
+      EXPECT_NE(kernel2(recclDataType_t(t), recclRedOp_t(o)), nullptr) << t << "," << o;
+  EXPECT_EQ(kernel2(recclDataType_t(recclNumTypes), recclSum), nullptr);
+  EXPECT_EQ(kernel2(recclFloat32, recclRedOp_t(recclNumOps)), nullptr);
+  EXPECT_EQ(kernel2(recclFloat32, recclAvg), kernel2(recclFloat32, recclSum));
+  EXPECT_EQ(kernel2(recclInt32, recclSum), kernel2For(selectedIsa(), recclInt32, recclSum));
   EXPECT_STREQ(isaName(), isaName(selectedIsa()));
   EXPECT_TRUE(isaSupported(Isa::kScalar));
 }
