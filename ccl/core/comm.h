@@ -60,6 +60,8 @@ struct CommStats {
   uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
   uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
   uint64_t relayPipesServed = 0;
+  uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
+  std::string faultSourceName = "none";
 };
 
 class Comm final : public channel::ChannelSet {

@@ -163,6 +163,7 @@ void Failover::fillStats(core::CommStats* s) const {
   s->relayMigrations = relayMigrations_.load();
   s->relayBytesForwarded = relay_ ? relay_->bytesForwarded() : 0;
   s->relayPipesServed = relay_ ? relay_->pipesServed() : 0;
+  fillSourceStats(s);
 }
 
 Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {

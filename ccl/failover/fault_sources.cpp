@@ -15,6 +15,7 @@
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
+#include "reccl/reccl.h"
 
 namespace reccl::failover {
 namespace {
@@ -27,6 +28,7 @@ struct Failover::Sources {
   std::string mode;  // RECCL_DETECTOR as given
   std::string socketPath;
   int timeoutMs = 200;
+  int pingMs = 500;  // RECCL_DETECTORD_PING_MS (0: no liveness pings)
   std::vector<RailNic> nics;
   std::unique_ptr<DaemonSource> daemon;
   bool daemonEver = false;      // connected once: a later connect is a reconnect
@@ -78,16 +80,55 @@ void Failover::reconcileRails(const std::vector<std::pair<int, bool>>& states, F
     } else if (up && !railUp(rail) && !(pollNics_ && nicDown_[rail])) {
       // The new source has the rail up (after its hold-down, if it saw the fault); a rail the
       // NIC poll holds down comes back through the poll's own hold-down.
-      railBackUp(rail, monotonicNs());
+      railBackUp(rail, monotonicNs(), src);
     }
   }
 }
 
+void Failover::publishSource() {
+  // What watches this rank's NICs now. The poll still draining rails after a takeover is not the
+  // source any more; the daemon or the in-process detector is.
+  uint32_t kind = recclFaultSourceInBand;
+  std::string name = "in-band";
+  if (src_ && src_->daemon) {
+    kind = recclFaultSourceDaemon;
+    name = "daemon:" + src_->daemon->sources();
+  } else if (det_) {
+#ifdef RECCL_HAVE_DETECTOR
+    bool bpf = det_->det && det_->det->bpfActive();
+#else
+    bool bpf = false;
+#endif
+    kind = bpf ? recclFaultSourceBpf : recclFaultSourceRtnetlink;
+    name = bpf ? "bpf:" + detectorName_ : "rtnetlink";
+  } else if (pollNics_) {
+    kind = recclFaultSourceNicPoll;
+    name = "nic-poll";
+  }
+  std::lock_guard lk(sourceMu_);
+  if (kind == sourceKind_ && name == sourceInUse_) return;
+  RECCL_TRACE(kLogFailover, "rank %d: fault source in use: %s (was %s)", rank_, name.c_str(), sourceInUse_.c_str());
+  sourceKind_ = kind;
+  sourceInUse_ = std::move(name);
+}
+
+void Failover::fillSourceStats(core::CommStats* s) const {
+  std::lock_guard lk(sourceMu_);
+  s->faultSource = sourceKind_;
+  s->faultSourceName = sourceInUse_;
+}
+
 void Failover::startSources() {
+  startSourcesInOrder();
+  publishSource();
+}
+
+void Failover::startSourcesInOrder() {
   auto src = std::unique_ptr<Sources, SourcesDeleter>(new Sources());
   src->mode = params::Detector();
   src->socketPath = params::DetectordSocket();
   src->timeoutMs = static_cast<int>(std::clamp<int64_t>(params::DetectordTimeoutMs(), 1, 60000));
+  src->pingMs = static_cast<int>(std::clamp<int64_t>(params::DetectordPingMs(), 0, 600000));
   bool realNics = false;
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
     if (comm_.myNics_[r].name != "lo") {
@@ -156,18 +197,29 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
   // 1. The daemon: its events, then one load per rail of its link-state array.
   if (s.daemon) {
     std::vector<RailSignal> sig;
+    // Events first (those before an error too), then liveness: a daemon that hangs without
+    // closing its socket answers no ping and is dropped like a dead one.
     Status st = daemonRevents ? s.daemon->receive(&sig) : Status::Ok();
+    if (st.ok()) st = s.daemon->keepAlive(s.pingMs);
     s.daemon->checkLinkState(&sig);
     for (const auto& g : sig) {
       if (g.rail < 0 || g.rail >= nrails_) continue;
       lastDetectorSource_ = g.source;
       if (g.kind == RailSignal::Kind::kUp)
-        railBackUp(g.rail, g.signalNs);
+        railBackUp(g.rail, g.signalNs, FaultSource::kDaemon);
       else  // a gray failure is routed around like a dead link, named as such
         railDown(g.rail, FaultSource::kDaemon, g.signalNs,
                  g.kind == RailSignal::Kind::kDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
     }
     if (!st.ok()) {
+      // Reconcile before the poll takes over: a link the daemon's array shows down (its BPF
+      // programs write it even when its userspace hangs) goes down now, whatever message about
+      // it may have been lost.
+      for (int r : s.daemon->railsDownInMap())
+        if (r >= 0 && r < nrails_ && railUp(r)) {
+          lastDetectorSource_ = "link-state";
+          railDown(r, FaultSource::kDaemon, monotonicNs());
+        }
       s.daemon.reset();
       // The NIC poll at once, from the rail state as it stands: rails down stay down until the
       // poll has seen them up for the hold-down.
@@ -257,6 +309,7 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
       s.pollDraining = false;
     }
   }
+  publishSource();
 }
 
 void Failover::stopSources() noexcept { src_.reset(); }

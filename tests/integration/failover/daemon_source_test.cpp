@@ -75,10 +75,14 @@ class Daemon {
     }
     return "reccl-detectord did not listen within 30 s: " + log();
   }
+  void signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
   // Signals it and waits up to ms for its end; true when it is gone.
   bool stop(int sig, int ms) {
     if (pid_ <= 0) return true;
     kill(pid_, sig);
+    kill(pid_, SIGCONT);  // a stopped (hung) daemon takes its SIGTERM once continued
     auto end = Clock::now() + std::chrono::milliseconds(ms);
     while (Clock::now() < end) {
       if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
@@ -220,13 +224,21 @@ const char* kOnDaemon = "fault source: daemon reccl-detectord on ";
 
 // Host 0's switch port on rail 0 dies mid-allreduce: host 0's rank learns it from the daemon.
 TEST_F(DaemonSource, DaemonDetectsASwitchSideLinkDown) {
-  Job j(testbed().name(), env("daemon", "WORKER_ITERS=150"), 120);
+  Job j(testbed().name(), env("daemon", "WORKER_SECONDS=6 WORKER_COUNT=262144"), 120);
   ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
   ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   std::this_thread::sleep_for(400ms);
   link(false, 0, 0, true);
+  ASSERT_TRUE(j.waitFor("rank 0: rail 0 \\(rail0\\) down", 1, 5s)) << j.text();
+  // Back up: the daemon's LinkUp (after its hold-down) fails back, and says so.
+  link(true, 0, 0, true);
+  ASSERT_TRUE(j.waitFor("rank 0: fail-back of .* source daemon", 1, 5s)) << j.text() << daemon_.log();
   expectAllOk(j);
   std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) up again after hold-down; failing back \\(source daemon\\)"), 1) << t;
+  EXPECT_EQ(matches(t, "fail-back of .* source nic-poll"), 0) << t;
+  // recclCommGetStats names the source in use: the daemon and the hooks it runs.
+  EXPECT_EQ(matches(t, "source rank [01] daemon daemon:[a-z_,]+"), 2) << t;
   EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) down \\(source daemon "), 1) << t;
   EXPECT_EQ(matches(t, "down \\(source (nic-poll|detector|stall)"), 0) << t;  // nobody else saw it first
   EXPECT_GE(matches(t, "rank 0: failover of rank [0-9]->[0-9] ch [0-9]+ -> rail 1 .*source daemon"), 1) << t;
@@ -252,6 +264,32 @@ TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
   EXPECT_EQ(matches(t, "rank 1: rail 0 \\(rail0\\) down \\(source nic-poll"), 1) << t;
   EXPECT_EQ(matches(t, "source daemon"), 0) << t;
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_EQ(matches(t, "source rank [01] nic-poll nic-poll"), 2) << t;
+}
+
+// RECCL_DETECTOR=daemon and the daemon hangs (SIGSTOP: its socket stays open, nothing is
+// answered): the ranks' pings go unanswered, they drop it as if it died, the NIC poll takes
+// over, and a fault after that is routed around exactly.
+TEST_F(DaemonSource, HungDaemonFallsBackToNicPoll) {
+  Job j(testbed().name(), env("daemon", "RECCL_DETECTORD_PING_MS=100 WORKER_SECONDS=5 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  std::this_thread::sleep_for(300ms);
+  daemon_.signal(SIGSTOP);
+  auto t0 = Clock::now();
+  bool lost = j.waitFor("reccl-detectord lost \\(detectord: no pong", 2, 5s);
+  auto noticedMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  ASSERT_TRUE(lost) << j.text();
+  // ping every 100 ms, pong deadline max(200, RECCL_DETECTORD_TIMEOUT_MS=200): ~300 ms, plus load
+  EXPECT_LT(noticedMs, 2000) << j.text();
+  std::this_thread::sleep_for(200ms);
+  link(false, 1, 0, true);
+  expectAllOk(j);
+  std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 1: rail 0 \\(rail0\\) down \\(source nic-poll"), 1) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_EQ(matches(t, "source rank [01] nic-poll nic-poll"), 2) << t;
+  daemon_.signal(SIGCONT);
 }
 
 // RECCL_DETECTOR=auto, the daemon stopped and started again on the same socket: a fault in
