@@ -236,11 +236,19 @@ TEST_F(DetectorLink, RingBufferOverflowIsCounted) {
     ASSERT_TRUE(lab.switchPort(0, true));
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The kernel's link-watch work reports the carrier changes a little later: wait (bounded) for
+  // the ring to overflow rather than for a fixed time.
+  for (Deadline dl = Deadline::afterMs(2000); d.status().counters.bpf.ringbufDrops == 0 && !dl.expired();)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   ASSERT_TRUE(d.start().ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  // Then until the detector thread has consumed every record the programs submitted.
   auto st = d.status();
+  for (Deadline dl = Deadline::afterMs(2000);
+       (st.counters.bpf.events == 0 || st.counters.bpf.events != st.counters.bpf.consumed) && !dl.expired();
+       st = d.status())
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_GT(st.counters.bpf.ringbufDrops, 0u) << "ring of 64 records did not overflow";
+  EXPECT_GT(st.counters.bpf.events, 0u);
   EXPECT_EQ(st.counters.bpf.events, st.counters.bpf.consumed);
 }
 
