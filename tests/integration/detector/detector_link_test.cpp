@@ -67,6 +67,17 @@ TEST_F(DetectorLink, ProbeReportsEveryHookWithAReason) {
   EXPECT_TRUE(anyActive) << "no BPF link hook loads on this kernel";
 }
 
+// RECCL_TEST_TRACE=1: every raw signal on stderr (source, kind, kernel time, carrier sequence,
+// latency to userspace), to see which hook fired first.
+void traceSignalsIfAsked(Detector& d) {
+  if (!getenv("RECCL_TEST_TRACE")) return;
+  d.setSignalObserver([](const LinkSignal& s, uint64_t now) {
+    fprintf(stderr, "sig %s %s ts=%llu seq=%llu lat=%llu\n", sourceName(s.source), kindName(s.kind),
+            (unsigned long long)s.tsNs, (unsigned long long)s.carrierSeq.value_or(0),
+            (unsigned long long)(now - s.tsNs));
+  });
+}
+
 void expectDownOnlyFor(SourceMode mode, bool switchSide) {
   VethLab lab(switchSide ? "sw" : "host");
   ASSERT_TRUE(lab.ok());
@@ -75,12 +86,7 @@ void expectDownOnlyFor(SourceMode mode, bool switchSide) {
   auto det = Detector::create(opts);
   ASSERT_TRUE(det.ok()) << det.status().ToString();
   Detector& d = *det.value();
-  if (getenv("RECCL_TEST_TRACE"))
-    d.setSignalObserver([](const LinkSignal& s, uint64_t now) {
-      fprintf(stderr, "sig %s %s ts=%llu seq=%llu lat=%llu\n", sourceName(s.source), kindName(s.kind),
-              (unsigned long long)s.tsNs, (unsigned long long)s.carrierSeq.value_or(0),
-              (unsigned long long)(now - s.tsNs));
-    });
+  traceSignalsIfAsked(d);
   ASSERT_TRUE(d.start().ok());
   auto watched = d.watched();
   ASSERT_EQ(watched.size(), 2u);
@@ -185,12 +191,7 @@ TEST_F(DetectorLink, FlapStormIsDampedWithoutEventStormOrUnaccountedLoss) {
   auto det = Detector::create(opts);
   ASSERT_TRUE(det.ok()) << det.status().ToString();
   Detector& d = *det.value();
-  if (getenv("RECCL_TEST_TRACE"))
-    d.setSignalObserver([](const LinkSignal& s, uint64_t now) {
-      fprintf(stderr, "sig %s %s ts=%llu seq=%llu lat=%llu\n", sourceName(s.source), kindName(s.kind),
-              (unsigned long long)s.tsNs, (unsigned long long)s.carrierSeq.value_or(0),
-              (unsigned long long)(now - s.tsNs));
-    });
+  traceSignalsIfAsked(d);
   ASSERT_TRUE(d.start().ok());
   LinkKey k{lab.hostIno(), lab.hostIfindex(0)};
   uint64_t t0 = monotonicNs();
