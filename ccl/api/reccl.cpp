@@ -350,6 +350,7 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.relayMigrations = s.relayMigrations;
   full.relayBytesForwarded = s.relayBytesForwarded;
   full.relayPipesServed = s.relayPipesServed;
+  full.standbyFailovers = s.standbyFailovers;
   full.faultSource = s.faultSource;
   std::snprintf(full.faultSourceName, sizeof(full.faultSourceName), "%s", s.faultSourceName.c_str());
   size_t n = std::min(stats->size, sizeof(full));

@@ -60,6 +60,7 @@ struct CommStats {
   uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
   uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
   uint64_t relayPipesServed = 0;
+  uint64_t standbyFailovers = 0;     // failovers initiated over a pre-connected standby path
   uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
   std::string faultSourceName = "none";
 };

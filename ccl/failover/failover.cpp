@@ -13,6 +13,13 @@
 #include "reccl/common/params.h"
 
 namespace reccl::failover {
+namespace {
+uint64_t monoNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+}  // namespace
 
 const char* faultSourceName(FaultSource s) noexcept {
   switch (s) {
@@ -40,8 +47,12 @@ Status Failover::start() {
   pollMs_ = std::clamp<int64_t>(params::FailoverPollMs(), 1, 1000);
   holdDownMs_ = std::max<int64_t>(0, params::HoldDownMs());
   std::string det = params::Detector();
+  standbyOn_ = params::FailoverStandby() && nrails_ > 1;
+  rtPrio_ = static_cast<int>(std::clamp<int64_t>(params::FailoverRtPrio(), 0, 99));
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
+  sbWakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (sbWakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
   RECCL_TRY(startRelay());  // route policy + this rank's relay server (relay.cpp)
 
   uint64_t all = nrails_ >= 64 ? ~0ull : ((1ull << nrails_) - 1);
@@ -65,12 +76,20 @@ Status Failover::start() {
     return onPathFailure(id, isSender, s);
   };
   monitor_ = std::thread([this] { monitorLoop(); });
-  migrator_ = std::thread([this] { migratorLoop(); });
-  acceptor_ = std::thread([this] { acceptorLoop(); });
+  {
+    // Two migrator threads wait from the start: a fault's jobs (one per connection on the rail,
+    // usually 2+) start at once instead of after a thread creation each.
+    std::lock_guard lk(poolMu_);
+    startMigrator();
+    startMigrator();
+  }
+  watcher_ = std::thread([this] { standbyWatcherLoop(); });
   RECCL_INFO(kLogFailover,
-             "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms, route %s%s",
+             "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms, route %s%s, "
+             "standby %s, rt prio %d",
              rank_, nrails_, detectorName_.c_str(), static_cast<long long>(stallMs_),
-             static_cast<long long>(timeoutMs_), route_.c_str(), nicAffinity_ ? " (nic affinity)" : "");
+             static_cast<long long>(timeoutMs_), route_.c_str(), nicAffinity_ ? " (nic affinity)" : "",
+             standbyOn_ ? "on" : "off", rtPrio_);
   return Status::Ok();
 }
 
@@ -82,21 +101,36 @@ void Failover::stop() {
     std::lock_guard lk(qMu_);
   }
   qCv_.notify_all();
-  pCv_.notify_all();
   monCv_.notify_all();
-  if (wakeFd_ >= 0) {
+  for (int fd : {wakeFd_, sbWakeFd_}) {
+    if (fd < 0) continue;
     uint64_t one = 1;
-    [[maybe_unused]] auto n = write(wakeFd_, &one, sizeof(one));
+    [[maybe_unused]] auto n = write(fd, &one, sizeof(one));
   }
   if (monitor_.joinable()) monitor_.join();
-  if (migrator_.joinable()) migrator_.join();
-  if (acceptor_.joinable()) acceptor_.join();
+  if (watcher_.joinable()) watcher_.join();
+  std::vector<std::thread> pool;
+  {
+    std::lock_guard lk(poolMu_);  // no migrator starts another once stop_ is set (startMigrator)
+    pool.swap(pool_);
+  }
+  for (auto& t : pool) t.join();
+  {
+    std::lock_guard lk(psMu_);
+    passiveStandbys_.clear();
+  }
+  for (auto& c : snapshot()) {
+    std::lock_guard lk(c->sbMu);
+    c->standby.reset();
+  }
   stopSources();
   stopDetector();
   if (ifSock_ >= 0) close(ifSock_);
   ifSock_ = -1;
   if (wakeFd_ >= 0) close(wakeFd_);
   wakeFd_ = -1;
+  if (sbWakeFd_ >= 0) close(sbWakeFd_);
+  sbWakeFd_ = -1;
 }
 
 bool Failover::broken() const { return comm_.broken_.load(); }
@@ -163,6 +197,7 @@ void Failover::fillStats(core::CommStats* s) const {
   s->relayMigrations = relayMigrations_.load();
   s->relayBytesForwarded = relay_ ? relay_->bytesForwarded() : 0;
   s->relayPipesServed = relay_ ? relay_->pipesServed() : 0;
+  s->standbyFailovers = standbyFailovers_.load();
   fillSourceStats(s);
 }
 
@@ -170,9 +205,9 @@ Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {
   if (stop_.load()) return Status(Errc::kAborted, "failover stopped");
   {
     std::lock_guard lk(qMu_);
-    passive_.push_back(Passive{std::move(fd), h});
+    passive_.push_back(Passive{std::move(fd), h, monoNs()});
   }
-  pCv_.notify_one();
+  qCv_.notify_one();
   return Status::Ok();
 }
 
@@ -180,6 +215,7 @@ void Failover::enqueue(Job j) {
   auto c = find(j.id);
   if (!c) return;
   if (c->queued.exchange(true)) return;  // one job per connection at a time
+  j.queuedNs = monoNs();
   {
     std::lock_guard lk(qMu_);
     jobs_.push_back(j);

@@ -9,10 +9,11 @@
 // TCP_INFO on every data socket: unacknowledged data or keepalive probes with no ACK for
 // RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end.
 //
-// Migration (migrate.cpp): the end that sees the fault opens a new TCP path on another rail to
-// the peer's NIC on that rail, sends the usual data hello (secret, communicator, ranks) with a
-// migration epoch and a MigrateRequest (migrate_wire.h), the other end switches its port to the
-// new path and replies; the sender resends from the receiver's received step + 1 out of its
+// Migration (migrate.cpp): the end that sees the fault takes the connection's pre-connected
+// standby path on another rail (standby.cpp, RECCL_FAILOVER_STANDBY) or opens a new TCP path on
+// another rail to the peer's NIC on that rail with the usual data hello (secret, communicator,
+// ranks) carrying a migration epoch; it sends a MigrateRequest (migrate_wire.h), the other end
+// switches its port to the new path and replies; the sender resends from the receiver's received step + 1 out of its
 // slots, the receiver drops duplicates by step and stale frames by epoch. Both directions of a
 // peer pair move (each connection is migrated by whichever end detects first; the larger epoch
 // wins when both do). No rail to the peer within RECCL_FAILOVER_TIMEOUT_MS of the fault: the
@@ -23,9 +24,12 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,7 +67,7 @@ class Failover {
   static bool isMigrationHello(const core::Hello& h) noexcept {
     return h.kind == core::HelloKind::kTcpData && h.epoch > 1;
   }
-  // Takes over a connection whose hello isMigrationHello (handled on the acceptor thread).
+  // Takes over a connection whose hello isMigrationHello (handled on a migrator thread).
   Status onMigrationHello(UniqueFd fd, const core::Hello& h);
   // The rail a new connection to `peer` should use: `preferred` while healthy on both ends.
   int railForNewConnection(int peer, int preferred);
@@ -99,6 +103,37 @@ class Failover {
     // A handshake of ours failed after its request went out: the peer may have switched to that
     // path and closed the one we still use (see onPathFailure). Cleared by the next commit.
     std::atomic<bool> handshakeUnsure{false};
+    // Standby path (standby.cpp): an idle, authenticated connection to the peer on another rail,
+    // opened by this end, so that a failover needs the handshake only. Under sbMu.
+    std::mutex sbMu;
+    UniqueFd standby;
+    int standbyRail = -1;
+    uint64_t standbyRetryNs = 0;            // after a failed try, not before this (CLOCK_MONOTONIC)
+    std::atomic<bool> standbyMaking{false};  // a standby job is queued or running
+  };
+  // Where one migration's time went (CLOCK_MONOTONIC ns; 0: not reached). Logged with the
+  // failover line (logMigration) so a benchmark's log shows the split per fault.
+  struct Timeline {
+    uint64_t signalNs = 0;   // first signal of the fault
+    uint64_t queuedNs = 0;   // job queued (monitor) / hello or request seen (passive end)
+    uint64_t runningNs = 0;  // a migrator thread runs it
+    uint64_t pathNs = 0;     // new path ready: connected, or standby taken
+    uint64_t sentNs = 0;     // hello + request sent
+    uint64_t replyNs = 0;    // reply received (passive end: request read)
+    uint64_t commitNs = 0;   // new path committed and started
+    bool standby = false;    // the path was a pre-connected standby
+  };
+  // The two directions of a handshake's byte stream (a socket, or the relay pipe).
+  struct HandshakeIo {
+    std::function<Status(std::span<const std::byte>)> send;
+    std::function<Status(std::span<std::byte>)> recv;
+  };
+  // A standby path the peer opened to this rank (this rank answers on it).
+  struct PassiveStandby {
+    UniqueFd fd;
+    ConnId id;
+    int peer = -1;
+    int rail = -1;
   };
   struct Job {
     ConnId id;
@@ -107,10 +142,12 @@ class Failover {
     int fromRail = -1;    // the rail being left (-1: any)
     int toRail = -1;      // fail-back target (-1: choose)
     uint64_t faultNs = 0; // first signal (CLOCK_MONOTONIC)
+    uint64_t queuedNs = 0;
   };
   struct Passive {
     UniqueFd fd;
     core::Hello hello;
+    uint64_t arrivedNs = 0;
   };
   enum class Attempt { kDone, kStale, kNotReady, kFailed };
 
@@ -134,12 +171,21 @@ class Failover {
   void armSocket(int fd) const;
 
   // migrate.cpp
+  // Pre-started migrator threads serve both queues (jobs this rank initiates, handshakes the
+  // peers open); one more starts when all are busy, so a blocked connect never queues a fault.
   void migratorLoop();
-  void acceptorLoop();
+  void startMigrator();  // under poolMu_
   void runJob(const Job& j);
-  Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, Status* err, uint32_t* epochOut,
-                  uint64_t* resentOut);
+  // One try on `rail`: over `standby` when given (handshake only), else a new connection.
+  Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, UniqueFd standby, Status* err,
+                  uint32_t* epochOut, uint64_t* resentOut, Timeline* tl);
+  // The initiator's handshake on a new path, shared by the direct, standby and relay routes:
+  // (hello +) request out, reply in, commit. `fd`/`relay` is the path committed on success.
+  Attempt handshake(Conn& c, int rail, const Job& j, bool withHello, const HandshakeIo& io, UniqueFd fd,
+                    RelayLink* relay, Status* err, uint32_t* epochOut, uint64_t* resentOut, Timeline* tl);
   void handlePassive(Passive p);
+  // The passive end of a handshake whose request has been read (new connection or standby).
+  void servePassive(UniqueFd fd, const core::Hello& h, const MigrateRequest& req, Timeline tl);
   // Switches c's port to `fd` at epoch `epoch` (c.mu held). `reply` (passive end) is sent on the
   // new socket before its path starts. Returns payload bytes to be resent (sender end).
   // `relay` (relay.cpp): the new path is the shared-memory pipe to a relay rank instead of `fd`.
@@ -147,7 +193,28 @@ class Failover {
                                 uint64_t peerApplied, MigrateReply* reply, RelayLink* relay = nullptr);
   void unrecoverable(Conn& c, const Status& s);
   void logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
-                    uint64_t commitNs);
+                    uint64_t commitNs, const Timeline* tl = nullptr);
+  // Raises the calling thread to RECCL_FAILOVER_RT_PRIO (SCHED_FIFO) when set and permitted.
+  void applyRtPrio(const char* what);
+
+  // standby.cpp: pre-connected standby paths (RECCL_FAILOVER_STANDBY).
+  void tendStandbys(uint64_t nowNs);  // monitor thread: queue standby jobs for connections without one
+  void makeStandby(Conn& c);          // a migrator thread: connect + register at the peer
+  int standbyRailFor(Conn& c);
+  // Takes c's standby if it is on a rail usable for this job and still alive.
+  UniqueFd takeStandby(Conn& c, const Job& j, const std::set<int>& tried, int* rail);
+  void dropStandbys(int rail);        // a rail went down here: its standbys (both kinds) go
+  void registerPassiveStandby(PassiveStandby ps);
+  void standbyWatcherLoop();
+  bool standbyOn_ = true;
+  int rtPrio_ = 0;
+  std::atomic<bool> rtLogged_{false};
+  std::mutex psMu_;
+  std::vector<PassiveStandby> passiveStandbys_;  // under psMu_
+  int sbWakeFd_ = -1;                            // eventfd: passive standby set changed / stop
+  uint64_t standbyTendNs_ = 0;                   // monitor thread
+  std::thread watcher_;
+  std::atomic<uint64_t> standbyFailovers_{0};
   std::shared_ptr<Conn> find(const ConnId& id);
   std::vector<std::shared_ptr<Conn>> snapshot();
   uint64_t peerRails(int peer);
@@ -237,13 +304,13 @@ class Failover {
   std::condition_variable qCv_;
   std::deque<Job> jobs_;
   std::deque<Passive> passive_;
-  std::condition_variable pCv_;
   std::atomic<bool> stop_{false};
   std::mutex monMu_;
   std::condition_variable monCv_;
   std::thread monitor_;
-  std::thread migrator_;
-  std::thread acceptor_;
+  std::mutex poolMu_;
+  std::vector<std::thread> pool_;  // under poolMu_
+  int idle_ = 0;                   // migrator threads waiting (under qMu_)
 
   std::atomic<uint64_t> failovers_{0};
   std::atomic<uint64_t> failbacks_{0};

@@ -4,6 +4,10 @@
 #include <atomic>
 #include <cinttypes>
 #include <memory>
+#include <optional>
+#include <pthread.h>
+#include <sched.h>
+#include <cstring>
 #include <set>
 #include <thread>
 #include <vector>
@@ -33,87 +37,76 @@ std::string connName(const ConnId& c) {
 
 }  // namespace
 
-// A rail fault moves every connection on it at once (both directions of each peer pair): each
-// job and each passive takeover runs on a thread of its own, so the connections' handshakes
-// overlap instead of queueing behind each other (measured: the second of two connections
-// committed ~2 ms after the first when run one by one). Finished threads are joined as new work
-// arrives and all of them at stop.
-namespace {
-class Workers {
- public:
-  ~Workers() { joinAll(); }
-  template <typename F>
-  void run(F&& fn) {
-    reap();
-    auto done = std::make_shared<std::atomic<bool>>(false);
-    threads_.push_back({std::thread([done, fn = std::forward<F>(fn)]() mutable {
-                          fn();
-                          done->store(true, std::memory_order_release);
-                        }),
-                        done});
-  }
-  void joinAll() {
-    for (auto& w : threads_) w.t.join();
-    threads_.clear();
-  }
-
- private:
-  struct Worker {
-    std::thread t;
-    std::shared_ptr<std::atomic<bool>> done;
-  };
-  void reap() {
-    for (auto it = threads_.begin(); it != threads_.end();) {
-      if (it->done->load(std::memory_order_acquire)) {
-        it->t.join();
-        it = threads_.erase(it);
-      } else {
-        ++it;
-      }
-    }
-  }
-  std::vector<Worker> threads_;
-};
-}  // namespace
+// A rail fault moves every connection on it at once (both directions of each peer pair), and
+// the far end takes each over: the jobs of both kinds run on pre-started migrator threads, so
+// the connections' handshakes overlap instead of queueing (measured: the second of two
+// connections committed ~2 ms after the first when run one by one), and no thread is created on
+// the fault's path (it was one per job before). A thread that takes the last idle slot starts
+// one more, so a job blocked in a connect never delays another; all are joined at stop.
+void Failover::startMigrator() {
+  if (stop_.load()) return;
+  pool_.emplace_back([this] { migratorLoop(); });
+}
 
 void Failover::migratorLoop() {
-  Workers workers;
+  applyRtPrio("migrator");
+  std::unique_lock lk(qMu_);
   for (;;) {
-    Job j;
-    {
-      std::unique_lock lk(qMu_);
-      qCv_.wait(lk, [&] { return stop_.load() || !jobs_.empty(); });
-      if (stop_.load()) break;
+    ++idle_;
+    qCv_.wait(lk, [&] { return stop_.load() || !jobs_.empty() || !passive_.empty(); });
+    --idle_;
+    if (stop_.load()) break;
+    // The peer's handshakes first: the peer's migration waits on them.
+    std::optional<Passive> p;
+    std::optional<Job> j;
+    if (!passive_.empty()) {
+      p.emplace(std::move(passive_.front()));
+      passive_.pop_front();
+    } else {
       j = jobs_.front();
       jobs_.pop_front();
     }
-    workers.run([this, j] {
-      runJob(j);
-      if (auto c = find(j.id)) c->queued.store(false);
-    });
+    if (idle_ == 0) {
+      lk.unlock();
+      {
+        std::lock_guard pl(poolMu_);
+        startMigrator();
+      }
+      lk.lock();
+    }
+    lk.unlock();
+    if (p) {
+      handlePassive(std::move(*p));
+    } else if (j->reason == MigrateReason::kStandby) {
+      if (auto c = find(j->id)) {
+        makeStandby(*c);
+        c->standbyMaking.store(false);
+      }
+    } else {
+      runJob(*j);
+      if (auto c = find(j->id)) c->queued.store(false);
+    }
+    lk.lock();
   }
-  workers.joinAll();
 }
 
-void Failover::acceptorLoop() {
-  Workers workers;
-  for (;;) {
-    auto p = std::make_shared<Passive>();
-    {
-      std::unique_lock lk(qMu_);
-      pCv_.wait(lk, [&] { return stop_.load() || !passive_.empty(); });
-      if (stop_.load()) break;
-      *p = std::move(passive_.front());
-      passive_.pop_front();
-    }
-    workers.run([this, p] { handlePassive(std::move(*p)); });
-  }
-  workers.joinAll();
+void Failover::applyRtPrio(const char* what) {
+  if (rtPrio_ <= 0) return;
+  sched_param sp{};
+  sp.sched_priority = rtPrio_;
+  int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+  if (rc != 0 && !rtLogged_.exchange(true))
+    RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_RT_PRIO=%d: SCHED_FIFO for the %s thread refused (%s); normal scheduling",
+               rank_, rtPrio_, what, strerror(rc));
 }
 
 void Failover::runJob(const Job& j) {
   auto c = find(j.id);
   if (!c) return;
+  Timeline tl;
+  tl.signalNs = j.faultNs;
+  tl.queuedNs = j.queuedNs;
+  tl.runningNs = monoNs();
   bool failBack = j.reason == MigrateReason::kFailBack;
   // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal.
   uint64_t startNs = j.faultNs ? j.faultNs : monoNs();
@@ -134,9 +127,13 @@ void Failover::runJob(const Job& j) {
     if (!failBack && j.fromRail >= 0 && cur != j.fromRail) return;
     if (failBack && cur == j.toRail) return;
     int peer = c->peer;
+    // A pre-connected standby on a usable rail: the handshake only, no connect.
+    int rail = -1;
+    UniqueFd standby = failBack ? UniqueFd() : takeStandby(*c, j, tried, &rail);
     auto weights = railWeights(peer);
-    int rail;
-    if (failBack) {
+    if (standby) {
+      // rail: the standby's (takeStandby checked it is usable)
+    } else if (failBack) {
       rail = j.toRail >= 0 && j.toRail < nrails_ && weights[j.toRail] > 0 && !tried.count(j.toRail) ? j.toRail : -1;
     } else {
       for (int t : tried) weights[t] = 0;
@@ -165,14 +162,22 @@ void Failover::runJob(const Job& j) {
     uint32_t epoch = 0;
     uint64_t resent = 0;
     Status err;
-    Attempt a = attempt(*c, rail, j, deadline, &err, &epoch, &resent);
+    bool viaStandby = static_cast<bool>(standby);
+    Attempt a = attempt(*c, rail, j, deadline, std::move(standby), &err, &epoch, &resent, &tl);
     if (a == Attempt::kDone) {
-      logMigration(*c, j, epoch, rail, resent, true, monoNs());
+      if (viaStandby) standbyFailovers_.fetch_add(1);
+      logMigration(*c, j, epoch, rail, resent, true, tl.commitNs, &tl);
       return;
     }
     if (a == Attempt::kStale) return;  // the peer's newer proposal is (or was) applied here
     if (a == Attempt::kNotReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    } else if (viaStandby) {
+      // The standby failed (peer gone, or its rail died unnoticed): try the rail with a new
+      // connection rather than rule it out.
+      last = err;
+      RECCL_INFO(kLogFailover, "rank %d: %s: standby on rail %d failed: %s", rank_, connName(c->id).c_str(), rail,
+                 err.message().c_str());
     } else {
       last = err;
       tried.insert(rail);
@@ -191,8 +196,8 @@ void Failover::runJob(const Job& j) {
                                "): " + last.message()));
 }
 
-Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline deadline, Status* err,
-                                    uint32_t* epochOut, uint64_t* resentOut) {
+Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline deadline, UniqueFd standby,
+                                    Status* err, uint32_t* epochOut, uint64_t* resentOut, Timeline* tl) {
   int peer = c.peer;
   const auto& pi = comm_.table_[peer];
   const auto& src = comm_.myNics_[rail];
@@ -200,26 +205,47 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
     *err = Status(Errc::kInternal, "peer has no nic on rail " + std::to_string(rail));
     return Attempt::kFailed;
   }
-  transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
-  auto atMost = Deadline::afterMs(kAttemptMs);
-  Deadline dl = atMost.at() < deadline.at() ? atMost : deadline;
-  auto fdr = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, dl);
-  if (!fdr.ok()) {
-    *err = fdr.status();
-    return Attempt::kFailed;
+  UniqueFd fd;
+  bool withHello = true;
+  if (standby) {
+    fd = std::move(standby);  // authenticated when it was opened: the request alone follows
+    withHello = false;
+    tl->standby = true;
+  } else {
+    tl->standby = false;
+    transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
+    auto atMost = Deadline::afterMs(kAttemptMs);
+    Deadline dl = atMost.at() < deadline.at() ? atMost : deadline;
+    auto fdr = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, dl);
+    if (!fdr.ok()) {
+      *err = fdr.status();
+      return Attempt::kFailed;
+    }
+    fd = std::move(fdr).value();
+    transport::tuneDataSocket(fd.get(), src.name);
+    // A fail-back whose rail went down again while connecting: nothing is committed yet.
+    if (j.reason == MigrateReason::kFailBack && !railUp(rail)) {
+      *err = Status(Errc::kLinkFailure, "rail " + std::to_string(rail) + " down again");
+      return Attempt::kFailed;
+    }
   }
-  UniqueFd fd = std::move(fdr).value();
-  transport::tuneDataSocket(fd.get(), src.name);
-  // A fail-back whose rail went down again while connecting: nothing is committed yet.
-  if (j.reason == MigrateReason::kFailBack && !railUp(rail)) {
-    *err = Status(Errc::kLinkFailure, "rail " + std::to_string(rail) + " down again");
-    return Attempt::kFailed;
-  }
+  tl->pathNs = monoNs();
   // The peer commits as soon as the request arrives: the reply gets a deadline of its own, so a
   // connect that used up the attempt's time (SYN retransmitted after a link came back) does not
   // leave the peer on a path this end has closed (seen: both ends' communicators failed).
-  dl = Deadline::afterMs(kAttemptMs);
+  Deadline dl = Deadline::afterMs(kAttemptMs);
+  int raw = fd.get();
+  HandshakeIo io{[raw, dl](std::span<const std::byte> b) { return transport::sendAll(raw, b, dl); },
+                 [raw, dl](std::span<std::byte> b) { return transport::recvAll(raw, b, dl); }};
+  Attempt a = handshake(c, rail, j, withHello, io, std::move(fd), nullptr, err, epochOut, resentOut, tl);
+  if (a == Attempt::kFailed) *err = err->Wrap("migration handshake on rail " + std::to_string(rail));
+  return a;
+}
 
+Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool withHello, const HandshakeIo& io,
+                                      UniqueFd fd, RelayLink* relay, Status* err, uint32_t* epochOut,
+                                      uint64_t* resentOut, Timeline* tl) {
+  int peer = c.peer;
   uint32_t epoch;
   MigrateRequest req;
   {
@@ -247,27 +273,34 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
   req.epoch = epoch;
   req.railsUp = railsUp_.load();
 
-  core::Hello h;
-  h.kind = core::HelloKind::kTcpData;
-  h.secret = comm_.secret_;
-  h.commId = comm_.commId_;
-  h.srcRank = rank_;
-  h.dstRank = peer;
-  h.nranks = comm_.nranks_;
-  h.channel = c.id.channel;
-  h.epoch = epoch;
+  // The usual data hello (secret, communicator, ranks; the epoch marks a migration) unless the
+  // path is a standby, whose hello went at its opening.
   std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
-  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
-  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
-                                                                        kMigrateRequestBytes));
-  Status s = transport::sendAll(fd.get(), out, dl);
+  size_t off = 0;
+  if (withHello) {
+    core::Hello h;
+    h.kind = core::HelloKind::kTcpData;
+    h.secret = comm_.secret_;
+    h.commId = comm_.commId_;
+    h.srcRank = rank_;
+    h.dstRank = peer;
+    h.nranks = comm_.nranks_;
+    h.channel = c.id.channel;
+    h.epoch = epoch;
+    core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
+    off = core::kHelloBytes;
+  }
+  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + off, kMigrateRequestBytes));
+  Status s = io.send(std::span<const std::byte>(out.data(), off + kMigrateRequestBytes));
+  tl->sentNs = monoNs();
   std::array<std::byte, kMigrateReplyBytes> rb;
   bool sent = s.ok();
-  if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
+  if (s.ok()) s = io.recv(rb);
+  tl->replyNs = monoNs();
   if (!s.ok()) {
     // The request went out: the peer may have committed it and retired the old path under us.
     if (sent) c.handshakeUnsure.store(true);
-    *err = s.Wrap("migration handshake on rail " + std::to_string(rail));
+    *err = s;
     return done(Attempt::kFailed);
   }
   auto rep = decodeMigrateReply(rb);
@@ -297,7 +330,7 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
     }
     uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
     uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
-    auto r = commitLocked(c, std::move(fd), epoch, rail, peerReceived, peerApplied, nullptr);
+    auto r = commitLocked(c, std::move(fd), epoch, rail, peerReceived, peerApplied, nullptr, relay);
     if (c.pending == epoch) c.pending = 0;
     c.busy.fetch_sub(1);
     if (!r.ok()) {
@@ -306,6 +339,7 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
     }
     resent = *r;
   }
+  tl->commitNs = monoNs();
   bytesResent_.fetch_add(resent);
   *epochOut = epoch;
   *resentOut = resent;
@@ -317,6 +351,17 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   if (broken()) return Status(Errc::kAborted, "communicator failed");
   channel::PortBase* port = c.port;
   transport::SocketEngine* engine = comm_.engine_.get();
+  // A passive sender's reply holds nothing that retiring the old path changes (the receiver's
+  // counters came with the request): it goes first, so the initiator commits while this end
+  // retires its old path, instead of after (one wait for the socket engine less on the fault's
+  // path). A failed send leaves everything as it was.
+  if (reply && c.role == Role::kSender) {
+    reply->epoch = epoch;
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(*reply, rb);
+    RECCL_TRY(transport::sendAll(fd.get(), rb, Deadline::afterMs(kAttemptMs)).Wrap("migration reply"));
+    reply = nullptr;
+  }
   // Retire the old path first: its I/O stops before the new path touches the same slots.
   port->setEpoch(epoch);
   if (channel::Path* old = port->path()) {
@@ -387,9 +432,34 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
 }
 
 void Failover::handlePassive(Passive p) {
-  int fd = p.fd.get();
+  Timeline tl;
+  tl.queuedNs = p.arrivedNs;
+  tl.runningNs = monoNs();
   std::array<std::byte, kMigrateRequestBytes> buf;
-  Status s = transport::recvAll(fd, buf, Deadline::afterMs(kPassiveReadMs));
+  Status s = transport::recvAll(p.fd.get(), buf, Deadline::afterMs(kPassiveReadMs));
+  if (!s.ok()) {
+    RECCL_WARN(kLogFailover, "rank %d: migration request from rank %d: %s", rank_, p.hello.srcRank,
+               s.message().c_str());
+    return;
+  }
+  tl.replyNs = monoNs();
+  auto req = decodeMigrateRequest(buf);
+  if (!req.ok()) {
+    MigrateReply reply;
+    reply.railsUp = railsUp_.load();
+    reply.status = MigrateStatus::kRefused;
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(reply, rb);
+    (void)transport::sendAll(p.fd.get(), rb, Deadline::afterMs(kPassiveReadMs));
+    RECCL_WARN(kLogFailover, "rank %d refused a migration from rank %d: %s", rank_, p.hello.srcRank,
+               req.status().message().c_str());
+    return;
+  }
+  servePassive(std::move(p.fd), p.hello, *req, tl);
+}
+
+void Failover::servePassive(UniqueFd ufd, const core::Hello& hello, const MigrateRequest& req, Timeline tl) {
+  int fd = ufd.get();
   MigrateReply reply;
   reply.railsUp = railsUp_.load();
   auto refuse = [&](MigrateStatus st, const std::string& why) {
@@ -398,37 +468,49 @@ void Failover::handlePassive(Passive p) {
     encodeMigrateReply(reply, rb);
     (void)transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs));
     if (st != MigrateStatus::kNotReady && st != MigrateStatus::kStale)
-      RECCL_WARN(kLogFailover, "rank %d refused a migration from rank %d: %s", rank_, p.hello.srcRank, why.c_str());
+      RECCL_WARN(kLogFailover, "rank %d refused a migration from rank %d: %s", rank_, hello.srcRank, why.c_str());
   };
-  if (!s.ok()) {
-    RECCL_WARN(kLogFailover, "rank %d: migration request from rank %d: %s", rank_, p.hello.srcRank,
-               s.message().c_str());
-    return;
-  }
-  auto req = decodeMigrateRequest(buf);
-  if (!req.ok()) return refuse(MigrateStatus::kRefused, req.status().message());
   // The hello (already checked for secret, communicator and ranks) and the request must agree.
-  int initiator = req->initiator == Role::kSender ? req->conn.sender : req->conn.receiver;
-  int other = req->initiator == Role::kSender ? req->conn.receiver : req->conn.sender;
-  if (initiator != p.hello.srcRank || other != rank_ || req->conn.channel != p.hello.channel ||
-      req->epoch != p.hello.epoch || req->conn.sender >= comm_.nranks_ || req->conn.receiver >= comm_.nranks_ ||
-      req->rail >= nrails_)
+  int initiator = req.initiator == Role::kSender ? req.conn.sender : req.conn.receiver;
+  int other = req.initiator == Role::kSender ? req.conn.receiver : req.conn.sender;
+  if (initiator != hello.srcRank || other != rank_ || req.conn.channel != hello.channel ||
+      req.epoch != hello.epoch || req.conn.sender >= comm_.nranks_ || req.conn.receiver >= comm_.nranks_ ||
+      req.rail >= nrails_)
     return refuse(MigrateStatus::kRefused, "request does not match its hello");
   if (broken()) return refuse(MigrateStatus::kRefused, "communicator failed");
-  setPeerRails(initiator, req->railsUp);
-  auto c = find(req->conn);
+  setPeerRails(initiator, req.railsUp);
+  auto c = find(req.conn);
   if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");
+  if (req.reason == MigrateReason::kStandby) {
+    // A standby path: nothing changes now; this rank answers on it when the peer uses it.
+    if (!standbyOn_) {
+      // RECCL_FAILOVER_STANDBY differs between the ranks: refused quietly, the peer backs off.
+      reply.status = MigrateStatus::kRefused;
+      std::array<std::byte, kMigrateReplyBytes> rb;
+      encodeMigrateReply(reply, rb);
+      (void)transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs));
+      return;
+    }
+    transport::tuneDataSocket(fd, comm_.myNics_[req.rail].name);
+    reply.status = MigrateStatus::kOk;
+    reply.epoch = c->port->epoch();
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(reply, rb);
+    if (!transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs)).ok()) return;
+    registerPassiveStandby(PassiveStandby{std::move(ufd), req.conn, initiator, req.rail});
+    return;
+  }
   uint64_t resent = 0;
   {
     std::lock_guard lk(c->mu);
     uint32_t cur = c->port->epoch();
-    if (!acceptProposal(req->epoch, cur, c->pending)) {
+    if (!acceptProposal(req.epoch, cur, c->pending)) {
       reply.epoch = std::max({cur, c->pending, c->highest});
       return refuse(MigrateStatus::kStale, "older epoch");
     }
     c->busy.fetch_add(1);
-    transport::tuneDataSocket(fd, comm_.myNics_[req->rail].name);
-    auto r = commitLocked(*c, std::move(p.fd), req->epoch, req->rail, req->received, req->applied, &reply);
+    transport::tuneDataSocket(fd, comm_.myNics_[req.rail].name);
+    auto r = commitLocked(*c, std::move(ufd), req.epoch, req.rail, req.received, req.applied, &reply);
     c->busy.fetch_sub(1);
     if (!r.ok()) {
       RECCL_WARN(kLogFailover, "rank %d: taking over %s failed: %s", rank_, connName(c->id).c_str(),
@@ -436,16 +518,17 @@ void Failover::handlePassive(Passive p) {
       return;  // the initiator sees the handshake fail and tries again
     }
     resent = *r;
-    c->passiveEpoch.store(req->epoch);
+    c->passiveEpoch.store(req.epoch);
   }
+  tl.commitNs = monoNs();
   bytesResent_.fetch_add(resent);
   Job j;
-  j.id = req->conn;
-  j.reason = req->reason;
+  j.id = req.conn;
+  j.reason = req.reason;
   j.source = FaultSource::kPeer;
   j.fromRail = -1;
-  j.toRail = req->rail;
-  logMigration(*c, j, req->epoch, req->rail, resent, false, monoNs());
+  j.toRail = req.rail;
+  logMigration(*c, j, req.epoch, req.rail, resent, false, tl.commitNs, &tl);
 }
 
 void Failover::unrecoverable(Conn& c, const Status& s) {
@@ -455,7 +538,7 @@ void Failover::unrecoverable(Conn& c, const Status& s) {
 }
 
 void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
-                            uint64_t commitNs) {
+                            uint64_t commitNs, const Timeline* tl) {
   bool failBack = j.reason == MigrateReason::kFailBack;
   (failBack ? failbacks_ : failovers_).fetch_add(1);
   uint64_t migUs = j.faultNs && commitNs > j.faultNs ? (commitNs - j.faultNs) / 1000 : 0;
@@ -463,11 +546,28 @@ void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rai
     lastFailoverUs_.store(migUs);
     lastFailoverSignalNs_.store(j.faultNs);
   }
+  // Timeline, us between stamps (initiator: signal>queued>thread>path>request sent>reply>commit;
+  // passive end: hello seen>thread>request read>commit); "-": not reached.
+  char tlText[256] = "";
+  if (tl) {
+    auto d = [](uint64_t from, uint64_t to) -> long long {
+      return from && to && to >= from ? static_cast<long long>((to - from) / 1000) : -1;
+    };
+    if (initiated)
+      snprintf(tlText, sizeof(tlText), ", timeline us: queue %lld thread %lld %s %lld request %lld reply %lld commit %lld",
+               d(tl->signalNs, tl->queuedNs), d(tl->queuedNs, tl->runningNs), tl->standby ? "standby" : "connect",
+               d(tl->runningNs, tl->pathNs), d(tl->pathNs, tl->sentNs), d(tl->sentNs, tl->replyNs),
+               d(tl->replyNs, tl->commitNs));
+    else
+      snprintf(tlText, sizeof(tlText), ", timeline us: thread %lld request %lld commit %lld",
+               d(tl->queuedNs, tl->runningNs), d(tl->runningNs, tl->replyNs), d(tl->replyNs, tl->commitNs));
+  }
   RECCL_WARN(kLogFailover,
              "rank %d: %s %s %s -> rail %d (%s) epoch %u: reason %s, source %s, fault-to-switch %" PRIu64
-             " us, resent %" PRIu64 " bytes",
+             " us, resent %" PRIu64 " bytes%s",
              rank_, failBack ? "fail-back" : "failover", initiated ? "of" : "by peer of", connName(c.id).c_str(), rail,
-             comm_.myNics_[rail].name.c_str(), epoch, reasonName(j.reason), faultSourceName(j.source), migUs, resent);
+             comm_.myNics_[rail].name.c_str(), epoch, reasonName(j.reason), faultSourceName(j.source), migUs, resent,
+             tlText);
 }
 
 }  // namespace reccl::failover

@@ -23,6 +23,7 @@ const char* reasonName(MigrateReason r) noexcept {
     case MigrateReason::kFailBack: return "fail-back";
     case MigrateReason::kRebalance: return "rebalance";
     case MigrateReason::kDegraded: return "degraded";
+    case MigrateReason::kStandby: return "standby";
   }
   return "?";
 }
@@ -58,7 +59,7 @@ Result<MigrateRequest> decodeMigrateRequest(std::span<const std::byte> in) {
   if (role > 1) return bad("request: unknown initiator role " + std::to_string(role));
   r.initiator = static_cast<Role>(role);
   uint8_t reason = get<uint8_t>(p, 7);
-  if (reason < 1 || reason > 6) return bad("request: unknown reason " + std::to_string(reason));
+  if (reason < 1 || reason > 7) return bad("request: unknown reason " + std::to_string(reason));
   r.reason = static_cast<MigrateReason>(reason);
   r.conn.sender = get<int32_t>(p, 8);
   r.conn.receiver = get<int32_t>(p, 12);

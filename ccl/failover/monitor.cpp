@@ -148,6 +148,7 @@ Failover::~Failover() { stop(); }
 void Failover::monitorLoop() {
   // The node daemon, the in-process detector or the NIC poll, as RECCL_DETECTOR asks and the
   // host allows (fault_sources.cpp); tickSources keeps that choice alive (fallback, reconnect).
+  applyRtPrio("monitor");
   startSources();
   while (!stop_.load()) {
     pollfd pf[3] = {{wakeFd_, POLLIN, 0}, {detectorFd(), POLLIN, 0}, {daemonFd(), POLLIN, 0}};
@@ -161,6 +162,7 @@ void Failover::monitorLoop() {
     if (pollNics_) pollNics(now);
     scanStalls(now);
     meterRails(now);  // rail weights from measured throughput (rail_meter.cpp)
+    tendStandbys(now);  // standby paths for connections without one (standby.cpp)
   }
 }
 
@@ -229,11 +231,7 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
   uint64_t bit = 1ull << rail;
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
-  const bool named = src == FaultSource::kDetector || src == FaultSource::kDaemon;
-  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) %s (source %s%s%s)", rank_, rail, comm_.myNics_[rail].name.c_str(),
-             reason == MigrateReason::kDegraded ? "degraded" : "down", faultSourceName(src), named ? " " : "",
-             named ? lastDetectorSource_.c_str() : "");
-  relayRailDown(rail);  // pipes this rank forwards over the rail break; their origins move them
+  // The jobs first: the log line and the relay's bookkeeping are not on the fault's path.
   for (auto& c : snapshot()) {
     // A relayed connection does not use this rank's NIC (its relay reports its own faults).
     if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
@@ -245,6 +243,12 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
     j.faultNs = signalNs;
     enqueue(j);
   }
+  const bool named = src == FaultSource::kDetector || src == FaultSource::kDaemon;
+  RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) %s (source %s%s%s)", rank_, rail, comm_.myNics_[rail].name.c_str(),
+             reason == MigrateReason::kDegraded ? "degraded" : "down", faultSourceName(src), named ? " " : "",
+             named ? lastDetectorSource_.c_str() : "");
+  relayRailDown(rail);  // pipes this rank forwards over the rail break; their origins move them
+  dropStandbys(rail);   // standby paths on the rail are as dead as the rail
 }
 
 void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {

@@ -249,86 +249,16 @@ Failover::Attempt Failover::relayAttempt(Conn& c, int via, int rail, const Job& 
     }
   }
 
-  // 2. The ordinary migration handshake with the peer, through the pipe.
-  uint32_t epoch;
-  MigrateRequest req;
-  {
-    std::lock_guard lk(c.mu);
-    epoch = nextEpoch(std::max(c.highest, c.port->epoch()), c.role);
-    c.highest = epoch;
-    c.pending = epoch;
-    c.busy.fetch_add(1);
-    if (c.role == Role::kReceiver) {
-      auto* rp = static_cast<channel::RecvPort*>(c.port);
-      req.applied = rp->applied();
-      req.received = std::max(rp->received(), req.applied);
-    }
-  }
-  auto done = [&](Attempt a) {
-    std::lock_guard lk(c.mu);
-    if (c.pending == epoch) c.pending = 0;
-    c.busy.fetch_sub(1);
-    return a;
-  };
-  req.conn = c.id;
-  req.initiator = c.role;
-  req.reason = j.reason;
-  req.rail = static_cast<uint16_t>(rail);
-  req.epoch = epoch;
-  req.railsUp = railsUp_.load();
-  core::Hello h = rh;
-  h.dstRank = peer;
-  h.epoch = epoch;
-  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
-  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
-  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
-                                                                        kMigrateRequestBytes));
-  Status s = link.pipe.writeAll(out, link.ctrl.get(), dl);
-  std::array<std::byte, kMigrateReplyBytes> rb;
-  if (s.ok()) s = link.pipe.readAll(rb, link.ctrl.get(), dl);
-  if (!s.ok()) {
-    *err = s.Wrap("migration handshake via relay rank " + std::to_string(via));
-    return done(Attempt::kFailed);
-  }
-  auto rep = decodeMigrateReply(rb);
-  if (!rep.ok()) {
-    *err = rep.status();
-    return done(Attempt::kFailed);
-  }
-  setPeerRails(peer, rep->railsUp);
-  if (rep->status == MigrateStatus::kNotReady) return done(Attempt::kNotReady);
-  if (rep->status != MigrateStatus::kOk) {
-    {
-      std::lock_guard lk(c.mu);
-      c.highest = std::max(c.highest, rep->epoch);
-    }
-    if (rep->status == MigrateStatus::kStale) return done(Attempt::kStale);
-    *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the migration");
-    return done(Attempt::kFailed);
-  }
-  uint64_t resent = 0;
-  {
-    std::lock_guard lk(c.mu);
-    if (epoch <= c.port->epoch()) {
-      if (c.pending == epoch) c.pending = 0;
-      c.busy.fetch_sub(1);
-      return Attempt::kStale;
-    }
-    uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
-    uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
-    auto r = commitLocked(c, UniqueFd(), epoch, rail, peerReceived, peerApplied, nullptr, &link);
-    if (c.pending == epoch) c.pending = 0;
-    c.busy.fetch_sub(1);
-    if (!r.ok()) {
-      *err = r.status();
-      return Attempt::kFailed;
-    }
-    resent = *r;
-  }
-  bytesResent_.fetch_add(resent);
-  *epochOut = epoch;
-  *resentOut = resent;
-  return Attempt::kDone;
+  // 2. The ordinary migration handshake with the peer, through the pipe (the direct route's
+  // code: same hello and request, same reply handling, same commit, with the pipe as the path).
+  RelayLink* lp = &link;
+  int ctrlFd = link.ctrl.get();
+  HandshakeIo io{[lp, ctrlFd, dl](std::span<const std::byte> b) { return lp->pipe.writeAll(b, ctrlFd, dl); },
+                 [lp, ctrlFd, dl](std::span<std::byte> b) { return lp->pipe.readAll(b, ctrlFd, dl); }};
+  Timeline tl;
+  Attempt a = handshake(c, rail, j, true, io, UniqueFd(), &link, err, epochOut, resentOut, &tl);
+  if (a == Attempt::kFailed) *err = err->Wrap("migration handshake via relay rank " + std::to_string(via));
+  return a;
 }
 
 void Failover::startRelayPath(Conn& c, RelayLink link, uint64_t resume, uint32_t epoch, int rail) {

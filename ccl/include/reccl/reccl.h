@@ -103,6 +103,7 @@ typedef struct {
   uint64_t relayMigrations;     /* migrations of this rank's connections onto a same-host relay */
   uint64_t relayBytesForwarded; /* bytes this rank forwarded as relay for same-host ranks */
   uint64_t relayPipesServed;    /* relayed connections this rank has served */
+  uint64_t standbyFailovers;    /* failovers this rank initiated over a pre-connected standby path */
   uint32_t faultSource;         /* recclFaultSource_t in use now */
   /* The same with detail, NUL-terminated: "daemon:rawtp_linkwatch,tp_qdisc_reset",
    * "bpf:rawtp_linkwatch,...", "rtnetlink", "nic-poll", "in-band", "none". */

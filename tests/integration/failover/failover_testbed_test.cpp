@@ -192,7 +192,9 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
 // too quick. Switch port and host NIC alternate over collectives and runs.
 class FailoverMatrix : public Failover {
  protected:
-  void runMatrix(int rail, int host) {
+  // `extra`: more environment for the ranks; `standby`: 1 = every failover's new path must have
+  // been a pre-connected standby at least once, 0 = never (RECCL_FAILOVER_STANDBY=0), -1 = either.
+  void runMatrix(int rail, int host, const std::string& extra = "", int standby = -1) {
     static const char* kColls[] = {"allreduce", "allgather", "reducescatter", "broadcast", "reduce", "alltoall",
                                    "sendrecv"};
     std::string faults;
@@ -204,7 +206,7 @@ class FailoverMatrix : public Failover {
     }
     Job j(testbed().name(),
           env("RECCL_CHUNK_SIZE=65536 WORKER_COLL=all WORKER_COUNT=1048576 WORKER_ITERS=42 WORKER_BCAST_ROOT=0 "
-              "WORKER_REDUCE_ROOT=3 WORKER_SETTLE_MS=700 WORKER_FAULT_ATTEMPTS=5 WORKER_FAULTS=" +
+              "WORKER_REDUCE_ROOT=3 WORKER_SETTLE_MS=700 WORKER_FAULT_ATTEMPTS=5 " + extra + " WORKER_FAULTS=" +
               faults),
           150, 2);
     expectAllOk(j, 4);
@@ -215,6 +217,17 @@ class FailoverMatrix : public Failover {
           << t;
     EXPECT_GE(countMatches(t, "failover (of|by peer of) rank"), 7) << t;
     EXPECT_GE(sumField(t, "failovers"), 7u) << t;
+    if (standby == 0) EXPECT_EQ(sumField(t, "standby_used"), 0u) << t;
+    if (standby == 1) {
+      // The settle time between faults (700 ms) lets every connection open a standby again;
+      // most failovers use one (the first collective's may fault before its standby is up).
+      EXPECT_GE(sumField(t, "standby_used"), 4u) << t;
+      EXPECT_GE(countMatches(t, "failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail [01] \\([a-z0-9]+\\) epoch [0-9]+: "
+                                "reason [a-z-]+, source [a-z-]+, fault-to-switch [0-9]+ us, resent [0-9]+ bytes, "
+                                "timeline us: queue -?[0-9]+ thread -?[0-9]+ standby"),
+                1)
+          << t;
+    }
   }
 };
 
@@ -222,6 +235,10 @@ TEST_F(FailoverMatrix, EveryCollectiveRail0SenderSide) { runMatrix(0, 0); }
 TEST_F(FailoverMatrix, EveryCollectiveRail0ReceiverSide) { runMatrix(0, 1); }
 TEST_F(FailoverMatrix, EveryCollectiveRail1SenderSide) { runMatrix(1, 0); }
 TEST_F(FailoverMatrix, EveryCollectiveRail1ReceiverSide) { runMatrix(1, 1); }
+// Standby paths on and off under the same mid-collective faults: results bit for bit either way
+// (the worker checks), and the counter shows which way the new paths came.
+TEST_F(FailoverMatrix, EveryCollectiveRail0SenderSideStandbyOn) { runMatrix(0, 0, "RECCL_FAILOVER_STANDBY=1", 1); }
+TEST_F(FailoverMatrix, EveryCollectiveRail0SenderSideStandbyOff) { runMatrix(0, 0, "RECCL_FAILOVER_STANDBY=0", 0); }
 
 // ---- ring allreduce phases ----------------------------------------------------------------------
 //

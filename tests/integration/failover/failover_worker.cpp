@@ -463,10 +463,11 @@ int main() {
   recclCommStats_t st{};
   st.size = sizeof(st);
   recclCommGetStats(comm, &st);
-  printf("done rank %d iters %d secs %.2f failovers %llu failbacks %llu resent %llu dup %llu last_us %llu rails_up %u\n",
+  printf("done rank %d iters %d secs %.2f failovers %llu failbacks %llu resent %llu dup %llu last_us %llu rails_up %u "
+         "standby_used %llu\n",
          rank, iters, secs, (unsigned long long)st.failovers, (unsigned long long)st.failbacks,
          (unsigned long long)st.bytesResent, (unsigned long long)st.duplicateSteps,
-         (unsigned long long)st.lastFailoverUs, st.railsUp);
+         (unsigned long long)st.lastFailoverUs, st.railsUp, (unsigned long long)st.standbyFailovers);
   printf("source rank %d %s %s\n", rank, recclGetFaultSourceString(static_cast<recclFaultSource_t>(st.faultSource)),
          st.faultSourceName);
   // WORKER_RELAY_STATS=1: the relay counters too (relay_testbed_test).

@@ -69,8 +69,8 @@ TEST(MigrateWire, RequestRejectsMalformed) {
   c[7] = std::byte{0};
   EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reason";
   c = b;
-  c[7] = std::byte{7};
-  EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reason past the last one (degraded = 6)";
+  c[7] = std::byte{8};
+  EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reason past the last one (standby = 7)";
   c = b;
   c[60] = std::byte{1};
   EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reserved bytes";

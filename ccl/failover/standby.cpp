@@ -1,0 +1,281 @@
+// Pre-connected standby paths (RECCL_FAILOVER_STANDBY): each TCP connection keeps, from each of
+// its ends, an idle connection to the peer on another rail, opened in the background once the
+// connection exists and authenticated like a migration (data hello with the job secret, then a
+// MigrateRequest with reason `standby`, answered by the peer, which only records it). A failover
+// then sends the request over the standby and waits for the reply: no connect, no hello, no pass
+// through the peer's data listener (the peer's standby watcher thread reads the request and
+// commits at once). Each end opens its own standby so a socket has one initiator and requests
+// never cross. Liveness: keepalive (a dead standby errors within ~4 s), a poll at every upkeep,
+// and one more look when it is taken; standbys on a rail that goes down here are closed, and one
+// used (or now on the rail in use, after a fail-back) is replaced by the monitor's upkeep.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstring>
+
+#include "core/comm.h"
+#include "failover/failover.h"
+#include "failover/rebalance.h"
+#include "reccl/common/log.h"
+#include "transport/socket_util.h"
+
+namespace reccl::failover {
+namespace {
+
+constexpr int64_t kStandbyConnectMs = 1000;
+constexpr uint64_t kTendPeriodNs = 20'000'000;    // upkeep at most every 20 ms
+constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wait before the next
+constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
+constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
+
+uint64_t monoNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+std::string connName(const ConnId& c) {
+  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
+}
+
+// An idle standby has nothing in flight, so only keepalive can tell that it died: probe after
+// 1 s idle, every 1 s, give up after 3 unanswered (the kernel then errors the socket).
+void armStandby(int fd) {
+  int one = 1, idle = 1, intvl = 1, cnt = 3;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof(intvl));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof(cnt));
+}
+
+// An idle standby that shows anything (data, EOF, error) is no longer usable.
+bool standbyAlive(int fd) {
+  pollfd pf{fd, POLLIN | POLLRDHUP, 0};
+  if (::poll(&pf, 1, 0) != 0) return false;
+  tcp_info ti{};
+  socklen_t len = sizeof(ti);
+  return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
+}
+
+}  // namespace
+
+int Failover::standbyRailFor(Conn& c) {
+  auto w = railWeights(c.peer);
+  int cur = c.rail.load();
+  if (cur >= 0 && cur < nrails_) w[cur] = 0;
+  return pickRail(railLoads(), w, -1);
+}
+
+void Failover::tendStandbys(uint64_t nowNs) {
+  if (!standbyOn_ || nowNs - standbyTendNs_ < kTendPeriodNs) return;
+  standbyTendNs_ = nowNs;
+  bool queued = false;
+  for (auto& c : snapshot()) {
+    if (c->busy.load() || c->queued.load() || c->standbyMaking.load() || c->relayVia.load() >= 0 ||
+        c->port->failed())
+      continue;
+    {
+      std::lock_guard lk(c->sbMu);
+      if (c->standby) {
+        int sr = c->standbyRail;
+        bool usable = sr != c->rail.load() && railUp(sr) && ((peerRails(c->peer) >> sr) & 1u) &&
+                      standbyAlive(c->standby.get());
+        if (usable) continue;
+        RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired", rank_, connName(c->id).c_str(), sr);
+        c->standby.reset();
+        c->standbyRail = -1;
+      }
+      if (nowNs < c->standbyRetryNs) continue;
+    }
+    if (standbyRailFor(*c) < 0) continue;
+    c->standbyMaking.store(true);
+    Job j;
+    j.id = c->id;
+    j.reason = MigrateReason::kStandby;
+    j.queuedNs = nowNs;
+    {
+      std::lock_guard lk(qMu_);
+      jobs_.push_back(j);
+    }
+    queued = true;
+  }
+  if (queued) qCv_.notify_one();
+}
+
+void Failover::makeStandby(Conn& c) {
+  if (stop_.load() || broken() || c.port->failed()) return;
+  int rail = standbyRailFor(c);
+  if (rail < 0) return;
+  int peer = c.peer;
+  const auto& pi = comm_.table_[peer];
+  const auto& src = comm_.myNics_[rail];
+  if (static_cast<size_t>(rail) >= pi.nics.size()) return;
+  auto retryAfter = [&](uint64_t ns, const Status& why) {
+    std::lock_guard lk(c.sbMu);
+    c.standbyRetryNs = monoNs() + ns;
+    if (ns >= kRetryNs)
+      RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d: %s", rank_, connName(c.id).c_str(), rail,
+                 why.message().c_str());
+  };
+  transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
+  auto dl = Deadline::afterMs(kStandbyConnectMs);
+  auto fdr = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, dl);
+  if (!fdr.ok()) return retryAfter(kRetryNs, fdr.status());
+  UniqueFd fd = std::move(fdr).value();
+  // The options every data socket gets (comm.cpp): a standby becomes one.
+  transport::tuneDataSocket(fd.get(), src.name);
+
+  // Authenticated like any data connection; the request says it is a standby (nothing commits).
+  uint32_t marker = nextEpoch(1, c.role);  // a migration-looking epoch of this end's parity
+  core::Hello h;
+  h.kind = core::HelloKind::kTcpData;
+  h.secret = comm_.secret_;
+  h.commId = comm_.commId_;
+  h.srcRank = rank_;
+  h.dstRank = peer;
+  h.nranks = comm_.nranks_;
+  h.channel = c.id.channel;
+  h.epoch = marker;
+  MigrateRequest req;
+  req.conn = c.id;
+  req.initiator = c.role;
+  req.reason = MigrateReason::kStandby;
+  req.rail = static_cast<uint16_t>(rail);
+  req.epoch = marker;
+  req.railsUp = railsUp_.load();
+  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
+  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
+  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
+                                                                        kMigrateRequestBytes));
+  Status s = transport::sendAll(fd.get(), out, dl);
+  std::array<std::byte, kMigrateReplyBytes> rb;
+  if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
+  if (!s.ok()) return retryAfter(kRetryNs, s);
+  auto rep = decodeMigrateReply(rb);
+  if (!rep.ok()) return retryAfter(kRetryNs, rep.status());
+  setPeerRails(peer, rep->railsUp);
+  if (rep->status == MigrateStatus::kNotReady) return retryAfter(kNotReadyRetryNs, Status::Ok());
+  if (rep->status != MigrateStatus::kOk)  // standby paths off there, or its communicator failed
+    return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
+  armStandby(fd.get());
+  std::lock_guard lk(c.sbMu);
+  // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
+  if (c.standby || c.rail.load() == rail || !railUp(rail)) return;
+  c.standby = std::move(fd);
+  c.standbyRail = rail;
+  RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d (%s)", rank_, connName(c.id).c_str(), rail,
+              src.name.c_str());
+}
+
+UniqueFd Failover::takeStandby(Conn& c, const Job& j, const std::set<int>& tried, int* rail) {
+  if (!standbyOn_) return UniqueFd();
+  std::lock_guard lk(c.sbMu);
+  if (!c.standby) return UniqueFd();
+  int sr = c.standbyRail;
+  if (sr == j.fromRail || sr == c.rail.load() || !railUp(sr) || !((peerRails(c.peer) >> sr) & 1u) || tried.count(sr))
+    return UniqueFd();
+  UniqueFd fd = std::move(c.standby);
+  c.standbyRail = -1;
+  if (!standbyAlive(fd.get())) {
+    RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d is dead; connecting instead", rank_,
+               connName(c.id).c_str(), sr);
+    return UniqueFd();
+  }
+  *rail = sr;
+  return fd;
+}
+
+void Failover::dropStandbys(int rail) {
+  if (!standbyOn_) return;
+  for (auto& c : snapshot()) {
+    std::lock_guard lk(c->sbMu);
+    if (c->standby && c->standbyRail == rail) {
+      c->standby.reset();
+      c->standbyRail = -1;
+    }
+  }
+  std::lock_guard lk(psMu_);
+  std::erase_if(passiveStandbys_, [&](const PassiveStandby& p) { return p.rail == rail; });
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(sbWakeFd_, &one, sizeof(one));
+}
+
+void Failover::registerPassiveStandby(PassiveStandby ps) {
+  armStandby(ps.fd.get());
+  RECCL_TRACE(kLogFailover, "rank %d: standby of %s from rank %d on rail %d", rank_, connName(ps.id).c_str(), ps.peer,
+              ps.rail);
+  std::lock_guard lk(psMu_);
+  // One standby per connection and initiating end: a newer one replaces it.
+  std::erase_if(passiveStandbys_, [&](const PassiveStandby& p) { return p.id == ps.id && p.peer == ps.peer; });
+  passiveStandbys_.push_back(std::move(ps));
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(sbWakeFd_, &one, sizeof(one));
+}
+
+// The passive end of standby paths: one thread polls them all and serves a request at once on
+// this thread (a standby handshake is short: no connect, the request is already here).
+void Failover::standbyWatcherLoop() {
+  applyRtPrio("standby watcher");
+  std::vector<pollfd> pfds;
+  while (!stop_.load()) {
+    pfds.clear();
+    pfds.push_back({sbWakeFd_, POLLIN, 0});
+    {
+      std::lock_guard lk(psMu_);
+      for (auto& p : passiveStandbys_) pfds.push_back({p.fd.get(), POLLIN | POLLRDHUP, 0});
+    }
+    int rc = ::poll(pfds.data(), pfds.size(), 1000);
+    if (stop_.load()) break;
+    if (rc <= 0) continue;
+    if (pfds[0].revents & POLLIN) {
+      uint64_t v;
+      [[maybe_unused]] auto n = read(sbWakeFd_, &v, sizeof(v));
+    }
+    for (size_t i = 1; i < pfds.size(); ++i) {
+      if (!pfds[i].revents) continue;
+      Timeline tl;
+      tl.queuedNs = tl.runningNs = monoNs();
+      PassiveStandby ps;
+      {
+        std::lock_guard lk(psMu_);
+        auto it = std::find_if(passiveStandbys_.begin(), passiveStandbys_.end(),
+                               [&](const PassiveStandby& p) { return p.fd.get() == pfds[i].fd; });
+        if (it == passiveStandbys_.end()) continue;
+        // A descriptor number reused by a newer standby since the poll: nothing to read yet.
+        std::byte peek;
+        ssize_t pk = recv(it->fd.get(), &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (pk < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+        ps = std::move(*it);
+        passiveStandbys_.erase(it);
+      }
+      std::array<std::byte, kMigrateRequestBytes> buf;
+      Status s = transport::recvAll(ps.fd.get(), buf, Deadline::afterMs(1000));
+      if (!s.ok()) {
+        // The initiator closed it (replaced, its rail down, communicator gone): nothing to do.
+        RECCL_TRACE(kLogFailover, "rank %d: standby of %s from rank %d closed: %s", rank_, connName(ps.id).c_str(),
+                    ps.peer, s.message().c_str());
+        continue;
+      }
+      tl.replyNs = monoNs();
+      auto req = decodeMigrateRequest(buf);
+      if (!req.ok() || req->reason == MigrateReason::kStandby || req->conn != ps.id || req->rail != ps.rail) {
+        RECCL_WARN(kLogFailover, "rank %d: bad request on the standby of %s from rank %d: %s", rank_,
+                   connName(ps.id).c_str(), ps.peer, req.ok() ? "does not match the standby" : req.status().message().c_str());
+        continue;
+      }
+      core::Hello h;  // what the standby's hello proved, for the usual checks
+      h.kind = core::HelloKind::kTcpData;
+      h.srcRank = ps.peer;
+      h.dstRank = rank_;
+      h.channel = ps.id.channel;
+      h.epoch = req->epoch;
+      servePassive(std::move(ps.fd), h, *req, tl);
+    }
+  }
+}
+
+}  // namespace reccl::failover
