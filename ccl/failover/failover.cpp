@@ -162,6 +162,9 @@ uint64_t Failover::peerRails(int peer) {
 void Failover::setPeerRails(int peer, uint64_t mask) {
   std::lock_guard lk(peerMu_);
   if (peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size()) peerRailsUp_[peer] = mask;
+  uint64_t now = monoNs();
+  for (int r = 0; r < nrails_; ++r)
+    if (!((mask >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
 }
 
 std::vector<double> Failover::railWeights(int peer) {

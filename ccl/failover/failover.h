@@ -164,6 +164,9 @@ class Failover {
   void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
   // src: who declared the rail up (the fail-back's source in its log line and job).
   void railBackUp(int rail, uint64_t signalNs, FaultSource src = FaultSource::kPoll);
+  // A DEGRADED that the retransmits of a known hard fault explain is held, not acted on (railDown).
+  bool grayExplained(int rail, uint64_t nowNs);
+  void tendGray(uint64_t nowNs);
   bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
   void enqueue(Job j);
   // Keepalive probes make an idle connection's dead path visible to the stall check; the kernel
@@ -299,6 +302,17 @@ class Failover {
   std::map<ConnId, std::shared_ptr<Conn>> conns_;
   std::mutex peerMu_;
   std::vector<uint64_t> peerRailsUp_;
+  // Last time a peer's railsUp (migration request or reply) had each rail down; the DEGRADED
+  // signals held because of a known fault (monitor thread, nrails_ entries). See railDown.
+  std::array<std::atomic<uint64_t>, kMaxRails> peerRailDownNs_{};
+  struct GrayHold {
+    uint64_t sinceNs = 0;      // 0: nothing held
+    uint64_t explainedNs = 0;  // last time a known fault still explained it
+    uint64_t upNs = 0;         // the rail last came back up here after a hard fault
+    bool hardDown = false;     // the rail is down here for a hard fault (not DEGRADED)
+    FaultSource src = FaultSource::kDetector;
+  };
+  std::vector<GrayHold> grayHold_;
 
   std::mutex qMu_;
   std::condition_variable qCv_;

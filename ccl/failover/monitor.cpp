@@ -13,6 +13,7 @@
 #include "core/comm.h"
 #include "failover/failover.h"
 #include "reccl/common/log.h"
+#include "reccl/common/params.h"
 #include "transport/socket_paths.h"
 
 #include "failover/detector_link.h"
@@ -161,6 +162,7 @@ void Failover::monitorLoop() {
     tickSources(now, rc > 0 ? pf[2].revents : 0);
     if (pollNics_) pollNics(now);
     scanStalls(now);
+    tendGray(now);
     meterRails(now);  // rail weights from measured throughput (rail_meter.cpp)
     tendStandbys(now);  // standby paths for connections without one (standby.cpp)
   }
@@ -227,9 +229,86 @@ void Failover::scanStalls(uint64_t nowNs) {
   }
 }
 
+// A DEGRADED from the retransmit detector says "segments on this device go unacknowledged". A hard
+// fault at the far end of the rail (the peer's cable pulled) says the same while it lasts and a
+// little after (backed-off retransmissions, FINs of the sockets migration closed), so a DEGRADED
+// then carries no news: the peer has told us the rail is down at its end (every migration request
+// and reply carries its railsUp), and nothing of ours to it uses the rail. Acting on it took the
+// rail out here for the whole degraded clear time (RECCL_DEGRADED_CLEAR_MS, 5 s), and the next
+// fault, on the other rail, found no rail left. The rule: retransmits count as a gray failure only
+// while the rail is believed healthy at both ends. A DEGRADED on rail r is held, not acted on,
+// while any peer reports r down and for two retransmit windows (RECCL_RETRANS_WINDOW_MS) after the
+// last such report, the retransmits counted before the far end came back (the same after this
+// end's own hard fault on r: the sockets that backed off resume once the link is back). Held, not
+// dropped: the detector keeps a rail degraded while retransmits go on and clears it the clear
+// time after the last one; still degraded that long after the explanation ended means the
+// retransmits went on with both ends healthy, a real gray failure, routed around then (late by
+// the clear time). A held DEGRADED that clears costs the rail nothing: no migration, no hold-down.
+// Cost: with more than two hosts, a real gray failure on r that starts while another peer's r is
+// down is seen only once that fault is over.
+// The rule sits here, not in the detector: only the communicator knows what its peers reported,
+// and it covers the in-process detector and the node daemon alike.
+bool Failover::grayExplained(int rail, uint64_t nowNs) {
+  uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, params::RetransWindowMs())) * 2'000'000ull;
+  uint64_t last = peerRailDownNs_[rail].load(std::memory_order_acquire);
+  if (last != 0 && nowNs - last < windowNs) return true;
+  // The same for this end's own fault: the detector ignores retransmits while the link is down,
+  // not those of the backed-off sockets that resume once it is back.
+  if (static_cast<size_t>(rail) < grayHold_.size() && grayHold_[rail].upNs != 0 &&
+      nowNs - grayHold_[rail].upNs < windowNs)
+    return true;
+  std::lock_guard lk(peerMu_);
+  for (size_t p = 0; p < peerRailsUp_.size(); ++p)
+    if (static_cast<int>(p) != rank_ && !((peerRailsUp_[p] >> rail) & 1u)) return true;
+  return false;
+}
+
+void Failover::tendGray(uint64_t nowNs) {
+  if (grayHold_.empty()) return;
+  const uint64_t clearNs = static_cast<uint64_t>(std::max<int64_t>(0, params::DegradedClearMs())) * 1'000'000ull;
+  for (int r = 0; r < static_cast<int>(grayHold_.size()); ++r) {
+    auto& h = grayHold_[r];
+    if (h.sinceNs == 0) continue;
+    if (grayExplained(r, nowNs)) {
+      h.explainedNs = nowNs;
+      continue;
+    }
+    // The detector's clear (and its LinkUp, which ends the hold) is due by explainedNs + clear.
+    if (nowNs - h.explainedNs < clearNs + 250'000'000ull) continue;
+    RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) still degraded %llu ms after the known fault ended: gray failure",
+               rank_, r, comm_.myNics_[r].name.c_str(),
+               static_cast<unsigned long long>((nowNs - h.explainedNs) / 1'000'000ull));
+    FaultSource src = h.src;
+    h.sinceNs = 0;
+    railDown(r, src, nowNs, MigrateReason::kDegraded);
+  }
+}
+
 void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason) {
   uint64_t bit = 1ull << rail;
+  if (reason == MigrateReason::kDegraded && (railsUp_.load() & bit)) {
+    uint64_t now = monoNs();
+    if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
+    if (grayExplained(rail, now)) {
+      auto& h = grayHold_[rail];
+      if (h.sinceNs == 0) {
+        h.sinceNs = now;
+        h.explainedNs = now;
+        h.src = src;
+      }
+      uint64_t last = peerRailDownNs_[rail].load(std::memory_order_acquire);
+      RECCL_INFO(kLogFailover,
+                 "rank %d: rail %d (%s) degraded signal held: retransmits of a known fault (a peer reported the rail "
+                 "down %lld ms ago)",
+                 rank_, rail, comm_.myNics_[rail].name.c_str(),
+                 last ? static_cast<long long>((now - last) / 1'000'000ull) : -1ll);
+      return;
+    }
+  }
+  if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
+  grayHold_[rail].sinceNs = 0;
   if (!(railsUp_.fetch_and(~bit) & bit)) return;
+  grayHold_[rail].hardDown = reason != MigrateReason::kDegraded;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   // The jobs first: the log line and the relay's bookkeeping are not on the fault's path.
   for (auto& c : snapshot()) {
@@ -253,7 +332,12 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
 
 void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   uint64_t bit = 1ull << rail;
+  // Also the detector's clear of a held DEGRADED: the retransmits stopped, nothing to do.
+  if (static_cast<size_t>(rail) < grayHold_.size()) grayHold_[rail].sinceNs = 0;
   if (railsUp_.fetch_or(bit) & bit) return;
+  if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
+  if (grayHold_[rail].hardDown) grayHold_[rail].upNs = monoNs();
+  grayHold_[rail].hardDown = false;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src));
