@@ -162,17 +162,20 @@ if [[ $GLOO -eq 1 ]]; then
   gloo gloo_free "$SIZE" -n 10 || { tail -5 "$WORK/gloo_free.log" >&2; echo "fault_bench.sh: gloo baseline failed" >&2; exit 1; }
   gloo gloo_free_small1 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small1.log" >&2; exit 1; }
   step "gloo 1 MiB x $GLOO_ITERS, rail0 cable of host 0 down ${DOWN_MS} ms at ~2 s"
-  gloo gloo_recover 1M -n "$GLOO_ITERS" &
+  gloo gloo_recover 1M -n "$GLOO_ITERS" --timeline &
   GPID=$!
   sleep 2
+  T_DOWN=$(mono_ms)
   "$RECCL" inject link-down --netns "$NAME-h0" --dev rail0 --side switch >&2
   sleep "$(python3 -c "print($DOWN_MS / 1000)")"
+  T_UP=$(mono_ms)
   "$RECCL" inject link-up --netns "$NAME-h0" --dev rail0 --side switch >&2
   GRC=0; wait $GPID || GRC=$?
   echo "$GRC" >"$WORK/gloo_recover.rc"
+  echo "$T_DOWN $T_UP" >"$WORK/gloo_recover.fault"  # CLOCK_MONOTONIC ms, as the timeline
   gloo gloo_free_small2 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small2.log" >&2; exit 1; }
   step "gloo, rail0 cable of host 0 down at ~4 s and kept down (Gloo timeout ${GLOO_TIMEOUT_MS} ms)"
-  gloo gloo_hold "$SIZE" -n 1000 &
+  gloo gloo_hold "$SIZE" -n 1000 --timeline &
   GPID=$!
   sleep 4
   T_FAULT=$(mono_ms)
@@ -184,7 +187,7 @@ if [[ $GLOO -eq 1 ]]; then
   T_END=$(mono_ms)
   kill $WATCH 2>/dev/null || true
   "$RECCL" inject link-up --netns "$NAME-h0" --dev rail0 --side switch >&2
-  echo "$GRC $((T_END - T_FAULT))" >"$WORK/gloo_hold.rc"
+  echo "$GRC $((T_END - T_FAULT)) $T_FAULT" >"$WORK/gloo_hold.rc"
 fi
 
 # --- report -------------------------------------------------------------------------------------
@@ -261,13 +264,59 @@ if gloo == "1":
         g["recovered_fault"] = "completed, loop %.0f ms longer than fault-free (cable down %s ms)" % (g["recovered_fault_extra_ms"], down)
     else:
         g["recovered_fault"] = "failed (exit %d): %s" % (rc_rec, log_tail("gloo_recover").strip())
-    rc, ms = map(int, open(os.path.join(work, "gloo_hold.rc")).read().split())
+    rc, ms = map(int, open(os.path.join(work, "gloo_hold.rc")).read().split()[:2])
     g["held_fault_exit_code"], g["held_fault_exit_after_ms"] = rc, ms
     if os.path.exists(os.path.join(work, "gloo_hold.hung")):
         g["held_fault"] = "hang: no error within %.1f s (stopped 30 s after its timeout)" % (ms / 1000)
     else:
         g["held_fault"] = ("error after %.1f s: %s" % (ms / 1000, log_tail("gloo_hold", 2).strip().replace("\n", " | "))
                            if rc != 0 else "no error: completed (%d ms)" % ms)
+    # Per iteration (rank 0's CLOCK_MONOTONIC, gloo_bench --timeline), relative to the fault, next
+    # to reccl's iterations around its first fault of each source.
+    def gloo_iters(tag):
+        run = load(tag)
+        loops = (run or {}).get("timeline", {}).get("loops", [])
+        return loops[-1] if loops else None
+    def around(iters, fault_ms, key_start, key_end, lo=-1000, hi=4000):
+        out = []
+        for it in iters:
+            t = it[key_start] / 1e6 - fault_ms
+            if lo <= t <= hi: out.append({"t_ms": round(t, 3), "ms": round((it[key_end] - it[key_start]) / 1e6, 3)})
+        return out
+    def describe(rows):
+        before = sorted(x["ms"] for x in rows if x["t_ms"] < 0)
+        after = [x for x in rows if x["t_ms"] >= 0]
+        d = {"iterations": len(rows), "median_ms_before": before[len(before) // 2] if before else None}
+        if after:
+            worst = max(after, key=lambda x: x["ms"])
+            d["slowest_ms_after_fault"], d["slowest_started_at_ms"] = worst["ms"], worst["t_ms"]
+        return d
+    tl = {}
+    loop = gloo_iters("gloo_recover")
+    if loop and os.path.exists(os.path.join(work, "gloo_recover.fault")):
+        t_down, t_up = map(int, open(os.path.join(work, "gloo_recover.fault")).read().split())
+        rows = around(loop["iterations"], t_down, "start_mono_ns", "end_mono_ns")
+        tl["gloo_recovered"] = {"bytes": loop["bytes"], "completed": loop["completed"], "fault_mono_ms": t_down,
+                                "recover_after_ms": t_up - t_down, **describe(rows), "per_iteration": rows}
+    loop = gloo_iters("gloo_hold")
+    if loop:
+        hold = open(os.path.join(work, "gloo_hold.rc")).read().split()
+        t_fault = int(hold[2]) if len(hold) > 2 else None  # CLOCK_MONOTONIC ms of the link-down
+        if t_fault is not None:
+            rows = around(loop["iterations"], t_fault, "start_mono_ns", "end_mono_ns", hi=10 ** 9)
+            tl["gloo_held"] = {"bytes": loop["bytes"], "completed": loop["completed"], "fault_mono_ms": t_fault,
+                               **describe(rows), "per_iteration": rows}
+    for s in sources:
+        f = r["runs"].get("fault_" + s)
+        if not f or not f.get("plan"): continue
+        faults = [x for x in (f.get("faults") or [])]
+        if not faults: continue
+        t0 = f["t0_mono_ns"] / 1e6
+        fault_ms = t0 + faults[0]["at_s"] * 1000
+        rows = around(f["iterations"], fault_ms, "start_mono_ns", "end_mono_ns")
+        tl["reccl_" + s] = {"bytes": f["collective"]["bytes"], "fault_mono_ms": fault_ms, **describe(rows),
+                            "per_iteration": rows}
+    g["timeline"] = tl
     r["gloo"] = g
 r["wrong_or_failed"] = wrong
 json.dump(r, open(out, "w"), indent=1)
@@ -295,6 +344,11 @@ if "gloo" in r:
     g = r["gloo"]
     print("gloo (rail0 only): fault recovered after %s ms: %s" % (down, g["recovered_fault"]))
     print("gloo: fault held: %s" % g["held_fault"])
+    print("per iteration around the fault (ms; t = iteration start after the fault):")
+    print("  %-16s %10s %10s %12s %12s %11s" % ("run", "bytes", "iters", "median before", "slowest after", "at t ms"))
+    for k, v in g["timeline"].items():
+        print("  %-16s %10d %10d %12s %12s %11s" % (k, v["bytes"], v["iterations"], f2(v.get("median_ms_before")),
+              f2(v.get("slowest_ms_after_fault")), f2(v.get("slowest_started_at_ms"), 1)))
 print("wrong results or failed runs: %d" % wrong)
 print("written: %s" % out, file=sys.stderr)
 sys.exit(1 if wrong else 0)

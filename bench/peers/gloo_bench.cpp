@@ -22,8 +22,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -54,6 +56,8 @@ Own options (everything else as reccl-bench --help; -t is not supported):
                     (default /tmp/reccl-gloo-$MASTER_PORT); rank 0 removes it at the end
   --algo A          allreduce algorithm: ring, ring_chunked or all (default all)
   --timeout-ms MS   Gloo's I/O timeout (default 60000)
+  --timeline        record every timed iteration (rank 0's CLOCK_MONOTONIC start and end) in
+                    the JSON's "timeline", also the iterations done before an error
 Collectives (--coll): allreduce, allgather, broadcast. Types: float. Ops: sum, prod, max, min.
 Gloo's allreduce and broadcast work in place only: their out-of-place columns read N/A.
 Environment: RANK, WORLD_SIZE (MASTER_PORT names the default store directory).
@@ -63,6 +67,7 @@ struct GlooOptions {
   std::string iface, addr, storeDir;
   std::vector<std::string> algos{"ring", "ring_chunked"};
   int timeoutMs = 60000;
+  bool timeline = false;
 };
 
 int envInt(const char* name, int def) {
@@ -98,6 +103,8 @@ Result<GlooOptions> extractOwnFlags(std::vector<const char*>& args) {
       auto ms = params::parseSize(v);
       if (!ms.ok() || ms.value() <= 0) return Status(Errc::kInvalidArgument, "--timeout-ms: not a positive number: " + v);
       g.timeoutMs = int(ms.value());
+    } else if (a == "--timeline") {
+      g.timeline = true;
     } else if (a == "-t" || a == "--threads") {
       return Status(Errc::kInvalidArgument, a + ": gloo_bench runs one rank per process");
     } else {
@@ -110,8 +117,11 @@ Result<GlooOptions> extractOwnFlags(std::vector<const char*>& args) {
 
 class GlooRunner {
  public:
-  GlooRunner(const BenchOptions& o, const GlooOptions& g, std::shared_ptr<gloo::Context> ctx, Report* report)
-      : o_(o), g_(g), ctx_(std::move(ctx)), rank_(ctx_->rank), n_(ctx_->size), report_(report) {}
+  // timeline (may be null): gets one entry per timed loop, filled as the loop runs, so a loop
+  // that Gloo aborts with an error keeps the iterations it completed.
+  GlooRunner(const BenchOptions& o, const GlooOptions& g, std::shared_ptr<gloo::Context> ctx, Report* report,
+             nlohmann::json* timeline)
+      : o_(o), g_(g), ctx_(std::move(ctx)), rank_(ctx_->rank), n_(ctx_->size), report_(report), timeline_(timeline) {}
 
   void run() {
     if (report_) {
@@ -174,9 +184,27 @@ class GlooRunner {
     gloo::BarrierAllToAll(ctx_).run();
     for (int i = 0; i < o_.warmupIters; ++i) algo.run();
     gloo::BarrierAllToAll(ctx_).run();
+    nlohmann::json* loop = nullptr;
+    if (timeline_) {
+      timeline_->push_back({{"coll", collName(d.coll)}, {"algo", algoName_}, {"bytes", int64_t(s.count * sizeof(float))},
+                            {"completed", false}, {"iterations", nlohmann::json::array()}});
+      loop = &timeline_->back();
+    }
     auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < o_.iters; ++i) algo.run();
+    for (int i = 0; i < o_.iters; ++i) {
+      // steady_clock is CLOCK_MONOTONIC here: the same clock as reccl-bench's fault timeline
+      // and the fault injection's timestamps.
+      auto a = std::chrono::steady_clock::now();
+      algo.run();
+      if (loop) {
+        auto b = std::chrono::steady_clock::now();
+        (*loop)["iterations"].push_back({{"start_mono_ns", a.time_since_epoch().count()},
+                                         {"end_mono_ns", b.time_since_epoch().count()},
+                                         {"us", std::chrono::duration<double, std::micro>(b - a).count()}});
+      }
+    }
     auto t1 = std::chrono::steady_clock::now();
+    if (loop) (*loop)["completed"] = true;
     double us = maxAcrossRanks(std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters);
     int64_t wrong = -1;
     if (o_.check) {
@@ -206,6 +234,7 @@ class GlooRunner {
     row.root = root;
     std::vector<float> send(s.sendCount), recv(s.recvCount);
     const int count = int(s.paramCount);
+    algoName_ = algo;
     if (c == Coll::kAllReduce) {
       std::vector<float*> ptrs{recv.data()};
       auto refill = [&] { fillInput(d, rank_, s, recv.data()); };
@@ -242,7 +271,31 @@ class GlooRunner {
   std::shared_ptr<gloo::Context> ctx_;
   int rank_, n_;
   Report* report_;
+  nlohmann::json* timeline_;
+  std::string algoName_;
 };
+
+// Adds the per-iteration timeline to the JSON report writeReportJson wrote.
+bool addTimelineToJson(const std::string& path, const nlohmann::json& loops) {
+  nlohmann::json j;
+  {
+    std::ifstream in(path);
+    j = nlohmann::json::parse(in, nullptr, false);
+  }
+  if (!j.is_object()) {
+    std::fprintf(stderr, "gloo_bench: --json: cannot reread %s\n", path.c_str());
+    return false;
+  }
+  j["timeline"] = {{"clock", "CLOCK_MONOTONIC"}, {"rank", 0}, {"loops", loops}};
+  std::ofstream out(path);
+  out << j.dump(1) << "\n";
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "gloo_bench: --json: cannot write %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
+  }
+  return true;
+}
 
 int run(int argc, char** argv) {
   std::vector<const char*> args(argv, argv + argc);
@@ -313,6 +366,7 @@ int run(int argc, char** argv) {
 
   Report report;
   Report* mine = rank == 0 ? &report : nullptr;
+  nlohmann::json timeline = nlohmann::json::array();
   std::string bind;
   try {
     gloo::transport::tcp::attr attr;
@@ -324,7 +378,7 @@ int run(int argc, char** argv) {
     auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
     ctx->setTimeout(std::chrono::milliseconds(g.timeoutMs));
     ctx->connectFullMesh(store, dev);
-    GlooRunner runner(o, g, ctx, mine);
+    GlooRunner runner(o, g, ctx, mine, g.timeline && rank == 0 ? &timeline : nullptr);
     bind = runner.bindText();
     runner.run();
     // Goodbye from rank 0: the others exit only after rank 0 needs nothing more from them. A
@@ -351,6 +405,7 @@ int run(int argc, char** argv) {
     env["gloo_version"] = kGlooVersion;
     env["bind"] = bind;
     jsonOk = writeReportJson(o.jsonPath, "gloo_bench", env, report);
+    if (jsonOk && g.timeline) jsonOk = addTimelineToJson(o.jsonPath, timeline);
   }
   return report.ok() && jsonOk ? kExitOk : kExitFailed;
 }

@@ -341,6 +341,9 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
                        {"first_step_mono_ns", s.firstStepNs}, {"signal_mono_ns", s.signalNs},
                        {"commit_mono_ns", s.commitNs}});
     j["iterations"] = iters;
+    // The fault source rank 0's monitor used at the end of the run (recclCommStats_t).
+    j["fault_source"] = {{"kind", recclGetFaultSourceString(static_cast<recclFaultSource_t>(st.faultSource))},
+                         {"name", st.faultSourceName}};
     j["faults"] = analysis["faults"];
     j["summary"] = sum;
     j["counters"] = {{"failovers", totals[1]}, {"failbacks", totals[2]}, {"bytes_resent", totals[3]},

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -175,6 +176,18 @@ const char* recclGetErrorString(recclResult_t result) {
   }
 }
 
+const char* recclGetFaultSourceString(recclFaultSource_t source) {
+  switch (source) {
+    case recclFaultSourceNone: return "none";
+    case recclFaultSourceInBand: return "in-band";
+    case recclFaultSourceNicPoll: return "nic-poll";
+    case recclFaultSourceRtnetlink: return "rtnetlink";
+    case recclFaultSourceBpf: return "bpf";
+    case recclFaultSourceDaemon: return "daemon";
+    default: return "unknown";
+  }
+}
+
 const char* recclGetLastError(recclComm_t) { return tlsLastError.c_str(); }
 
 recclResult_t recclGetUniqueId(recclUniqueId* uniqueId) {
@@ -338,6 +351,8 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.relayBytesForwarded = s.relayBytesForwarded;
   full.relayPipesServed = s.relayPipesServed;
   full.standbyFailovers = s.standbyFailovers;
+  full.faultSource = s.faultSource;
+  std::snprintf(full.faultSourceName, sizeof(full.faultSourceName), "%s", s.faultSourceName.c_str());
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

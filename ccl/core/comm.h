@@ -61,6 +61,8 @@ struct CommStats {
   uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
   uint64_t relayPipesServed = 0;
   uint64_t standbyFailovers = 0;     // failovers initiated over a pre-connected standby path
+  uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
+  std::string faultSourceName = "none";
 };
 
 class Comm final : public channel::ChannelSet {

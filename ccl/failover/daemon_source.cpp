@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 
 #ifdef RECCL_HAVE_DETECTOR
@@ -29,6 +30,7 @@ struct DaemonSource::Impl {
   std::unique_ptr<detector::MappedLinkState> map;
   std::map<detector::LinkKey, Watched> watched;
   std::string sources;
+  int timeoutMs = 200;
 };
 
 DaemonSource::DaemonSource(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -38,11 +40,13 @@ Result<std::unique_ptr<DaemonSource>> DaemonSource::open(const std::string& sock
                                                          const std::vector<RailNic>& nics, int timeoutMs) {
   auto impl = std::make_unique<Impl>();
   RECCL_ASSIGN_OR_RETURN(impl->client, detector::DetectorClient::connect(socketPath, timeoutMs));
+  impl->timeoutMs = timeoutMs;
   nlohmann::json hello = nlohmann::json::parse(impl->client->hello(), nullptr, false);
   if (hello.is_object() && hello.contains("sources") && hello["sources"].is_array())
     for (const auto& s : hello["sources"])
-      if (s.is_object() && s.value("active", false))
-        impl->sources += (impl->sources.empty() ? "" : ",") + s.value("name", std::string("?"));
+      if (s.is_object() && s.contains("active") && s["active"].is_boolean() && s["active"].get<bool>())
+        impl->sources += std::string(impl->sources.empty() ? "" : ",") +
+                         (s.contains("name") && s["name"].is_string() ? s["name"].get<std::string>() : "?");
   RECCL_ASSIGN_OR_RETURN(uint32_t ownIno, detector::ownNetnsIno());
   // The daemon runs in its own namespace; it enters ours through our nsfs file. (Same pid
   // namespace assumed: checked below by the inode it resolved.)
@@ -69,7 +73,9 @@ const std::string& DaemonSource::sources() const noexcept { return impl_->source
 bool DaemonSource::mapped() const noexcept { return impl_->map != nullptr; }
 
 Status DaemonSource::receive(std::vector<RailSignal>* out) {
-  RECCL_ASSIGN_OR_RETURN(auto events, impl_->client->receive(0));
+  std::vector<detector::LinkEvent> events;
+  // Events that arrived before an error are turned into signals first, then the error is returned.
+  Status st = impl_->client->receive(0, &events);
   for (const auto& e : events) {
     auto it = impl_->watched.find(e.link);
     if (it == impl_->watched.end()) continue;  // another job's link (the daemon filters; be sure)
@@ -92,7 +98,25 @@ Status DaemonSource::receive(std::vector<RailSignal>* out) {
     }
     out->push_back(std::move(s));
   }
-  return Status::Ok();
+  return st;
+}
+
+Status DaemonSource::keepAlive(int pingMs) {
+  if (pingMs <= 0) return Status::Ok();
+  return impl_->client->keepAlive(pingMs, std::max(2 * pingMs, impl_->timeoutMs));
+}
+
+std::vector<int> DaemonSource::railsDownInMap() const {
+  std::vector<int> down;
+  if (!impl_->map) return down;
+  for (const auto& [k, w] : impl_->watched) {
+    if (w.slot >= RECCL_LINK_MAX_SLOTS) continue;
+    const reccl_link_slot& sl = impl_->map->slots()[w.slot];
+    uint64_t st = __atomic_load_n(&sl.state, __ATOMIC_ACQUIRE);
+    if (sl.ifindex != k.ifindex || sl.netns_ino != k.netnsIno || !(st & RECCL_LINK_STATE_VALID)) continue;
+    if ((st & RECCL_LINK_STATE_HEALTHY) != RECCL_LINK_STATE_HEALTHY) down.push_back(w.rail);
+  }
+  return down;
 }
 
 void DaemonSource::checkLinkState(std::vector<RailSignal>* out) {
@@ -115,6 +139,14 @@ void DaemonSource::checkLinkState(std::vector<RailSignal>* out) {
 
 Result<std::vector<std::pair<int, bool>>> DaemonSource::railStates() {
   RECCL_ASSIGN_OR_RETURN(std::string text, impl_->client->statusJson());
+  try {
+    return railStatesOf(text);
+  } catch (const std::exception& e) {  // a field of the wrong type
+    return Status(Errc::kProtocol, std::string("detectord: malformed status: ") + e.what());
+  }
+}
+
+Result<std::vector<std::pair<int, bool>>> DaemonSource::railStatesOf(const std::string& text) const {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
   if (!j.is_object() || !j.contains("links") || !j["links"].is_array())
     return Status(Errc::kProtocol, "detectord: status without links");
@@ -141,6 +173,8 @@ Result<std::unique_ptr<DaemonSource>> DaemonSource::open(const std::string&, con
 }
 int DaemonSource::fd() const noexcept { return -1; }
 Status DaemonSource::receive(std::vector<RailSignal>*) { return Status(Errc::kUnsupported, "no detector"); }
+Status DaemonSource::keepAlive(int) { return Status::Ok(); }
+std::vector<int> DaemonSource::railsDownInMap() const { return {}; }
 void DaemonSource::checkLinkState(std::vector<RailSignal>*) {}
 Result<std::vector<std::pair<int, bool>>> DaemonSource::railStates() {
   return Status(Errc::kUnsupported, "no detector");

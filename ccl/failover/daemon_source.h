@@ -42,8 +42,16 @@ class DaemonSource {
   // Readable when the daemon sent something (or hung up).
   int fd() const noexcept;
   // Appends the events that arrived, without waiting. An error means the daemon is gone (or
-  // spoke garbage): the caller drops this object.
+  // spoke garbage): the caller drops this object; the events that came before the error are in
+  // *out all the same.
   Status receive(std::vector<RailSignal>* out);
+  // Liveness, without blocking (every monitor tick): pings the daemon every pingMs; an error when
+  // a pong is later than max(2 * pingMs, timeoutMs): the daemon hangs, drop it as if it died.
+  // pingMs <= 0: no pings.
+  Status keepAlive(int pingMs);
+  // The rails whose link the mapped array shows not usable now (admin down or no carrier), to
+  // reconcile the rail state when this source is dropped. Empty without the map.
+  std::vector<int> railsDownInMap() const;
   // One load of each watched link's epoch in the mapped array; a moved epoch while the device is
   // not usable (admin down or no carrier) is a down signal with source "link-state". Catches a
   // fault whose event the daemon's userspace has not sent yet (stalled or busy daemon).
@@ -57,6 +65,7 @@ class DaemonSource {
  private:
   struct Impl;
   explicit DaemonSource(std::unique_ptr<Impl> impl);
+  Result<std::vector<std::pair<int, bool>>> railStatesOf(const std::string& statusJson) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -201,6 +201,7 @@ void Failover::fillStats(core::CommStats* s) const {
   s->relayBytesForwarded = relay_ ? relay_->bytesForwarded() : 0;
   s->relayPipesServed = relay_ ? relay_->pipesServed() : 0;
   s->standbyFailovers = standbyFailovers_.load();
+  fillSourceStats(s);
 }
 
 Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {

@@ -162,7 +162,8 @@ class Failover {
   void pollNics(uint64_t nowNs);
   void scanStalls(uint64_t nowNs);
   void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
-  void railBackUp(int rail, uint64_t signalNs);
+  // src: who declared the rail up (the fail-back's source in its log line and job).
+  void railBackUp(int rail, uint64_t signalNs, FaultSource src = FaultSource::kPoll);
   // A DEGRADED that the retransmits of a known hard fault explain is held, not acted on (railDown).
   bool grayExplained(int rail, uint64_t nowNs);
   void tendGray(uint64_t nowNs);
@@ -282,12 +283,20 @@ class Failover {
   };
   std::unique_ptr<Sources, SourcesDeleter> src_;
   void startSources();
+  void startSourcesInOrder();
   void tickSources(uint64_t nowNs, short daemonRevents);
   int daemonFd() const;
   void stopSources() noexcept;
   void startInProcessAsync();  // loads the in-process detector off the monitor thread
   // Makes this rank's rail state agree with a source that just took over (rail -> usable).
   void reconcileRails(const std::vector<std::pair<int, bool>>& states, FaultSource src, const char* why);
+  // The fault source in use, for recclCommGetStats (fault_sources.cpp): published by the monitor
+  // thread whenever it changes, read by any thread.
+  void publishSource();
+  void fillSourceStats(core::CommStats* s) const;
+  mutable std::mutex sourceMu_;
+  uint32_t sourceKind_ = 1;        // recclFaultSource_t (under sourceMu_)
+  std::string sourceInUse_ = "in-band";  // under sourceMu_
 
   std::mutex connsMu_;
   std::map<ConnId, std::shared_ptr<Conn>> conns_;

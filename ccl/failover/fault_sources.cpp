@@ -15,6 +15,11 @@
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
+#include "reccl/reccl.h"
+#ifdef RECCL_HAVE_DETECTOR
+#include "reccl/detector/detector.h"
+#include "reccl/detector/detector_options.h"
+#endif
 
 namespace reccl::failover {
 namespace {
@@ -27,6 +32,7 @@ struct Failover::Sources {
   std::string mode;  // RECCL_DETECTOR as given
   std::string socketPath;
   int timeoutMs = 200;
+  int pingMs = 500;  // RECCL_DETECTORD_PING_MS (0: no liveness pings)
   std::vector<RailNic> nics;
   std::unique_ptr<DaemonSource> daemon;
   bool daemonEver = false;      // connected once: a later connect is a reconnect
@@ -35,35 +41,74 @@ struct Failover::Sources {
   // The NIC poll still owns rails it declared down when another source took over; it brings
   // them back after its hold-down, then stops.
   bool pollDraining = false;
-  // The in-process detector, started off the monitor thread after the daemon is lost: loading
-  // BPF takes 100s of ms, during which the NIC poll covers.
+  // The in-process detector, started off the monitor thread (after the daemon is lost, or
+  // under auto without a daemon): loading BPF takes 100s of ms, seconds on a busy host. The
+  // loading thread owns its state (shared with this object) and touches nothing of the
+  // communicator's, so an abort or destroy during the load does not wait for it: the thread is
+  // let go and drops what it loaded when it ends.
+  struct Start {
+    std::mutex mu;
+    bool done = false;  // under mu
+    std::unique_ptr<DetectorLink> link;
+    std::string names;
+    Status err;
+  };
   std::thread starter;
-  std::mutex mu;
-  bool startDone = false;  // under mu
-  std::unique_ptr<DetectorLink> started;
-  std::string startedNames;
-  Status startErr;
+  std::shared_ptr<Start> start;
 };
 
 void Failover::SourcesDeleter::operator()(Sources* s) const noexcept {
-  if (s->starter.joinable()) s->starter.join();
+  if (s->starter.joinable()) {
+    bool done;
+    {
+      std::lock_guard lk(s->start->mu);
+      done = s->start->done;
+    }
+    if (done)
+      s->starter.join();
+    else
+      s->starter.detach();  // still loading BPF: it finishes and frees on its own (see Start)
+  }
   delete s;
 }
 
 void Failover::startInProcessAsync() {
   Sources& s = *src_;
   if (s.starter.joinable()) return;
-  std::string mode = s.plan.inProcessMode;
-  s.starter = std::thread([this, &s, mode] {
+  s.start = std::make_shared<Sources::Start>();
+  // Copies only: the thread may outlive this communicator (see Sources::Start).
+  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics] {
+#ifdef RECCL_HAVE_DETECTOR
+    auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
+      auto opts = detector::DetectorOptions::fromEnv();
+      RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
+      auto link = std::make_unique<DetectorLink>();
+      for (const auto& n : nics) {  // the rail NICs, loopback left out (startSources)
+        opts.watch.push_back(detector::WatchSpec{"", n.ifname});
+        link->railOf[n.ifname] = n.rail;
+      }
+      RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
+      RECCL_TRY(link->det->start());
+      return link;
+    };
+    auto link = load();
     std::string names;
-    auto link = makeDetector(mode, &names);
-    std::lock_guard lk(s.mu);
     if (link.ok())
-      s.started = std::move(link).value();
+      for (auto src : link.value()->det->activeSources())
+        names += std::string(names.empty() ? "" : ",") + detector::sourceName(src);
+#else
+    Result<std::unique_ptr<DetectorLink>> link = Status(Errc::kUnsupported, "built without the link detector");
+    std::string names;
+    (void)mode;
+    (void)nics;
+#endif
+    std::lock_guard lk(st->mu);
+    if (link.ok())
+      st->link = std::move(link).value();
     else
-      s.startErr = link.status();
-    s.startedNames = names;
-    s.startDone = true;
+      st->err = link.status();
+    st->names = names;
+    st->done = true;
   });
 }
 
@@ -78,16 +123,55 @@ void Failover::reconcileRails(const std::vector<std::pair<int, bool>>& states, F
     } else if (up && !railUp(rail) && !(pollNics_ && nicDown_[rail])) {
       // The new source has the rail up (after its hold-down, if it saw the fault); a rail the
       // NIC poll holds down comes back through the poll's own hold-down.
-      railBackUp(rail, monotonicNs());
+      railBackUp(rail, monotonicNs(), src);
     }
   }
 }
 
+void Failover::publishSource() {
+  // What watches this rank's NICs now. The poll still draining rails after a takeover is not the
+  // source any more; the daemon or the in-process detector is.
+  uint32_t kind = recclFaultSourceInBand;
+  std::string name = "in-band";
+  if (src_ && src_->daemon) {
+    kind = recclFaultSourceDaemon;
+    name = "daemon:" + src_->daemon->sources();
+  } else if (det_) {
+#ifdef RECCL_HAVE_DETECTOR
+    bool bpf = det_->det && det_->det->bpfActive();
+#else
+    bool bpf = false;
+#endif
+    kind = bpf ? recclFaultSourceBpf : recclFaultSourceRtnetlink;
+    name = bpf ? "bpf:" + detectorName_ : "rtnetlink";
+  } else if (pollNics_) {
+    kind = recclFaultSourceNicPoll;
+    name = "nic-poll";
+  }
+  std::lock_guard lk(sourceMu_);
+  if (kind == sourceKind_ && name == sourceInUse_) return;
+  RECCL_TRACE(kLogFailover, "rank %d: fault source in use: %s (was %s)", rank_, name.c_str(), sourceInUse_.c_str());
+  sourceKind_ = kind;
+  sourceInUse_ = std::move(name);
+}
+
+void Failover::fillSourceStats(core::CommStats* s) const {
+  std::lock_guard lk(sourceMu_);
+  s->faultSource = sourceKind_;
+  s->faultSourceName = sourceInUse_;
+}
+
 void Failover::startSources() {
+  startSourcesInOrder();
+  publishSource();
+}
+
+void Failover::startSourcesInOrder() {
   auto src = std::unique_ptr<Sources, SourcesDeleter>(new Sources());
   src->mode = params::Detector();
   src->socketPath = params::DetectordSocket();
   src->timeoutMs = static_cast<int>(std::clamp<int64_t>(params::DetectordTimeoutMs(), 1, 60000));
+  src->pingMs = static_cast<int>(std::clamp<int64_t>(params::DetectordPingMs(), 0, 600000));
   bool realNics = false;
   for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r)
     if (comm_.myNics_[r].name != "lo") {
@@ -156,18 +240,29 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
   // 1. The daemon: its events, then one load per rail of its link-state array.
   if (s.daemon) {
     std::vector<RailSignal> sig;
+    // Events first (those before an error too), then liveness: a daemon that hangs without
+    // closing its socket answers no ping and is dropped like a dead one.
     Status st = daemonRevents ? s.daemon->receive(&sig) : Status::Ok();
+    if (st.ok()) st = s.daemon->keepAlive(s.pingMs);
     s.daemon->checkLinkState(&sig);
     for (const auto& g : sig) {
       if (g.rail < 0 || g.rail >= nrails_) continue;
       lastDetectorSource_ = g.source;
       if (g.kind == RailSignal::Kind::kUp)
-        railBackUp(g.rail, g.signalNs);
+        railBackUp(g.rail, g.signalNs, FaultSource::kDaemon);
       else  // a gray failure is routed around like a dead link, named as such
         railDown(g.rail, FaultSource::kDaemon, g.signalNs,
                  g.kind == RailSignal::Kind::kDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
     }
     if (!st.ok()) {
+      // Reconcile before the poll takes over: a link the daemon's array shows down (its BPF
+      // programs write it even when its userspace hangs) goes down now, whatever message about
+      // it may have been lost.
+      for (int r : s.daemon->railsDownInMap())
+        if (r >= 0 && r < nrails_ && railUp(r)) {
+          lastDetectorSource_ = "link-state";
+          railDown(r, FaultSource::kDaemon, monotonicNs());
+        }
       s.daemon.reset();
       // The NIC poll at once, from the rail state as it stands: rails down stay down until the
       // poll has seen them up for the hold-down.
@@ -191,15 +286,15 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
   if (s.starter.joinable()) {
     bool done;
     {
-      std::lock_guard lk(s.mu);
-      done = s.startDone;
+      std::lock_guard lk(s.start->mu);
+      done = s.start->done;
     }
     if (done) {
       s.starter.join();
-      s.startDone = false;
-      if (s.started && !s.daemon && !det_) {
-        det_ = std::move(s.started);
-        detectorName_ = s.startedNames;
+      Sources::Start& ld = *s.start;
+      if (ld.link && !s.daemon && !det_) {
+        det_ = std::move(ld.link);
+        detectorName_ = ld.names;
         s.pollDraining = true;
         if (s.daemonEver)
           RECCL_WARN(kLogFailover, "rank %d: fault source: in-process detector (%s) after losing reccl-detectord",
@@ -213,16 +308,16 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
             states.emplace_back(it->second, l.status.state == detector::LinkState::kUp);
         reconcileRails(states, FaultSource::kDetector, "status");
 #endif
-      } else if (!s.started) {
+      } else if (!ld.link && !ld.err.ok()) {
         // auto falls through to the poll quietly, as planned; an explicit mode or a lost daemon warns.
         if (s.mode != "auto" || s.daemonEver)
           RECCL_WARN(kLogFailover, "rank %d: RECCL_DETECTOR=%s: in-process detector unavailable (%s); fault source stays nic-poll",
-                     rank_, s.mode.c_str(), s.startErr.message().c_str());
+                     rank_, s.mode.c_str(), ld.err.message().c_str());
         else
           RECCL_INFO(kLogFailover, "rank %d: in-process detector unavailable (%s); fault source: nic-poll", rank_,
-                     s.startErr.message().c_str());
+                     ld.err.message().c_str());
       }
-      s.started.reset();
+      s.start.reset();  // a detector the daemon made unneeded is stopped here
     }
   }
 
@@ -257,6 +352,7 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
       s.pollDraining = false;
     }
   }
+  publishSource();
 }
 
 void Failover::stopSources() noexcept { src_.reset(); }

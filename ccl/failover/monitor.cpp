@@ -128,7 +128,7 @@ void Failover::drainDetector() {
                  e.type == detector::LinkEventType::kLinkDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
         break;
       case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
-        railBackUp(it->second, e.emitNs);
+        railBackUp(it->second, e.emitNs, FaultSource::kDetector);
         break;
     }
   }
@@ -330,7 +330,7 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
   dropStandbys(rail);   // standby paths on the rail are as dead as the rail
 }
 
-void Failover::railBackUp(int rail, uint64_t signalNs) {
+void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   uint64_t bit = 1ull << rail;
   // Also the detector's clear of a held DEGRADED: the retransmits stopped, nothing to do.
   if (static_cast<size_t>(rail) < grayHold_.size()) grayHold_[rail].sinceNs = 0;
@@ -339,14 +339,14 @@ void Failover::railBackUp(int rail, uint64_t signalNs) {
   if (grayHold_[rail].hardDown) grayHold_[rail].upNs = monoNs();
   grayHold_[rail].hardDown = false;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
-  RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back", rank_, rail,
-             comm_.myNics_[rail].name.c_str());
+  RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
+             comm_.myNics_[rail].name.c_str(), faultSourceName(src));
   for (auto& c : snapshot()) {
     if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kFailBack;
-    j.source = FaultSource::kPoll;
+    j.source = src;
     j.fromRail = c->rail.load();
     j.toRail = rail;
     j.faultNs = signalNs;

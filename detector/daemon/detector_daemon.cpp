@@ -59,6 +59,7 @@ Result<std::unique_ptr<DetectorDaemon>> DetectorDaemon::create(DaemonOptions opt
   if (!d->epoll_) return Status::FromErrno(errno, "detectord: epoll_create1");
 
   RECCL_ASSIGN_OR_RETURN(d->det_, Detector::create(d->opts_.detector));
+  for (const auto& w : d->det_->watched()) d->fixedWatches_.insert(w.key);
   DaemonMetrics* m = &d->metrics_;
   d->det_->setSignalObserver([m](const LinkSignal& s, uint64_t now) { m->onSignal(s, now); });
   RECCL_TRY(d->setupSocket());
@@ -171,10 +172,25 @@ void DetectorDaemon::dropClient(int fd, const char* why) {
   if (it == clients_.end()) return;
   logJson("info", {{"msg", "client gone"}, {"pid", it->second.pid}, {"why", why}});
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
-  clients_.erase(it);  // its watches stay in the detector: other jobs may watch the same links
+  std::set<LinkKey> watches = std::move(it->second.watches);
+  clients_.erase(it);
+  // Links another client still watches stay; the rest give their slots back (a daemon serving
+  // job after job would otherwise run out of its RECCL_LINK_MAX_SLOTS slots).
+  for (const auto& k : watches) releaseWatch(k);
+}
+
+void DetectorDaemon::releaseWatch(const LinkKey& key) {
+  if (fixedWatches_.count(key)) return;
+  for (const auto& [fd, c] : clients_)
+    if (c.watches.count(key)) return;
+  if (Status st = det_->removeWatch(key); !st.ok())
+    logJson("warn", {{"msg", "unwatch failed"}, {"netns_ino", key.netnsIno}, {"ifindex", key.ifindex},
+                     {"error", st.message()}});
 }
 
 void DetectorDaemon::onClient(int fd) {
+  // A request with a field of the wrong type ("ifindex":"x") makes nlohmann throw: that client is
+  // dropped, the daemon keeps serving the others.
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
   for (;;) {
@@ -184,7 +200,12 @@ void DetectorDaemon::onClient(int fd) {
       dropClient(fd, msg.status().message().c_str());
       return;
     }
-    handleRequest(it->second, msg.value());
+    try {
+      handleRequest(it->second, msg.value());
+    } catch (const std::exception& e) {
+      dropClient(fd, "malformed request");
+      return;
+    }
     if (clients_.find(fd) == clients_.end()) return;
   }
 }
@@ -221,6 +242,10 @@ void DetectorDaemon::handleRequest(Client& c, const std::string& text) {
     bool had = c.watches.erase(k) > 0;
     reply["ok"] = had;
     if (!had) reply["error"] = "link not watched by this client";
+    if (had) releaseWatch(k);
+  } else if (op == "ping") {
+    // Liveness: answered from the same loop that delivers events, so a pong proves both work.
+    reply["seq"] = req.contains("seq") && req["seq"].is_number_unsigned() ? req["seq"].get<uint64_t>() : 0;
   } else if (op == "status") {
     std::string s = statusToJson(det_->status(), static_cast<int>(clients_.size()));
     if (!sendMessage(fd, s).ok()) dropClient(fd, "send failed");

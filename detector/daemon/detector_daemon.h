@@ -46,6 +46,9 @@ class DetectorDaemon {
   void onClient(int fd);
   void dropClient(int fd, const char* why);
   void handleRequest(Client& c, const std::string& msg);
+  // Stops watching `key` when no client watches it any more (and it was not given on the
+  // command line): its slot in the link-state array is free again.
+  void releaseWatch(const LinkKey& key);
   void serveMetrics();
   void deliverEvents();
 
@@ -55,6 +58,7 @@ class DetectorDaemon {
   UniqueFd epoll_, listen_, metricsListen_, signalFd_;
   int metricsPort_ = -1;
   std::map<int, Client> clients_;
+  std::set<LinkKey> fixedWatches_;  // --watch: kept for the daemon's lifetime
   bool socketCreated_ = false;
 };
 

@@ -84,7 +84,8 @@ std::string eventToJson(const LinkEvent& e) {
   return j.dump();
 }
 
-Result<LinkEvent> eventFromJson(const std::string& text) {
+namespace {
+Result<LinkEvent> eventFromJsonOrThrow(const std::string& text) {
   json j = json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object() || j.value("op", "") != "event")
     return Status(Errc::kProtocol, "detectord: not an event message");
@@ -112,6 +113,16 @@ Result<LinkEvent> eventFromJson(const std::string& text) {
   e.penalty = j.value("penalty", 0.0);
   e.flaps = j.value("flaps", uint64_t(0));
   return e;
+}
+}  // namespace
+
+Result<LinkEvent> eventFromJson(const std::string& text) {
+  // A field of the wrong type makes nlohmann throw; that is a malformed message, an error code here.
+  try {
+    return eventFromJsonOrThrow(text);
+  } catch (const std::exception& e) {
+    return Status(Errc::kProtocol, std::string("detectord: malformed event: ") + e.what());
+  }
 }
 
 std::string statusToJson(const DetectorStatus& st, int clients) {

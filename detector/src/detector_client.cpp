@@ -46,8 +46,10 @@ Result<std::unique_ptr<DetectorClient>> DetectorClient::connect(const std::strin
   int fl = fcntl(fd, F_GETFL);
   if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) return Status::FromErrno(errno, "detectord: fcntl");
   RECCL_ASSIGN_OR_RETURN(c->hello_, c->request(json{{"op", "hello"}, {"version", kDaemonProtocolVersion}}.dump(), "hello"));
+  c->lastAliveNs_ = monotonicNs();
   json h = json::parse(c->hello_, nullptr, false);
-  if (h.is_discarded() || h.value("version", 0) != kDaemonProtocolVersion)
+  if (!h.is_object() || !h.contains("version") || !h["version"].is_number_integer() ||
+      h["version"].get<int>() != kDaemonProtocolVersion)
     return Status(Errc::kProtocol, "detectord: protocol version mismatch");
   return c;
 }
@@ -68,11 +70,18 @@ Status DetectorClient::pump(int timeoutMs, const std::string& wantOp, std::strin
     }
     RECCL_ASSIGN_OR_RETURN(std::string msg, recvMessage(sock_.get(), fd));
     json j = json::parse(msg, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status(Errc::kProtocol, "detectord: malformed message");
-    std::string op = j.value("op", "");
+    if (j.is_discarded() || !j.is_object() || !j.contains("op") || !j["op"].is_string())
+      return Status(Errc::kProtocol, "detectord: malformed message (" + std::to_string(msg.size()) + " bytes)");
+    std::string op = j["op"];
     if (op == "event") {
-      auto e = eventFromJson(msg);
-      if (e.ok()) events_.push_back(std::move(e).value());
+      // An event we cannot read is an error, not a skip: the caller then reconciles link state.
+      RECCL_ASSIGN_OR_RETURN(LinkEvent e, eventFromJson(msg));
+      events_.push_back(std::move(e));
+      if (wantOp.empty()) timeoutMs = 0, dl = Deadline::afterMs(0);
+      continue;
+    }
+    if (op == "ping") {  // a pong (any answer to a ping proves the daemon's loop runs)
+      onPong(j.contains("seq") && j["seq"].is_number_unsigned() ? j["seq"].get<uint64_t>() : 0);
       if (wantOp.empty()) timeoutMs = 0, dl = Deadline::afterMs(0);
       continue;
     }
@@ -84,6 +93,36 @@ Status DetectorClient::pump(int timeoutMs, const std::string& wantOp, std::strin
   }
 }
 
+void DetectorClient::onPong(uint64_t seq) {
+  // Only the outstanding ping's pong counts; an old daemon answers without seq (0).
+  if (pingSentNs_ && (seq == pingSeq_ || seq == 0)) {
+    pingSentNs_ = 0;
+    lastAliveNs_ = monotonicNs();
+    ++pongs_;
+  }
+}
+
+Status DetectorClient::keepAlive(int periodMs, int deadlineMs) {
+  uint64_t now = monotonicNs();
+  if (pingSentNs_) {
+    if (now - pingSentNs_ >= static_cast<uint64_t>(deadlineMs) * 1000000ull)
+      return Status(Errc::kTimeout, "detectord: no pong within " + std::to_string(deadlineMs) + " ms (daemon hung)");
+    return Status::Ok();
+  }
+  if (now - lastAliveNs_ < static_cast<uint64_t>(periodMs) * 1000000ull) return Status::Ok();
+  // The socket is blocking, but a ping is tiny and the daemon drains its clients; a full buffer
+  // fails the send (MSG_DONTWAIT) and counts as a hung daemon.
+  std::string text = json{{"op", "ping"}, {"seq", ++pingSeq_}}.dump();
+  if (::send(sock_.get(), text.data(), text.size(), MSG_DONTWAIT | MSG_NOSIGNAL) < 0) {
+    int err = errno;
+    if (err == EAGAIN || err == EWOULDBLOCK)
+      return Status(Errc::kTimeout, "detectord: socket full, daemon not reading (hung)");
+    return Status::FromErrno(err, "detectord: send ping");
+  }
+  pingSentNs_ = now;
+  return Status::Ok();
+}
+
 Result<std::string> DetectorClient::request(const std::string& text, const std::string& op, UniqueFd* fd) {
   RECCL_TRY(sendMessage(sock_.get(), text));
   std::string reply;
@@ -93,6 +132,14 @@ Result<std::string> DetectorClient::request(const std::string& text, const std::
 
 Result<WatchedLink> DetectorClient::watch(const WatchSpec& spec) {
   RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "watch"}, {"netns", spec.netns}, {"dev", spec.ifname}}.dump(), "watch"));
+  try {
+    return watchReply(spec, r);
+  } catch (const std::exception& e) {  // a field of the wrong type
+    return Status(Errc::kProtocol, std::string("detectord: malformed watch reply: ") + e.what());
+  }
+}
+
+Result<WatchedLink> DetectorClient::watchReply(const WatchSpec& spec, const std::string& r) {
   json j = json::parse(r, nullptr, false);
   if (!j.value("ok", false)) return Status(Errc::kInvalidArgument, j.value("error", std::string("watch refused")));
   WatchedLink w;
@@ -126,20 +173,21 @@ Result<std::unique_ptr<MappedLinkState>> DetectorClient::mapLinkState() {
   return std::make_unique<MappedLinkState>(static_cast<const reccl_link_slot*>(m), bytes);
 }
 
-Result<std::vector<LinkEvent>> DetectorClient::receive(int timeoutMs) {
+Status DetectorClient::receive(int timeoutMs, std::vector<LinkEvent>* out) {
+  std::string none;
+  Status st;
   if (events_.empty()) {
-    std::string none;
     Deadline dl = Deadline::afterMs(timeoutMs);
     do {
-      RECCL_TRY(pump(dl.remainingMsForPoll(), "", &none, nullptr));
-    } while (events_.empty() && !dl.expired());
+      st = pump(dl.remainingMsForPoll(), "", &none, nullptr);
+    } while (st.ok() && events_.empty() && !dl.expired());
   } else {
-    std::string none;
-    RECCL_TRY(pump(0, "", &none, nullptr));
+    st = pump(0, "", &none, nullptr);
   }
-  std::vector<LinkEvent> out(events_.begin(), events_.end());
+  // Whatever arrived before an error is handed over with it.
+  out->insert(out->end(), events_.begin(), events_.end());
   events_.clear();
-  return out;
+  return st;
 }
 
 }  // namespace reccl::detector

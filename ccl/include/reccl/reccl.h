@@ -67,6 +67,20 @@ typedef struct recclComm* recclComm_t;
  * cudaStream_t cast to recclStream_t. */
 typedef struct recclStream* recclStream_t;
 
+/* The link-fault source a communicator's monitor uses now (recclCommStats_t.faultSource).
+ * Socket errors and the stall check run besides every one of them. */
+typedef enum {
+  recclFaultSourceNone = 0,      /* no failover machinery (RECCL_FAILOVER=0) */
+  recclFaultSourceInBand = 1,    /* socket errors and the stall check only */
+  recclFaultSourceNicPoll = 2,   /* the NICs' IFF_UP|IFF_RUNNING polled */
+  recclFaultSourceRtnetlink = 3, /* the in-process detector on rtnetlink */
+  recclFaultSourceBpf = 4,       /* the in-process detector with BPF hooks */
+  recclFaultSourceDaemon = 5,    /* the node daemon reccl-detectord */
+  recclNumFaultSources = 6
+} recclFaultSource_t;
+
+#define RECCL_FAULT_SOURCE_NAME_BYTES 60
+
 /* Per-communicator counters, filled by recclCommGetStats. Append-only: new fields go at the end
  * and `size` tells the library how much the caller's struct holds. */
 typedef struct {
@@ -90,10 +104,16 @@ typedef struct {
   uint64_t relayBytesForwarded; /* bytes this rank forwarded as relay for same-host ranks */
   uint64_t relayPipesServed;    /* relayed connections this rank has served */
   uint64_t standbyFailovers;    /* failovers this rank initiated over a pre-connected standby path */
+  uint32_t faultSource;         /* recclFaultSource_t in use now */
+  /* The same with detail, NUL-terminated: "daemon:rawtp_linkwatch,tp_qdisc_reset",
+   * "bpf:rawtp_linkwatch,...", "rtnetlink", "nic-poll", "in-band", "none". */
+  char faultSourceName[RECCL_FAULT_SOURCE_NAME_BYTES];
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);
 const char* recclGetErrorString(recclResult_t result);
+/* "none", "in-band", "nic-poll", "rtnetlink", "bpf", "daemon"; "unknown" otherwise. */
+const char* recclGetFaultSourceString(recclFaultSource_t source);
 /* Human-readable text of the last error on this thread ("" when none). */
 const char* recclGetLastError(recclComm_t comm);
 

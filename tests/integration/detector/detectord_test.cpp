@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -136,10 +137,11 @@ std::vector<LinkEvent> eventsFor(DetectorClient& c, LinkKey key, int ms) {
   std::vector<LinkEvent> out;
   Deadline dl = Deadline::afterMs(ms);
   while (!dl.expired() && out.empty()) {
-    auto r = c.receive(dl.remainingMsForPoll());
-    if (!r.ok()) break;
-    for (auto& e : r.value())
+    std::vector<LinkEvent> got;
+    Status st = c.receive(dl.remainingMsForPoll(), &got);
+    for (auto& e : got)
       if (e.link == key) out.push_back(e);
+    if (!st.ok()) break;
   }
   return out;
 }
@@ -221,6 +223,94 @@ TEST(Detectord, ServesTwoClientsSurvivesOneLeavingAndCleansUpOnSigterm) {
     }
     EXPECT_LT(fd, 0) << "BPF program " << id << " still loaded after SIGTERM";
   }
+}
+
+// More links over the daemon's life than it has slots (RECCL_LINK_MAX_SLOTS), each watched by a
+// client that then leaves (half of them unwatch first): a leaving client's watches give their
+// slots back, so the daemon keeps serving job after job. A link that another client still
+// watches keeps its slot.
+TEST(Detectord, FreesTheWatchesOfClientsThatLeave) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces";
+  const std::string ns = "rdt-slots-" + std::to_string(getpid());
+  struct NsGuard {
+    std::string name;
+    ~NsGuard() { testing::runCmd("ip netns del " + name); }
+  } guard{ns};
+  ASSERT_TRUE(testing::runCmd("ip netns add " + ns));
+  const int pairs = RECCL_LINK_MAX_SLOTS / 2 + 8;  // 2 interfaces each: 272 links > 256 slots
+  std::string batch = "/tmp/rdt-slots-" + std::to_string(getpid()) + ".batch";
+  {
+    std::ofstream f(batch);
+    for (int i = 0; i < pairs; ++i) f << "link add v" << i << " type veth peer name w" << i << "\n";
+  }
+  bool made = testing::runCmd("ip -n " + ns + " -batch " + batch);
+  unlink(batch.c_str());
+  ASSERT_TRUE(made) << "ip -batch failed";
+  DaemonProcess daemon({"--source", "netlink"});
+  ASSERT_GT(daemon.waitStarted(15000), 0) << daemon.logText();
+  auto keeper = DetectorClient::connect(daemon.socket());
+  ASSERT_TRUE(keeper.ok()) << keeper.status().ToString();
+  auto kept = keeper.value()->watch({ns, "v0"});
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  int watched = 0;
+  for (int i = 0; i < 2 * pairs; ++i) {
+    std::string dev = (i % 2 ? "w" : "v") + std::to_string(i / 2);
+    auto c = DetectorClient::connect(daemon.socket());
+    ASSERT_TRUE(c.ok()) << "client " << i << ": " << c.status().ToString();
+    auto w = c.value()->watch({ns, dev});
+    ASSERT_TRUE(w.ok()) << "client " << i << " (" << dev << "): " << w.status().ToString();
+    if (dev == "v0") EXPECT_EQ(w->slot, kept->slot);
+    if (i % 4 == 1) ASSERT_TRUE(c.value()->unwatch(w->key).ok());
+    ++watched;
+  }  // each client closes its socket here
+  EXPECT_EQ(watched, 2 * pairs);
+  // Every slot but the keeper's is free again: the daemon status lists only v0.
+  std::string status;
+  Deadline dl = Deadline::afterMs(3000);
+  do {  // the daemon handles the last client's close on its own loop
+    auto st = keeper.value()->statusJson();
+    ASSERT_TRUE(st.ok()) << st.status().ToString();
+    status = *st;
+  } while (status.find("\"ifname\":\"w") != std::string::npos && !dl.expired() && (usleep(10000), true));
+  auto j = nlohmann::json::parse(status, nullptr, false);
+  ASSERT_TRUE(j.is_object() && j.contains("links")) << status;
+  EXPECT_EQ(j["links"].size(), 1u) << status;
+  EXPECT_NE(status.find("\"ifname\":\"v0\""), std::string::npos) << status;
+  // The kept link still reports.
+  auto map = keeper.value()->mapLinkState();
+  ASSERT_TRUE(map.ok());
+  EXPECT_EQ(map.value()->slots()[kept->slot].ifindex, kept->key.ifindex);
+}
+
+// A daemon that hangs (SIGSTOP: socket open, nothing answered) fails the client's liveness
+// check within its deadline; the same daemon, continued, answers again.
+TEST(Detectord, KeepAliveNoticesAHungDaemon) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root";
+  DaemonProcess daemon({"--source", "netlink"});
+  ASSERT_GT(daemon.waitStarted(15000), 0) << daemon.logText();
+  auto c = DetectorClient::connect(daemon.socket());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto tick = [&](int ms) {
+    Deadline dl = Deadline::afterMs(ms);
+    while (!dl.expired()) {
+      std::vector<LinkEvent> ev;
+      Status st = c.value()->receive(5, &ev);
+      if (st.ok()) st = c.value()->keepAlive(50, 300);
+      if (!st.ok()) return st;
+    }
+    return Status::Ok();
+  };
+  ASSERT_TRUE(tick(400).ok());
+  EXPECT_GE(c.value()->pongs(), 3u);
+  ASSERT_EQ(kill(daemon.pid(), SIGSTOP), 0);
+  uint64_t t0 = monotonicNs();
+  Status st = tick(2000);
+  double ms = (monotonicNs() - t0) / 1e6;
+  kill(daemon.pid(), SIGCONT);
+  EXPECT_EQ(st.code(), Errc::kTimeout) << st.ToString();
+  EXPECT_LT(ms, 700) << "hung daemon noticed late";
+  auto again = DetectorClient::connect(daemon.socket());
+  EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
 TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {

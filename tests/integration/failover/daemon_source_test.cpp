@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-#include "testbed_fixture.h"
+#include "failover_job.h"
 
 namespace {
 
@@ -75,10 +75,14 @@ class Daemon {
     }
     return "reccl-detectord did not listen within 30 s: " + log();
   }
+  void signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
   // Signals it and waits up to ms for its end; true when it is gone.
   bool stop(int sig, int ms) {
     if (pid_ <= 0) return true;
     kill(pid_, sig);
+    kill(pid_, SIGCONT);  // a stopped (hung) daemon takes its SIGTERM once continued
     auto end = Clock::now() + std::chrono::milliseconds(ms);
     while (Clock::now() < end) {
       if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
@@ -117,89 +121,21 @@ class Daemon {
   pid_t pid_ = -1;
 };
 
-// One `reccl testbed run` of the failover worker (the worker as it is; configured by env), read
-// line by line on a thread.
-class Job {
- public:
-  Job(const std::string& name, const std::string& env, int timeoutSec) {
-    std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --timeout " +
-                      std::to_string(timeoutSec) + " -- /usr/bin/env " + env + " " + RECCL_FAILOVER_WORKER_PATH +
-                      " 2>&1";
-    pipe_ = popen(cmd.c_str(), "r");
-    reader_ = std::thread([this] {
-      char buf[4096];
-      while (pipe_ && fgets(buf, sizeof(buf), pipe_)) {
-        std::lock_guard lk(mu_);
-        text_ += buf;
-        cv_.notify_all();
-      }
-    });
-  }
-  ~Job() { wait(); }
-  // Waits until `re` matches n times in the output (or the limit); true when it did.
-  bool waitFor(const std::string& re, int n, std::chrono::seconds limit) {
-    std::regex r(re);
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, limit, [&] { return count(text_, r) >= n; });
-  }
-  int wait() {
-    if (reader_.joinable()) reader_.join();
-    if (pipe_) {
-      int st = pclose(pipe_);
-      pipe_ = nullptr;
-      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    return code_;
-  }
-  std::string text() {
-    std::lock_guard lk(mu_);
-    return text_;
-  }
-  static int count(const std::string& text, const std::regex& r) {
-    return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
-  }
+using reccl::test::failover::countMatches;
+using reccl::test::failover::Job;
+using reccl::test::failover::sumField;
 
- private:
-  FILE* pipe_ = nullptr;
-  std::thread reader_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string text_;
-  int code_ = -1;
-};
+int matches(const std::string& text, const std::string& re) { return countMatches(text, re); }
 
-int matches(const std::string& text, const std::string& re) { return Job::count(text, std::regex(re)); }
-
-uint64_t sumField(const std::string& text, const std::string& field) {
-  std::regex r(field + " ([0-9]+)");
-  uint64_t s = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator(); ++it)
-    s += std::stoull((*it)[1]);
-  return s;
-}
-
-class DaemonSource : public reccl::test::TestbedTest<2, 2> {
+// The failover fixture (2 hosts x 2 rails; link(), every rail back up after each test) plus a
+// daemon per test.
+class DaemonSource : public reccl::test::failover::FailoverTest<2> {
  protected:
   void SetUp() override {
-    reccl::test::TestbedTest<2, 2>::SetUp();
+    FailoverTest<2>::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     std::string err = daemon_.start();
     ASSERT_EQ(err, "");
-  }
-  void TearDown() override {
-    if (!skipReason_.empty() || !tb_) return;
-    for (int h = 0; h < 2; ++h)
-      for (int r = 0; r < 2; ++r) {
-        link(true, h, r, true);
-        link(true, h, r, false);
-      }
-    std::this_thread::sleep_for(300ms);
-  }
-  static void link(bool up, int host, int rail, bool switchSide) {
-    std::string ns = switchSide ? fabricNetns() : netns(host);
-    std::string dev = switchSide ? "h" + std::to_string(host) + "r" + std::to_string(rail) : "rail" + std::to_string(rail);
-    std::string cmd = "ip -n " + ns + " link set " + dev + (up ? " up" : " down");
-    ASSERT_EQ(system(cmd.c_str()), 0) << cmd;
   }
   std::string env(const std::string& mode, const std::string& extra) const {
     return "RECCL_DETECTOR=" + mode + " RECCL_DETECTORD_SOCKET=" + daemon_.socket() +
@@ -220,13 +156,21 @@ const char* kOnDaemon = "fault source: daemon reccl-detectord on ";
 
 // Host 0's switch port on rail 0 dies mid-allreduce: host 0's rank learns it from the daemon.
 TEST_F(DaemonSource, DaemonDetectsASwitchSideLinkDown) {
-  Job j(testbed().name(), env("daemon", "WORKER_ITERS=150"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
-  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  Job j(testbed().name(), env("daemon", "WORKER_SECONDS=6 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   std::this_thread::sleep_for(400ms);
   link(false, 0, 0, true);
+  ASSERT_TRUE(j.waitForMatch("rank 0: rail 0 \\(rail0\\) down", 1, 5s)) << j.text();
+  // Back up: the daemon's LinkUp (after its hold-down) fails back, and says so.
+  link(true, 0, 0, true);
+  ASSERT_TRUE(j.waitForMatch("rank 0: fail-back of .* source daemon", 1, 5s)) << j.text() << daemon_.log();
   expectAllOk(j);
   std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) up again after hold-down; failing back \\(source daemon\\)"), 1) << t;
+  EXPECT_EQ(matches(t, "fail-back of .* source nic-poll"), 0) << t;
+  // recclCommGetStats names the source in use: the daemon and the hooks it runs.
+  EXPECT_EQ(matches(t, "source rank [01] daemon daemon:[a-z_,]+"), 2) << t;
   EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) down \\(source daemon "), 1) << t;
   EXPECT_EQ(matches(t, "down \\(source (nic-poll|detector|stall)"), 0) << t;  // nobody else saw it first
   EXPECT_GE(matches(t, "rank 0: failover of rank [0-9]->[0-9] ch [0-9]+ -> rail 1 .*source daemon"), 1) << t;
@@ -240,11 +184,11 @@ TEST_F(DaemonSource, DaemonDetectsASwitchSideLinkDown) {
 // the NIC poll takes over at once, and a fault after that is still routed around exactly.
 TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
   Job j(testbed().name(), env("daemon", "WORKER_SECONDS=5 WORKER_COUNT=262144"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
-  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   std::this_thread::sleep_for(300ms);
   ASSERT_TRUE(daemon_.stop(SIGKILL, 5000));
-  ASSERT_TRUE(j.waitFor("reccl-detectord lost", 2, 5s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("reccl-detectord lost", 2, 5s)) << j.text();
   std::this_thread::sleep_for(200ms);
   link(false, 1, 0, true);
   expectAllOk(j);
@@ -252,6 +196,32 @@ TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
   EXPECT_EQ(matches(t, "rank 1: rail 0 \\(rail0\\) down \\(source nic-poll"), 1) << t;
   EXPECT_EQ(matches(t, "source daemon"), 0) << t;
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_EQ(matches(t, "source rank [01] nic-poll nic-poll"), 2) << t;
+}
+
+// RECCL_DETECTOR=daemon and the daemon hangs (SIGSTOP: its socket stays open, nothing is
+// answered): the ranks' pings go unanswered, they drop it as if it died, the NIC poll takes
+// over, and a fault after that is routed around exactly.
+TEST_F(DaemonSource, HungDaemonFallsBackToNicPoll) {
+  Job j(testbed().name(), env("daemon", "RECCL_DETECTORD_PING_MS=100 WORKER_SECONDS=5 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  std::this_thread::sleep_for(300ms);
+  daemon_.signal(SIGSTOP);
+  auto t0 = Clock::now();
+  bool lost = j.waitForMatch("reccl-detectord lost \\(detectord: no pong", 2, 5s);
+  auto noticedMs = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  ASSERT_TRUE(lost) << j.text();
+  // ping every 100 ms, pong deadline max(200, RECCL_DETECTORD_TIMEOUT_MS=200): ~300 ms, plus load
+  EXPECT_LT(noticedMs, 2000) << j.text();
+  std::this_thread::sleep_for(200ms);
+  link(false, 1, 0, true);
+  expectAllOk(j);
+  std::string t = j.text();
+  EXPECT_EQ(matches(t, "rank 1: rail 0 \\(rail0\\) down \\(source nic-poll"), 1) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_EQ(matches(t, "source rank [01] nic-poll nic-poll"), 2) << t;
+  daemon_.signal(SIGCONT);
 }
 
 // RECCL_DETECTOR=auto, the daemon stopped and started again on the same socket: a fault in
@@ -259,21 +229,21 @@ TEST_F(DaemonSource, KilledDaemonFallsBackToNicPoll) {
 // then the ranks take the daemon back and it catches the next fault.
 TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
   Job j(testbed().name(), env("auto", "WORKER_SECONDS=35 WORKER_COUNT=262144"), 150);
-  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
-  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   ASSERT_TRUE(daemon_.stop(SIGTERM, 5000));
-  ASSERT_TRUE(j.waitFor("reccl-detectord lost", 2, 5s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("reccl-detectord lost", 2, 5s)) << j.text();
   std::this_thread::sleep_for(200ms);
   link(false, 1, 1, true);
-  ASSERT_TRUE(j.waitFor("rank 1: rail 1 \\(rail1\\) down \\(source (nic-poll|detector )", 1, 5s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("rank 1: rail 1 \\(rail1\\) down \\(source (nic-poll|detector )", 1, 5s)) << j.text();
   link(true, 1, 1, true);
-  ASSERT_TRUE(j.waitFor("rank 1: rail 1 \\(rail1\\) up again", 1, 5s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("rank 1: rail 1 \\(rail1\\) up again", 1, 5s)) << j.text();
   std::string err = daemon_.start();
   ASSERT_EQ(err, "");
-  ASSERT_TRUE(j.waitFor(std::string(kOnDaemon) + ".* again", 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitForMatch(std::string(kOnDaemon) + ".* again", 2, 10s)) << j.text() << daemon_.log();
   std::this_thread::sleep_for(300ms);
   link(false, 0, 0, true);
-  ASSERT_TRUE(j.waitFor("rank 0: rail 0 \\(rail0\\) down \\(source daemon ", 1, 5s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitForMatch("rank 0: rail 0 \\(rail0\\) down \\(source daemon ", 1, 5s)) << j.text() << daemon_.log();
   expectAllOk(j);
   std::string t = j.text();
   EXPECT_GE(sumField(t, "failovers"), 4u) << t;
@@ -285,13 +255,13 @@ TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
 // host takes seconds, hence the long run.
 TEST_F(DaemonSource, AutoFallsBackToTheInProcessDetector) {
   Job j(testbed().name(), env("auto", "WORKER_SECONDS=60 WORKER_COUNT=262144"), 150);
-  ASSERT_TRUE(j.waitFor("started rank", 2, 30s)) << j.text();
-  ASSERT_TRUE(j.waitFor(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
+  ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 10s)) << j.text() << daemon_.log();
   ASSERT_TRUE(daemon_.stop(SIGKILL, 5000));
-  ASSERT_TRUE(j.waitFor("fault source: in-process detector \\(.*\\) after losing", 2, 50s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("fault source: in-process detector \\(.*\\) after losing", 2, 50s)) << j.text();
   std::this_thread::sleep_for(200ms);
   link(false, 0, 1, true);
-  ASSERT_TRUE(j.waitFor("rank 0: rail 1 \\(rail1\\) down \\(source detector ", 1, 5s)) << j.text();
+  ASSERT_TRUE(j.waitForMatch("rank 0: rail 1 \\(rail1\\) down \\(source detector ", 1, 5s)) << j.text();
   expectAllOk(j);
   EXPECT_GE(sumField(j.text(), "failovers"), 2u) << j.text();
 }

@@ -58,6 +58,18 @@ class Job {
     });
     return ok;
   }
+  // Waits until `re` (a regex) matches `n` times in the output (or the deadline, or the end of
+  // the output).
+  bool waitForMatch(const std::string& re, int n, std::chrono::seconds limit) {
+    std::regex r(re);
+    std::unique_lock lk(mu_);
+    bool ok = false;
+    cv_.wait_for(lk, limit, [&] {
+      ok = std::distance(std::sregex_iterator(text_.begin(), text_.end(), r), std::sregex_iterator()) >= n;
+      return ok || eof_;
+    });
+    return ok;
+  }
   bool finished() {
     std::lock_guard lk(mu_);
     return eof_;

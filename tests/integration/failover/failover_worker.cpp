@@ -31,7 +31,8 @@
 // is tried again WORKER_FAULT_STRIDE iterations later (default: the rotation length), at most
 // WORKER_FAULT_ATTEMPTS (3) times.
 // Output: "started rank R" once connected; "done rank R iters N failovers F failbacks B resent X
-// dup D last_us L" at the end; "worker rank R iteration K: <error>" on failure.
+// dup D last_us L" and "source rank R KIND NAME" (the fault source in use, recclCommStats_t) at
+// the end; "worker rank R iteration K: <error>" on failure.
 // Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing
 // call.
 #include <fcntl.h>
@@ -474,6 +475,8 @@ int main() {
          rank, iters, secs, (unsigned long long)st.failovers, (unsigned long long)st.failbacks,
          (unsigned long long)st.bytesResent, (unsigned long long)st.duplicateSteps,
          (unsigned long long)st.lastFailoverUs, st.railsUp, (unsigned long long)st.standbyFailovers);
+  printf("source rank %d %s %s\n", rank, recclGetFaultSourceString(static_cast<recclFaultSource_t>(st.faultSource)),
+         st.faultSourceName);
   // WORKER_RELAY_STATS=1: the relay counters too (relay_testbed_test).
   if (getenv("WORKER_RELAY_STATS"))
     printf("relay rank %d migrations %llu forwarded %llu pipes %llu\n", rank, (unsigned long long)st.relayMigrations,

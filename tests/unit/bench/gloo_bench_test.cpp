@@ -4,6 +4,8 @@
 
 #include <chrono>
 #include <filesystem>
+#include <memory>
+#include <thread>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -57,6 +59,56 @@ TEST_F(GlooBenchTest, TwoRanksOnLoopbackProduceACheckedTableAndJson) {
     EXPECT_GT(t["time_us"].get<double>(), 0.0);
   }
   EXPECT_FALSE(fs::exists(store)) << "rank 0 removes the rendezvous directory";
+}
+
+// --timeline: every timed iteration of rank 0 in the JSON (CLOCK_MONOTONIC start/end), also
+// those done before Gloo failed: rank 1 is killed mid-loop and rank 0's partial loop is kept.
+TEST_F(GlooBenchTest, TimelineHoldsEveryIterationAlsoWhenAPeerDies) {
+  const fs::path store = dir_ / "store", json = dir_ / "out.json";
+  auto args = [&](const char* n) {
+    return std::vector<std::string>{GLOO_BENCH_PATH, "--iface", "lo", "--store-dir", store.string(), "--algo", "ring",
+                                    "-b", "64K", "-e", "64K", "-n", n, "-w", "1", "--timeout-ms", "3000",
+                                    "--timeline", "--json", json.string()};
+  };
+  {
+    Child r1(args("6"), {"RANK=1", "WORLD_SIZE=2"}, dir_ / "r1.txt");
+    Child r0(args("6"), {"RANK=0", "WORLD_SIZE=2"}, dir_ / "r0.txt");
+    ASSERT_EQ(r0.wait(std::chrono::seconds(90)), 0) << slurp(dir_ / "r0.txt");
+    ASSERT_EQ(r1.wait(std::chrono::seconds(10)), 0);
+    auto j = nlohmann::json::parse(slurp(json));
+    ASSERT_TRUE(j.contains("timeline")) << j.dump(1);
+    EXPECT_EQ(j["timeline"]["clock"], "CLOCK_MONOTONIC");
+    ASSERT_EQ(j["timeline"]["loops"].size(), 1u);
+    const auto& loop = j["timeline"]["loops"][0];
+    EXPECT_TRUE(loop["completed"].get<bool>());
+    EXPECT_EQ(loop["bytes"], 65536);
+    ASSERT_EQ(loop["iterations"].size(), 6u);
+    int64_t prevEnd = 0;
+    for (const auto& it : loop["iterations"]) {
+      int64_t a = it["start_mono_ns"], b = it["end_mono_ns"];
+      EXPECT_GE(a, prevEnd);
+      EXPECT_GT(b, a);
+      EXPECT_NEAR(it["us"].get<double>(), (b - a) / 1e3, 1.0);
+      prevEnd = b;
+    }
+  }
+  fs::remove_all(store);
+  fs::remove(json);
+  auto r1 = std::make_unique<Child>(args("10000000"), std::vector<std::string>{"RANK=1", "WORLD_SIZE=2"}, dir_ / "r1b.txt");
+  Child r0(args("10000000"), {"RANK=0", "WORLD_SIZE=2"}, dir_ / "r0b.txt");
+  // The header of the collective is printed (and flushed) right before its loop.
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(dir_ / "r0b.txt").find("# Collective: allreduce") == std::string::npos &&
+         std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  r1.reset();  // SIGKILL mid-loop
+  EXPECT_EQ(r0.wait(std::chrono::seconds(60)), 1) << slurp(dir_ / "r0b.txt");
+  auto j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j["status"], "failed");
+  ASSERT_EQ(j["timeline"]["loops"].size(), 1u) << j.dump(1);
+  EXPECT_FALSE(j["timeline"]["loops"][0]["completed"].get<bool>());
+  EXPECT_GT(j["timeline"]["loops"][0]["iterations"].size(), 0u) << "iterations before the error lost";
 }
 
 TEST_F(GlooBenchTest, UsageErrorsNameTheArgument) {

@@ -1,6 +1,10 @@
 // Client of reccl-detectord: what the library's monitor thread and `reccl detector status` use
 // when a node daemon runs. Requests are synchronous with a deadline; events that arrive while
-// waiting for a reply are kept for receive().
+// waiting for a reply are kept for receive(). Liveness: keepAlive() pings the daemon on the same
+// socket and fails when a pong is late, so a daemon that hangs without closing its socket is
+// noticed like one that died. Nothing received is dropped: receive() hands over every event that
+// arrived before an error, and a message that is not a whole, well-formed event or reply is an
+// error (the caller falls back and reconciles), never skipped.
 #pragma once
 
 #include <cstddef>
@@ -42,19 +46,33 @@ class DetectorClient {
   Result<std::unique_ptr<MappedLinkState>> mapLinkState();
   // Readable when an event (or anything) arrives from the daemon.
   int fd() const { return sock_.get(); }
-  // Events received so far plus those arriving within timeoutMs (0: only what is there).
-  Result<std::vector<LinkEvent>> receive(int timeoutMs);
+  // Appends the events received so far plus those arriving within timeoutMs (0: only what is
+  // there) to *out. On an error (daemon gone, garbled or truncated message) the events that
+  // arrived before it are in *out all the same.
+  Status receive(int timeoutMs, std::vector<LinkEvent>* out);
+  // Liveness, without blocking: sends a ping when none is outstanding and periodMs passed since
+  // the last pong; kTimeout when the outstanding ping has had no pong for deadlineMs. Pongs are
+  // read by receive() (and by every request), so call receive() when fd() is readable.
+  Status keepAlive(int periodMs, int deadlineMs);
+  // Pongs received so far.
+  uint64_t pongs() const { return pongs_; }
   const std::string& hello() const { return hello_; }
 
  private:
   DetectorClient() = default;
   Result<std::string> request(const std::string& json, const std::string& op, UniqueFd* fd = nullptr);
   Status pump(int timeoutMs, const std::string& wantOp, std::string* reply, UniqueFd* fd);
+  void onPong(uint64_t seq);
+  static Result<WatchedLink> watchReply(const WatchSpec& spec, const std::string& reply);
 
   UniqueFd sock_;
   int timeoutMs_ = 2000;
   std::deque<LinkEvent> events_;
   std::string hello_;
+  uint64_t pingSeq_ = 0;
+  uint64_t pingSentNs_ = 0;     // 0: no ping outstanding
+  uint64_t lastAliveNs_ = 0;    // last pong (or the hello)
+  uint64_t pongs_ = 0;
 };
 
 }  // namespace reccl::detector
