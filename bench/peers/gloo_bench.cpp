@@ -23,6 +23,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <cerrno>
+#include <csignal>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -413,4 +414,9 @@ int run(int argc, char** argv) {
 }  // namespace
 }  // namespace reccl::bench
 
-int main(int argc, char** argv) { return reccl::bench::run(argc, argv); }
+int main(int argc, char** argv) {
+  // A peer that dies mid-write must end in Gloo's error (reported, exit 1), not in SIGPIPE
+  // killing this rank before its JSON is written.
+  std::signal(SIGPIPE, SIG_IGN);
+  return reccl::bench::run(argc, argv);
+}
