@@ -13,14 +13,6 @@
 #include "reccl/common/params.h"
 
 namespace reccl::failover {
-namespace {
-uint64_t monoNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-}  // namespace
-
 const char* faultSourceName(FaultSource s) noexcept {
   switch (s) {
     case FaultSource::kDetector: return "detector";
@@ -162,7 +154,7 @@ uint64_t Failover::peerRails(int peer) {
 void Failover::setPeerRails(int peer, uint64_t mask) {
   std::lock_guard lk(peerMu_);
   if (peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size()) peerRailsUp_[peer] = mask;
-  uint64_t now = monoNs();
+  uint64_t now = monotonicNs();
   for (int r = 0; r < nrails_; ++r)
     if (!((mask >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
 }
@@ -204,11 +196,24 @@ void Failover::fillStats(core::CommStats* s) const {
   fillSourceStats(s);
 }
 
+core::Hello Failover::dataHello(int dstRank, uint32_t channel, uint32_t epoch) const {
+  core::Hello h;
+  h.kind = core::HelloKind::kTcpData;
+  h.secret = comm_.secret_;
+  h.commId = comm_.commId_;
+  h.srcRank = rank_;
+  h.dstRank = dstRank;
+  h.nranks = comm_.nranks_;
+  h.channel = channel;
+  h.epoch = epoch;
+  return h;
+}
+
 Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {
   if (stop_.load()) return Status(Errc::kAborted, "failover stopped");
   {
     std::lock_guard lk(qMu_);
-    passive_.push_back(Passive{std::move(fd), h, monoNs()});
+    passive_.push_back(Passive{std::move(fd), h, monotonicNs()});
   }
   qCv_.notify_one();
   return Status::Ok();
@@ -218,7 +223,7 @@ void Failover::enqueue(Job j) {
   auto c = find(j.id);
   if (!c) return;
   if (c->queued.exchange(true)) return;  // one job per connection at a time
-  j.queuedNs = monoNs();
+  j.queuedNs = monotonicNs();
   {
     std::lock_guard lk(qMu_);
     jobs_.push_back(j);

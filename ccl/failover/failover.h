@@ -82,6 +82,9 @@ class Failover {
   }
 
  private:
+  // The data hello this rank sends on a new TCP connection to `dstRank` (job secret,
+  // communicator, ranks, channel; epoch > 1 marks a migration).
+  core::Hello dataHello(int dstRank, uint32_t channel, uint32_t epoch) const;
   // One directed TCP connection as failover tracks it (either end).
   struct Conn {
     ConnId id;

@@ -25,16 +25,6 @@ namespace {
 constexpr int64_t kAttemptMs = 1000;     // one connect + handshake on a candidate rail
 constexpr int64_t kPassiveReadMs = 1000; // the request follows the hello at once
 
-uint64_t monoNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-std::string connName(const ConnId& c) {
-  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
-}
-
 }  // namespace
 
 // A rail fault moves every connection on it at once (both directions of each peer pair), and
@@ -106,12 +96,12 @@ void Failover::runJob(const Job& j) {
   Timeline tl;
   tl.signalNs = j.faultNs;
   tl.queuedNs = j.queuedNs;
-  tl.runningNs = monoNs();
+  tl.runningNs = monotonicNs();
   bool failBack = j.reason == MigrateReason::kFailBack;
   // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal.
-  uint64_t startNs = j.faultNs ? j.faultNs : monoNs();
+  uint64_t startNs = j.faultNs ? j.faultNs : monotonicNs();
   Deadline deadline = Deadline::afterMs(
-      std::max<int64_t>(1, timeoutMs_ - static_cast<int64_t>((monoNs() - std::min(monoNs(), startNs)) / 1000000)));
+      std::max<int64_t>(1, timeoutMs_ - static_cast<int64_t>((monotonicNs() - std::min(monotonicNs(), startNs)) / 1000000)));
   if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
   // Relay route first when RECCL_FAILOVER_ROUTE asks for it (relay.cpp); else, or when no relay
   // works, the direct route below.
@@ -229,7 +219,7 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
       return Attempt::kFailed;
     }
   }
-  tl->pathNs = monoNs();
+  tl->pathNs = monotonicNs();
   // The peer commits as soon as the request arrives: the reply gets a deadline of its own, so a
   // connect that used up the attempt's time (SYN retransmitted after a link came back) does not
   // leave the peer on a path this end has closed (seen: both ends' communicators failed).
@@ -278,25 +268,17 @@ Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool with
   std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
   size_t off = 0;
   if (withHello) {
-    core::Hello h;
-    h.kind = core::HelloKind::kTcpData;
-    h.secret = comm_.secret_;
-    h.commId = comm_.commId_;
-    h.srcRank = rank_;
-    h.dstRank = peer;
-    h.nranks = comm_.nranks_;
-    h.channel = c.id.channel;
-    h.epoch = epoch;
+    core::Hello h = dataHello(peer, c.id.channel, epoch);
     core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
     off = core::kHelloBytes;
   }
   encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + off, kMigrateRequestBytes));
   Status s = io.send(std::span<const std::byte>(out.data(), off + kMigrateRequestBytes));
-  tl->sentNs = monoNs();
+  tl->sentNs = monotonicNs();
   std::array<std::byte, kMigrateReplyBytes> rb;
   bool sent = s.ok();
   if (s.ok()) s = io.recv(rb);
-  tl->replyNs = monoNs();
+  tl->replyNs = monotonicNs();
   if (!s.ok()) {
     // The request went out: the peer may have committed it and retired the old path under us.
     if (sent) c.handshakeUnsure.store(true);
@@ -339,7 +321,7 @@ Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool with
     }
     resent = *r;
   }
-  tl->commitNs = monoNs();
+  tl->commitNs = monotonicNs();
   bytesResent_.fetch_add(resent);
   *epochOut = epoch;
   *resentOut = resent;
@@ -434,7 +416,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
 void Failover::handlePassive(Passive p) {
   Timeline tl;
   tl.queuedNs = p.arrivedNs;
-  tl.runningNs = monoNs();
+  tl.runningNs = monotonicNs();
   std::array<std::byte, kMigrateRequestBytes> buf;
   Status s = transport::recvAll(p.fd.get(), buf, Deadline::afterMs(kPassiveReadMs));
   if (!s.ok()) {
@@ -442,7 +424,7 @@ void Failover::handlePassive(Passive p) {
                s.message().c_str());
     return;
   }
-  tl.replyNs = monoNs();
+  tl.replyNs = monotonicNs();
   auto req = decodeMigrateRequest(buf);
   if (!req.ok()) {
     MigrateReply reply;
@@ -520,7 +502,7 @@ void Failover::servePassive(UniqueFd ufd, const core::Hello& hello, const Migrat
     resent = *r;
     c->passiveEpoch.store(req.epoch);
   }
-  tl.commitNs = monoNs();
+  tl.commitNs = monotonicNs();
   bytesResent_.fetch_add(resent);
   Job j;
   j.id = req.conn;

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 #include "reccl/common/status.h"
 
@@ -32,6 +33,11 @@ struct ConnId {
   bool operator==(const ConnId&) const = default;
   auto operator<=>(const ConnId&) const = default;
 };
+
+// "rank S->R ch C", as every failover log line names a connection.
+inline std::string connName(const ConnId& c) {
+  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
+}
 
 // kDegraded: a gray failure (the detector's retransmit rate, TX timeout) routed around like a dead link.
 enum class MigrateReason : uint8_t {

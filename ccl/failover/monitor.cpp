@@ -21,12 +21,6 @@
 namespace reccl::failover {
 namespace {
 
-uint64_t monoNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
 int pathFd(channel::Path* p) {
   if (auto* s = dynamic_cast<transport::SocketSendPath*>(p)) return s->fd();
   if (auto* r = dynamic_cast<transport::SocketRecvPath*>(p)) return r->fd();
@@ -158,7 +152,7 @@ void Failover::monitorLoop() {
     if (broken()) continue;
     if (rc > 0 && (pf[1].revents & POLLIN)) drainDetector();
     refreshConns();
-    uint64_t now = monoNs();
+    uint64_t now = monotonicNs();
     tickSources(now, rc > 0 ? pf[2].revents : 0);
     if (pollNics_) pollNics(now);
     scanStalls(now);
@@ -287,7 +281,7 @@ void Failover::tendGray(uint64_t nowNs) {
 void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason) {
   uint64_t bit = 1ull << rail;
   if (reason == MigrateReason::kDegraded && (railsUp_.load() & bit)) {
-    uint64_t now = monoNs();
+    uint64_t now = monotonicNs();
     if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
     if (grayExplained(rail, now)) {
       auto& h = grayHold_[rail];
@@ -336,7 +330,7 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   if (static_cast<size_t>(rail) < grayHold_.size()) grayHold_[rail].sinceNs = 0;
   if (railsUp_.fetch_or(bit) & bit) return;
   if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
-  if (grayHold_[rail].hardDown) grayHold_[rail].upNs = monoNs();
+  if (grayHold_[rail].hardDown) grayHold_[rail].upNs = monotonicNs();
   grayHold_[rail].hardDown = false;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
@@ -377,7 +371,7 @@ bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Sta
   j.reason = MigrateReason::kSocketError;
   j.source = FaultSource::kSocketError;
   j.fromRail = c->rail.load();
-  j.faultNs = monoNs();
+  j.faultNs = monotonicNs();
   RECCL_WARN(kLogFailover, "rank %d: path rank %d->%d ch %u failed (%s); migrating", rank_, cid.sender,
              cid.receiver, cid.channel, s.message().c_str());
   enqueue(j);

@@ -24,16 +24,6 @@ namespace {
 
 constexpr int64_t kAttemptMs = 1000;
 
-uint64_t monoNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-std::string connName(const ConnId& c) {
-  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
-}
-
 // Connects to `name` in the abstract namespace and sends one message with three descriptors.
 Result<UniqueFd> openControl(const std::string& name, std::span<const std::byte> msg, const int (&fds)[3]) {
   UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
@@ -170,7 +160,7 @@ Failover::RelayOutcome Failover::relayFirst(Conn& c, const Job& j, Deadline dead
       Attempt a = relayAttempt(c, via, rail, j, deadline, &err, &epoch, &resent);
       if (a == Attempt::kDone) {
         relayMigrations_.fetch_add(1);
-        logMigration(c, j, epoch, rail, resent, true, monoNs());
+        logMigration(c, j, epoch, rail, resent, true, monotonicNs());
         RECCL_WARN(kLogFailover, "rank %d: %s relayed via rank %d (its rail %d, %s)", rank_, connName(c.id).c_str(),
                    via, rail, comm_.table_[via].nics[rail].name.c_str());
         return RelayOutcome::kDone;
@@ -207,14 +197,7 @@ Failover::Attempt Failover::relayAttempt(Conn& c, int via, int rail, const Job& 
   link.via = via;
 
   // 1. Ask the relay to connect to the peer on `rail`.
-  core::Hello rh;
-  rh.kind = core::HelloKind::kTcpData;
-  rh.secret = comm_.secret_;
-  rh.commId = comm_.commId_;
-  rh.srcRank = rank_;
-  rh.dstRank = via;
-  rh.nranks = comm_.nranks_;
-  rh.channel = c.id.channel;
+  core::Hello rh = dataHello(via, c.id.channel, 1);
   std::array<std::byte, core::kHelloBytes + kRelayOpenBytes> om;
   core::encodeHello(rh, std::span<std::byte, core::kHelloBytes>(om.data(), core::kHelloBytes));
   RelayOpen open;

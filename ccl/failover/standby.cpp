@@ -32,16 +32,6 @@ constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wai
 constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
 constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
 
-uint64_t monoNs() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-          .count());
-}
-
-std::string connName(const ConnId& c) {
-  return "rank " + std::to_string(c.sender) + "->" + std::to_string(c.receiver) + " ch " + std::to_string(c.channel);
-}
-
 // An idle standby has nothing in flight, so only keepalive can tell that it died: probe after
 // 1 s idle, every 1 s, give up after 3 unanswered (the kernel then errors the socket).
 void armStandby(int fd) {
@@ -116,7 +106,7 @@ void Failover::makeStandby(Conn& c) {
   if (static_cast<size_t>(rail) >= pi.nics.size()) return;
   auto retryAfter = [&](uint64_t ns, const Status& why) {
     std::lock_guard lk(c.sbMu);
-    c.standbyRetryNs = monoNs() + ns;
+    c.standbyRetryNs = monotonicNs() + ns;
     if (ns >= kRetryNs)
       RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d: %s", rank_, connName(c.id).c_str(), rail,
                  why.message().c_str());
@@ -131,15 +121,7 @@ void Failover::makeStandby(Conn& c) {
 
   // Authenticated like any data connection; the request says it is a standby (nothing commits).
   uint32_t marker = nextEpoch(1, c.role);  // a migration-looking epoch of this end's parity
-  core::Hello h;
-  h.kind = core::HelloKind::kTcpData;
-  h.secret = comm_.secret_;
-  h.commId = comm_.commId_;
-  h.srcRank = rank_;
-  h.dstRank = peer;
-  h.nranks = comm_.nranks_;
-  h.channel = c.id.channel;
-  h.epoch = marker;
+  core::Hello h = dataHello(peer, c.id.channel, marker);
   MigrateRequest req;
   req.conn = c.id;
   req.initiator = c.role;
@@ -238,7 +220,7 @@ void Failover::standbyWatcherLoop() {
     for (size_t i = 1; i < pfds.size(); ++i) {
       if (!pfds[i].revents) continue;
       Timeline tl;
-      tl.queuedNs = tl.runningNs = monoNs();
+      tl.queuedNs = tl.runningNs = monotonicNs();
       PassiveStandby ps;
       {
         std::lock_guard lk(psMu_);
@@ -260,7 +242,7 @@ void Failover::standbyWatcherLoop() {
                     ps.peer, s.message().c_str());
         continue;
       }
-      tl.replyNs = monoNs();
+      tl.replyNs = monotonicNs();
       auto req = decodeMigrateRequest(buf);
       if (!req.ok() || req->reason == MigrateReason::kStandby || req->conn != ps.id || req->rail != ps.rail) {
         RECCL_WARN(kLogFailover, "rank %d: bad request on the standby of %s from rank %d: %s", rank_,
