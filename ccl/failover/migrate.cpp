@@ -129,6 +129,14 @@ void Failover::runJob(const Job& j) {
       for (int t : tried) weights[t] = 0;
       if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
       rail = pickRail(railLoads(), weights, -1);
+      if (rail < 0 && j.reason == MigrateReason::kDegraded && cur == j.fromRail) {
+        // A gray rail still carries bytes: with no healthy rail to move to, staying on it beats
+        // any rail declared down and beats failing the communicator (a false DEGRADED on a
+        // one-rail job did exactly that). It moves when a rail comes back or a hard fault hits.
+        RECCL_WARN(kLogFailover, "rank %d: %s: rail %d degraded and no healthy rail to move to: staying on it",
+                   rank_, connName(c->id).c_str(), cur);
+        return;
+      }
       if (rail < 0) {
         // Last resort: a rail declared down here or at the peer may be physically up again while
         // the detector still holds it down (hold-down, flap damping); better than failing.

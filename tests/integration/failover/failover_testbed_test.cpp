@@ -317,6 +317,32 @@ TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
 }
 
+// The same loss on a job that uses rail 0 only (RECCL_NICS==rail0): DEGRADED has nowhere to go.
+// A gray rail still carries bytes, so the connections stay on it and the job completes, exact;
+// before, the job failed with "no healthy rail" after RECCL_FAILOVER_TIMEOUT_MS (a false DEGRADED
+// under a saturating one-rail benchmark did that).
+TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
+  std::string cli = RECCL_CLI_PATH;
+  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
+  Job j(testbed().name(),
+        env("RECCL_NICS==rail0 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "RECCL_DEGRADED_CLEAR_MS=60000 RECCL_FAILOVER_TIMEOUT_MS=2000 WORKER_SECONDS=8"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+  bool stayed = j.waitFor("degraded and no healthy rail to move to: staying on it", 1, std::chrono::seconds(5));
+  // Long enough after the DEGRADED for the old behaviour's failover timeout (2 s) to fail the job.
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
+  expectAllOk(j, 2);
+  EXPECT_EQ(clear, 0);
+  std::string t = j.text();
+  EXPECT_TRUE(stayed) << t;
+  EXPECT_GE(countMatches(t, "rail 0 \\(rail0\\) degraded \\(source detector tp_tcp_retransmit\\)"), 1) << t;
+  EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
 // ---- a hard fault's retransmits are not a gray failure ----------------------------------------
 //
 // Host 0's rail 0 cable is pulled for 1 s; the peer's sockets on rail 0 retransmit toward the dead
