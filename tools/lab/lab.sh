@@ -126,6 +126,33 @@ fetch_kernel() {
   KVER=${MODDIR##*/}
   VMLINUZ=$KDIR/boot/vmlinuz-$KVER
   [[ -r $VMLINUZ ]] || die "no readable $VMLINUZ"
+  KERNEL=$VMLINUZ
+  extract_vmlinux
+}
+
+# Under TCG the kernel's own xz decompression is half of a boot. A kernel with a PVH entry
+# (CONFIG_PVH) boots from its uncompressed ELF image, which qemu loads as is: unpack it once.
+extract_vmlinux() {
+  local out=$KDIR/boot/vmlinux-$KVER off
+  if [[ ! -s $out ]]; then
+    grep -q '^CONFIG_PVH=y' "$KDIR/boot/config-$KVER" 2>/dev/null || return 0
+    command -v xz >/dev/null || return 0
+    exec 8>"$CACHE/.lock"
+    flock -w 900 8 || die "waited 900 s for the cache lock"
+    if [[ ! -s $out ]]; then
+      off=$(LC_ALL=C grep -abo $'\xfd7zXZ\x00' "$VMLINUZ" | head -1 | cut -d: -f1)
+      # xz stops at the stream's end and tail dies of SIGPIPE: judge by the result, an ELF file.
+      [[ -n $off ]] && { tail -c +$((off + 1)) "$VMLINUZ" | xz -dc --single-stream >"$out.$$" 2>/dev/null || true; }
+      if [[ -s $out.$$ && $(head -c 4 "$out.$$" | od -An -tx1 | tr -d ' ') == 7f454c46 ]]; then
+        mv "$out.$$" "$out"
+      else
+        rm -f "$out.$$"
+      fi
+    fi
+    exec 8>&-
+  fi
+  [[ -s $out ]] && KERNEL=$out
+  return 0
 }
 
 # Relative module paths (from modules.dep) of the named modules and their dependencies, in a
@@ -269,7 +296,7 @@ probe_accel() {
   memo=$CACHE/accel.$key
   if [[ ! -f $memo ]]; then
     timeout 10 qemu-system-x86_64 -nodefaults -no-user-config -display none -no-reboot -machine pc \
-      -accel kvm -cpu host,-arch-capabilities -smp 1 -m 256 -kernel "$VMLINUZ" -initrd "$WORK/common.cpio" \
+      -accel kvm -cpu host,-arch-capabilities -smp 1 -m 256 -kernel "$KERNEL" -initrd "$WORK/common.cpio" \
       -append "$APPEND lab.probe" -serial "file:$WORK/probe.log" >/dev/null 2>&1 || true
     if grep -aq '@@lab-probe-ok' "$WORK/probe.log" 2>/dev/null; then echo kvm; else echo tcg; fi >"$memo.$$"
     mv "$memo.$$" "$memo"
@@ -289,7 +316,7 @@ pick_ports() {  # two free UDP ports for the VMs' socket link
 }
 
 start_vm() {  # INDEX
-  local i=$1 cpu=max netdev
+  local i=$1 cpu=${RECCL_LAB_CPU:-qemu64} netdev
   # arch-capabilities: nested KVM refuses its MSR (qemu aborts).
   [[ $ACCEL == kvm ]] && cpu=host,-arch-capabilities
   if ((VMS == 2)); then
@@ -308,7 +335,7 @@ start_vm() {  # INDEX
   # timeout(1) bounds qemu even when this script is killed without a chance to clean up.
   timeout -k 5 $((TIMEOUT + 10)) qemu-system-x86_64 -nodefaults -no-user-config -display none \
     -no-reboot -machine pc -accel "$ACCEL" -cpu "$cpu" -smp 1 -m "$MEM" \
-    -kernel "$VMLINUZ" -initrd "$WORK/initrd.$i" \
+    -kernel "$KERNEL" -initrd "$WORK/initrd.$i" \
     -append "$APPEND" \
     -serial "file:$WORK/console.$i.log" -monitor "pipe:$WORK/mon.$i" \
     -netdev "$netdev" -device "virtio-net-pci,netdev=n0,id=nic0,mac=52:54:00:77:00:1$i" \
