@@ -435,12 +435,15 @@ struct ib_device___reccl {
   char name[64];
 } __attribute__((preserve_access_index));
 
+/* CO-RE matches a field only against the same BTF kind: the kernel's member is an enum. */
+enum ib_event_type___reccl { RECCL_IB_EVENT_TYPE_UNUSED };
+
 struct ib_event___reccl {
   struct ib_device___reccl *device;
   union {
     __u32 port_num;
   } element;
-  int event;
+  enum ib_event_type___reccl event;
 } __attribute__((preserve_access_index));
 
 /* enum ib_event_type values, stable uapi-adjacent numbering in include/rdma/ib_verbs.h. */

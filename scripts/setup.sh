@@ -13,7 +13,7 @@ PACKAGES=(
   iproute2 iputils-ping iperf3 procps psmisc kmod
   libgloo-dev
   gnuplot-nox python3
-  qemu-system-x86 busybox-static cpio
+  qemu-system-x86 busybox-static cpio xz-utils  # stock-kernel lab (tools/lab/lab.sh; the kernel .deb it fetches itself)
 )
 
 missing=()

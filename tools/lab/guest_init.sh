@@ -1,0 +1,43 @@
+#!/bb/sh
+# /init of the lab's initramfs (tools/lab/lab.sh builds it): mounts the kernel filesystems, loads
+# the modules the host picked (in dependency order), sets up the NIC, runs /lab/cmd and reports
+# its exit status on the serial console, then powers the VM off. Runs under busybox only.
+/bb/busybox --install -s /bb
+export PATH=/lab/bin:/usr/sbin:/usr/bin:/bb
+mount -t devtmpfs dev /dev 2>/dev/null
+exec </dev/console >/dev/console 2>&1
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t tmpfs tmp /tmp
+mount -t tmpfs run /run
+mount -t bpf bpf /sys/fs/bpf
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+ln -s /proc/self/fd /dev/fd 2>/dev/null
+if grep -q ' lab.probe' /proc/cmdline; then  # lab.sh asks whether KVM runs this kernel
+  echo "@@lab-probe-ok"
+  reboot -f
+fi
+. /lab/env
+
+kver=$(uname -r)
+while read -r m; do
+  insmod "/lib/modules/$kver/$m" || echo "lab: insmod $m failed"
+done </lab/modules
+
+ip link set lo up
+if [ -e /sys/class/net/eth0 ]; then
+  [ -n "$LAB_ADDR" ] && ip addr add "$LAB_ADDR" dev eth0
+  ip link set eth0 up
+fi
+if [ "$LAB_RXE" = 1 ]; then
+  rdma link add rxe0 type rxe netdev eth0 || echo "lab: rdma link add rxe0 failed"
+fi
+
+read -r up _ </proc/uptime
+echo "@@lab-begin vm=$LAB_INDEX kernel=$kver uptime=$up"
+cd /lab && /bin/sh /lab/cmd
+rc=$?
+read -r up _ </proc/uptime
+echo "@@lab-exit $rc uptime=$up"
+reboot -f
