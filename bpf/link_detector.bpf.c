@@ -20,6 +20,7 @@ const volatile __u64 linkwatch_event_addr = 0;      /* &linkwatch_event from /pr
 const volatile __u64 delayed_work_timer_fn_addr = 0; /* &delayed_work_timer_fn */
 const volatile __u32 retrans_threshold = 12;         /* retransmits per window -> DEGRADED */
 const volatile __u64 retrans_window_ns = 500000000;  /* 500 ms */
+const volatile __u32 retrans_rate_ppm = 3000;        /* and retransmitted/sent segments; 0: off */
 const volatile __u64 degraded_min_interval_ns = 1000000000; /* at most one DEGRADED per second */
 const volatile __u8 report_unattributed = 0;         /* emit DQL_STALL (names no device) */
 const volatile __u8 report_rdma = 0;                 /* emit RDMA port events */
@@ -391,7 +392,66 @@ int BPF_PROG(tp_dql_stall, unsigned short thrs, unsigned int len, unsigned long 
   return 0;
 }
 
-/* --- gray failures: TCP retransmissions per device, rate over a window -------------------- */
+/* --- gray failures: TCP retransmissions per device, judged against segments sent ----------- */
+
+/* A count alone is no symptom: a saturated healthy link retransmits too (tail-loss probes and
+ * spurious timeouts of starved senders, backlog drops), in proportion to what it sends. So the
+ * window also sums, per device, the data segments sent by the sockets that retransmitted (pure
+ * ACKs of a socket that also receives would dilute the share), and a link is DEGRADED only when
+ * the count crosses retrans_threshold and the retransmitted share of those segments crosses
+ * retrans_rate_ppm. The segments come from each socket's own tcp_sock counters, read only here
+ * (the program runs on retransmits, never per packet): the deltas since the socket's previous
+ * retransmit, kept in socket-local storage. */
+
+/* Per socket, as of its last retransmit on any watched device. */
+struct retrans_sock {
+  __u64 seen_ns;       /* 0: not seen yet, no baseline */
+  __u32 data_segs_out; /* tcp_sock.data_segs_out then (retransmits included) */
+  __u32 total_retrans; /* tcp_sock.total_retrans then */
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_SK_STORAGE);
+  __uint(map_flags, BPF_F_NO_PREALLOC);
+  __type(key, int);
+  __type(value, struct retrans_sock);
+} retrans_socks SEC(".maps");
+
+/* Per slot: the window's sums (same window as the slot's retrans_window). */
+struct reccl_retrans_window retrans_windows[RECCL_LINK_MAX_SLOTS] = {};
+
+/* The tracepoint's err argument exists where the kernel also reports attempts that sent nothing
+ * (-EBUSY: the original still sits in a host queue; -ENOMEM): none of them is a lost segment. */
+struct trace_event_raw_tcp_retransmit_skb___reccl {
+  int err;
+} __attribute__((preserve_access_index));
+
+/* Adds this socket's retransmitted and sent segments since its previous retransmit to the
+ * window. A socket seen for the first time only sets its baseline. A baseline older than the
+ * window counts only the window's share of what was sent since (an even pace assumed), so that a
+ * socket that retransmits once a minute does not bring a minute of traffic into a window. */
+static __always_inline void account_socket(const struct sock *sk, __u64 ts,
+                                           struct reccl_retrans_window *w)
+{
+  struct retrans_sock *rs =
+      bpf_sk_storage_get(&retrans_socks, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+  if (!rs)
+    return;
+  const struct tcp_sock *tp = (const void *)sk;
+  __u32 out = BPF_CORE_READ(tp, data_segs_out);
+  __u32 retrans = BPF_CORE_READ(tp, total_retrans);
+  if (rs->seen_ns) {
+    __u64 sent = (__u32)(out - rs->data_segs_out);
+    __u64 age = ts - rs->seen_ns;
+    if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
+      sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
+    __sync_fetch_and_add(&w->retrans_segs, (__u32)(retrans - rs->total_retrans));
+    __sync_fetch_and_add(&w->sent_segs, sent);
+  }
+  rs->seen_ns = ts;
+  rs->data_segs_out = out;
+  rs->total_retrans = retrans;
+}
 
 SEC("tp_btf/tcp_retransmit_skb")
 int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb)
@@ -401,20 +461,50 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     return 0;
   __u32 slot_idx = 0;
   struct reccl_link_slot *slot = watched_slot(dev, &slot_idx);
-  if (!slot)
+  if (!slot || slot_idx >= RECCL_LINK_MAX_SLOTS)
     return 0;
+  struct reccl_retrans_window *w = &retrans_windows[slot_idx];
+  /* Dead code, removed at load, on kernels whose tracepoint has no err argument. */
+  if (bpf_core_field_exists(struct trace_event_raw_tcp_retransmit_skb___reccl, err) &&
+      (int)ctx[2] != 0) {
+    __sync_fetch_and_add(&w->failed, 1);
+    return 0;
+  }
   count_hit(RECCL_LINK_SRC_TP_TCP_RETRANSMIT);
   __u64 ts = bpf_ktime_get_ns();
   __sync_fetch_and_add(&slot->retransmits, 1);
   /* Windows are approximate under concurrency on purpose: a racing reset loses a few counts,
    * never a threshold crossing by a sustained rate. */
   if (ts - slot->retrans_window_start_ns > retrans_window_ns) {
+    w->last_retransmits = slot->retrans_window;
     slot->retrans_window_start_ns = ts;
     slot->retrans_window = 0;
   }
+  __u64 wstart = slot->retrans_window_start_ns;
+  if (w->start_ns != wstart) {
+    w->start_ns = wstart;
+    w->last_retrans_segs = w->retrans_segs;
+    w->last_sent_segs = w->sent_segs;
+    w->retrans_segs = 0;
+    w->sent_segs = 0;
+  }
+  if (retrans_rate_ppm)
+    account_socket(sk, ts, w);
   __u64 n = __sync_fetch_and_add(&slot->retrans_window, 1) + 1;
   if (n < retrans_threshold)
     return 0;
+  __u64 ppm = 0;
+  if (retrans_rate_ppm) {
+    __u64 sent = w->sent_segs, retrans = w->retrans_segs;
+    /* More retransmitted than sent: segments without data (SYN, FIN) retransmitted alone. */
+    ppm = retrans >= sent ? (retrans ? 1000000 : 0) : retrans * 1000000 / sent;
+    if (ppm < retrans_rate_ppm) {
+      __sync_fetch_and_add(&w->held, 1);
+      return 0;
+    }
+    if (ppm > 0xffffffffULL)
+      ppm = 0xffffffffULL;
+  }
   __u64 last = slot->last_degraded_ns;
   if (last && ts - last < degraded_min_interval_ns)
     return 0;
@@ -423,7 +513,8 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
   __sync_fetch_and_or(&slot->state, (__u64)RECCL_LINK_STATE_DEGRADED);
   __sync_fetch_and_add(&slot->epoch, 1);
   emit(RECCL_LINK_KIND_DEGRADED, RECCL_LINK_SRC_TP_TCP_RETRANSMIT, ts, dev_netns(dev),
-       BPF_CORE_READ(dev, ifindex), slot_idx, dev_health(dev) | RECCL_LINK_STATE_DEGRADED, n, dev);
+       BPF_CORE_READ(dev, ifindex), slot_idx, dev_health(dev) | RECCL_LINK_STATE_DEGRADED,
+       (ppm << 32) | (n & 0xffffffffULL), dev);
   return 0;
 }
 

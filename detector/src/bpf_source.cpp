@@ -96,6 +96,7 @@ Status configure(link_detector* skel, const BpfOptions& o) {
   skel->rodata->delayed_work_timer_fn_addr = syms.delayedWorkTimerFn;
   skel->rodata->retrans_threshold = o.retransThreshold;
   skel->rodata->retrans_window_ns = o.retransWindowNs;
+  skel->rodata->retrans_rate_ppm = o.retransRatePpm;
   skel->rodata->degraded_min_interval_ns = o.degradedMinIntervalNs;
   skel->rodata->report_unattributed = o.reportUnattributed ? 1 : 0;
   skel->rodata->report_rdma = o.reportRdma ? 1 : 0;
@@ -318,6 +319,8 @@ int BpfSource::consume() {
 
 Status BpfSource::watch(LinkKey key, uint32_t slot) {
   reccl_link_key k{key.netnsIno, key.ifindex};
+  // A reused slot starts with the new link's sums, not the last link's.
+  if (slot < RECCL_LINK_MAX_SLOTS) std::memset(&skel_->bss->retrans_windows[slot], 0, sizeof(reccl_retrans_window));
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.watch), &k, &slot, BPF_ANY) != 0)
     return Status::FromErrno(errno, "bpf: add to watch map");
   return Status::Ok();
@@ -385,6 +388,24 @@ BpfCounters BpfSource::counters() const {
   c.consumed = consumed_;
   c.abiRejects = abiRejects_;
   return c;
+}
+
+RetransWindowStats BpfSource::retransWindow(uint32_t slot) const {
+  RetransWindowStats r;
+  if (slot >= RECCL_LINK_MAX_SLOTS) return r;
+  auto load = [](const uint64_t& v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); };
+  const reccl_retrans_window& w = skel_->bss->retrans_windows[slot];
+  const reccl_link_slot& s = slots_[slot];
+  r.retransmits = load(s.retransmits);
+  r.windowRetransmits = load(s.retrans_window);
+  r.windowRetransSegs = load(w.retrans_segs);
+  r.windowSentSegs = load(w.sent_segs);
+  r.lastRetransmits = load(w.last_retransmits);
+  r.lastRetransSegs = load(w.last_retrans_segs);
+  r.lastSentSegs = load(w.last_sent_segs);
+  r.heldByRate = load(w.held);
+  r.failedAttempts = load(w.failed);
+  return r;
 }
 
 }  // namespace reccl::detector

@@ -542,6 +542,7 @@ DetectorStatus Detector::status() const {
     if (auto s = sm_.status(key, now)) r.status = *s;
     r.epoch = __atomic_load_n(&slots_[w->info.slot].epoch, __ATOMIC_ACQUIRE);
     r.kernelState = __atomic_load_n(&slots_[w->info.slot].state, __ATOMIC_ACQUIRE);
+    if (bpf_) r.retrans = bpf_->retransWindow(w->info.slot);
     st.links.push_back(std::move(r));
   }
   st.counters = counters_;

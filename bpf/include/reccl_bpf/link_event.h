@@ -80,7 +80,9 @@ struct reccl_link_event {
   reccl_link_u32 state;       /* RECCL_LINK_STATE_* seen by the program */
   /* Kind-specific: carrier kinds: (carrier_down_count << 32) | carrier_up_count of the device,
    * a per-device transition sequence that orders signals from different sources;
-   * TX_TIMEOUT: queue index; DEGRADED: retransmits in the window; RDMA: port number. */
+   * TX_TIMEOUT: queue index; DEGRADED: retransmits in the window (low 32 bits) and, when the
+   * rate check is on, retransmitted per million segments sent in it (high 32 bits);
+   * RDMA: port number. */
   reccl_link_u64 value;
   char ifname[RECCL_LINK_IFNAMSIZ];
   reccl_link_u64 reserved;
@@ -109,6 +111,19 @@ struct reccl_link_slot {
   reccl_link_u64 last_degraded_ns;
 };
 
+/* Per slot, in the program's .bss (read through the skeleton): the retransmit window's segment
+ * sums behind the rate check, and what the check held back. */
+struct reccl_retrans_window {
+  reccl_link_u64 start_ns;          /* the slot's retrans_window_start_ns these sums belong to */
+  reccl_link_u64 retrans_segs;      /* segments retransmitted in the window (sockets with a baseline) */
+  reccl_link_u64 sent_segs;         /* data segments those sockets sent, retransmits included */
+  reccl_link_u64 last_retransmits;  /* the previous window: retransmits counted */
+  reccl_link_u64 last_retrans_segs; /* the previous window: retransmitted segments */
+  reccl_link_u64 last_sent_segs;    /* the previous window: segments sent */
+  reccl_link_u64 held;              /* retransmits over the count threshold held back by the rate */
+  reccl_link_u64 failed;            /* tracepoint hits for attempts that sent nothing (not counted) */
+};
+
 /* Context of the "syscall" program resolve_devices (run with BPF_PROG_TEST_RUN by a thread
  * inside the watched namespace): finds the watched devices of the caller's namespace and
  * remembers their kernel addresses, so hooks that do not name a device can read them. */
@@ -130,12 +145,14 @@ static_assert(sizeof(reccl_link_event) == 64, "reccl_link_event ABI");
 static_assert(sizeof(reccl_link_key) == 8, "reccl_link_key ABI");
 static_assert(sizeof(reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
+static_assert(sizeof(reccl_retrans_window) == 64, "reccl_retrans_window ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
 _Static_assert(sizeof(struct reccl_link_key) == 8, "reccl_link_key ABI");
 _Static_assert(sizeof(struct reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
+_Static_assert(sizeof(struct reccl_retrans_window) == 64, "reccl_retrans_window ABI");
 #endif
 
 #endif

@@ -1,17 +1,23 @@
 // Gray failures: the tcp_retransmit_skb hook on the testbed. Bulk TCP streams run from host 0 to
 // host 1 on both rails; `reccl inject drop --rate 0.01` on rail 0's cable (switch side, so the
 // loss is on the wire and invisible to the sender's stack) must produce LinkDegraded from the
-// retransmit source for exactly host 0's rail0, and nothing for the clean rail1.
+// retransmit source for exactly host 0's rail0, and nothing for the clean rail1. Saturated,
+// fault-free links retransmit a little (starved senders' probes and timeouts, backlog drops): they
+// cross a low retransmit count but not the rate, so no LinkDegraded, while a detector with the
+// rate check off declares them. (An injected drop is no model of this: on a slow, loaded machine
+// one dropped GSO packet is already several per mille of a window's segments.)
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
+#include <memory>
 #include <vector>
 
 #include "reccl/common/deadline.h"
@@ -87,7 +93,98 @@ class Stream {
   std::string error_;
 };
 
-class DetectorRetransmit : public reccl::test::TestbedTest<2, 2> {};
+class DetectorRetransmit : public reccl::test::TestbedTest<2, 2> {
+ protected:
+  void TearDown() override {
+    // A failed assertion must not leave the loss on the shared testbed for the next test.
+    std::string cli = RECCL_CLI_PATH;
+    (void)!system((cli + " inject clear --netns " + netns(0) + " --dev rail0 >/dev/null 2>&1").c_str());
+  }
+};
+
+// A detector on host 0's rails with the given retransmit rate (per million; 0: count only).
+reccl::Result<std::unique_ptr<Detector>> railDetector(const std::string& ns, uint32_t threshold, uint32_t ratePpm) {
+  DetectorOptions opts = DetectorOptions::fromEnv();
+  opts.mode = SourceMode::kBpf;
+  opts.rdma = false;
+  opts.bpf.sources = {RECCL_LINK_SRC_TP_TCP_RETRANSMIT};
+  opts.bpf.retransThreshold = threshold;
+  opts.bpf.retransRatePpm = ratePpm;
+  opts.watch = {{ns, "rail0"}, {ns, "rail1"}};
+  return Detector::create(opts);
+}
+
+int degradedFromRetransmits(const std::vector<LinkEvent>& events, const LinkKey& link) {
+  int n = 0;
+  for (const auto& e : events)
+    if (e.type == LinkEventType::kLinkDegraded && e.link == link && e.source == RECCL_LINK_SRC_TP_TCP_RETRANSMIT) ++n;
+  return n;
+}
+
+TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
+  // The library's defaults. With a low count (3) the rate alone decides, and on a machine so
+  // loaded that the streams move ~25k segments a window, fault-free windows reach 1-13 per mille
+  // (one starved sender's burst): indistinguishable from 1 % loss by any rate.
+  const uint32_t kThreshold = BpfOptions{}.retransThreshold;
+  auto withRate = railDetector(netns(0), kThreshold, BpfOptions{}.retransRatePpm);
+  ASSERT_TRUE(withRate.ok()) << withRate.status().ToString();
+  if (!(*withRate)->activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
+    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
+  auto countOnly = railDetector(netns(0), kThreshold, 0);
+  ASSERT_TRUE(countOnly.ok()) << countOnly.status().ToString();
+  Detector& a = **withRate;
+  Detector& b = **countOnly;
+  ASSERT_TRUE(a.start().ok());
+  ASSERT_TRUE(b.start().ok());
+  LinkKey rail0, rail1;
+  for (const auto& w : a.watched()) (w.ifname == "rail0" ? rail0 : rail1) = w.key;
+
+  auto h0 = openNetns(netns(0));
+  auto h1 = openNetns(netns(1));
+  ASSERT_TRUE(h0.ok() && h1.ok());
+  std::vector<LinkEvent> eventsA, eventsB;
+  uint64_t maxLastPpm[2] = {0, 0};  // the highest rate of a closed window per rail
+  {
+    // Two streams per rail: both veth rails saturated, the machine's CPUs busy.
+    Stream s0(*h0, *h1, railAddr(0, 0), railAddr(1, 0));
+    Stream s1(*h0, *h1, railAddr(0, 1), railAddr(1, 1));
+    Stream s2(*h0, *h1, railAddr(0, 0), railAddr(1, 0));
+    Stream s3(*h0, *h1, railAddr(0, 1), railAddr(1, 1));
+    for (const Stream* s : {&s0, &s1, &s2, &s3}) ASSERT_EQ(s->error(), "");
+    reccl::Deadline dl = reccl::Deadline::afterMs(4000);
+    while (!dl.expired()) {
+      for (auto& e : a.waitEvents(100)) eventsA.push_back(e);
+      for (auto& e : b.drain()) eventsB.push_back(e);
+      for (const auto& l : a.status().links)
+        if (l.retrans.lastRetransmits >= kThreshold && l.retrans.lastSentSegs) {
+          uint64_t& m = maxLastPpm[l.watch.key == rail0 ? 0 : 1];
+          m = std::max(m, l.retrans.lastRetransSegs * 1'000'000 / l.retrans.lastSentSegs);
+        }
+    }
+    for (auto& e : b.waitEvents(100)) eventsB.push_back(e);
+    EXPECT_GT(s0.sent() + s2.sent(), 0u);
+    EXPECT_GT(s1.sent() + s3.sent(), 0u);
+  }
+  RetransWindowStats ra, ra1;
+  for (const auto& l : a.status().links) (l.watch.key == rail0 ? ra : ra1) = l.retrans;
+  a.stop();
+  b.stop();
+  int byCountOnly = degradedFromRetransmits(eventsB, rail0) + degradedFromRetransmits(eventsB, rail1);
+  EXPECT_EQ(degradedFromRetransmits(eventsA, rail0), 0) << "saturated, fault-free rail0 declared DEGRADED";
+  EXPECT_EQ(degradedFromRetransmits(eventsA, rail1), 0) << "saturated, fault-free rail1 declared DEGRADED";
+  printf("saturated, no fault: retransmits rail0 %llu (held by the rate %llu, failed attempts %llu), "
+         "rail1 %llu (held %llu, failed attempts %llu); highest rate of a window at the count: rail0 %llu ppm, "
+         "rail1 %llu ppm (limit %u)\n",
+         (unsigned long long)ra.retransmits, (unsigned long long)ra.heldByRate, (unsigned long long)ra.failedAttempts,
+         (unsigned long long)ra1.retransmits, (unsigned long long)ra1.heldByRate,
+         (unsigned long long)ra1.failedAttempts, (unsigned long long)maxLastPpm[0], (unsigned long long)maxLastPpm[1],
+         BpfOptions{}.retransRatePpm);
+  // Only meaningful if the count was crossed: the count-only detector fired, and the rate held.
+  if (byCountOnly == 0 && ra.heldByRate + ra1.heldByRate == 0)
+    GTEST_SKIP() << "saturation made no window of " << kThreshold << " retransmits on this machine: nothing to judge";
+  EXPECT_GE(byCountOnly, 1) << "windows crossed the count but the count-only detector declared nothing";
+  EXPECT_GT(ra.heldByRate + ra1.heldByRate, 0u) << "the count-only detector fired but the rate check was never asked";
+}
 
 TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
   DetectorOptions opts = DetectorOptions::fromEnv();
@@ -148,13 +245,20 @@ TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
   uint64_t retrans[2] = {0, 0};
   for (const auto& w : d.watched())
     if (w.slot != RECCL_LINK_NO_SLOT) retrans[w.key == rail0 ? 0 : 1] = static_cast<uint64_t>(d.slots()[w.slot].retransmits);
+  RetransWindowStats rw0;
+  for (const auto& l : d.status().links)
+    if (l.watch.key == rail0) rw0 = l.retrans;
   EXPECT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
   d.stop();
   EXPECT_GE(degraded0, 1) << "no retransmit DEGRADED for the lossy rail0 within 8 s";
   EXPECT_EQ(degraded1, 0) << "DEGRADED for the clean rail1";
   EXPECT_EQ(other, 0) << "other events (link down/up) on rails that never went down";
-  printf("retransmit DEGRADED on rail0 %llu ms after 1 %% loss began; retransmits counted: rail0 %llu, rail1 %llu\n",
-         (unsigned long long)firstMs, (unsigned long long)retrans[0], (unsigned long long)retrans[1]);
+  EXPECT_LE(firstMs, 3000u) << "1 % loss took more than 3 s to be declared";
+  printf("retransmit DEGRADED on rail0 %llu ms after 1 %% loss began; retransmits counted: rail0 %llu, rail1 %llu; "
+         "rail0's last closed window: %llu retransmits, %llu of %llu segments retransmitted\n",
+         (unsigned long long)firstMs, (unsigned long long)retrans[0], (unsigned long long)retrans[1],
+         (unsigned long long)rw0.lastRetransmits, (unsigned long long)rw0.lastRetransSegs,
+         (unsigned long long)rw0.lastSentSegs);
 }
 
 }  // namespace

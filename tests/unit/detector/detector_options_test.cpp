@@ -43,16 +43,36 @@ TEST(DetectorOptions, FromEnvironment) {
   setenv("RECCL_HOLDDOWN_MS", "250", 1);
   setenv("RECCL_DAMPING_HALFLIFE_MS", "2000", 1);
   setenv("RECCL_RETRANS_THRESHOLD", "7", 1);
+  setenv("RECCL_RETRANS_RATE", "5", 1);
   auto o = DetectorOptions::fromEnv();
   EXPECT_EQ(o.mode, SourceMode::kNetlink);
   EXPECT_EQ(o.stateMachine.holdDownNs, 250'000'000u);
   EXPECT_EQ(o.stateMachine.damping.halfLifeNs, 2'000'000'000u);
   EXPECT_EQ(o.bpf.retransThreshold, 7u);
+  EXPECT_EQ(o.bpf.retransRatePpm, 5000u) << "per mille in the environment, per million in the program";
   EXPECT_TRUE(o.validate().ok());
+  setenv("RECCL_RETRANS_RATE", "0", 1);
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.retransRatePpm, 0u) << "0 turns the rate check off";
   unsetenv("RECCL_DETECTOR");
   unsetenv("RECCL_HOLDDOWN_MS");
   unsetenv("RECCL_DAMPING_HALFLIFE_MS");
   unsetenv("RECCL_RETRANS_THRESHOLD");
+  unsetenv("RECCL_RETRANS_RATE");
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.retransRatePpm, BpfOptions{}.retransRatePpm)
+      << "the table's default and the options' default agree";
+}
+
+TEST(DetectorOptions, RetransRateOutOfRangeNamed) {
+  for (const char* bad : {"-1", "1001"}) {
+    setenv("RECCL_RETRANS_RATE", bad, 1);
+    auto st = DetectorOptions::fromEnv().validate();
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.code(), Errc::kInvalidArgument);
+    EXPECT_NE(st.message().find("retrans-rate"), std::string::npos) << st.message();
+  }
+  setenv("RECCL_RETRANS_RATE", "1000", 1);
+  EXPECT_TRUE(DetectorOptions::fromEnv().validate().ok());
+  unsetenv("RECCL_RETRANS_RATE");
 }
 
 TEST(DetectorOptions, ValidationNamesTheBadParameter) {

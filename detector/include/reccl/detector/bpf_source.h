@@ -25,12 +25,28 @@ struct BpfOptions {
   uint32_t ringBytes = 256 * 1024;
   uint32_t retransThreshold = 12;
   uint64_t retransWindowNs = 500'000'000;
+  // And the window's retransmitted segments per million segments sent by the retransmitting
+  // sockets must reach this (a healthy saturated link retransmits too); 0: the count alone.
+  uint32_t retransRatePpm = 3000;
   uint64_t degradedMinIntervalNs = 1'000'000'000;
   bool reportUnattributed = false;
   bool reportRdma = true;
   // After each link-watch hook the watched devices are re-read in the kernel this often for
   // a second (link-watch's blind window); 0 disables.
   uint64_t scanPeriodNs = 100'000;
+};
+
+// One link's retransmit window as the kernel side sums it (the rate check's inputs).
+struct RetransWindowStats {
+  uint64_t retransmits = 0;      // counted since the link was watched (every window)
+  uint64_t windowRetransmits = 0;
+  uint64_t windowRetransSegs = 0;
+  uint64_t windowSentSegs = 0;
+  uint64_t lastRetransmits = 0;  // the previous window
+  uint64_t lastRetransSegs = 0;
+  uint64_t lastSentSegs = 0;
+  uint64_t heldByRate = 0;       // retransmits over the count threshold the rate held back
+  uint64_t failedAttempts = 0;   // retransmit attempts that sent nothing (not counted)
 };
 
 struct HookStatus {
@@ -87,6 +103,8 @@ class BpfSource {
   // A new fd of the link-state map for another process to mmap PROT_READ.
   Result<int> linkStateShareFd() const;
   BpfCounters counters() const;
+  // The kernel side's retransmit window of a slot (the slot's own counters included).
+  RetransWindowStats retransWindow(uint32_t slot) const;
 
  private:
   BpfSource() = default;

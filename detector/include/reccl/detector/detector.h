@@ -47,6 +47,7 @@ struct LinkReport {
   LinkStatus status;
   uint64_t epoch = 0;
   uint64_t kernelState = 0;  // RECCL_LINK_STATE_* in the slot
+  RetransWindowStats retrans;  // with BPF only
 };
 
 struct DetectorCounters {
