@@ -28,7 +28,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -152,9 +151,6 @@ class Failover {
     UniqueFd fd;
     core::Hello hello;
     uint64_t arrivedNs = 0;
-    // A request already read and checked (a standby's, by the standby watcher): served as is.
-    std::optional<MigrateRequest> request{};
-    uint64_t readNs = 0;
   };
   enum class Attempt { kDone, kStale, kNotReady, kFailed };
 

@@ -482,10 +482,6 @@ void Failover::handlePassive(Passive p) {
   Timeline tl;
   tl.queuedNs = p.arrivedNs;
   tl.runningNs = monotonicNs();
-  if (p.request) {
-    tl.replyNs = p.readNs;
-    return servePassive(std::move(p.fd), p.hello, *p.request, tl);
-  }
   std::array<std::byte, kMigrateRequestBytes> buf;
   Status s = transport::recvAll(p.fd.get(), buf, Deadline::afterMs(kPassiveReadMs));
   if (!s.ok()) {
