@@ -51,6 +51,16 @@ bool standbyAlive(int fd) {
   return getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state == TCP_ESTABLISHED;
 }
 
+// Closes an idle standby with a reset (SO_LINGER 0) rather than a FIN: on a dead link the kernel
+// would retransmit the FIN for seconds, and a retransmit-counting detector counts that against
+// the rail once it is back. A standby holds no data, so nothing is lost.
+void closeStandby(UniqueFd& fd) noexcept {
+  if (!fd) return;
+  linger lg{1, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  fd.reset();
+}
+
 }  // namespace
 
 int Failover::standbyRailFor(Conn& c) {
@@ -76,7 +86,7 @@ void Failover::tendStandbys(uint64_t nowNs) {
                       standbyAlive(c->standby.get());
         if (usable) continue;
         RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired", rank_, connName(c->id).c_str(), sr);
-        c->standby.reset();
+        closeStandby(c->standby);
         c->standbyRail = -1;
       }
       if (nowNs < c->standbyRetryNs) continue;
@@ -146,7 +156,7 @@ void Failover::makeStandby(Conn& c) {
   armStandby(fd.get());
   std::lock_guard lk(c.sbMu);
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
-  if (c.standby || c.rail.load() == rail || !railUp(rail)) return;
+  if (c.standby || c.rail.load() == rail || !railUp(rail)) return closeStandby(fd);
   c.standby = std::move(fd);
   c.standbyRail = rail;
   RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d (%s)", rank_, connName(c.id).c_str(), rail,
@@ -173,25 +183,17 @@ UniqueFd Failover::takeStandby(Conn& c, const Job& j, const std::set<int>& tried
 
 void Failover::dropStandbys(int rail) {
   if (!standbyOn_) return;
-  // Closed with a reset (SO_LINGER 0), not a FIN that the kernel would retransmit into the dead
-  // link for seconds and that a retransmit-counting detector would count against the rail once
-  // it is back.
-  auto drop = [](UniqueFd& fd) {
-    linger lg{1, 0};
-    setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
-    fd.reset();
-  };
   for (auto& c : snapshot()) {
     std::lock_guard lk(c->sbMu);
     if (c->standby && c->standbyRail == rail) {
-      drop(c->standby);
+      closeStandby(c->standby);
       c->standbyRail = -1;
     }
   }
   std::lock_guard lk(psMu_);
   std::erase_if(passiveStandbys_, [&](PassiveStandby& p) {
     if (p.rail != rail) return false;
-    drop(p.fd);
+    closeStandby(p.fd);
     return true;
   });
   uint64_t one = 1;
