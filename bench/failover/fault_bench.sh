@@ -12,7 +12,8 @@
 # Options: --build DIR (build), --faults N per source (100), --size BYTES (64M), --down-ms MS
 # fault duration (1000), --period-ms MS between faults (2400), --sources "bpf netlink none",
 # --baseline-iters N (20), --gloo-timeout-ms MS (15000), --no-gloo, --out FILE
-# (fault_bench.json), --keep (leave the testbed and work files).
+# (fault_bench.json), --keep (leave the testbed and work files), --fifo PRIO (every rank, reccl's
+# and Gloo's, under SCHED_FIFO PRIO via chrt: timing on a machine that others load).
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -29,8 +30,9 @@ GLOO=1
 OUT=fault_bench.json
 KEEP=0
 NAME="fb$$"
+FIFO=0
 
-usage() { sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -44,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --no-gloo) GLOO=0; shift ;;
     --out) OUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --fifo) FIFO="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fault_bench.sh: unknown argument $1 (try --help)" >&2; exit 64 ;;
   esac
@@ -52,6 +55,12 @@ num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fault_bench.sh: $1: a positive nu
 num --faults "$FAULTS"; num --down-ms "$DOWN_MS"; num --period-ms "$PERIOD_MS"
 num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"
 ((PERIOD_MS > DOWN_MS + 600)) || { echo "fault_bench.sh: --period-ms must exceed --down-ms by 600 ms (fail-back)" >&2; exit 64; }
+[[ "$FIFO" =~ ^([0-9]|[1-9][0-9])$ ]] || { echo "fault_bench.sh: --fifo: a priority 1-99, got '$FIFO'" >&2; exit 64; }
+SCHED=()
+if ((FIFO > 0)); then
+  command -v chrt >/dev/null || { echo "fault_bench.sh: --fifo needs chrt (util-linux)" >&2; exit 77; }
+  SCHED=(chrt -f "$FIFO")
+fi
 for s in $SOURCES; do
   [[ $s == bpf || $s == netlink || $s == none ]] || { echo "fault_bench.sh: --sources: bpf, netlink or none, got $s" >&2; exit 64; }
 done
@@ -91,7 +100,7 @@ step "testbed $NAME: 2 hosts x 2 rails"
 # Runs a command as one rank per host; rank 0's output in $WORK/$tag.log.
 ranks() {
   local tag="$1"; shift
-  "$RECCL" testbed run --name "$NAME" --timeout 1800 -- "$@" >"$WORK/$tag.log" 2>&1
+  "$RECCL" testbed run --name "$NAME" --timeout 1800 -- "${SCHED[@]}" "$@" >"$WORK/$tag.log" 2>&1
 }
 
 # --- fault-free baselines (the same bench, normal mode: out-of-place busbw) --------------------
@@ -191,9 +200,9 @@ if [[ $GLOO -eq 1 ]]; then
 fi
 
 # --- report -------------------------------------------------------------------------------------
-python3 - "$WORK" "$OUT" "$SOURCES" "$FAULTS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" "$NAME" <<'PY'
+python3 - "$WORK" "$OUT" "$SOURCES" "$FAULTS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" "$NAME" "$FIFO" <<'PY'
 import json, os, sys, time
-work, out, sources, nfaults, size, down, period, gloo, gtimeout, name = sys.argv[1:11]
+work, out, sources, nfaults, size, down, period, gloo, gtimeout, name, fifo = sys.argv[1:12]
 sources = sources.split()
 def load(tag):
     p = os.path.join(work, tag + ".json")
@@ -205,7 +214,8 @@ def log_tail(tag, n=3):
 def oop(run): return run["rows"][0]["out_of_place"]["busbw_gbps"]
 r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "testbed": {"name": name, "hosts": 2, "rails": 2},
      "size": size, "faults_per_source": int(nfaults), "down_ms": int(down), "period_ms": int(period),
-     "settings": "RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=300 RECCL_DAMPING_HALFLIFE_MS=200", "runs": {}}
+     "settings": "RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=300 RECCL_DAMPING_HALFLIFE_MS=200",
+     "ranks_sched": "SCHED_FIFO %s" % fifo if fifo != "0" else "normal", "runs": {}}
 b1, b2 = load("base_one"), load("base_two")
 r["runs"]["base_one_rail"], r["runs"]["base_two_rails"] = b1, b2
 r["baseline_busbw_gbps"] = {"one_rail": oop(b1), "two_rails": oop(b2)}

@@ -7,9 +7,11 @@
 #include <optional>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/socket.h>
 #include <cstring>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/comm.h"
@@ -24,6 +26,21 @@ namespace {
 
 constexpr int64_t kAttemptMs = 1000;     // one connect + handshake on a candidate rail
 constexpr int64_t kPassiveReadMs = 1000; // the request follows the hello at once
+// A fail-back onto a rail that the peer last reported down: a connect on a veth or a LAN takes
+// well under a millisecond; one that is not done in this time waits for a SYN retransmission (1 s).
+constexpr int64_t kSpeculativeFailBackMs = 200;
+
+// Drops a TCP connection on the spot (connect(AF_UNSPEC): tcp_disconnect): its unacknowledged
+// data and FIN are purged, so the kernel stops retransmitting them. shutdown() alone leaves a
+// retired socket on a dead link retransmitting for seconds (RTO backoff), and those
+// retransmissions read as a DEGRADED rail to a retransmit-counting detector after the link is
+// back (measured: everything moved off the repaired rail ~2 s after a fault, so that the next
+// fault on it found no connection there). Errors are of no interest: the socket is retired.
+void abortTcp(int fd) noexcept {
+  sockaddr sa{};
+  sa.sa_family = AF_UNSPEC;
+  [[maybe_unused]] int rc = ::connect(fd, &sa, sizeof(sa));
+}
 
 }  // namespace
 
@@ -124,7 +141,16 @@ void Failover::runJob(const Job& j) {
     if (standby) {
       // rail: the standby's (takeStandby checked it is usable)
     } else if (failBack) {
-      rail = j.toRail >= 0 && j.toRail < nrails_ && weights[j.toRail] > 0 && !tried.count(j.toRail) ? j.toRail : -1;
+      // The peer's side of the rail is only known from its last migration message, which may be
+      // stale: a DEGRADED or a hold-down there that has ended since is told to nobody. Waiting
+      // for the peer to report it left both ends waiting for each other (seen: every connection
+      // kept off the repaired rail for the rest of a run, so each later fault on it found nothing
+      // to move). The handshake carries both ends' rails, and the peer refuses a fail-back onto a
+      // rail that is not up there (servePassive): one try per up event settles it.
+      rail = j.toRail >= 0 && j.toRail < nrails_ && railUp(j.toRail) && !tried.count(j.toRail) ? j.toRail : -1;
+      // A try against the peer's last word is short: a connect to a NIC that is really down would
+      // hold this connection's job (and any fault on its rail meanwhile) for a whole SYN timeout.
+      if (rail >= 0 && weights[rail] <= 0) deadline = Deadline::afterMs(kSpeculativeFailBackMs);
     } else {
       for (int t : tried) weights[t] = 0;
       if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
@@ -353,10 +379,40 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     reply = nullptr;
   }
   // Retire the old path first: its I/O stops before the new path touches the same slots.
+  // A receiver's old path may still be writing a step into its slot or its direct target (the
+  // user's buffer, which the algorithm may already be reducing into): the engine has reaped it
+  // before the new path starts. A sender's old path only reads slots, and after shutdown() the
+  // engine thread, which drives old and new path alike, ignores its completions (acks of the
+  // old epoch never count): its resend starts at once and the wait for the engine to reap the
+  // old path (one or two of its loop turns, up to ~1.5 ms measured under load) comes after.
+  // An old TCP path across a link that is down at either end: dropped outright (see abortTcp).
+  // Only then: on a healthy link (a fail-back, a rebalance) the reset would reach the peer's
+  // old path, which may not be retired yet.
+  int oldFd = -1;
+  if (auto* sp = dynamic_cast<transport::SocketSendPath*>(port->path()))
+    oldFd = sp->fd();
+  else if (auto* rp = dynamic_cast<transport::SocketRecvPath*>(port->path()))
+    oldFd = rp->fd();
+  int oldRail = c.rail.load();
+  if (oldFd >= 0 && oldRail >= 0 && oldRail < nrails_ &&
+      (!railUp(oldRail) || !((peerRails(c.peer) >> oldRail) & 1u)))
+    abortTcp(oldFd);
   port->setEpoch(epoch);
+  struct ReapLater {
+    transport::SocketEngine* engine;
+    transport::EnginePath* path = nullptr;
+    ~ReapLater() {
+      if (path) engine->remove(path);
+    }
+  } reapLater{engine};
   if (channel::Path* old = port->path()) {
     old->shutdown();
-    if (auto* ep = dynamic_cast<transport::EnginePath*>(old)) engine->remove(ep);
+    if (auto* ep = dynamic_cast<transport::EnginePath*>(old)) {
+      if (c.role == Role::kSender)
+        reapLater.path = ep;  // kept alive by the port (retired paths live as long as it)
+      else
+        engine->remove(ep);
+    }
   }
   c.highest = std::max(c.highest, epoch);
   const auto& src = comm_.myNics_[rail];
@@ -413,6 +469,7 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
       raw->start();
     }
   }
+  if (reapLater.path) engine->remove(std::exchange(reapLater.path, nullptr));
   if (newFd >= 0) armSocket(newFd);
   c.rail.store(rail);
   c.fd.store(newFd);
@@ -471,6 +528,17 @@ void Failover::servePassive(UniqueFd ufd, const core::Hello& hello, const Migrat
   setPeerRails(initiator, req.railsUp);
   auto c = find(req.conn);
   if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");
+  if (req.reason == MigrateReason::kFailBack && !railUp(req.rail)) {
+    // Not up here (down, DEGRADED, or still in its hold-down): the initiator learns it from the
+    // reply's railsUp and stays where it is; this end fails back itself once the rail is up.
+    reply.status = MigrateStatus::kRefused;
+    std::array<std::byte, kMigrateReplyBytes> rb;
+    encodeMigrateReply(reply, rb);
+    (void)transport::sendAll(fd, rb, Deadline::afterMs(kPassiveReadMs));
+    RECCL_INFO(kLogFailover, "rank %d: fail-back of %s onto rail %d refused: the rail is not up here", rank_,
+               connName(req.conn).c_str(), static_cast<int>(req.rail));
+    return;
+  }
   if (req.reason == MigrateReason::kStandby) {
     // A standby path: nothing changes now; this rank answers on it when the peer uses it.
     if (!standbyOn_) {

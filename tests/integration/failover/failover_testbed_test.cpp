@@ -381,6 +381,27 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   EXPECT_GE(sumField(t, "failovers"), 4u) << t;  // both directions, both faults
 }
 
+// The sockets a failover retires on a link that is down at one end are dropped outright: none is
+// left retransmitting into the dead link for seconds (its retransmissions would count against the
+// rail once it is back). Host 1 does not see host 0's cable fault itself, it learns it from the
+// migration request; host 1's old sockets on rail 0 (data still unacknowledged, then the FIN of
+// the shutdown) kept their retransmission timer running before.
+TEST_F(Failover, RetiredSocketsOnAFailedLinkStopRetransmitting) {
+  Job j(testbed().name(), env("RECCL_DETECTOR=bpf WORKER_SECONDS=4"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
+  link(false, 0, 0, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  // Host 1's TCP sockets on its rail 0 address with a retransmission timer ("timer:(on,...").
+  auto ss = shell(1, "ss -tnoH src " + railAddr(1, 0));
+  EXPECT_EQ(ss.exitCode, 0) << ss.err;
+  link(true, 0, 0, true);
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  ASSERT_GE(sumField(t, "failovers"), 2u) << t;  // both directions moved off rail 0
+  EXPECT_EQ(countMatches(ss.out, "timer:\\(on"), 0) << ss.out;
+}
+
 // ---- two failures on different rails of different hosts -----------------------------------------
 //
 // 2 hosts x 3 rails: host 0 loses rail 0 (switch port), host 1 loses rail 1 (its own NIC) while
