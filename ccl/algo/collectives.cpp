@@ -4,21 +4,17 @@
 
 #include <algorithm>
 #include <cstring>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "algo/prims.h"
-#include "reccl/common/params.h"
 #include "reduce/reduce.h"
 
 namespace reccl::algo {
 namespace {
 
 using channel::CollKind;
-
-// Read per collective (one getenv) so that it can differ between communicators of a process.
-size_t directRecvMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes())); }
-size_t directSendMinBytes() { return static_cast<size_t>(std::max<int64_t>(0, params::DirectSendMinBytes())); }
 
 StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
                         recclRedOp_t op, int root) {
@@ -36,8 +32,8 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.fn2 = reduce::kernel2(dtype, op == recclAvg ? recclSum : op);
   c.nranks = cs.nranks();
   c.cs = &cs;
-  c.directMinBytes = directRecvMinBytes();
-  c.directSendMinBytes = directSendMinBytes();
+  c.directMinBytes = cs.directRecvMinBytes();
+  c.directSendMinBytes = cs.directSendMinBytes();
   return c;
 }
 
@@ -235,7 +231,7 @@ Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
   int n = cs.nranks();
   size_t bytes = count * c.esize;
   if (n == 1) return copyIfNeeded(sendbuff, recvbuff, bytes);
-  std::string forced = cs.forcedAlgo();
+  std::string_view forced = cs.forcedAlgo();
   bool rd = forced == "rd" || (forced.empty() && bytes <= cs.smallMessageBytes());
   if (rd) {
     RECCL_TRY(copyIfNeeded(sendbuff, recvbuff, bytes));

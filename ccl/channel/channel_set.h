@@ -31,6 +31,10 @@ class ChannelSet {
   virtual size_t smallMessageBytes() const = 0;
   // "ring", "rd" or "" (auto), from RECCL_ALGO.
   virtual const char* forcedAlgo() const = 0;
+  // Ring steps of at least this many bytes may be received into / sent from the user's buffers
+  // (RECCL_DIRECT_RECV_MIN_BYTES, RECCL_DIRECT_SEND_MIN_BYTES; 0 disables).
+  virtual size_t directRecvMinBytes() const = 0;
+  virtual size_t directSendMinBytes() const = 0;
 };
 
 }  // namespace reccl::channel

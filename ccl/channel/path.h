@@ -16,6 +16,10 @@ class Path {
   virtual void notifyConsumed() noexcept = 0;
   // Stops the path's I/O at once (the peer sees the connection close); thread-safe.
   virtual void shutdown() noexcept {}
+  // Sends what the path holds back (batched acks) without waiting for more; true once nothing
+  // is held back. Thread-safe; a communicator calls it before it closes, since its peers wait
+  // for those acks.
+  virtual bool flush() noexcept { return true; }
   // Whether a sender path sends each step as header + payload pieces (SendPort::frameParts), so
   // that a step's payload may stay in the caller's memory (SendPort::postDirect).
   virtual bool sendsParts() const noexcept { return false; }

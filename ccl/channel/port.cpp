@@ -1,6 +1,7 @@
 #include "channel/port.h"
 
 #include <immintrin.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -11,6 +12,8 @@ namespace {
 
 constexpr int kSpinIterations = 256;
 constexpr auto kMaxSleep = std::chrono::milliseconds(20);
+// A yield that returns later than this ran someone else's time slice, not a quick peer thread.
+constexpr auto kBusyYield = std::chrono::microseconds(50);
 
 }  // namespace
 
@@ -63,15 +66,38 @@ void PortBase::wakeAll() noexcept {
 
 template <typename Ready>
 Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const char* what) {
+  Clock::time_point slowStart{}, spinUntil{};
+  const auto window = std::chrono::nanoseconds(env_ ? env_->waitSpinNs : 0);
   for (int spin = 0;; ++spin) {
     uint32_t seen = bell.sample();
-    if (ready()) return Status::Ok();
+    if (ready()) {
+      // Waits that end within a few spin windows (small steps, a latency-bound loop) keep the
+      // spin; long ones (large steps, a slow peer) go straight to sleep next time.
+      if (spin > kSpinIterations) spinHot_ = Clock::now() - slowStart <= 2 * window;
+      return Status::Ok();
+    }
     if (latch_.set()) return latch_.get();
     if (env_ && env_->aborted.load(std::memory_order_acquire))
       return Status(Errc::kAborted, "communicator aborted");
     if (spin < kSpinIterations) {
       _mm_pause();
       continue;
+    }
+    // Sleeping and being woken costs more than a short answer takes to come (on a VM, far more).
+    // The yield lets the progress thread and the other ranks' threads run on a machine with few
+    // CPUs; a yield that comes back late means the CPU has other work (someone's build), and the
+    // thread then sleeps instead of taking turns with it.
+    if (spin == kSpinIterations) {
+      slowStart = Clock::now();
+      spinUntil = spinHot_ ? slowStart + window : slowStart;
+    }
+    if (window.count() > 0) {
+      auto now = Clock::now();
+      if (now < spinUntil) {
+        sched_yield();
+        if (Clock::now() - now > kBusyYield) spinUntil = now;
+        continue;
+      }
     }
     if (deadline.expired())
       return Status(Errc::kTimeout, std::string("no progress ") + what + " rank " + std::to_string(id_.peer) +
@@ -125,6 +151,7 @@ Status SendPort::commit(size_t bytes, const CollDesc& desc, const std::byte* dir
   h.step = step;
   h.epoch = epoch();
   h.bytes = static_cast<uint32_t>(bytes);
+  h.flags = direct ? kStepFlagAckNow : 0;  // finishDirect() waits for its ack
   h.desc = desc;
   encodeStepHeader(h, std::span<std::byte, kStepHeaderBytes>(mem_.slotFrame(step), kStepHeaderBytes));
   // Before `posted`: a transport that sees the step sees where its payload is.

@@ -56,6 +56,9 @@ struct PortEnv {
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see
   // PortBase::armFirstStepStamp): where a failover's stall ends, for benchmarks.
   std::atomic<uint64_t> lastMigrationFirstStepNs{0};
+  // A waiting algorithm thread keeps polling this long (yielding its CPU to any other runnable
+  // thread there) before it sleeps on the doorbell (RECCL_WAIT_SPIN_US).
+  int64_t waitSpinNs = 0;
 };
 
 class PortBase {
@@ -108,6 +111,7 @@ class PortBase {
   std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
   std::atomic<bool> stampNextStep_{false};
+  bool spinHot_ = true;  // algorithm thread: the last slow wait ended soon (see waitUntil)
   void stampFirstStep() noexcept;
 };
 

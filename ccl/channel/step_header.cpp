@@ -27,6 +27,7 @@ void encodeStepHeader(const StepHeader& h, std::span<std::byte, kStepHeaderBytes
   std::memset(p, 0, kStepHeaderBytes);
   put<uint32_t>(p, 0, kStepMagic);
   put<uint16_t>(p, 4, kWireVersion);
+  put<uint16_t>(p, 6, h.flags);
   put<uint32_t>(p, 8, h.epoch);
   put<uint32_t>(p, 12, h.bytes);
   put<uint64_t>(p, 16, h.step);
@@ -46,6 +47,7 @@ Result<StepHeader> decodeStepHeader(std::span<const std::byte> in) {
   if (get<uint16_t>(p, 4) != kWireVersion)
     return Status(Errc::kProtocol, "step header: unsupported version " + std::to_string(get<uint16_t>(p, 4)));
   StepHeader h;
+  h.flags = get<uint16_t>(p, 6);
   h.epoch = get<uint32_t>(p, 8);
   h.bytes = get<uint32_t>(p, 12);
   h.step = get<uint64_t>(p, 16);

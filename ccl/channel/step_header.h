@@ -46,10 +46,16 @@ struct CollDesc {
   bool operator==(const CollDesc&) const = default;
 };
 
+// StepHeader::flags. Unknown bits are ignored by receivers.
+// The sender will wait for this step's acknowledgement (a direct step, whose payload lives in the
+// caller's memory until acked): a receiver that batches acks acknowledges it once applied.
+inline constexpr uint16_t kStepFlagAckNow = 1;
+
 struct StepHeader {
   uint64_t step = 0;   // 1-based sequence number of this step on its connection
   uint32_t epoch = 0;  // path generation; bumped by every migration
   uint32_t bytes = 0;  // payload bytes following the header
+  uint16_t flags = 0;  // kStepFlag*
   CollDesc desc;
 };
 

@@ -62,6 +62,8 @@ Status CommOptions::fromEnv(CommOptions* o) {
   o->bootstrapTimeoutMs = std::max<int64_t>(1, params::BootstrapTimeoutMs());
   o->nics = params::Nics();
   o->smallMsgBytes = static_cast<size_t>(std::max<int64_t>(0, params::SmallMsgBytes()));
+  o->directRecvMinBytes = static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes()));
+  o->directSendMinBytes = static_cast<size_t>(std::max<int64_t>(0, params::DirectSendMinBytes()));
   o->algo = params::Algo();
   if (!o->algo.empty() && o->algo != "ring" && o->algo != "rd")
     return Status(Errc::kInvalidArgument, "RECCL_ALGO=" + o->algo + " is not ring or rd");
@@ -83,6 +85,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const Unique
 Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   rank_ = rank;
   nranks_ = nranks;
+  env_.waitSpinNs = std::max<int64_t>(0, params::WaitSpinUs()) * 1000;
   secret_ = id.secret;
   commId_ = id.commId;
   Deadline deadline = Deadline::afterMs(opts_.bootstrapTimeoutMs);
@@ -192,6 +195,14 @@ void Comm::flushSends() {
   // Steps this rank posted last may still sit in its slots; peers need them, so wait until every
   // receiver acknowledged them (bounded).
   Deadline d = Deadline::afterMs(std::min<int64_t>(opts_.timeoutMs, 10000));
+  {
+    // The acks this rank batched go out first: the peers wait for them in their own flush.
+    std::lock_guard lk(recvMu_);
+    for (auto& [key, port] : recvs_) {
+      while (!port->failed() && port->path() && !port->path()->flush() && !d.expired())
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
   std::lock_guard lk(sendMu_);
   for (auto& [key, port] : sends_) {
     auto* c = port->counters();

@@ -39,6 +39,8 @@ struct CommOptions {
   int64_t bootstrapTimeoutMs = 30000;
   std::string nics;
   size_t smallMsgBytes = 64 * 1024;
+  size_t directRecvMinBytes = 64 * 1024;
+  size_t directSendMinBytes = 64 * 1024;
   std::string algo;
   static Status fromEnv(CommOptions* out);
 };
@@ -82,6 +84,8 @@ class Comm final : public channel::ChannelSet {
   uint64_t nextCollSeq() override { return ++collSeq_; }
   size_t smallMessageBytes() const override { return opts_.smallMsgBytes; }
   const char* forcedAlgo() const override { return opts_.algo.c_str(); }
+  size_t directRecvMinBytes() const override { return opts_.directRecvMinBytes; }
+  size_t directSendMinBytes() const override { return opts_.directSendMinBytes; }
 
   // Runs one operation: refuses when the communicator is broken, and breaks it (failing every
   // connection, so peers notice at once) when the operation fails.

@@ -9,6 +9,14 @@
 #include "reccl/common/log.h"
 
 namespace reccl::transport {
+namespace {
+
+// How long the thread sleeps with nothing in flight finishing, and with deferred work pending
+// (short: it bounds how late a deferred ack reaches a sender that waits for it).
+constexpr long kIdleNs = 100 * 1000 * 1000;
+constexpr long kDeferredIdleNs = 1000 * 1000;
+
+}  // namespace
 
 Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& name) {
   std::unique_ptr<SocketEngine> e(new SocketEngine());
@@ -133,13 +141,19 @@ void SocketEngine::run() {
       if (s) io_uring_prep_read(s, event_.get(), &eventBuf_, sizeof(eventBuf_), 0);
     }
     sleeping_.store(true, std::memory_order_seq_cst);
-    for (auto* p : active_) p->pump(*this);
+    bool deferred = false;
+    for (auto* p : active_) {
+      p->pump(*this);
+      deferred = deferred || p->hasDeferredWork();
+    }
     __kernel_timespec ts{};
-    ts.tv_nsec = 100 * 1000 * 1000;
+    ts.tv_nsec = deferred ? kDeferredIdleNs : kIdleNs;
     io_uring_cqe* cqe = nullptr;
     int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
     sleeping_.store(false, std::memory_order_seq_cst);
-    if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
+    if (rc == -ETIME && deferred) {
+      for (auto* p : active_) p->idle();
+    } else if (rc < 0 && rc != -ETIME && rc != -EINTR && rc != -EBUSY && rc != -EAGAIN) {
       RECCL_WARN(kLogNet, "io_uring wait failed: %s", strerror(-rc));
     }
     unsigned head;

@@ -35,6 +35,10 @@ class EnginePath {
   // Stops I/O (shutdown the socket) so in-flight operations complete.
   virtual void quiesce() noexcept = 0;
   virtual int inflight() const noexcept = 0;
+  // Work the path holds back while the engine is busy anyway (deferred acks): the engine then
+  // wakes after a short idle time instead of its long one and calls idle(), and pumps again.
+  virtual bool hasDeferredWork() const noexcept { return false; }
+  virtual void idle() noexcept {}
 };
 
 class SocketEngine {
@@ -58,6 +62,8 @@ class SocketEngine {
 
   std::atomic<uint64_t> bytesSent{0};
   std::atomic<uint64_t> bytesReceived{0};
+  std::atomic<uint64_t> inlineSends{0};  // steps sent whole by the posting thread
+  std::atomic<uint64_t> acksSent{0};     // ack frames handed to the sockets
 
  private:
   SocketEngine() = default;

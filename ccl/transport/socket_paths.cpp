@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "reccl/common/log.h"
+#include "reccl/common/params.h"
 
 namespace reccl::transport {
 namespace {
@@ -29,6 +30,7 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
       fd_(std::move(fd)),
       port_(port),
       desc_(std::move(desc)),
+      inlineMaxBytes_(static_cast<size_t>(std::max<int64_t>(0, params::InlineSendMaxBytes()))),
       sent_(std::min(sentBefore, port->posted())) {
   sendOp_.owner = this;
   sendOp_.kind = kSend;
@@ -54,29 +56,75 @@ void SocketSendPath::failed(const Status& s) {
   port_->pathFailed(true, s);
 }
 
+void SocketSendPath::appendFrame(uint64_t s, uint32_t epoch) {
+  auto f = port_->frameParts(s);
+  // Steps resent after a migration still carry the old path's epoch in their slot header (and a
+  // post racing the epoch change may too): stamp the epoch of this path.
+  if (channel::frameEpoch(f.header) != epoch) channel::stampFrameEpoch(const_cast<std::byte*>(f.header.data()), epoch);
+  // Header and payload as two pieces: a direct step's payload is the caller's memory.
+  if (f.payload.data() == f.header.data() + f.header.size()) {
+    iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
+  } else {
+    iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
+    if (!f.payload.empty()) iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
+  }
+}
+
+bool SocketSendPath::advanceIov(size_t n) {
+  while (n > 0 && iovFirst_ < iov_.size()) {
+    iovec& v = iov_[iovFirst_];
+    if (n >= v.iov_len) {
+      n -= v.iov_len;
+      ++iovFirst_;
+    } else {
+      v.iov_base = static_cast<char*>(v.iov_base) + n;
+      v.iov_len -= n;
+      n = 0;
+    }
+  }
+  return iovFirst_ == iov_.size();
+}
+
+bool SocketSendPath::sendInline() noexcept {
+  if (inlineMaxBytes_ == 0) return false;
+  // The progress thread is on this path right now: it takes the step on its next round.
+  std::unique_lock lk(txMu_, std::try_to_lock);
+  if (!lk.owns_lock() || dead_.load(std::memory_order_relaxed) || batchEnd_ != 0) return false;
+  uint64_t posted = port_->posted();
+  if (posted != sent_ + 1) return false;  // steps queued ahead: one batch from the progress thread
+  if (port_->frameParts(posted).payload.size() > inlineMaxBytes_) return false;
+  iov_.clear();
+  iovFirst_ = 0;
+  appendFrame(posted, port_->epoch());
+  msghdr m{};
+  m.msg_iov = iov_.data();
+  m.msg_iovlen = iov_.size();
+  ssize_t n = ::sendmsg(fd_.get(), &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+  // No room (EAGAIN) or an error: the progress thread sends the step and reports any failure.
+  if (n < 0) return false;
+  engine_->bytesSent.fetch_add(static_cast<uint64_t>(n), std::memory_order_relaxed);
+  if (advanceIov(static_cast<size_t>(n))) {
+    sent_ = posted;
+    engine_->inlineSends.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  batchEnd_ = posted;  // the socket took part of it: the progress thread sends the rest
+  return false;
+}
+
 void SocketSendPath::pump(SocketEngine& engine) {
   if (dead_) return;
-  if (!sendOp_.inflight) {
+  // The poster holds the lock only while it sends a step inline; it kicks us when it leaves
+  // work behind, so skipping the path meanwhile loses nothing.
+  std::unique_lock lk(txMu_, std::try_to_lock);
+  if (!sendOp_.inflight && lk.owns_lock()) {
     if (batchEnd_ == 0) {
       uint64_t posted = port_->posted();
       if (posted > sent_) {
         iov_.clear();
         iovFirst_ = 0;
         uint32_t epoch = port_->epoch();
-        for (uint64_t s = sent_ + 1; s <= posted; ++s) {
-          auto f = port_->frameParts(s);
-          // Steps resent after a migration still carry the old path's epoch in their slot
-          // header (and a post racing the epoch change may too): stamp the epoch of this path.
-          if (channel::frameEpoch(f.header) != epoch)
-            channel::stampFrameEpoch(const_cast<std::byte*>(f.header.data()), epoch);
-          // Header and payload as two pieces: a direct step's payload is the caller's memory.
-          if (f.payload.data() == f.header.data() + f.header.size()) {
-            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
-          } else {
-            iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
-            if (!f.payload.empty()) iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
-          }
-        }
+        for (uint64_t s = sent_ + 1; s <= posted; ++s) appendFrame(s, epoch);
         batchEnd_ = posted;
       }
     }
@@ -101,19 +149,8 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
       return failed(ioError(res == 0 ? -EPIPE : res, desc_, "sending"));
     }
     engine.bytesSent.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
-    size_t left = static_cast<size_t>(res);
-    while (left > 0 && iovFirst_ < iov_.size()) {
-      iovec& v = iov_[iovFirst_];
-      if (left >= v.iov_len) {
-        left -= v.iov_len;
-        ++iovFirst_;
-      } else {
-        v.iov_base = static_cast<char*>(v.iov_base) + left;
-        v.iov_len -= left;
-        left = 0;
-      }
-    }
-    if (iovFirst_ == iov_.size()) {
+    std::lock_guard lk(txMu_);
+    if (advanceIov(static_cast<size_t>(res))) {
       sent_ = batchEnd_;
       batchEnd_ = 0;
     }
@@ -150,7 +187,15 @@ SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvP
       fd_(std::move(fd)),
       port_(port),
       desc_(std::move(desc)),
-      acked_(std::min(ackedBefore, port->applied())) {
+      acked_(std::min(ackedBefore, port->applied())),
+      lazyAckMaxBytes_(static_cast<size_t>(std::max<int64_t>(0, params::LazyAckMaxBytes()))),
+      ackEvery_(std::max<uint64_t>(1, port->slots() / 2)),
+      // A migrated path acknowledges the applied step at once (the old path's acks may be lost).
+      flushAcks_(acked_ < port->applied()),
+      ackQueued_(acked_),
+      ackDone_(acked_),
+      ackNow_(new std::atomic<bool>[port->slots()]) {
+  for (uint32_t i = 0; i < port->slots(); ++i) ackNow_[i].store(lazyAckMaxBytes_ == 0, std::memory_order_relaxed);
   recvOp_.owner = this;
   recvOp_.kind = kRecv;
   stage_.resize(kStageBytes);
@@ -194,13 +239,17 @@ void SocketRecvPath::pump(SocketEngine& engine) {
       }
     }
   }
+  if (flushRequested_.exchange(false, std::memory_order_acq_rel)) flushAcks_ = true;
   if (!ackOp_.inflight) {
     if (ackSentBytes_ == 0) {
       uint64_t applied = port_->applied();
-      if (applied > acked_) {
+      if (applied > acked_ && (flushAcks_ || ackDue(applied, acked_))) {
         channel::AckFrame a{port_->epoch(), applied};
         channel::encodeAck(a, std::span<std::byte, channel::kAckFrameBytes>(ackBuf_.data(), ackBuf_.size()));
         ackInFlightValue_ = applied;
+        ackQueued_.store(applied, std::memory_order_relaxed);
+        flushAcks_ = false;
+        engine.acksSent.fetch_add(1, std::memory_order_relaxed);
       }
     }
     if (ackInFlightValue_ > acked_) {
@@ -209,6 +258,33 @@ void SocketRecvPath::pump(SocketEngine& engine) {
                            MSG_NOSIGNAL);
     }
   }
+}
+
+bool SocketRecvPath::ackDue(uint64_t applied, uint64_t acked) const noexcept {
+  if (applied <= acked) return false;
+  if (applied - acked >= ackEvery_) return true;
+  uint32_t slots = port_->slots();
+  for (uint64_t s = acked + 1; s <= applied; ++s)
+    if (ackNow_[(s - 1) % slots].load(std::memory_order_relaxed)) return true;
+  return false;
+}
+
+void SocketRecvPath::notifyConsumed() noexcept {
+  // Read on the algorithm's thread: a stale ackQueued_ can only cost a spare wake-up, or defer
+  // an ack to the progress thread's next round (at most its short idle time away).
+  if (ackDue(port_->applied(), ackQueued_.load(std::memory_order_relaxed))) engine_->kick();
+}
+
+bool SocketRecvPath::flush() noexcept {
+  if (dead_.load(std::memory_order_relaxed) || ackDone_.load(std::memory_order_acquire) >= port_->applied())
+    return true;
+  flushRequested_.store(true, std::memory_order_release);
+  engine_->kick();
+  return false;
+}
+
+bool SocketRecvPath::hasDeferredWork() const noexcept {
+  return !dead_.load(std::memory_order_relaxed) && port_->received() > acked_;
 }
 
 void SocketRecvPath::publish() {
@@ -248,6 +324,10 @@ bool SocketRecvPath::onHeader() {
     failed(Status(Errc::kProtocol, desc_ + ": sender overran the slot window"));
     return false;
   }
+  // Before the step is published (its reader decides on its release whether to wake us).
+  ackNow_[(cur_.step - 1) % port_->slots()].store(
+      lazyAckMaxBytes_ == 0 || cur_.bytes > lazyAckMaxBytes_ || (cur_.flags & channel::kStepFlagAckNow) != 0,
+      std::memory_order_relaxed);
   if (want_ == 0) {
     direct_ = false;
     publish();
@@ -306,6 +386,7 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
     if (ackSentBytes_ >= ackBuf_.size()) {
       ackSentBytes_ = 0;
       acked_ = ackInFlightValue_;
+      ackDone_.store(acked_, std::memory_order_release);
     }
     return;
   }

@@ -7,6 +7,8 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -25,7 +27,12 @@ class SocketSendPath final : public channel::Path, public EnginePath {
                  uint64_t sentBefore = UINT64_MAX);
   ~SocketSendPath() override;
 
-  void notifyPosted() noexcept override { engine_->kick(); }
+  // The poster's thread sends a small step itself when nothing is queued ahead of it (no
+  // hand-off to the progress thread, whose wake-up costs more than the send); else, or when the
+  // socket takes only part of it, the progress thread sends (the rest).
+  void notifyPosted() noexcept override {
+    if (!sendInline()) engine_->kick();
+  }
   void notifyConsumed() noexcept override {}
   bool sendsParts() const noexcept override { return true; }
   std::string describe() const override { return desc_; }
@@ -41,14 +48,23 @@ class SocketSendPath final : public channel::Path, public EnginePath {
 
  private:
   void failed(const Status& s);
+  // True when the step just posted went out whole from the calling thread.
+  bool sendInline() noexcept;
+  // Appends step s's header and payload to iov_ (stamped with the path's epoch).
+  void appendFrame(uint64_t s, uint32_t epoch);
+  // Consumes n sent bytes from iov_; true when all of it is sent.
+  bool advanceIov(size_t n);
 
   SocketEngine* engine_;
   UniqueFd fd_;
   channel::SendPort* port_;
   std::string desc_;
   std::atomic<bool> dead_{false};
+  size_t inlineMaxBytes_;       // RECCL_INLINE_SEND_MAX_BYTES
+  // The send side's state below is shared by the progress thread and an inline sender.
+  std::mutex txMu_;
   uint64_t sent_;               // steps fully handed to the socket
-  uint64_t batchEnd_ = 0;       // last step of the batch in flight (0: none)
+  uint64_t batchEnd_ = 0;       // last step of the batch the progress thread sends (0: none)
   std::vector<iovec> iov_;
   size_t iovFirst_ = 0;
   msghdr msg_{};
@@ -67,7 +83,9 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   ~SocketRecvPath() override;
 
   void notifyPosted() noexcept override {}
-  void notifyConsumed() noexcept override { engine_->kick(); }
+  // Wakes the progress thread only for an ack that is due now (see ackDue); a deferred one
+  // goes with the thread's next wake-up or after its short idle time.
+  void notifyConsumed() noexcept override;
   std::string describe() const override { return desc_; }
   void shutdown() noexcept override { quiesce(); }
 
@@ -75,12 +93,19 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   void complete(SocketEngine& engine, IoOp& op, int res) override;
   void quiesce() noexcept override;
   int inflight() const noexcept override { return recvOp_.inflight + ackOp_.inflight; }
+  bool hasDeferredWork() const noexcept override;
+  void idle() noexcept override { flushAcks_ = true; }
+  bool flush() noexcept override;
   void start() { engine_->add(this); }
   int fd() const noexcept { return fd_.get(); }
 
  private:
   enum class Phase { kHeader, kPayload, kDrain };
   void failed(const Status& s);
+  // Acks of small steps are batched: one per ackEvery_ applied steps, or at once for a step that
+  // is large (> lazyAckMaxBytes_) or asks for it (kStepFlagAckNow), or when the engine idles.
+  // A sender never waits on a batched ack: it has `slots` steps of room and ackEvery_ <= slots/2.
+  bool ackDue(uint64_t applied, uint64_t acked) const noexcept;
   // Consumes staged bytes (headers, small payloads, read-ahead); false after a failure.
   bool consumeStage();
   bool onHeader();
@@ -111,6 +136,16 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   size_t ackSentBytes_ = 0;
   uint64_t ackInFlightValue_ = 0;
   uint64_t acked_;
+  size_t lazyAckMaxBytes_;  // RECCL_LAZY_ACK_MAX_BYTES; 0: every step acked at once
+  uint64_t ackEvery_;
+  bool flushAcks_ = false;  // progress thread: ack whatever is applied on the next pump
+  // The latest ack value handed to the socket, for notifyConsumed on the algorithm's thread,
+  // and the latest one the socket took whole (flush()).
+  std::atomic<uint64_t> ackQueued_{0};
+  std::atomic<uint64_t> ackDone_{0};
+  std::atomic<bool> flushRequested_{false};
+  // Per slot: the step it holds needs its ack at once (written before the step is published).
+  std::unique_ptr<std::atomic<bool>[]> ackNow_;
 };
 
 // Watches a socket that carries no data (the side channel of a shared-memory connection): its

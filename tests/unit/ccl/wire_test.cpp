@@ -60,7 +60,14 @@ TEST(CclWire, StepHeaderAckAndVerdicts) {
   auto d = channel::decodeStepHeader(b);
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->step, 9u);
+  EXPECT_EQ(d->flags, 0u);
   EXPECT_EQ(d->desc, h.desc);
+  h.flags = channel::kStepFlagAckNow;
+  channel::encodeStepHeader(h, b);
+  auto f = channel::decodeStepHeader(b);
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->flags, channel::kStepFlagAckNow);
+  EXPECT_EQ(f->epoch, 2u);
   EXPECT_EQ(channel::classifyStep(*d, 8, 2, 4096), channel::StepVerdict::kNext);
   EXPECT_EQ(channel::classifyStep(*d, 9, 2, 4096), channel::StepVerdict::kDuplicate);
   EXPECT_EQ(channel::classifyStep(*d, 20, 2, 4096), channel::StepVerdict::kDuplicate);
@@ -272,6 +279,7 @@ TEST(CclChannel, DirectStepsStayInCallerMemoryUntilAFrameIsNeeded) {
   ASSERT_TRUE(h1.ok());
   EXPECT_EQ(h1->step, 1u);
   EXPECT_EQ(h1->bytes, 100u);
+  EXPECT_EQ(h1->flags, channel::kStepFlagAckNow);  // its sender will wait for the ack
   // An ordinary step in the other slot keeps its payload right behind its header.
   auto s2 = tx.acquire(soon());
   ASSERT_TRUE(s2.ok());
@@ -279,6 +287,7 @@ TEST(CclChannel, DirectStepsStayInCallerMemoryUntilAFrameIsNeeded) {
   ASSERT_TRUE(tx.post(1, desc).ok());
   auto p2 = tx.frameParts(2);
   EXPECT_EQ(p2.payload.data(), p2.header.data() + channel::kStepHeaderBytes);
+  EXPECT_EQ(channel::decodeStepHeader(p2.header)->flags, 0u);
   EXPECT_EQ(tx.lastDirect(), 1u);
   // The whole frame: the payload is copied into the slot, later reads come from there.
   auto f1 = tx.frame(1);

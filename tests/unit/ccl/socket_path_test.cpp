@@ -1,0 +1,150 @@
+// The TCP paths of one directed connection over loopback, driven by a real progress engine:
+// small steps leave from the posting thread, acknowledgements of small steps are batched yet
+// always arrive (the sender never runs out of slots, and an idle connection acks everything),
+// and a direct step is acknowledged without waiting for a batch.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "ccl_test_util.h"
+#include "channel/port.h"
+#include "transport/socket_engine.h"
+#include "transport/socket_paths.h"
+#include "transport/socket_util.h"
+
+namespace {
+
+using namespace reccl;
+
+struct Conn {
+  std::unique_ptr<transport::SocketEngine> engine;  // outlives the ports (their paths use it)
+  channel::PortEnv env;
+  std::unique_ptr<channel::SendPort> tx;
+  std::unique_ptr<channel::RecvPort> rx;
+  std::string error;
+};
+
+std::unique_ptr<Conn> openConn(uint32_t slots, size_t chunk) {
+  auto c = std::make_unique<Conn>();
+  auto fail = [&](const Status& s) {
+    c->error = s.ToString();
+    return std::move(c);
+  };
+  auto e = transport::SocketEngine::create("test-progress");
+  if (!e.ok()) return fail(e.status());
+  c->engine = std::move(e).value();
+  transport::Endpoint ep;
+  auto l = transport::listenTcp(htonl(INADDR_LOOPBACK), 0, &ep);
+  if (!l.ok()) return fail(l.status());
+  auto out = transport::connectTcp(ep, 0, "", Deadline::afterMs(5000));
+  if (!out.ok()) return fail(out.status());
+  auto in = transport::acceptTcp(l->get(), Deadline::afterMs(5000));
+  if (!in.ok()) return fail(in.status());
+  transport::tuneDataSocket(out->get(), "");
+  transport::tuneDataSocket(in->get(), "");
+  auto txMem = channel::ConnMemory::anonymous(slots, chunk);
+  auto rxMem = channel::ConnMemory::anonymous(slots, chunk);
+  if (!txMem.ok() || !rxMem.ok()) return fail(Status(Errc::kInternal, "connection memory"));
+  c->tx = std::make_unique<channel::SendPort>(channel::PortId{0, 1, 0}, std::move(txMem).value(), &c->env);
+  c->rx = std::make_unique<channel::RecvPort>(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &c->env);
+  auto sp = std::make_unique<transport::SocketSendPath>(c->engine.get(), std::move(out).value(), c->tx.get(), "test tx");
+  auto rp = std::make_unique<transport::SocketRecvPath>(c->engine.get(), std::move(in).value(), c->rx.get(), "test rx");
+  auto* sraw = sp.get();
+  auto* rraw = rp.get();
+  c->tx->setPath(std::move(sp));
+  c->rx->setPath(std::move(rp));
+  sraw->start();
+  rraw->start();
+  return c;
+}
+
+// Posts `steps` 8-byte steps one at a time, each received and released before the next.
+void pingSteps(Conn& c, int steps) {
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  for (int i = 0; i < steps; ++i) {
+    auto s = c.tx->acquire(Deadline::afterMs(5000));
+    ASSERT_TRUE(s.ok()) << "step " << i << ": " << s.status().ToString();
+    uint64_t v = 0x5a5a000000000000ull + static_cast<uint64_t>(i);
+    std::memcpy(s->data(), &v, sizeof(v));
+    ASSERT_TRUE(c.tx->post(sizeof(v), desc).ok());
+    auto r = c.rx->wait(Deadline::afterMs(5000), desc);
+    ASSERT_TRUE(r.ok()) << "step " << i << ": " << r.status().ToString();
+    ASSERT_EQ(r->size(), sizeof(v));
+    uint64_t got;
+    std::memcpy(&got, r->data(), sizeof(got));
+    ASSERT_EQ(got, v) << "step " << i;
+    ASSERT_TRUE(c.rx->release().ok());
+  }
+}
+
+// Every ack reaches the sender within `ms` (the receiver batches them, then flushes when idle).
+bool allAcked(const Conn& c, int ms) {
+  Deadline d = Deadline::afterMs(ms);
+  while (c.tx->acked() < c.tx->posted() && !d.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return c.tx->acked() == c.tx->posted();
+}
+
+TEST(CclSocketPath, SmallStepsInlineWithBatchedAcks) {
+  test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "64K");
+  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "64K");
+  // Two slots: a batch is one step (the sender must never wait for an ack that is held back);
+  // eight: acks every fourth step.
+  for (uint32_t slots : {2u, 8u}) {
+    SCOPED_TRACE("slots " + std::to_string(slots));
+    auto c = openConn(slots, 4096);
+    ASSERT_EQ(c->error, "");
+    const int steps = 400;
+    pingSteps(*c, steps);
+    if (HasFatalFailure()) return;
+    // Each step was posted with nothing queued ahead of it: the poster sent it itself, unless
+    // the progress thread was on the path at that instant.
+    EXPECT_GE(c->engine->inlineSends.load(), static_cast<uint64_t>(steps / 2));
+    EXPECT_TRUE(allAcked(*c, 2000)) << "acked " << c->tx->acked() << " of " << c->tx->posted();
+    if (slots == 8) {
+      EXPECT_LT(c->engine->acksSent.load(), static_cast<uint64_t>(steps));
+    }
+  }
+}
+
+TEST(CclSocketPath, EveryStepAckedWhenBatchingIsOff) {
+  test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "0");
+  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "0");
+  auto c = openConn(8, 4096);
+  ASSERT_EQ(c->error, "");
+  pingSteps(*c, 100);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(c->engine->inlineSends.load(), 0u);
+  EXPECT_TRUE(allAcked(*c, 2000));
+}
+
+// A direct step (payload in the caller's memory until acked) asks for its ack at once; the
+// caller's finishDirect() waits for it. Bigger steps than the batching limit are acked at once.
+TEST(CclSocketPath, DirectAndLargeStepsAreAcked) {
+  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "1K");
+  auto c = openConn(8, 4096);
+  ASSERT_EQ(c->error, "");
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  std::vector<std::byte> user(100, std::byte{3});
+  ASSERT_TRUE(c->tx->acquire(Deadline::afterMs(5000)).ok());
+  ASSERT_TRUE(c->tx->postDirect(user.data(), user.size(), desc).ok());
+  auto r = c->rx->wait(Deadline::afterMs(5000), desc);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ((*r)[99], std::byte{3});
+  ASSERT_TRUE(c->rx->release().ok());
+  EXPECT_TRUE(c->tx->waitAcked(1, Deadline::afterMs(5000)).ok());
+  auto s = c->tx->acquire(Deadline::afterMs(5000));
+  ASSERT_TRUE(s.ok());
+  std::memset(s->data(), 9, 2048);
+  ASSERT_TRUE(c->tx->post(2048, desc).ok());
+  auto r2 = c->rx->wait(Deadline::afterMs(5000), desc);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  EXPECT_EQ((*r2)[2047], std::byte{9});
+  ASSERT_TRUE(c->rx->release().ok());
+  EXPECT_TRUE(c->tx->waitAcked(2, Deadline::afterMs(5000)).ok());
+}
+
+}  // namespace
