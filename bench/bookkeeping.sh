@@ -4,6 +4,11 @@
 #     (monitor thread, link detector, TCP_INFO stall checks, keepalive) and RECCL_FAILOVER=0 (none
 #     of them), interleaved A/B (the order flips every round, so a drift in the machine's load
 #     hits both sides); per round ratio = busbw on / busbw off; cost = 1 - median ratio.
+#  1b. CPU time, in the same interleaved rounds: user + sys CPU of both ranks (getrusage in
+#     bin/failover_worker, WORKER_CPU=1) for the same allreduce work (ITERS calls of SIZE, after
+#     the set-up has settled), failover on vs off; cost = median(cpu on / cpu off) - 1. CPU time
+#     does not swing with the machine's load the way wall-clock ratios do on a shared VM (+-20 %
+#     round to round), so it shows a few per cent where the busbw ratio cannot.
 #  2. wire: bytes the rail devices of host 0 sent per allreduce, from their counters, taken from
 #     two runs that differ only in -n (so set-up, warm-up and the result check cancel out),
 #     against the payload a rank of a 2-rank ring sends (S per call), beside the overhead the
@@ -29,7 +34,7 @@ NICS=rail
 OUT=bookkeeping.json
 NAME="bk$$"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -55,6 +60,17 @@ done
 command -v jq >/dev/null || { echo "bookkeeping.sh: jq not installed (scripts/setup.sh)" >&2; exit 77; }
 [[ $(id -u) -eq 0 ]] || { echo "bookkeeping.sh: needs root for the testbed's namespaces" >&2; exit 77; }
 RECCL="$BIN/reccl"
+# SIZE in bytes (reccl-bench's suffixes K, M, G) -> float elements for the CPU runs.
+case "$SIZE" in
+  *[Kk]) SIZE_BYTES=$((${SIZE%?} * 1024)) ;;
+  *[Mm]) SIZE_BYTES=$((${SIZE%?} * 1024 * 1024)) ;;
+  *[Gg]) SIZE_BYTES=$((${SIZE%?} * 1024 * 1024 * 1024)) ;;
+  *) SIZE_BYTES=$SIZE ;;
+esac
+[[ "$SIZE_BYTES" =~ ^[1-9][0-9]*$ ]] || { echo "bookkeeping.sh: --size: bytes with K/M/G, got $SIZE" >&2; exit 64; }
+COUNT=$((SIZE_BYTES / 4))
+CPU_WORKER="$BIN/failover_worker"
+[[ -x "$CPU_WORKER" ]] || echo "bookkeeping.sh: no $CPU_WORKER: CPU-time A/B not measured" >&2
 
 WORK="$(mktemp -d /tmp/reccl-bookkeeping.XXXXXX)"
 cleanup() {
@@ -90,6 +106,22 @@ run() {
   [[ $(jq '.out_of_bounds' "$WORK/$tag.json") -eq 0 ]] || { echo "bookkeeping.sh: $tag: wrong elements" >&2; return 1; }
 }
 
+# runCpu TAG FAILOVER: CPU microseconds of both ranks for ITERS allreduces of SIZE, into $WORK/TAG.cpu.
+runCpu() {
+  local tag="$1" fo="$2"
+  WORKER_CPU=1 WORKER_ITERS="$ITERS" WORKER_COUNT="$COUNT" RECCL_FAILOVER="$fo" RECCL_NICS="$NICS" \
+    "$RECCL" testbed run --name "$NAME" --timeout 600 -- "$CPU_WORKER" >"$WORK/$tag.log" 2>&1 || {
+    cat "$WORK/$tag.log" >&2
+    echo "bookkeeping.sh: $tag failed" >&2
+    return 1
+  }
+  local lines
+  lines=$(grep -c 'cpu rank [0-9]* calls' "$WORK/$tag.log" || true)
+  [[ "$lines" -eq 2 ]] || { cat "$WORK/$tag.log" >&2; echo "bookkeeping.sh: $tag: $lines of 2 ranks reported CPU" >&2; return 1; }
+  sed -n 's/.*cpu rank [0-9]* calls [0-9]* cpu_us \([0-9]*\) wall_us.*/\1/p' "$WORK/$tag.log" |
+    awk '{ s += $1 } END { print s }' >"$WORK/$tag.cpu"
+}
+
 ROUNDS_JSON="$WORK/rounds.jsonl"
 : >"$ROUNDS_JSON"
 for ((i = 0; i < ROUNDS; ++i)); do
@@ -98,13 +130,25 @@ for ((i = 0; i < ROUNDS; ++i)); do
     step "round $((i + 1))/$ROUNDS: RECCL_FAILOVER=$fo"
     run "r$i-f$fo" "$fo" "$ITERS"
   done
-  jq -n -c --argjson i "$i" --arg first "${order[0]}" \
+  cpuOn=null cpuOff=null
+  if [[ -x "$CPU_WORKER" ]]; then
+    for fo in "${order[@]}"; do
+      step "round $((i + 1))/$ROUNDS: CPU time, RECCL_FAILOVER=$fo"
+      runCpu "r$i-c$fo" "$fo"
+    done
+    cpuOn=$(cat "$WORK/r$i-c1.cpu") cpuOff=$(cat "$WORK/r$i-c0.cpu")
+  fi
+  jq -n -c --argjson i "$i" --arg first "${order[0]}" --argjson cpuOn "$cpuOn" --argjson cpuOff "$cpuOff" \
     --slurpfile on "$WORK/r$i-f1.json" --slurpfile off "$WORK/r$i-f0.json" '
     {round: $i, first: ("RECCL_FAILOVER=" + $first),
-     on: {in_place: $on[0].rows[0].in_place.busbw_gbps, out_of_place: $on[0].rows[0].out_of_place.busbw_gbps},
-     off: {in_place: $off[0].rows[0].in_place.busbw_gbps, out_of_place: $off[0].rows[0].out_of_place.busbw_gbps}}
+     on: {in_place: $on[0].rows[0].in_place.busbw_gbps, out_of_place: $on[0].rows[0].out_of_place.busbw_gbps,
+          cpu_us: $cpuOn},
+     off: {in_place: $off[0].rows[0].in_place.busbw_gbps, out_of_place: $off[0].rows[0].out_of_place.busbw_gbps,
+           cpu_us: $cpuOff}}
     | .ratio_in_place = (.on.in_place / .off.in_place)
-    | .ratio_out_of_place = (.on.out_of_place / .off.out_of_place)' >>"$ROUNDS_JSON"
+    | .ratio_out_of_place = (.on.out_of_place / .off.out_of_place)
+    | .ratio_cpu = (if $cpuOn != null and $cpuOff != null and $cpuOff > 0 then $cpuOn / $cpuOff else null end)' \
+    >>"$ROUNDS_JSON"
   tail -1 "$ROUNDS_JSON" >&2
 done
 
@@ -152,6 +196,8 @@ jq -s --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson i
       median_ratio_in_place: (map(.ratio_in_place) | median),
       median_ratio_out_of_place: (map(.ratio_out_of_place) | median),
       median_busbw_gbps: {on: (map(.on.in_place) | median), off: (map(.off.in_place) | median)},
+      median_ratio_cpu: (map(.ratio_cpu | select(. != null)) | if length > 0 then median else null end),
+      cpu_note: "user+sys CPU of both ranks for the same allreduce calls (failover_worker WORKER_CPU=1), on / off",
       wire: {
         payload_bytes_per_call: $bytes,
         rail_tx_bytes_per_call: (($long_tx - $short_tx) / ($delta * 2)),
@@ -162,14 +208,15 @@ jq -s --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson i
       idle_cpu_us_per_s: $idle
     }
   | .cost_in_place = (1 - .median_ratio_in_place)
-  | .cost_out_of_place = (1 - .median_ratio_out_of_place)' "$ROUNDS_JSON" >"$OUT"
+  | .cost_out_of_place = (1 - .median_ratio_out_of_place)
+  | .cost_cpu = (if .median_ratio_cpu != null then .median_ratio_cpu - 1 else null end)' "$ROUNDS_JSON" >"$OUT"
 
 jq -r '
   "",
   "allreduce \(.size), 2 hosts x \(.testbed.rails) rails (RECCL_NICS=\(.testbed.nics)), \(.rounds | length) interleaved rounds:",
-  (.rounds[] | "  round \(.round + 1) (\(.first) first): busbw on \(.on.in_place * 1000 | round / 1000) off \(.off.in_place * 1000 | round / 1000) GB/s in place, ratio \(.ratio_in_place * 1000 | round / 1000); out of place ratio \(.ratio_out_of_place * 1000 | round / 1000)"),
+  (.rounds[] | "  round \(.round + 1) (\(.first) first): busbw on \(.on.in_place * 1000 | round / 1000) off \(.off.in_place * 1000 | round / 1000) GB/s in place, ratio \(.ratio_in_place * 1000 | round / 1000); out of place ratio \(.ratio_out_of_place * 1000 | round / 1000)\(if .ratio_cpu != null then "; CPU on \(.on.cpu_us / 1000 | round) off \(.off.cpu_us / 1000 | round) ms, ratio \(.ratio_cpu * 1000 | round / 1000)" else "" end)"),
   "median ratio on/off: in place \(.median_ratio_in_place * 1000 | round / 1000), out of place \(.median_ratio_out_of_place * 1000 | round / 1000)",
-  "zero-fault cost of the failover machinery: in place \(.cost_in_place * 1000 | round / 10) %, out of place \(.cost_out_of_place * 1000 | round / 10) %   (goal <= 3 %)",
+  "zero-fault cost of the failover machinery: wall clock (busbw) in place \(.cost_in_place * 1000 | round / 10) %, out of place \(.cost_out_of_place * 1000 | round / 10) %; CPU time \(if .cost_cpu != null then "\(.cost_cpu * 1000 | round / 10) %" else "not measured" end)   (goal <= 3 %)",
   "wire: host 0 rail tx \(.wire.rail_tx_bytes_per_call | round) B per call for \(.wire.payload_bytes_per_call) B payload: x\(.wire.rail_tx_over_payload * 100000 | round / 100000)",
   "      step headers + acks by construction: \(.wire.computed_channel_overhead * 100 * 1000 | round / 1000) % of payload",
   (.idle_cpu_us_per_s[] | "idle CPU: failover \(if .failover then "on " else "off" end) detector \(.detector): rank \(.rank) \(.cpu_us_per_s / 1000 * 10 | round / 10) ms CPU per s"),

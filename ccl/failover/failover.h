@@ -276,7 +276,6 @@ class Failover {
   std::unique_ptr<DetectorLink> det_;
   std::string detectorName_ = "none";
   std::string lastDetectorSource_;  // monitor thread
-  Result<std::unique_ptr<DetectorLink>> makeDetector(const std::string& mode, std::string* names);
   void drainDetector();
   int detectorFd() const;
   // Source choice, the node daemon as a source, fallback and reconnection (fault_sources.cpp).

@@ -86,22 +86,6 @@ void Failover::armSocket(int fd) const {
 
 #ifdef RECCL_HAVE_DETECTOR
 
-Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std::string& mode, std::string* names) {
-  auto opts = detector::DetectorOptions::fromEnv();
-  RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
-  auto link = std::make_unique<DetectorLink>();
-  for (int r = 0; r < nrails_ && static_cast<size_t>(r) < comm_.myNics_.size(); ++r) {
-    if (comm_.myNics_[r].name == "lo") continue;
-    opts.watch.push_back(detector::WatchSpec{"", comm_.myNics_[r].name});
-    link->railOf[comm_.myNics_[r].name] = r;
-  }
-  RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
-  RECCL_TRY(link->det->start());
-  names->clear();
-  for (auto s : link->det->activeSources()) *names += std::string(names->empty() ? "" : ",") + detector::sourceName(s);
-  return link;
-}
-
 int Failover::detectorFd() const { return det_ && det_->det ? det_->det->eventFd() : -1; }
 
 void Failover::stopDetector() noexcept {
@@ -128,9 +112,6 @@ void Failover::drainDetector() {
   }
 }
 #else
-Result<std::unique_ptr<Failover::DetectorLink>> Failover::makeDetector(const std::string&, std::string*) {
-  return Status(Errc::kUnsupported, "built without the link detector");
-}
 int Failover::detectorFd() const { return -1; }
 void Failover::stopDetector() noexcept {}
 void Failover::drainDetector() {}

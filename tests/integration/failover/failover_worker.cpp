@@ -30,6 +30,11 @@
 // ended, whether a migration had committed before ("migrated in phase yes|no"). A missed fault
 // is tried again WORKER_FAULT_STRIDE iterations later (default: the rotation length), at most
 // WORKER_FAULT_ATTEMPTS (3) times.
+// WORKER_CPU=1 (bench/bookkeeping.sh): instead of the loop, the CPU cost of the collective work
+// alone: after WORKER_CPU_SETTLE_MS (2000: set-up work such as loading the detector ends first)
+// and 2 warm-up calls, WORKER_ITERS allreduces of WORKER_COUNT floats, measured with
+// getrusage(RUSAGE_SELF) (user + sys of every thread of the process) and the wall clock; prints
+// "cpu rank R calls N cpu_us X wall_us Y" (the last result is checked; exit 1 if wrong).
 // Output: "started rank R" once connected; "done rank R iters N failovers F failbacks B resent X
 // dup D last_us L" and "source rank R KIND NAME" (the fault source in use, recclCommStats_t) at
 // the end; "worker rank R iteration K: <error>" on failure.
@@ -39,6 +44,7 @@
 #include <net/if.h>
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -373,6 +379,44 @@ std::vector<size_t> samplesFor(const std::string& coll, int rank, int n, size_t 
 
 }  // namespace
 
+double cpuUsNow() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e6 + ru.ru_utime.tv_usec + ru.ru_stime.tv_usec;
+}
+
+int cpuRun(recclComm_t comm, int rank, int n, size_t count, int iters) {
+  std::vector<float> in(count), out(count);
+  for (size_t i = 0; i < count; ++i) in[i] = val(rank, i, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(envInt("WORKER_CPU_SETTLE_MS", 2000)));
+  auto call = [&](int it) {
+    recclResult_t rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    if (rc != recclSuccess)
+      fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
+              recclGetLastError(comm));
+    return rc;
+  };
+  for (int w = -2; w < 0; ++w)
+    if (recclResult_t rc = call(w); rc != recclSuccess) return 10 + rc;
+  double c0 = cpuUsNow();
+  auto t0 = Clock::now();
+  for (int it = 0; it < iters; ++it)
+    if (recclResult_t rc = call(it); rc != recclSuccess) return 10 + rc;
+  double wallUs = std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+  double cpuUs = cpuUsNow() - c0;
+  for (size_t i = 0; i < count; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += val(r, i, 0);
+    if (out[i] != want) {
+      fprintf(stderr, "worker rank %d: wrong result at %zu\n", rank, i);
+      return 1;
+    }
+  }
+  printf("cpu rank %d calls %d cpu_us %.0f wall_us %.0f\n", rank, iters, cpuUs, wallUs);
+  recclCommDestroy(comm);
+  return 0;
+}
+
 int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<Fault> faults;
@@ -408,6 +452,7 @@ int main() {
     return 10 + rc;
   }
   printf("started rank %d\n", rank);
+  if (getenv("WORKER_CPU")) return cpuRun(comm, rank, n, count, iters);
   auto t0 = Clock::now();
   double runFor = getenv("WORKER_SECONDS") ? atof(getenv("WORKER_SECONDS")) : 0;
   if (runFor > 0) iters = 1 << 30;

@@ -5,76 +5,22 @@
 // by the worker against the fault-free closed form; the relay counters of recclCommGetStats
 // (WORKER_RELAY_STATS) show the bytes really went through the relay rank.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <cstdio>
 #include <map>
-#include <mutex>
+#include <memory>
 #include <regex>
 #include <set>
 #include <string>
 #include <thread>
 
-#include "testbed_fixture.h"
+#include "failover_job.h"
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// One `reccl testbed run` of the failover worker, read line by line on a thread.
-class Job {
- public:
-  Job(const std::string& name, const std::string& env, int timeoutSec, int ranksPerHost) {
-    std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --ranks-per-host " +
-                      std::to_string(ranksPerHost) + " --timeout " + std::to_string(timeoutSec) +
-                      " -- /usr/bin/env " + env + " " + RECCL_FAILOVER_WORKER_PATH + " 2>&1";
-    pipe_ = popen(cmd.c_str(), "r");
-    reader_ = std::thread([this] {
-      char buf[4096];
-      while (pipe_ && fgets(buf, sizeof(buf), pipe_)) {
-        std::lock_guard lk(mu_);
-        text_ += buf;
-        cv_.notify_all();
-      }
-    });
-  }
-  ~Job() { wait(); }
-  bool waitFor(const std::string& re, int n, std::chrono::seconds limit) {
-    std::regex r(re);
-    std::unique_lock lk(mu_);
-    return cv_.wait_for(lk, limit, [&] {
-      return std::distance(std::sregex_iterator(text_.begin(), text_.end(), r), std::sregex_iterator()) >= n;
-    });
-  }
-  int wait() {
-    if (reader_.joinable()) reader_.join();
-    if (pipe_) {
-      int st = pclose(pipe_);
-      pipe_ = nullptr;
-      code_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    }
-    return code_;
-  }
-  std::string text() {
-    std::lock_guard lk(mu_);
-    return text_;
-  }
-
- private:
-  FILE* pipe_ = nullptr;
-  std::thread reader_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::string text_;
-  int code_ = -1;
-};
-
-int countMatches(const std::string& text, const std::string& re) {
-  std::regex r(re);
-  return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
-}
+using reccl::test::failover::countMatches;
+using reccl::test::failover::Job;
+using reccl::test::failover::sumField;
 
 // "relay rank R migrations M forwarded B pipes P" -> per rank {M, B}.
 std::map<int, std::pair<uint64_t, uint64_t>> relayStats(const std::string& text) {
@@ -83,14 +29,6 @@ std::map<int, std::pair<uint64_t, uint64_t>> relayStats(const std::string& text)
   for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator(); ++it)
     out[std::stoi((*it)[1])] = {std::stoull((*it)[2]), std::stoull((*it)[3])};
   return out;
-}
-
-uint64_t sumField(const std::string& text, const std::string& field) {
-  std::regex r(field + " ([0-9]+)");
-  uint64_t s = 0;
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator(); ++it)
-    s += std::stoull((*it)[1]);
-  return s;
 }
 
 // Connections named in "<conn> relayed via rank R" lines.
@@ -102,34 +40,29 @@ std::set<std::string> relayedConns(const std::string& text) {
   return out;
 }
 
-class Relay : public reccl::test::TestbedTest<2, 2> {
+// The failover fixture (2 hosts x 2 rails, every rail back up after each test) with 2 ranks per
+// host and faults at the switch port h<host>r<rail> in the fabric: the host's last hop.
+class Relay : public reccl::test::failover::FailoverTest<2> {
  protected:
-  void TearDown() override {
-    if (!skipReason_.empty() || !tb_) return;
-    for (int h = 0; h < 2; ++h)
-      for (int r = 0; r < 2; ++r) link(true, h, r);
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }
-  // The switch port h<host>r<rail> in the fabric: the host's last hop on that rail.
-  static void link(bool up, int host, int rail) {
-    std::string cmd = "ip -n " + fabricNetns() + " link set h" + std::to_string(host) + "r" + std::to_string(rail) +
-                      (up ? " up" : " down");
-    int rc = system(cmd.c_str());
-    ASSERT_EQ(rc, 0) << cmd;
-  }
-  static std::string env(const std::string& extra) {
+  using Base = reccl::test::failover::FailoverTest<2>;
+  static constexpr int kRanks = 4;
+  static void linkSwitch(bool up, int host, int rail) { Base::link(up, host, rail, true); }
+  static std::string relayEnv(const std::string& extra) {
     // NIC poll as the fault source: four ranks loading BPF at once on a busy machine take seconds
-    // before their detectors run; routing, not detection, is under test here.
-    return "RECCL_DETECTOR=poll RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=300 "
-           "WORKER_RELAY_STATS=1 " + extra;
+    // before their detectors run; routing, not detection, is under test here. (Later settings
+    // win: `extra` may override these.)
+    return Base::env("RECCL_DETECTOR=poll WORKER_RELAY_STATS=1 " + extra);
+  }
+  // Starts the 4 ranks, lets the collective loop run 400 ms, then host `host` loses `rail`.
+  void startThenFail(std::unique_ptr<Job>* j, const std::string& extra, int host, int rail) {
+    *j = std::make_unique<Job>(testbed().name(), relayEnv(extra), 120, 2);
+    ASSERT_TRUE((*j)->waitFor("started rank", kRanks, std::chrono::seconds(40))) << (*j)->text();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    linkSwitch(false, host, rail);
   }
   static std::string finish(Job& j) {
-    int code = j.wait();
-    std::string t = j.text();
-    if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
-    EXPECT_EQ(code, 0) << t;
-    EXPECT_EQ(countMatches(t, "done rank [0-9]+"), 4) << t;
-    return t;
+    Base::expectAllOk(j, kRanks);
+    return j.text();
   }
 };
 
@@ -137,11 +70,9 @@ class Relay : public reccl::test::TestbedTest<2, 2> {
 // 3->0 ch 1, and both ends of its rank-0<->2 connections) move onto the other rank of host 0,
 // whose NIC on rail 1 carries the bytes; both ranks forward for each other.
 TEST_F(Relay, ForcedRelayAsSenderAndReceiver) {
-  Job j(testbed().name(), env("RECCL_FAILOVER_ROUTE=relay WORKER_ITERS=120"), 120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 0);
-  std::string t = finish(j);
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(startThenFail(&j, "RECCL_FAILOVER_ROUTE=relay WORKER_ITERS=120", 0, 0));
+  std::string t = finish(*j);
   auto st = relayStats(t);
   ASSERT_EQ(st.size(), 4u) << t;
   // Both host-0 ranks moved connections onto a relay and forwarded real traffic for the other.
@@ -162,14 +93,12 @@ TEST_F(Relay, ForcedRelayAsSenderAndReceiver) {
 // frames from the slots (SendPort::frame copies a direct step's payload in first), and a step
 // overwritten in place after its receipt is never needed again.
 TEST_F(Relay, ForcedRelayInPlaceAllreduceDirectPaths) {
-  Job j(testbed().name(),
-        env("RECCL_FAILOVER_ROUTE=relay WORKER_INPLACE=1 RECCL_DIRECT_SEND_MIN_BYTES=1 "
-            "RECCL_DIRECT_RECV_MIN_BYTES=1 WORKER_ITERS=120"),
-        120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 0);
-  std::string t = finish(j);
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(startThenFail(&j,
+                                        "RECCL_FAILOVER_ROUTE=relay WORKER_INPLACE=1 RECCL_DIRECT_SEND_MIN_BYTES=1 "
+                                        "RECCL_DIRECT_RECV_MIN_BYTES=1 WORKER_ITERS=120",
+                                        0, 0));
+  std::string t = finish(*j);
   auto st = relayStats(t);
   ASSERT_EQ(st.size(), 4u) << t;
   EXPECT_GE(st[0].first + st[1].first, 1u) << t;
@@ -179,12 +108,10 @@ TEST_F(Relay, ForcedRelayInPlaceAllreduceDirectPaths) {
 // route=auto under NIC affinity, one channel: rank 1 uses only its own NIC (rail 1); when host 0
 // loses rail 1 it relays through rank 0, while rank 0 (whose own NIC is rail 0) moves directly.
 TEST_F(Relay, AutoRelaysUnderNicAffinity) {
-  Job j(testbed().name(),
-        env("RECCL_FAILOVER_ROUTE=auto RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_ITERS=120"), 120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 1);
-  std::string t = finish(j);
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(
+      startThenFail(&j, "RECCL_FAILOVER_ROUTE=auto RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_ITERS=120", 0, 1));
+  std::string t = finish(*j);
   auto st = relayStats(t);
   ASSERT_EQ(st.size(), 4u) << t;
   EXPECT_GE(st[1].first, 1u) << t;           // rank 1 relayed
@@ -196,11 +123,9 @@ TEST_F(Relay, AutoRelaysUnderNicAffinity) {
 
 // route=auto without affinity: every rank may use either NIC, so everything moves directly.
 TEST_F(Relay, AutoIsDirectWithoutAffinity) {
-  Job j(testbed().name(), env("RECCL_FAILOVER_ROUTE=auto RECCL_NCHANNELS=1 WORKER_ITERS=120"), 120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 1);
-  std::string t = finish(j);
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(startThenFail(&j, "RECCL_FAILOVER_ROUTE=auto RECCL_NCHANNELS=1 WORKER_ITERS=120", 0, 1));
+  std::string t = finish(*j);
   auto st = relayStats(t);
   ASSERT_EQ(st.size(), 4u) << t;
   for (auto& [r, v] : st) EXPECT_EQ(v.first + v.second, 0u) << "rank " << r << "\n" << t;
@@ -211,14 +136,12 @@ TEST_F(Relay, AutoIsDirectWithoutAffinity) {
 // Relay, then the rail comes back: after the hold-down every relayed connection moves back to
 // its own rank's NIC (fail-back), and the job runs on with exact results.
 TEST_F(Relay, RelayThenFailBack) {
-  Job j(testbed().name(), env("RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144"), 120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 0);
-  ASSERT_TRUE(j.waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j.text();
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(startThenFail(&j, "RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144", 0, 0));
+  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j->text();
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
-  link(true, 0, 0);
-  std::string t = finish(j);
+  linkSwitch(true, 0, 0);
+  std::string t = finish(*j);
   auto conns = relayedConns(t);
   ASSERT_GE(conns.size(), 2u) << t;
   for (const auto& c : conns) EXPECT_GE(countMatches(t, "fail-back of " + c + " -> rail 0"), 1) << c << "\n" << t;
@@ -230,20 +153,15 @@ TEST_F(Relay, RelayThenFailBack) {
 // rail 1. The host-1 ranks move their connections themselves (to rail 0, physically up again),
 // which retires the relay pipes at host 0; results stay exact.
 TEST_F(Relay, FarEndRailFailsWhileRelayed) {
-  Job j(testbed().name(),
-        "RECCL_DETECTOR=poll RECCL_TIMEOUT_MS=30000 RECCL_STALL_TIMEOUT_MS=1000 RECCL_HOLDDOWN_MS=20000 "
-        "WORKER_RELAY_STATS=1 "
-        "RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144",
-        120, 2);
-  ASSERT_TRUE(j.waitFor("started rank", 4, std::chrono::seconds(40))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  link(false, 0, 0);
-  ASSERT_TRUE(j.waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j.text();
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(
+      startThenFail(&j, "RECCL_HOLDDOWN_MS=20000 RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144", 0, 0));
+  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j->text();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  link(true, 0, 0);
+  linkSwitch(true, 0, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  link(false, 1, 1);
-  std::string t = finish(j);
+  linkSwitch(false, 1, 1);
+  std::string t = finish(*j);
   EXPECT_GE(countMatches(t, "rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0"), 1) << t;
   // The relayed connections were taken over by their far ends (passive at host 0).
   EXPECT_GE(countMatches(t, "rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0"), 1) << t;
