@@ -282,8 +282,13 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
   }
   if (grayHold_.size() != static_cast<size_t>(nrails_)) grayHold_.assign(nrails_, GrayHold{});
   grayHold_[rail].sinceNs = 0;
-  if (!(railsUp_.fetch_and(~bit) & bit)) return;
-  grayHold_[rail].hardDown = reason != MigrateReason::kDegraded;
+  const bool hard = reason != MigrateReason::kDegraded;
+  if (!(railsUp_.fetch_and(~bit) & bit)) {
+    // Already out. A hard fault on a DEGRADED rail still counts: connections that stayed on it
+    // (no healthy rail to move to then) must move now, not wait for the in-band stall check.
+    if (!hard || grayHold_[rail].hardDown) return;
+  }
+  grayHold_[rail].hardDown = hard;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   // The jobs first: the log line and the relay's bookkeeping are not on the fault's path.
   for (auto& c : snapshot()) {
@@ -316,8 +321,22 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src));
+  const uint64_t up = railsUp_.load();
   for (auto& c : snapshot()) {
-    if (c->preferredRail != rail || c->rail.load() == rail) continue;
+    const int cur = c->rail.load();
+    if (cur == rail) continue;
+    if (c->preferredRail != rail) {
+      // Stayed on a DEGRADED rail for want of a healthy one (runJob): this rail is one now.
+      if (cur < 0 || cur >= nrails_ || ((up >> cur) & 1u) || c->relayVia.load() >= 0) continue;
+      Job j;
+      j.id = c->id;
+      j.reason = MigrateReason::kDegraded;
+      j.source = src;
+      j.fromRail = cur;
+      j.faultNs = signalNs;
+      enqueue(j);
+      continue;
+    }
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kFailBack;

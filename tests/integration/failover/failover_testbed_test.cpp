@@ -343,6 +343,35 @@ TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
   EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
 }
 
+// Rail 1 of host 0 is pulled (its connections move to rail 0), then rail 0 turns gray: nothing
+// healthy is left, so the connections stay on rail 0. When rail 1 comes back, those that stayed
+// on the gray rail move to it too (reason degraded), not only the ones that prefer rail 1.
+TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
+  std::string cli = RECCL_CLI_PATH;
+  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
+            "RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=14"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  link(false, 0, 1, true);
+  ASSERT_TRUE(j.waitForMatch("-> rail 0 \\(rail0\\) epoch [0-9]+: reason link-down", 1, std::chrono::seconds(5)))
+      << j.text();
+  ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+  bool stayed = j.waitFor("degraded and no healthy rail to move to: staying on it", 1, std::chrono::seconds(6));
+  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
+  link(true, 0, 1, true);
+  bool moved =
+      j.waitForMatch("-> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded", 1, std::chrono::seconds(5));
+  expectAllOk(j, 2);
+  EXPECT_EQ(clear, 0);
+  std::string t = j.text();
+  EXPECT_TRUE(stayed) << t;
+  EXPECT_TRUE(moved) << t;
+  EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
 // ---- a hard fault's retransmits are not a gray failure ----------------------------------------
 //
 // Host 0's rail 0 cable is pulled for 1 s; the peer's sockets on rail 0 retransmit toward the dead
