@@ -152,11 +152,19 @@ uint64_t Failover::peerRails(int peer) {
 }
 
 void Failover::setPeerRails(int peer, uint64_t mask) {
-  std::lock_guard lk(peerMu_);
-  if (peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size()) peerRailsUp_[peer] = mask;
+  uint64_t gained = 0;
   uint64_t now = monotonicNs();
-  for (int r = 0; r < nrails_; ++r)
-    if (!((mask >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
+  {
+    std::lock_guard lk(peerMu_);
+    if (peer >= 0 && static_cast<size_t>(peer) < peerRailsUp_.size()) {
+      gained = mask & ~peerRailsUp_[peer];
+      peerRailsUp_[peer] = mask;
+    }
+    for (int r = 0; r < nrails_; ++r)
+      if (!((mask >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
+  }
+  // A rail back at the peer and up here: a healthy route for what stayed on a gray rail.
+  if (gained & railsUp_.load()) moveOffGrayRails(peer, FaultSource::kPeer, now);
 }
 
 std::vector<double> Failover::railWeights(int peer) {

@@ -167,6 +167,7 @@ class Failover {
   void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
   // src: who declared the rail up (the fail-back's source in its log line and job).
   void railBackUp(int rail, uint64_t signalNs, FaultSource src = FaultSource::kPoll);
+  void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);
   // A DEGRADED that the retransmits of a known hard fault explain is held, not acted on (railDown).
   bool grayExplained(int rail, uint64_t nowNs);
   void tendGray(uint64_t nowNs);

@@ -321,28 +321,33 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src));
-  const uint64_t up = railsUp_.load();
+  moveOffGrayRails(-1, src, signalNs);
   for (auto& c : snapshot()) {
-    const int cur = c->rail.load();
-    if (cur == rail) continue;
-    if (c->preferredRail != rail) {
-      // Stayed on a DEGRADED rail for want of a healthy one (runJob): this rail is one now.
-      if (cur < 0 || cur >= nrails_ || ((up >> cur) & 1u) || c->relayVia.load() >= 0) continue;
-      Job j;
-      j.id = c->id;
-      j.reason = MigrateReason::kDegraded;
-      j.source = src;
-      j.fromRail = cur;
-      j.faultNs = signalNs;
-      enqueue(j);
-      continue;
-    }
+    if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kFailBack;
     j.source = src;
     j.fromRail = c->rail.load();
     j.toRail = rail;
+    j.faultNs = signalNs;
+    enqueue(j);
+  }
+}
+
+// Connections that stayed on a DEGRADED rail for want of a healthy one (runJob) move as soon as
+// one appears: a rail up again here (railBackUp) or at the peer (setPeerRails). peer -1: all.
+void Failover::moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs) {
+  const uint64_t up = railsUp_.load();
+  for (auto& c : snapshot()) {
+    const int cur = c->rail.load();
+    if (peer >= 0 && c->peer != peer) continue;
+    if (cur < 0 || cur >= nrails_ || ((up >> cur) & 1u) || c->relayVia.load() >= 0) continue;
+    Job j;
+    j.id = c->id;
+    j.reason = MigrateReason::kDegraded;
+    j.source = src;
+    j.fromRail = cur;
     j.faultNs = signalNs;
     enqueue(j);
   }
