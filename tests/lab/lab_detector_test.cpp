@@ -69,6 +69,19 @@ std::optional<LinkEvent> waitEventFor(Detector& d, LinkKey key, int ms) {
 }
 
 // The host (lab.sh) reads this line from the serial console and pulls or plugs the VM's cable.
+// The in-process BPF detector with one hook (plus the verbs async source when rdma), rtnetlink
+// off, a 200 ms hold-down, watching `dev` in this namespace.
+DetectorOptions oneHookOptions(LinkSource source, const std::string& dev, bool rdma) {
+  DetectorOptions o;
+  o.mode = SourceMode::kBpf;
+  o.bpf.sources = {source};
+  o.rtnetlink = false;
+  o.rdma = rdma;
+  o.stateMachine.holdDownNs = 200'000'000;
+  o.watch = {{"", dev}};
+  return o;
+}
+
 void requestCable(bool up) {
   printf("\n@@lab-monitor set_link %s %s\n", envOr("RECCL_LAB_NIC_ID", "nic0").c_str(), up ? "on" : "off");
   fflush(stdout);
@@ -132,13 +145,7 @@ TEST_F(Lab, ProbePicksFentryOverTracepoints) {
 TEST_F(Lab, VirtioCablePullFiresFentryCarrierHook) {
   const std::string nic = envOr("RECCL_LAB_NIC", "");
   if (nic.empty()) GTEST_SKIP() << "RECCL_LAB_NIC not set: no virtual cable to pull";
-  DetectorOptions o;
-  o.mode = SourceMode::kBpf;
-  o.bpf.sources = {RECCL_LINK_SRC_FENTRY_CARRIER};
-  o.rtnetlink = false;
-  o.rdma = false;
-  o.stateMachine.holdDownNs = 200'000'000;
-  o.watch = {{"", nic}};
+  DetectorOptions o = oneHookOptions(RECCL_LINK_SRC_FENTRY_CARRIER, nic, /*rdma=*/false);
   auto det = Detector::create(o);
   ASSERT_TRUE(det.ok()) << det.status().ToString();
   Detector& d = *det.value();
@@ -193,13 +200,7 @@ TEST_F(Lab, RxePortDownReachesIbDispatchHookAndAsyncEvents) {
   for (Deadline dl = Deadline::afterMs(3000); !portIs("ACTIVE") && !dl.expired();) usleep(5000);
   ASSERT_TRUE(portIs("ACTIVE")) << portState;
 
-  DetectorOptions o;
-  o.mode = SourceMode::kBpf;
-  o.bpf.sources = {RECCL_LINK_SRC_FENTRY_IB_DISPATCH};
-  o.rtnetlink = false;
-  o.rdma = true;
-  o.stateMachine.holdDownNs = 200'000'000;
-  o.watch = {{"", a}};
+  DetectorOptions o = oneHookOptions(RECCL_LINK_SRC_FENTRY_IB_DISPATCH, a, /*rdma=*/true);
   auto det = Detector::create(o);
   ASSERT_TRUE(det.ok()) << det.status().ToString();
   Detector& d = *det.value();

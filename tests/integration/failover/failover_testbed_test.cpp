@@ -294,9 +294,16 @@ TEST_F(Failover, AllreduceFaultDuringAllGatherPhase) {
 // 1 % loss on host 0's rail 0 cable (`reccl inject drop --side switch`, both directions): the link
 // stays up, TCP retransmits; the detector's retransmit hook marks the rail DEGRADED and the
 // library routes around it (reason degraded). Results stay exact.
+// 1 % loss on the rail0 cable of the host in `hostNs`, both directions (`reccl inject drop --side
+// switch`), or its removal; the CLI's exit code.
+int onePercentDropOnRail0(const std::string& hostNs, bool on) {
+  std::string where = " --netns " + hostNs + " --dev rail0";
+  std::string cmd = std::string(RECCL_CLI_PATH) + (on ? " inject drop" + where + " --side switch --rate 0.01"
+                                                      : " inject clear" + where);
+  return system(cmd.c_str());
+}
+
 TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
-  std::string cli = RECCL_CLI_PATH;
-  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
             "WORKER_SECONDS=12"),
@@ -304,9 +311,9 @@ TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   // The retransmit hook is BPF: wait until both ranks' detectors run.
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
-  ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+  ASSERT_EQ(onePercentDropOnRail0(netns(0), true), 0);
   bool degraded = j.waitFor("reason degraded", 1, std::chrono::seconds(5));
-  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
+  int clear = onePercentDropOnRail0(netns(0), false);
   expectAllOk(j, 2);
   EXPECT_EQ(clear, 0);
   std::string t = j.text();
@@ -322,19 +329,17 @@ TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
 // before, the job failed with "no healthy rail" after RECCL_FAILOVER_TIMEOUT_MS (a false DEGRADED
 // under a saturating one-rail benchmark did that).
 TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
-  std::string cli = RECCL_CLI_PATH;
-  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
   Job j(testbed().name(),
         env("RECCL_NICS==rail0 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
             "RECCL_DEGRADED_CLEAR_MS=60000 RECCL_FAILOVER_TIMEOUT_MS=2000 WORKER_SECONDS=8"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
-  ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+  ASSERT_EQ(onePercentDropOnRail0(netns(0), true), 0);
   bool stayed = j.waitFor("degraded and no healthy rail to move to: staying on it", 1, std::chrono::seconds(5));
   // Long enough after the DEGRADED for the old behaviour's failover timeout (2 s) to fail the job.
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
+  int clear = onePercentDropOnRail0(netns(0), false);
   expectAllOk(j, 2);
   EXPECT_EQ(clear, 0);
   std::string t = j.text();
@@ -347,8 +352,6 @@ TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
 // healthy is left, so the connections stay on rail 0. When rail 1 comes back, those that stayed
 // on the gray rail move to it too (reason degraded), not only the ones that prefer rail 1.
 TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
-  std::string cli = RECCL_CLI_PATH;
-  std::string target = " --netns " + netns(0) + " --dev rail0 --side switch";
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
             "RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=14"),
@@ -358,9 +361,9 @@ TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
   link(false, 0, 1, true);
   ASSERT_TRUE(j.waitForMatch("-> rail 0 \\(rail0\\) epoch [0-9]+: reason link-down", 1, std::chrono::seconds(5)))
       << j.text();
-  ASSERT_EQ(system((cli + " inject drop" + target + " --rate 0.01").c_str()), 0);
+  ASSERT_EQ(onePercentDropOnRail0(netns(0), true), 0);
   bool stayed = j.waitFor("degraded and no healthy rail to move to: staying on it", 1, std::chrono::seconds(6));
-  int clear = system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str());
+  int clear = onePercentDropOnRail0(netns(0), false);
   link(true, 0, 1, true);
   bool moved =
       j.waitForMatch("-> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded", 1, std::chrono::seconds(5));
