@@ -156,34 +156,7 @@ void applyImpl(void* dst, void* dst2, const void* a, const void* b, size_t count
   }
 }
 
-template <typename Op, size_t kElem>
-void apply(void* dst, const void* a, const void* b, size_t count) {
-  applyImpl<Op, kElem, false>(dst, nullptr, a, b, count);
-}
-template <typename Op, size_t kElem>
-void apply2(void* dst, void* dst2, const void* a, const void* b, size_t count) {
-  applyImpl<Op, kElem, true>(dst, dst2, a, b, count);
-}
-template <typename Op, size_t kElem>
-constexpr KernelPair k() {
-  return {apply<Op, kElem>, apply2<Op, kElem>};
-}
-
-// Rows in recclDataType_t order, columns sum, prod, max, min.
-constexpr KernelTable kTable = {{
-    {k<I8Sum, 1>(), k<I8Prod, 1>(), k<I8Max, 1>(), k<I8Min, 1>()},          // int8
-    {k<I8Sum, 1>(), k<I8Prod, 1>(), k<U8Max, 1>(), k<U8Min, 1>()},          // uint8
-    {k<I32Sum, 4>(), k<I32Prod, 4>(), k<I32Max, 4>(), k<I32Min, 4>()},      // int32
-    {k<I32Sum, 4>(), k<I32Prod, 4>(), k<U32Max, 4>(), k<U32Min, 4>()},      // uint32
-    {k<I64Sum, 8>(), k<I64Prod, 8>(), k<I64Max, 8>(), k<I64Min, 8>()},      // int64
-    {k<I64Sum, 8>(), k<I64Prod, 8>(), k<U64Max, 8>(), k<U64Min, 8>()},      // uint64
-    {k<HalfOp<addF>, 2>(), k<HalfOp<mulF>, 2>(), k<HalfOp<maxF>, 2>(),
-     k<HalfOp<minF>, 2>()},                                                        // float16
-    {k<F32Sum, 4>(), k<F32Prod, 4>(), k<F32Max, 4>(), k<F32Min, 4>()},      // float32
-    {k<F64Sum, 8>(), k<F64Prod, 8>(), k<F64Max, 8>(), k<F64Min, 8>()},      // float64
-    {k<Bf16Op<addF>, 2>(), k<Bf16Op<mulF>, 2>(), k<Bf16Op<maxF>, 2>(),
-     k<Bf16Op<minF>, 2>()},                                                        // bfloat16
-}};
+#include "simd_kernel_table.inc"  // apply, apply2 and kTable over this unit's ops
 
 }  // namespace
 
