@@ -44,6 +44,7 @@ struct WatchArgs {
   std::string source = "auto";
   int64_t holdDownMs = -1;
   double durationS = 0;
+  int64_t count = 0;
 };
 
 // Every device of the namespace except loopback.
@@ -94,15 +95,6 @@ int runWatch(const WatchArgs& a) {
     return exitFor(det.status());
   }
   Detector& d = *det.value();
-  auto st = d.status();
-  std::string active;
-  for (const auto& s : st.sources)
-    if (s.active) active += (active.empty() ? "" : ",") + s.name;
-  std::fprintf(stderr, "reccl detector: mode %s; active sources: %s; watching %zu links\n",
-               st.mode.c_str(), active.c_str(), st.links.size());
-  if (!d.bpfActive() && opts.mode != SourceMode::kNetlink)
-    for (const auto& s : st.sources)
-      if (s.name == "bpf") std::fprintf(stderr, "reccl detector: bpf unavailable: %s\n", s.reason.c_str());
 
   sigset_t set;
   sigemptyset(&set);
@@ -114,15 +106,29 @@ int runWatch(const WatchArgs& a) {
     std::fprintf(stderr, "reccl detector watch: %s\n", s.message().c_str());
     return kExitFailed;
   }
+  // Printed once the sources run, so a script may read it as "watching now": a fault injected
+  // after this line is reported.
+  auto st = d.status();
+  std::string active;
+  for (const auto& s : st.sources)
+    if (s.active) active += (active.empty() ? "" : ",") + s.name;
+  std::fprintf(stderr, "reccl detector: mode %s; active sources: %s; watching %zu links\n",
+               st.mode.c_str(), active.c_str(), st.links.size());
+  if (!d.bpfActive() && opts.mode != SourceMode::kNetlink)
+    for (const auto& s : st.sources)
+      if (s.name == "bpf") std::fprintf(stderr, "reccl detector: bpf unavailable: %s\n", s.reason.c_str());
   Deadline end = a.durationS > 0 ? Deadline::after(std::chrono::nanoseconds(static_cast<int64_t>(a.durationS * 1e9)))
                                  : Deadline::never();
-  for (;;) {
+  int64_t printed = 0;
+  while (a.count <= 0 || printed < a.count) {
     pollfd p[2] = {{d.eventFd(), POLLIN, 0}, {sfd, POLLIN, 0}};
     int r = poll(p, 2, end.remainingMsForPoll());
     if (r == 0 && end.expired()) break;
     if (r < 0) continue;
     if (p[1].revents & POLLIN) break;
     for (const auto& e : d.drain()) {
+      if (a.count > 0 && printed >= a.count) break;
+      ++printed;
       if (a.json) {
         std::printf("%s\n", eventToJson(e).c_str());
       } else {
@@ -195,6 +201,8 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   watch->add_option("--source", wa.source, "auto (BPF where it loads, else rtnetlink), bpf or netlink")->capture_default_str();
   watch->add_option("--hold-down-ms", wa.holdDownMs, "a link must stay up this long before LinkUp (default RECCL_HOLDDOWN_MS)");
   watch->add_option("--duration", wa.durationS, "stop after this many seconds (default: until Ctrl-C)");
+  watch->add_option("--count", wa.count, "stop after printing this many events (default: no limit)")
+      ->check(CLI::PositiveNumber);
   watch->callback([&ctx] { ctx.exitCode = runWatch(wa); });
 
   static bool statusJson = false;

@@ -1,9 +1,18 @@
 // `reccl detector watch` end to end: events printed as JSON lines; bad input exits 64.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "veth_lab.h"
 
@@ -22,23 +31,69 @@ std::string runCapture(const std::string& cmd, int* rc) {
   return out;
 }
 
+// Runs `argv` with stdout and stderr on one pipe. Once a line containing `readyMark` appears,
+// calls `onReady` once. Returns everything the child printed; *rc is its exit code, or -1 when it
+// had to be killed at `deadline`.
+std::string runWhenReady(const std::vector<std::string>& argv, const std::string& readyMark,
+                         const std::function<void()>& onReady, std::chrono::seconds deadline, int* rc) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return "pipe: " + std::string(strerror(errno));
+  pid_t child = fork();
+  if (child == 0) {
+    dup2(fds[1], 1);
+    dup2(fds[1], 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  std::string out;
+  bool ready = false;
+  auto end = std::chrono::steady_clock::now() + deadline;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(end - std::chrono::steady_clock::now());
+    if (left.count() <= 0) break;
+    pollfd p{fds[0], POLLIN, 0};
+    if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+    char buf[4096];
+    ssize_t n = read(fds[0], buf, sizeof(buf));
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+    if (!ready && out.find(readyMark) != std::string::npos) {
+      ready = true;
+      onReady();
+    }
+  }
+  close(fds[0]);
+  int st = 0;
+  pid_t done = 0;
+  while ((done = waitpid(child, &st, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end) usleep(10'000);
+  if (done == 0) {
+    kill(child, SIGKILL);
+    waitpid(child, &st, 0);
+    *rc = -1;
+    return out + "\n(killed at the deadline)";
+  }
+  *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return out;
+}
+
 TEST(DetectorCli, WatchPrintsLinkDownAsJson) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: BPF and network namespaces";
   testing::VethLab lab("cli", 1);
   ASSERT_TRUE(lab.ok());
   lab.settle();
-  std::string cmd = std::string(RECCL_CLI_PATH) + " detector watch --json --netns " + lab.hostNs() +
-                    " --dev eth0 --duration 2.5";
-  // Take the rail down once the watcher is surely up (BPF probing takes a few hundred ms).
-  pid_t pid = fork();
-  if (pid == 0) {
-    usleep(1'500'000);
-    _exit(lab.switchPort(0, false) ? 0 : 1);
-  }
-  int rc = -1;
-  std::string out = runCapture(cmd, &rc);
-  int st = 0;
-  waitpid(pid, &st, 0);
+  // The watcher prints "watching N links" once its sources run; the rail goes down only then,
+  // and --count 1 makes it exit after the first event (the deadlines only bound a broken run).
+  bool downOk = false;
+  int rc = -2;
+  std::string out = runWhenReady(
+      {RECCL_CLI_PATH, "detector", "watch", "--json", "--netns", lab.hostNs(), "--dev", "eth0", "--count", "1",
+       "--duration", "30"},
+      "watching 1 links", [&] { downOk = lab.switchPort(0, false); }, std::chrono::seconds(40), &rc);
+  EXPECT_TRUE(downOk) << "could not take the switch port down";
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"type\":\"link_down\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"ifname\":\"eth0\""), std::string::npos) << out;
@@ -50,6 +105,9 @@ TEST(DetectorCli, BadInputIsRefusedWithUsageExit) {
   std::string out = runCapture(std::string(RECCL_CLI_PATH) + " detector watch --netns rdt-no-such-ns --dev eth0", &rc);
   EXPECT_EQ(rc, 64) << out;
   EXPECT_NE(out.find("rdt-no-such-ns"), std::string::npos) << out;
+  out = runCapture(std::string(RECCL_CLI_PATH) + " detector watch --count 0", &rc);
+  EXPECT_EQ(rc, 64) << out;
+  EXPECT_NE(out.find("count"), std::string::npos) << out;
   out = runCapture(std::string(RECCL_CLI_PATH) + " detector watch --source kprobe", &rc);
   EXPECT_EQ(rc, 64) << out;
   EXPECT_NE(out.find("source"), std::string::npos) << out;
