@@ -259,7 +259,10 @@ TEST(CclErrors, StrangersOnTheDataPortAreRefused) {
   std::array<std::byte, 200> garbage;
   garbage.fill(std::byte{0x11});
   ASSERT_GT(send(junk, garbage.data(), garbage.size(), 0), 0);
-  for (int i = 0; i < 200 && impl->refusedConnections() == 0; ++i) std::this_thread::sleep_for(Ms(10));
+  // Bounded wait for the engine to read and refuse it (10 s: a loaded machine).
+  for (auto end = std::chrono::steady_clock::now() + Ms(10000);
+       impl->refusedConnections() == 0 && std::chrono::steady_clock::now() < end;)
+    std::this_thread::sleep_for(Ms(10));
   EXPECT_GE(impl->refusedConnections(), 1u);
   auto rcs = comms.run([&](int r, recclComm_t c) {
     std::vector<int32_t> x(100000, r + 1);

@@ -149,7 +149,9 @@ TEST(DetectorClient, KeepAliveGetsPongsAndReportsAPeerThatStopsAnswering) {
       auto seq = m->find("\"seq\":");
       (void)sendMessage(fd, R"({"op":"ping","seq":)" + m->substr(seq + 6, m->find('}') - seq - 6) + "}");
     }
-    usleep(3000000);
+    // Hung: nothing read or answered until the client closes (or 5 s).
+    pollfd hup{fd, POLLRDHUP, 0};
+    (void)poll(&hup, 1, 5000);
   });
   ASSERT_TRUE(d.ok());
   auto c = DetectorClient::connect(d.path(), 2000);
