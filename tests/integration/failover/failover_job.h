@@ -3,8 +3,13 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -24,12 +29,20 @@ namespace reccl::test::failover {
 using Clock = std::chrono::steady_clock;
 
 // One `reccl testbed run` of the failover worker, read line by line on a thread.
+// A timed run (WORKER_SECONDS) lasts at least that long and until wait() (the worker's
+// WORKER_STOP_FILE): on a loaded machine the test's waits and faults may take longer than the
+// seconds it asked for, and a run that ended first would make its faults miss.
 class Job {
  public:
   Job(const std::string& name, const std::string& env, int timeoutSec, int ranksPerHost = 1) {
+    static int runs = 0;
+    if (runs == 0) reapStaleStopFiles();
+    stopFile_ = std::string(kStopDir) + kStopPrefix + std::to_string(getpid()) + "-" + std::to_string(runs++) + ".stop";
+    unlink(stopFile_.c_str());
     std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --ranks-per-host " +
                       std::to_string(ranksPerHost) + " --timeout " + std::to_string(timeoutSec) +
-                      " -- /usr/bin/env " + env + " " + RECCL_FAILOVER_WORKER_PATH + " 2>&1";
+                      " -- /usr/bin/env WORKER_STOP_FILE=" + stopFile_ + " " + env + " " +
+                      RECCL_FAILOVER_WORKER_PATH + " 2>&1";
     pipe_ = popen(cmd.c_str(), "r");
     reader_ = std::thread([this] {
       char buf[4096];
@@ -45,7 +58,10 @@ class Job {
       cv_.notify_all();
     });
   }
-  ~Job() { wait(); }
+  ~Job() {
+    wait();
+    unlink(stopFile_.c_str());
+  }
   // Waits until `n` lines contain `what` (or the deadline, or the end of the output).
   bool waitFor(const std::string& what, int n, std::chrono::seconds limit) {
     std::unique_lock lk(mu_);
@@ -74,7 +90,9 @@ class Job {
     std::lock_guard lk(mu_);
     return eof_;
   }
+  // Lets a timed run end (once its WORKER_SECONDS are over) and waits for its exit code.
   int wait() {
+    if (int fd = open(stopFile_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600); fd >= 0) close(fd);
     if (reader_.joinable()) reader_.join();
     if (pipe_) {
       int st = pclose(pipe_);
@@ -100,6 +118,22 @@ class Job {
   }
 
  private:
+  static constexpr const char* kStopDir = "/tmp/";
+  static constexpr const char* kStopPrefix = "reccl-failover-job-";
+  // Stop files of test processes that were killed between wait() and the destructor.
+  static void reapStaleStopFiles() {
+    DIR* d = opendir(kStopDir);
+    if (!d) return;
+    const std::string prefix = kStopPrefix;
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind(prefix, 0) != 0) continue;
+      int pid = atoi(n.c_str() + prefix.size());
+      if (pid > 0 && kill(pid, 0) != 0 && errno == ESRCH) unlink((kStopDir + n).c_str());
+    }
+    closedir(d);
+  }
+  std::string stopFile_;
   FILE* pipe_ = nullptr;
   std::thread reader_;
   std::mutex mu_;
@@ -121,6 +155,13 @@ inline uint64_t sumField(const std::string& text, const std::string& field) {
 inline int countMatches(const std::string& text, const std::string& re) {
   std::regex r(re);
   return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));
+}
+
+// Waits until `n` failovers (not fail-backs) have committed over all ranks: each commit prints one
+// "failover of" or "failover by peer of" line and counts one in the "failovers" field of "done".
+// A timed run checks its counts only after this, so that a slow machine cannot end it first.
+inline bool waitFailovers(Job& j, int n, std::chrono::seconds limit = std::chrono::seconds(30)) {
+  return j.waitForMatch("failover (of|by peer of) rank", n, limit);
 }
 
 // 2 hosts x Rails rails, one testbed per suite (see testbed_fixture.h: removed even when the test

@@ -138,9 +138,12 @@ TEST_F(Relay, AutoIsDirectWithoutAffinity) {
 TEST_F(Relay, RelayThenFailBack) {
   std::unique_ptr<Job> j;
   ASSERT_NO_FATAL_FAILURE(startThenFail(&j, "RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144", 0, 0));
-  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j->text();
+  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(30))) << j->text();
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   linkSwitch(true, 0, 0);
+  // The run ends once every relayed connection has failed back (or the deadline).
+  for (const auto& c : relayedConns(j->text()))
+    EXPECT_TRUE(j->waitForMatch("fail-back of " + c + " -> rail 0", 1, std::chrono::seconds(30))) << c;
   std::string t = finish(*j);
   auto conns = relayedConns(t);
   ASSERT_GE(conns.size(), 2u) << t;
@@ -156,11 +159,16 @@ TEST_F(Relay, FarEndRailFailsWhileRelayed) {
   std::unique_ptr<Job> j;
   ASSERT_NO_FATAL_FAILURE(
       startThenFail(&j, "RECCL_HOLDDOWN_MS=20000 RECCL_FAILOVER_ROUTE=relay WORKER_SECONDS=5 WORKER_COUNT=262144", 0, 0));
-  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(10))) << j->text();
+  ASSERT_TRUE(j->waitFor("relayed via rank", 2, std::chrono::seconds(30))) << j->text();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   linkSwitch(true, 0, 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   linkSwitch(false, 1, 1);
+  // The run ends once both ends have moved (or the deadline).
+  EXPECT_TRUE(j->waitForMatch("rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0", 1,
+                              std::chrono::seconds(30)));
+  EXPECT_TRUE(j->waitForMatch("rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0", 1,
+                              std::chrono::seconds(30)));
   std::string t = finish(*j);
   EXPECT_GE(countMatches(t, "rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0"), 1) << t;
   // The relayed connections were taken over by their far ends (passive at host 0).

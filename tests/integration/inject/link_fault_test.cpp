@@ -123,7 +123,9 @@ TEST_F(InjectTapPlanTest, CarrierOffWithDurationIsUndoneByThePlan) {
   off.kind = inject::ActionKind::kCarrierOff;
   off.target = {netns(1), "rail0", Side::kHost};
   off.atMs = 0;
-  off.durationMs = 1500;
+  // Long enough that the watcher's 1 s ping ends before the plan restores the carrier, also when
+  // a loaded machine makes it see the carrier go late.
+  off.durationMs = 5000;
   plan.actions.push_back(off);
   std::atomic<bool> sawOff{false}, pingFailed{false};
   std::thread watcher([&] {
@@ -131,7 +133,7 @@ TEST_F(InjectTapPlanTest, CarrierOffWithDurationIsUndoneByThePlan) {
     sawOff = eventually([&] {
       auto l = linkInfo(netns(1), "rail0");
       return l.ok() && !l->carrier;
-    }, std::chrono::milliseconds(1000));
+    }, std::chrono::milliseconds(2500));
     if (sawOff) pingFailed = !ping(0, 1, 0, 56, 1);
   });
   auto res = inject::runPlan(plan, inject::PlanRunOptions{});

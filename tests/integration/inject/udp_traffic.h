@@ -21,8 +21,9 @@ class UdpReceiver {
 
   // Binds addr:port inside netns and starts counting datagrams.
   Status start(const std::string& netns, const std::string& addr, uint16_t port);
-  // Waits until `expected` datagrams arrived or none arrived for quietMs; returns the count.
-  uint64_t finish(uint64_t expected, int quietMs = 300);
+  // Waits until `expected` datagrams arrived or none arrived for quietMs (long enough for a loaded
+  // machine's deferred softirq work to deliver what is still in flight); returns the count.
+  uint64_t finish(uint64_t expected, int quietMs = 1000);
   uint64_t count() const { return count_.load(); }
 
  private:

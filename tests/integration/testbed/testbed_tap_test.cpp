@@ -22,11 +22,11 @@ class TapTestbed : public TestbedTest<2, 2, NicKind::kTap> {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     return std::move(*s);
   }
-  // Carrier of a device, waited for up to 2 s to become `want` (the forwarder mirrors carrier
-  // asynchronously; the kernel's linkwatch work may lag too).
+  // Carrier of a device, waited for up to 10 s (a loaded machine) to become `want` (the
+  // forwarder mirrors carrier asynchronously; the kernel's linkwatch work may lag too).
   static bool carrierBecomes(const std::string& netns, const std::string& dev, bool want) {
     NlSocket nl = socketIn(netns);
-    auto dl = reccl::Deadline::afterMs(2000);
+    auto dl = reccl::Deadline::afterMs(10000);
     for (;;) {
       auto l = reccl::netlink::getLink(nl, dev);
       if (l.ok() && l->carrier == want) return true;
@@ -35,7 +35,7 @@ class TapTestbed : public TestbedTest<2, 2, NicKind::kTap> {
     }
   }
   static bool pingEventually(int from, int to, int rail) {
-    auto dl = reccl::Deadline::afterMs(3000);
+    auto dl = reccl::Deadline::afterMs(10000);
     while (!dl.expired()) {
       if (ping(from, to, rail, 56, 1)) return true;
     }

@@ -41,8 +41,11 @@ TEST(PreciseWait, StopFdEndsALongWaitPromptly) {
 
 TEST(PreciseWait, PastDeadlineReturnsAtOnce) {
   int64_t start = monotonicNs();
-  EXPECT_EQ(waitUntil(start - 1'000'000, -1, 100'000), WaitResult::kReached);
-  EXPECT_LT(monotonicNs() - start, 1'000'000);
+  // A deadline 10 s in the past: a wait that mistook it for a distance (or a wrapped unsigned
+  // one) would sleep seconds or forever; "at once" is under 1 s even on a loaded machine,
+  // where one preemption alone can last milliseconds.
+  EXPECT_EQ(waitUntil(start - 10'000'000'000LL, -1, 100'000), WaitResult::kReached);
+  EXPECT_LT(monotonicNs() - start, 1'000'000'000LL);
 }
 
 TEST(Percentile, NearestRank) {
