@@ -1,6 +1,7 @@
 #include "transport/socket_engine.h"
 
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -187,7 +188,12 @@ void SocketEngine::run() {
     __kernel_timespec ts{};
     ts.tv_nsec = deferred ? kDeferredIdleNs : kIdleNs;
     io_uring_cqe* cqe = nullptr;
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    uint64_t cpuNs = static_cast<uint64_t>((cpu1.tv_sec - cpu0.tv_sec) * 1000000000LL + (cpu1.tv_nsec - cpu0.tv_nsec));
+    if (cpuNs > maxEnterCpuNs.load(std::memory_order_relaxed)) maxEnterCpuNs.store(cpuNs, std::memory_order_relaxed);
     sleeping_.store(false, std::memory_order_seq_cst);
     if (rc == -ETIME && deferred) {
       for (auto* p : active_) p->idle();

@@ -75,6 +75,10 @@ class SocketEngine {
   void noteSubmit(size_t bytes) noexcept {
     if (bytes > maxSubmitBytes.load(std::memory_order_relaxed)) maxSubmitBytes.store(bytes, std::memory_order_relaxed);
   }
+  // Longest CPU time the progress thread spent inside one io_uring_enter (submitting, and the
+  // copies io_uring runs inline there): how long it was away from its loop at a stretch, without
+  // the time a busy machine kept it off a CPU.
+  std::atomic<uint64_t> maxEnterCpuNs{0};
   // Bytes one send / receive submission may carry (0: no cap).
   size_t ioChunkBytes() const noexcept { return ioChunkBytes_; }
 

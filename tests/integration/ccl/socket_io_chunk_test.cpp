@@ -153,19 +153,24 @@ TEST(SocketIoChunk, LargeStepsArriveExactInChunks) {
   }
 }
 
-// The worst delay of a small step and its ack on connection B while the same progress thread
-// sends bulk batches on connection A (whose receiving end has an engine of its own).
-double worstPingMsUnderBulk(const char* cap, std::string* error) {
+struct PingRun {
+  double p95Ms = -1;         // wall time, post -> received -> acked (includes waiting for a CPU)
+  double maxEnterCpuMs = -1;  // the progress thread's longest CPU stretch inside one submission
+};
+
+// Small steps and their acks on connection B while the same progress thread sends bulk batches on
+// connection A (whose receiving end has an engine of its own): every one must be served.
+PingRun pingUnderBulk(const char* cap, std::string* error) {
   test::ScopedEnv env("RECCL_SOCKET_IO_CHUNK_BYTES", cap);
   test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "0");  // B's steps go through the engine too
   test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "0");    // and each is acked at once
   auto e = makeEngine("chunk-ping");
   auto far = makeEngine("chunk-far");
-  if (!e || !far) return *error = "engine", -1;
+  if (!e || !far) return *error = "engine", PingRun{};
   const size_t chunk = 8u << 20;
   Conn bulk, ping;
-  if (auto s = openConn(e.get(), far.get(), 8, chunk, bulk); !s.ok()) return *error = s.ToString(), -1;
-  if (auto s = openConn(e.get(), e.get(), 2, 4096, ping); !s.ok()) return *error = s.ToString(), -1;
+  if (auto s = openConn(e.get(), far.get(), 8, chunk, bulk); !s.ok()) return *error = s.ToString(), PingRun{};
+  if (auto s = openConn(e.get(), e.get(), 2, 4096, ping); !s.ok()) return *error = s.ToString(), PingRun{};
   std::atomic<bool> done{false};
   std::thread drain([&] {
     channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
@@ -202,27 +207,35 @@ double worstPingMsUnderBulk(const char* cap, std::string* error) {
   done = true;
   feed.join();
   drain.join();
+  PingRun run;
+  run.maxEnterCpuMs = static_cast<double>(e->maxEnterCpuNs.load()) / 1e6;
   bulk.tx.reset();
   bulk.rx.reset();
   ping.tx.reset();
   ping.rx.reset();
-  if (ms.empty()) return -1;
+  if (ms.empty()) return run;
   std::sort(ms.begin(), ms.end());
-  return ms[ms.size() * 95 / 100];
+  run.p95Ms = ms[ms.size() * 95 / 100];
+  return run;
 }
 
 TEST(SocketIoChunk, SmallStepsAndAcksAreServedDuringABulkBatch) {
   // Uncapped, one submission copies up to the socket's 16 MiB send buffer into the kernel on the
-  // progress thread; capped at 256 KiB it returns to its loop after each piece.
+  // progress thread (measured on an idle 2-vCPU VM: ping + ack p95 11.8 ms); capped at 256 KiB it
+  // returns to its loop after each piece (0.41 ms). The wall-time figure also counts waiting for a
+  // CPU, which a loaded machine makes as large as the copy, so the assertion is on the thread's CPU
+  // time inside one submission, which only the copying makes long.
   std::string err;
-  double uncapped = worstPingMsUnderBulk("0", &err);
+  PingRun uncapped = pingUnderBulk("0", &err);
   ASSERT_EQ(err, "");
-  double capped = worstPingMsUnderBulk("256K", &err);
+  PingRun capped = pingUnderBulk("256K", &err);
   ASSERT_EQ(err, "");
-  RecordProperty("ping_p95_ms_uncapped", std::to_string(uncapped));
-  RecordProperty("ping_p95_ms_capped", std::to_string(capped));
-  std::printf("ping + ack p95 during bulk: uncapped %.3f ms, capped %.3f ms\n", uncapped, capped);
-  EXPECT_LT(capped, uncapped / 2);
+  RecordProperty("ping_p95_ms_uncapped", std::to_string(uncapped.p95Ms));
+  RecordProperty("ping_p95_ms_capped", std::to_string(capped.p95Ms));
+  std::printf("ping + ack p95 during bulk: uncapped %.3f ms, capped %.3f ms; longest CPU stretch in one "
+              "submission: uncapped %.3f ms, capped %.3f ms\n",
+              uncapped.p95Ms, capped.p95Ms, uncapped.maxEnterCpuMs, capped.maxEnterCpuMs);
+  EXPECT_LT(capped.maxEnterCpuMs, uncapped.maxEnterCpuMs / 2);
 }
 
 }  // namespace
