@@ -32,6 +32,8 @@ Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& na
   if (!e->event_) return Status::FromErrno(errno, "eventfd");
   e->eventOp_.kind = -1;
   e->thread_ = std::thread([p = e.get()] { p->run(); });
+  e->threadId_ = e->thread_.get_id();
+  e->started_ = true;
   return e;
 }
 
@@ -86,8 +88,8 @@ void SocketEngine::add(EnginePath* p) {
 void SocketEngine::remove(EnginePath* p) {
   std::unique_lock lk(mu_);
   pending_.erase(std::remove(pending_.begin(), pending_.end(), p), pending_.end());
-  if (!thread_.joinable() || stop_.load()) return;
-  if (std::this_thread::get_id() == thread_.get_id()) {
+  if (!started_ || stop_.load()) return;
+  if (std::this_thread::get_id() == threadId_) {
     // Waiting here would wait for ourselves; no caller does this today.
     RECCL_WARN(kLogNet, "%s: %s removed from its own progress thread; it stays registered", name_.c_str(),
                p->describe().c_str());

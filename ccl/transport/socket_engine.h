@@ -92,6 +92,9 @@ class SocketEngine {
   uint64_t eventBuf_ = 0;
   IoOp eventOp_;
   std::thread thread_;
+  // Set once in create(): remove() reads these while a stop() may be joining thread_.
+  std::thread::id threadId_;
+  bool started_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> changed_{false};
