@@ -1,12 +1,15 @@
 #include "transport/socket_engine.h"
 
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
+#include "reccl/common/params.h"
 
 namespace reccl::transport {
 namespace {
@@ -21,6 +24,7 @@ constexpr long kDeferredIdleNs = 1000 * 1000;
 Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& name) {
   std::unique_ptr<SocketEngine> e(new SocketEngine());
   e->name_ = name;
+  e->ioChunkBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::SocketIoChunkBytes()));
   int rc = io_uring_queue_init(512, &e->ring_, 0);
   if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init");
   e->ringInit_ = true;
@@ -28,12 +32,15 @@ Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& na
   if (!e->event_) return Status::FromErrno(errno, "eventfd");
   e->eventOp_.kind = -1;
   e->thread_ = std::thread([p = e.get()] { p->run(); });
+  e->threadId_ = e->thread_.get_id();
+  e->started_ = true;
   return e;
 }
 
 SocketEngine::~SocketEngine() { stop(); }
 
 void SocketEngine::stop() noexcept {
+  std::lock_guard stopLk(stopMu_);  // a removal past its deadline may stop the engine too
   if (thread_.joinable()) {
     stop_.store(true);
     uint64_t one = 1;
@@ -81,15 +88,41 @@ void SocketEngine::add(EnginePath* p) {
 void SocketEngine::remove(EnginePath* p) {
   std::unique_lock lk(mu_);
   pending_.erase(std::remove(pending_.begin(), pending_.end(), p), pending_.end());
-  if (!thread_.joinable() || stop_.load()) return;
+  if (!started_ || stop_.load()) return;
+  if (std::this_thread::get_id() == threadId_) {
+    // Waiting here would wait for ourselves; no caller does this today.
+    RECCL_WARN(kLogNet, "%s: %s removed from its own progress thread; it stays registered", name_.c_str(),
+               p->describe().c_str());
+    return;
+  }
   p->quiesce();
   removing_.push_back(p);
   changed_.store(true);
   uint64_t one = 1;
   [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
-  cv_.wait(lk, [&] {
+  auto gone = [&] {
     return std::find(removing_.begin(), removing_.end(), p) == removing_.end() || stop_.load();
-  });
+  };
+  // shutdown() ends the path's I/O within an engine turn or two; a kernel that keeps an operation
+  // pending after it (or an engine thread that does not turn) must neither hang the caller nor
+  // let it free memory the kernel may still write into.
+  int64_t limitMs = std::max<int64_t>(2, params::SocketRemoveTimeoutMs());
+  auto start = std::chrono::steady_clock::now();
+  if (cv_.wait_for(lk, std::chrono::milliseconds(limitMs / 2), gone)) return;
+  RECCL_WARN(kLogNet, "%s: %s still has %d operation(s) in flight %lld ms after shutdown; cancelling them",
+             name_.c_str(), p->describe().c_str(), p->inflight(), static_cast<long long>(limitMs / 2));
+  cancelling_.push_back(p);
+  changed_.store(true);
+  n = write(event_.get(), &one, sizeof(one));
+  if (cv_.wait_until(lk, start + std::chrono::milliseconds(limitMs), gone)) return;
+  removing_.erase(std::remove(removing_.begin(), removing_.end(), p), removing_.end());
+  cancelling_.erase(std::remove(cancelling_.begin(), cancelling_.end(), p), cancelling_.end());
+  RECCL_WARN(kLogNet,
+             "%s: %s not released within RECCL_SOCKET_REMOVE_TIMEOUT_MS=%lld (%d operation(s) in flight); "
+             "stopping the progress engine, its other connections stop too",
+             name_.c_str(), p->describe().c_str(), static_cast<long long>(limitMs), p->inflight());
+  lk.unlock();
+  stop();
 }
 
 void SocketEngine::kick() noexcept {
@@ -126,6 +159,14 @@ void SocketEngine::run() {
     }
     if (!draining.empty()) {
       std::lock_guard lk(mu_);
+      for (auto* c : cancelling_) {
+        int fd = c->fd();
+        io_uring_sqe* s = fd >= 0 ? io_uring_get_sqe(&ring_) : nullptr;
+        if (!s) continue;
+        io_uring_prep_cancel_fd(s, fd, IORING_ASYNC_CANCEL_ALL);
+        io_uring_sqe_set_data(s, nullptr);  // its completion needs no owner
+      }
+      cancelling_.clear();
       for (auto it = draining.begin(); it != draining.end();) {
         if ((*it)->inflight() == 0) {
           removing_.erase(std::remove(removing_.begin(), removing_.end(), *it), removing_.end());
@@ -149,7 +190,12 @@ void SocketEngine::run() {
     __kernel_timespec ts{};
     ts.tv_nsec = deferred ? kDeferredIdleNs : kIdleNs;
     io_uring_cqe* cqe = nullptr;
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
     int rc = io_uring_submit_and_wait_timeout(&ring_, &cqe, 1, &ts, nullptr);
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    uint64_t cpuNs = static_cast<uint64_t>((cpu1.tv_sec - cpu0.tv_sec) * 1000000000LL + (cpu1.tv_nsec - cpu0.tv_nsec));
+    if (cpuNs > maxEnterCpuNs.load(std::memory_order_relaxed)) maxEnterCpuNs.store(cpuNs, std::memory_order_relaxed);
     sleeping_.store(false, std::memory_order_seq_cst);
     if (rc == -ETIME && deferred) {
       for (auto* p : active_) p->idle();

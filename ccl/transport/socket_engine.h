@@ -39,6 +39,9 @@ class EnginePath {
   // wakes after a short idle time instead of its long one and calls idle(), and pumps again.
   virtual bool hasDeferredWork() const noexcept { return false; }
   virtual void idle() noexcept {}
+  // The socket whose I/O the engine cancels when a removal outlives its grace time (-1: none).
+  virtual int fd() const noexcept = 0;
+  virtual std::string describe() const = 0;
 };
 
 class SocketEngine {
@@ -50,7 +53,10 @@ class SocketEngine {
 
   // Thread-safe. The path must outlive its registration.
   void add(EnginePath* p);
-  // Thread-safe; blocks until the progress thread no longer touches p (in-flight I/O finished).
+  // Thread-safe; blocks until the progress thread no longer touches p (in-flight I/O finished),
+  // at most RECCL_SOCKET_REMOVE_TIMEOUT_MS: past half of it the thread cancels p's I/O, past all
+  // of it the engine is stopped (every path it drives stops; their collectives fail at their own deadline), so that
+  // p may be freed in any case. Either escalation is logged as a warning naming p.
   void remove(EnginePath* p);
   // Wakes the progress thread (cheap when it is awake anyway).
   void kick() noexcept;
@@ -64,6 +70,17 @@ class SocketEngine {
   std::atomic<uint64_t> bytesReceived{0};
   std::atomic<uint64_t> inlineSends{0};  // steps sent whole by the posting thread
   std::atomic<uint64_t> acksSent{0};     // ack frames handed to the sockets
+  // Largest byte count one send / receive submission asked for (RECCL_SOCKET_IO_CHUNK_BYTES).
+  std::atomic<uint64_t> maxSubmitBytes{0};
+  void noteSubmit(size_t bytes) noexcept {
+    if (bytes > maxSubmitBytes.load(std::memory_order_relaxed)) maxSubmitBytes.store(bytes, std::memory_order_relaxed);
+  }
+  // Longest CPU time the progress thread spent inside one io_uring_enter (submitting, and the
+  // copies io_uring runs inline there): how long it was away from its loop at a stretch, without
+  // the time a busy machine kept it off a CPU.
+  std::atomic<uint64_t> maxEnterCpuNs{0};
+  // Bytes one send / receive submission may carry (0: no cap).
+  size_t ioChunkBytes() const noexcept { return ioChunkBytes_; }
 
  private:
   SocketEngine() = default;
@@ -75,6 +92,9 @@ class SocketEngine {
   uint64_t eventBuf_ = 0;
   IoOp eventOp_;
   std::thread thread_;
+  // Set once in create(): remove() reads these while a stop() may be joining thread_.
+  std::thread::id threadId_;
+  bool started_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<bool> changed_{false};
@@ -82,6 +102,9 @@ class SocketEngine {
   std::condition_variable cv_;
   std::vector<EnginePath*> pending_;  // under mu_: the registered set
   std::vector<EnginePath*> removing_;
+  std::vector<EnginePath*> cancelling_;  // under mu_: removals past their grace time
+  std::mutex stopMu_;
+  size_t ioChunkBytes_ = 0;
   uint64_t generation_ = 0;           // bumped by the thread after applying removals
   std::vector<EnginePath*> active_;   // progress thread's copy
   std::string name_;

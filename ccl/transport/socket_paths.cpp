@@ -37,6 +37,7 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
   ackOp_.owner = this;
   ackOp_.kind = kAckRecv;
   iov_.reserve(2 * port->slots());
+  submitIov_.reserve(2 * port->slots());
 }
 
 SocketSendPath::~SocketSendPath() { engine_->remove(this); }
@@ -129,10 +130,26 @@ void SocketSendPath::pump(SocketEngine& engine) {
       }
     }
     if (batchEnd_ != 0) {
+      // At most one I/O chunk per submission: io_uring copies it into the socket on this thread,
+      // inside the submit call, and a whole batch (slots x chunk, or a large direct step) would
+      // keep the thread from every other path's acks and from a migration meanwhile.
+      size_t cap = engine.ioChunkBytes();
+      size_t bytes = 0;
+      submitIov_.clear();
+      for (size_t i = iovFirst_; i < iov_.size(); ++i) {
+        iovec v = iov_[i];
+        if (cap && bytes + v.iov_len > cap) v.iov_len = cap - bytes;
+        submitIov_.push_back(v);
+        bytes += v.iov_len;
+        if (cap && bytes >= cap) break;
+      }
       msg_ = {};
-      msg_.msg_iov = iov_.data() + iovFirst_;
-      msg_.msg_iovlen = iov_.size() - iovFirst_;
-      if (io_uring_sqe* s = engine.sqe(sendOp_)) io_uring_prep_sendmsg(s, fd_.get(), &msg_, MSG_NOSIGNAL);
+      msg_.msg_iov = submitIov_.data();
+      msg_.msg_iovlen = submitIov_.size();
+      if (io_uring_sqe* s = engine.sqe(sendOp_)) {
+        io_uring_prep_sendmsg(s, fd_.get(), &msg_, MSG_NOSIGNAL);
+        engine.noteSubmit(bytes);
+      }
     }
   }
   if (!ackOp_.inflight) {
@@ -227,7 +244,12 @@ void SocketRecvPath::pump(SocketEngine& engine) {
       size_t left = want_ - got_;
       if (phase_ == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
         recvIntoSlot_ = true;
+        // One I/O chunk at a time, as for sends: each retry of a waiting receive copies what has
+        // arrived on this thread, up to the whole rest of the step.
+        size_t cap = engine.ioChunkBytes();
+        if (cap && left > cap) left = cap;
         io_uring_prep_recv(s, fd_.get(), payload_ + got_, left, MSG_WAITALL);
+        engine.noteSubmit(left);
       } else {
         if (stageOff_ > 0) {  // keep the unconsumed tail at the front
           std::memmove(stage_.data(), stage_.data() + stageOff_, stageLen_ - stageOff_);
@@ -413,6 +435,10 @@ LivenessPath::LivenessPath(SocketEngine* engine, UniqueFd fd, channel::PortBase*
 }
 
 LivenessPath::~LivenessPath() { engine_->remove(this); }
+
+std::string LivenessPath::describe() const {
+  return "side channel of rank " + std::to_string(port_->id().peer) + (isSender_ ? " (sender)" : " (receiver)");
+}
 
 void LivenessPath::quiesce() noexcept {
   dead_ = true;

@@ -44,7 +44,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   int inflight() const noexcept override { return sendOp_.inflight + ackOp_.inflight; }
   void start() { engine_->add(this); }
   // The socket, for the failover monitor's TCP_INFO stall check (read-only use).
-  int fd() const noexcept { return fd_.get(); }
+  int fd() const noexcept override { return fd_.get(); }
 
  private:
   void failed(const Status& s);
@@ -67,6 +67,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   uint64_t batchEnd_ = 0;       // last step of the batch the progress thread sends (0: none)
   std::vector<iovec> iov_;
   size_t iovFirst_ = 0;
+  // The head of iov_ that one submission carries (at most the engine's I/O chunk).
+  std::vector<iovec> submitIov_;
   msghdr msg_{};
   IoOp sendOp_;
   IoOp ackOp_;
@@ -97,7 +99,7 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   void idle() noexcept override { flushAcks_ = true; }
   bool flush() noexcept override;
   void start() { engine_->add(this); }
-  int fd() const noexcept { return fd_.get(); }
+  int fd() const noexcept override { return fd_.get(); }
 
  private:
   enum class Phase { kHeader, kPayload, kDrain };
@@ -158,6 +160,8 @@ class LivenessPath final : public EnginePath {
   void complete(SocketEngine& engine, IoOp& op, int res) override;
   void quiesce() noexcept override;
   int inflight() const noexcept override { return op_.inflight; }
+  int fd() const noexcept override { return fd_.get(); }
+  std::string describe() const override;
   void start() { engine_->add(this); }
 
  private:
