@@ -114,6 +114,9 @@ Status ringAllReduceChannel(channel::ChannelSet& cs, const StepContext& c, int c
   // round's last recv (n = 2, where r + 1 = r - 1), whose payload exists only after rank r + 1
   // received this step and passed on its partial sum. A resend after a failover starts at the
   // peer's received step + 1, so it never needs these bytes once they are overwritten.
+  // The fully reduced block r is sent from the output too (recvReduceCopySend): nothing in this
+  // collective writes block r again (the all-gather writes blocks r - 1 .. r + 2 - n and r + 1),
+  // and finishDirect() below keeps it mapped until the peer has acked it.
   auto startRound = [&](size_t round, uint64_t ahead) -> Status {
     size_t off;
     size_t len = seg(round, mod(r + 1, n), &off);
@@ -238,7 +241,7 @@ Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
     return rdAllReduce(cs, c, recvbuff, count);
   }
   int nch = channelsFor(cs, bytes);
-  return cs.runParallel(nch, [&](int ch) {
+  return cs.runParallel(nch, [=, &cs](int ch) {
     Range part = partRange(count, nch, ch, 16);
     return ringAllReduceChannel(cs, c, ch, sendbuff, recvbuff, part);
   });
@@ -251,7 +254,7 @@ Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbu
   int n = cs.nranks(), r = cs.rank();
   if (n == 1) return copyIfNeeded(sendbuff, recvbuff, recvcount * c.esize);
   int nch = channelsFor(cs, recvcount * c.esize * n);
-  return cs.runParallel(nch, [&](int ch) -> Status {
+  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
     Range part = partRange(recvcount, nch, ch, 16);
     RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
     Prims p(c, ports.send, ports.recv);
@@ -278,7 +281,7 @@ Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
   RECCL_TRY(copyIfNeeded(sendbuff, b(recvbuff, static_cast<size_t>(r) * sendcount, c.esize), sendcount * c.esize));
   if (n == 1) return Status::Ok();
   int nch = channelsFor(cs, sendcount * c.esize * n);
-  return cs.runParallel(nch, [&](int ch) -> Status {
+  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
     Range part = partRange(sendcount, nch, ch, 16);
     RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
     Prims p(c, ports.send, ports.recv);
@@ -294,7 +297,7 @@ Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
       for (int j = 0; j <= n - 3; ++j) RECCL_TRY(p.recvCopySend(b(recvbuff, at(mod(r - 1 - j, n)), c.esize), len));
       RECCL_TRY(p.recv(b(recvbuff, at(mod(r + 1, n)), c.esize), len));
     }
-    return Status::Ok();
+    return p.finishDirect();  // recvCopySend may forward from the output (see prims.h)
   });
 }
 
@@ -307,7 +310,7 @@ Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
   if (n == 1) return Status::Ok();
   int pos = mod(r - root, n);
   int nch = channelsFor(cs, count * c.esize);
-  return cs.runParallel(nch, [&](int ch) -> Status {
+  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
     Range part = partRange(count, nch, ch, 16);
     RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
     Prims p(c, ports.send, ports.recv);
@@ -323,7 +326,7 @@ Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
         RECCL_TRY(p.recvCopySend(b(recvbuff, off, c.esize), len));
       off += len;
     } while (off < end);
-    return Status::Ok();
+    return p.finishDirect();
   });
 }
 
@@ -335,7 +338,7 @@ Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, siz
   if (n == 1) return copyIfNeeded(sendbuff, recvbuff, count * c.esize);
   int pos = mod(r - root - 1, n);  // 0 starts the chain, n-1 is the root
   int nch = channelsFor(cs, count * c.esize);
-  return cs.runParallel(nch, [&](int ch) -> Status {
+  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
     Range part = partRange(count, nch, ch, 16);
     RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
     Prims p(c, ports.send, ports.recv);

@@ -47,7 +47,12 @@ class Prims {
   Status recv(void* dst, size_t n);
   Status recvReduceSend(const void* src, size_t n);
   Status recvReduceCopy(const void* src, void* dst, size_t n, bool finalize);
+  // Reduces into dst and sends the result. Where the transport sends from the caller's memory
+  // (sendUser's conditions), the step is sent from dst: the same contract as sendUser (dst
+  // unchanged until received, finishDirect() before it may go away).
   Status recvReduceCopySend(const void* src, void* dst, size_t n, bool finalize);
+  // Copies the step to dst and forwards it; when it landed at dst directly (expectDirect) it is
+  // forwarded from dst under sendUser's contract.
   Status recvCopySend(void* dst, size_t n);
   // Asks the transport to put the payload of the `ahead`-th step received from now (1: the next
   // one) straight at dst, whose n elements that step's recv()/recvCopySend() fills; those then
@@ -58,6 +63,9 @@ class Prims {
  private:
   Deadline deadline() const { return c_.cs->stepDeadline(); }
   Result<std::span<const std::byte>> waitRecv(size_t bytes);
+  // Whether a step of `bytes` may be sent from the caller's memory (RECCL_DIRECT_SEND_MIN_BYTES
+  // and a transport that sends header and payload as separate pieces).
+  bool sendsFromUser(size_t bytes) const;
 
   const StepContext& c_;
   channel::SendPort* send_;

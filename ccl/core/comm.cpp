@@ -290,32 +290,111 @@ CommStats Comm::stats() const {
   return s;
 }
 
+uint64_t Comm::progressMark() {
+  // Any step posted, received, applied or acked on any connection moves this sum.
+  uint64_t sum = 0;
+  forEachPort([&](channel::PortBase& p) {
+    auto* c = p.counters();
+    sum += c->posted.load(std::memory_order_relaxed) + c->consumed.load(std::memory_order_relaxed);
+  });
+  return sum;
+}
+
 Status Comm::runParallel(int n, const std::function<Status(int)>& fn) {
   if (n <= 1 || workers_.empty()) {
     for (int i = 0; i < n; ++i) RECCL_TRY(fn(i));
     return Status::Ok();
   }
-  std::vector<Status> results(n);
-  int pending = n - 1;
+  // What the work items share with this call lives in a shared block, so an item that ends after
+  // this call gave up on it writes into live memory; `fn` is copied in (the collectives capture
+  // by value) for the same reason. Fields other than results[0] are guarded by workMu_.
+  struct Batch {
+    std::function<Status(int)> fn;
+    std::vector<Status> results;
+    int pending = 0;      // items not finished (running or queued)
+    int running = 0;      // items inside fn
+    bool cancelled = false;  // items not started yet return without running fn
+    bool abandoned = false;  // this call returned: a running item settles active_ when it ends
+  };
+  auto batch = std::make_shared<Batch>();
+  batch->fn = fn;
+  batch->results.resize(n);
+  batch->pending = n - 1;
   {
     std::lock_guard lk(workMu_);
     for (int i = 1; i < n; ++i) {
-      work_.push_back([&, i] {
-        Status s = fn(i);
+      work_.push_back([this, batch, i] {
+        {
+          std::lock_guard l1(workMu_);
+          if (batch->cancelled) {
+            batch->results[i] = Status(Errc::kAborted, "channel " + std::to_string(i) + " cancelled");
+            --batch->pending;
+            doneCv_.notify_all();
+            return;
+          }
+          ++batch->running;
+        }
+        Status s = batch->fn(i);
         if (!s.ok()) breakComm(s);  // wakes the other channels instead of letting them time out
         std::lock_guard l2(workMu_);
-        results[i] = std::move(s);
-        --pending;
+        batch->results[i] = std::move(s);
+        --batch->running;
+        --batch->pending;
         doneCv_.notify_all();
+        if (batch->abandoned) {
+          // Counted in active_ since the call returned: abort() and destruction wait for it.
+          std::lock_guard la(activeMu_);
+          active_.fetch_sub(1);
+          activeCv_.notify_all();
+        }
       });
     }
   }
   workCv_.notify_all();
-  results[0] = fn(0);
-  if (!results[0].ok()) breakComm(results[0]);
+  batch->results[0] = batch->fn(0);
+  if (!batch->results[0].ok()) breakComm(batch->results[0]);
+
+  // The workers run the other channels; every wait in them ends at its own step deadline or at
+  // once when a port fails. This wait is bounded the same way: RECCL_TIMEOUT_MS without any
+  // step moving on any connection fails the communicator (which fails every port, so the
+  // workers return at once), and the workers then get one more RECCL_TIMEOUT_MS to return.
+  const auto window = std::chrono::milliseconds(opts_.timeoutMs);
+  uint64_t mark = progressMark();
+  bool broke = false;
   std::unique_lock lk(workMu_);
-  doneCv_.wait(lk, [&] { return pending == 0; });
-  for (auto& r : results)
+  for (;;) {
+    if (doneCv_.wait_for(lk, window, [&] { return batch->pending == 0; })) break;
+    lk.unlock();
+    uint64_t now = progressMark();
+    bool moved = now != mark;
+    mark = now;
+    if (!broke && (!moved || broken_.load())) {
+      breakComm(Status(Errc::kTimeout, "rank " + std::to_string(rank_) + ": " + std::to_string(n - 1) +
+                                           " channel worker(s) made no progress for " +
+                                           std::to_string(opts_.timeoutMs) + " ms (RECCL_TIMEOUT_MS)"));
+      broke = true;
+      lk.lock();
+      batch->cancelled = true;  // items still queued never start
+      continue;
+    }
+    lk.lock();
+    if (!broke) continue;
+    if (batch->pending == 0) break;
+    // Broken for a whole window and a worker is still inside fn: it must not be waited for
+    // forever. It runs on the shared block and the comm (destruction joins the workers); the
+    // active_ count keeps abort() and destruction waiting for it like for any call in flight.
+    batch->abandoned = true;
+    {
+      std::lock_guard la(activeMu_);
+      active_.fetch_add(batch->running);
+    }
+    RECCL_WARN(kLogColl, "rank %d: %d channel worker(s) still running %lld ms after the communicator failed", rank_,
+               batch->running, static_cast<long long>(opts_.timeoutMs));
+    return Status(Errc::kTimeout, "rank " + std::to_string(rank_) + ": " + std::to_string(batch->running) +
+                                      " channel worker(s) did not stop within " + std::to_string(opts_.timeoutMs) +
+                                      " ms after the communicator failed");
+  }
+  for (auto& r : batch->results)
     if (!r.ok()) return r;
   return Status::Ok();
 }

@@ -119,6 +119,8 @@ class Comm final : public channel::ChannelSet {
   void breakComm(const Status& s);
   void forEachPort(const std::function<void(channel::PortBase&)>& fn);
   void flushSends();
+  // Sum of every connection's step counters: changes whenever any step moves.
+  uint64_t progressMark();
   // Connections made during init wait up to RECCL_BOOTSTRAP_TIMEOUT_MS; later (lazy) ones are
   // part of a collective and wait up to RECCL_TIMEOUT_MS.
   Deadline connectDeadline() const {
