@@ -167,6 +167,9 @@ class Failover {
   // none were (the port maps' sizes, under try_lock).
   bool refreshConns();
   std::atomic<size_t> portsSeen_{0};  // ports (both maps) at the last complete walk
+  std::atomic<bool> connsAdded_{false};  // refreshConns tracked new ones (the monitor clears it)
+  std::atomic<std::thread::id> monitorId_{};
+  void wakeMonitor() noexcept;  // an early wake-up of the monitor's poll (wakeFd_)
   bool haveConns();
   uint64_t stallScanPeriodNs() const;
   bool grayHeld() const;  // monitor thread
@@ -281,7 +284,7 @@ class Failover {
   std::vector<uint64_t> nicUpSinceNs_;  // monitor thread: physical up since (0: down)
   std::vector<bool> nicDown_;           // monitor thread: declared down by the poll source
   int ifSock_ = -1;
-  int wakeFd_ = -1;                     // eventfd: stop the monitor thread
+  int wakeFd_ = -1;                     // eventfd: stop or wake the monitor thread
   // The in-process link detector (BPF or rtnetlink) when one runs; else the NIC poll.
   struct DetectorLink;
   std::unique_ptr<DetectorLink> det_;

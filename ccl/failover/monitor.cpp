@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "core/comm.h"
 #include "failover/failover.h"
@@ -99,7 +100,19 @@ bool Failover::refreshConns() {
   }
   // Every port seen (shared-memory ones are never tracked): the next wake-ups skip the walk.
   if (whole) portsSeen_.store(found.size(), std::memory_order_release);
+  if (added) {
+    // Found on another thread (a path failure, a migration hello, a job): the monitor's stall
+    // check and standby upkeep start on the new connections now, not at its next deadline.
+    connsAdded_.store(true, std::memory_order_release);
+    if (std::this_thread::get_id() != monitorId_.load(std::memory_order_acquire)) wakeMonitor();
+  }
   return added;
+}
+
+void Failover::wakeMonitor() noexcept {
+  if (stop_.load() || wakeFd_ < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wakeFd_, &one, sizeof(one));
 }
 
 void Failover::armSocket(int fd) const {
@@ -174,6 +187,7 @@ void Failover::monitorLoop() {
   // The node daemon, the in-process detector or the NIC poll, as RECCL_DETECTOR asks and the
   // host allows (fault_sources.cpp); tickSources keeps that choice alive (fallback, reconnect).
   applyRtPrio("monitor");
+  monitorId_.store(std::this_thread::get_id(), std::memory_order_release);
   startSources();
   const uint64_t scanPeriod = stallScanPeriodNs();
   uint64_t nextPoll = 0, nextScan = 0, nextSources = 0;
@@ -194,6 +208,11 @@ void Failover::monitorLoop() {
     if (!tracked) nextScan = kNever;
     else if (nextScan == kNever) nextScan = now;
     uint64_t due = std::min(nextSources, now + kMaxSleepNs);
+    // Connections are made lazily by the first collective on them, and nothing tells the monitor:
+    // it looks for new ones (two try_locks and two sizes when there are none) at the stall
+    // check's period, so their stall check and standbys start within that, as the fixed tick did
+    // within its 5 ms. Once some are tracked the stall check's own ticks do it.
+    if (!tracked) due = std::min(due, now + scanPeriod);
     if (pollNics_) due = std::min(due, nextPoll);
     if (tracked) due = std::min({due, nextScan, onScanTick(meterDueNs())});
     if (standbyOn_ && tracked) due = std::min(due, standbyDueNs_ == 0 ? now : onScanTick(standbyDueNs_));
@@ -207,8 +226,10 @@ void Failover::monitorLoop() {
       uint64_t v;
       [[maybe_unused]] auto n = read(wakeFd_, &v, sizeof(v));
     }
-    // Connections made since the last wake-up first, so that a fault event covers them.
-    if (refreshConns()) standbyDueNs_ = 0;
+    // Connections made since the last wake-up first, so that a fault event covers them; new ones
+    // (found here or on another thread) get their standbys at once.
+    refreshConns();
+    if (connsAdded_.exchange(false, std::memory_order_acq_rel)) standbyDueNs_ = 0;
     if (rc > 0 && (pf[1].revents & POLLIN)) drainDetector();
     now = monotonicNs();
     const uint64_t soon = now + kCoalesceNs;
@@ -418,7 +439,8 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src));
   standbyDueNs_ = 0;  // standbys on the rail that is back, and for the connections that leave it
-  moveOffGrayRails(-1, src, signalNs);
+  // Fail-back first: a connection that prefers this rail goes back to it even when it sits on a
+  // gray rail. One job per connection (enqueue), so moved by weight first it stayed off its rail.
   for (auto& c : snapshot()) {
     if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
@@ -430,6 +452,7 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
     j.faultNs = signalNs;
     enqueue(j);
   }
+  moveOffGrayRails(-1, src, signalNs);  // the rest of what stayed on a gray rail: by weight
 }
 
 // Connections that stayed on a DEGRADED rail for want of a healthy one (runJob) move as soon as
