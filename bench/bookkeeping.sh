@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
 # Zero-fault cost of the failover bookkeeping, on one fresh 2-host testbed:
-#  1. time: reccl-bench allreduce (64 MiB, all rails, one rank per host) with RECCL_FAILOVER=1
-#     (monitor thread, link detector, TCP_INFO stall checks, keepalive) and RECCL_FAILOVER=0 (none
-#     of them), interleaved A/B (the order flips every round, so a drift in the machine's load
-#     hits both sides); per round ratio = busbw on / busbw off; cost = 1 - median ratio.
-#  1b. CPU time, in the same interleaved rounds: user + sys CPU of both ranks (getrusage in
+#  1. CPU time (the primary figure): user + sys CPU of both ranks (getrusage in
 #     bin/failover_worker, WORKER_CPU=1) for the same allreduce work (ITERS calls of SIZE, after
-#     the set-up has settled), failover on vs off; cost = median(cpu on / cpu off) - 1. CPU time
-#     does not swing with the machine's load the way wall-clock ratios do on a shared VM (+-20 %
-#     round to round), so it shows a few per cent where the busbw ratio cannot.
-#  2. wire: bytes the rail devices of host 0 sent per allreduce, from their counters, taken from
+#     the set-up has settled), RECCL_FAILOVER=1 vs 0 in CPU_ROUNDS interleaved rounds (the order
+#     flips every round, so a drift in the machine's load hits both sides). Per round ratio =
+#     cpu on / cpu off; cost = median ratio - 1, with min/max, a distribution-free 95 % confidence
+#     interval of the median (order statistics, as the sign test has it) and the sign test's
+#     p-value (rounds with ratio > 1 vs < 1). The cost is below 3 % with 95 % confidence when
+#     the interval's upper end is below 1.03. CPU time does not swing with the machine's load the
+#     way wall-clock ratios do on a shared VM (+-20 % round to round).
+#  2. time: reccl-bench allreduce (SIZE, all rails, one rank per host) with RECCL_FAILOVER=1 and 0,
+#     interleaved the same way, ROUNDS rounds (0: skipped); ratio = busbw on / busbw off, with the
+#     same statistics; cost = 1 - median ratio.
+#  3. wire: bytes the rail devices of host 0 sent per allreduce, from their counters, taken from
 #     two runs that differ only in -n (so set-up, warm-up and the result check cancel out),
 #     against the payload a rank of a 2-rank ring sends (S per call), beside the overhead the
 #     channel layer adds by construction (64-byte step header per step, 24-byte ack per step).
-#  3. idle CPU: CPU time per second of an idle communicator (connections up, no collective) with
+#  4. idle CPU: CPU time per second of an idle communicator (connections up, no collective) with
 #     failover on (default detector, and RECCL_DETECTOR=none) and off, from getrusage in the test
-#     worker (bin/ccl_test_worker, WORKER_IDLE_MS): the machinery's own load, independent of how
-#     busy the machine is (the wall-clock A/B above is not, on a shared 2-core VM).
+#     worker (bin/ccl_test_worker, WORKER_IDLE_MS): the machinery's own load.
+# The load average at start and end is recorded: compare figures taken at similar load only.
 #
 #   sudo bench/bookkeeping.sh --build build --out bookkeeping.json
+#   sudo bench/bookkeeping.sh --cpu-rounds 24 --rounds 0 --no-wire --no-idle   # CPU A/B only
 #   sudo bench/bookkeeping.sh --rounds 7 --iters 10 --size 64M --nics rail
 #
 # Needs root (network namespaces), jq, and in the build's bin/: reccl, reccl-bench.
@@ -28,18 +32,24 @@ set -euo pipefail
 BUILD=build
 RAILS=2
 ROUNDS=6
+CPU_ROUNDS=16
 ITERS=10
+WIRE=1
+IDLE=1
 SIZE=64M
 NICS=rail
 OUT=bookkeeping.json
 NAME="bk$$"
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
     --rails) RAILS="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
+    --cpu-rounds) CPU_ROUNDS="$2"; shift 2 ;;
+    --no-wire) WIRE=0; shift ;;
+    --no-idle) IDLE=0; shift ;;
     --iters) ITERS="$2"; shift 2 ;;
     --size) SIZE="$2"; shift 2 ;;
     --nics) NICS="$2"; shift 2 ;;
@@ -50,7 +60,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 [[ "$RAILS" =~ ^[1-8]$ ]] || { echo "bookkeeping.sh: --rails: 1-8, got $RAILS" >&2; exit 64; }
-[[ "$ROUNDS" =~ ^[1-9][0-9]*$ ]] || { echo "bookkeeping.sh: --rounds: a positive number, got $ROUNDS" >&2; exit 64; }
+[[ "$ROUNDS" =~ ^[0-9]+$ ]] || { echo "bookkeeping.sh: --rounds: a number, got $ROUNDS" >&2; exit 64; }
+[[ "$CPU_ROUNDS" =~ ^[0-9]+$ ]] || { echo "bookkeeping.sh: --cpu-rounds: a number, got $CPU_ROUNDS" >&2; exit 64; }
 [[ "$ITERS" =~ ^[1-9][0-9]*$ ]] || { echo "bookkeeping.sh: --iters: a positive number, got $ITERS" >&2; exit 64; }
 
 BIN="$(cd "$BUILD/bin" 2>/dev/null && pwd)" || { echo "bookkeeping.sh: --build: no $BUILD/bin" >&2; exit 64; }
@@ -122,33 +133,40 @@ runCpu() {
     awk '{ s += $1 } END { print s }' >"$WORK/$tag.cpu"
 }
 
+# Interleaved A/B rounds: the order flips every round.
+orderOf() { if (($1 % 2 == 0)); then echo "1 0"; else echo "0 1"; fi; }
+
+CPU_JSON="$WORK/cpu.jsonl"
+: >"$CPU_JSON"
+[[ -x "$CPU_WORKER" ]] || CPU_ROUNDS=0
+for ((i = 0; i < CPU_ROUNDS; ++i)); do
+  read -r -a order <<<"$(orderOf "$i")"
+  for fo in "${order[@]}"; do
+    step "CPU round $((i + 1))/$CPU_ROUNDS: RECCL_FAILOVER=$fo"
+    runCpu "c$i-f$fo" "$fo"
+  done
+  jq -n -c --argjson i "$i" --arg first "${order[0]}" --argjson on "$(cat "$WORK/c$i-f1.cpu")" \
+    --argjson off "$(cat "$WORK/c$i-f0.cpu")" --arg load "$(cut -d' ' -f1 /proc/loadavg)" \
+    '{round: $i, first: ("RECCL_FAILOVER=" + $first), cpu_us_on: $on, cpu_us_off: $off, ratio: ($on / $off),
+      load_average_1m: ($load | tonumber)}' >>"$CPU_JSON"
+  tail -1 "$CPU_JSON" >&2
+done
+
 ROUNDS_JSON="$WORK/rounds.jsonl"
 : >"$ROUNDS_JSON"
 for ((i = 0; i < ROUNDS; ++i)); do
-  if ((i % 2 == 0)); then order=(1 0); else order=(0 1); fi
+  read -r -a order <<<"$(orderOf "$i")"
   for fo in "${order[@]}"; do
-    step "round $((i + 1))/$ROUNDS: RECCL_FAILOVER=$fo"
+    step "busbw round $((i + 1))/$ROUNDS: RECCL_FAILOVER=$fo"
     run "r$i-f$fo" "$fo" "$ITERS"
   done
-  cpuOn=null cpuOff=null
-  if [[ -x "$CPU_WORKER" ]]; then
-    for fo in "${order[@]}"; do
-      step "round $((i + 1))/$ROUNDS: CPU time, RECCL_FAILOVER=$fo"
-      runCpu "r$i-c$fo" "$fo"
-    done
-    cpuOn=$(cat "$WORK/r$i-c1.cpu") cpuOff=$(cat "$WORK/r$i-c0.cpu")
-  fi
-  jq -n -c --argjson i "$i" --arg first "${order[0]}" --argjson cpuOn "$cpuOn" --argjson cpuOff "$cpuOff" \
+  jq -n -c --argjson i "$i" --arg first "${order[0]}" \
     --slurpfile on "$WORK/r$i-f1.json" --slurpfile off "$WORK/r$i-f0.json" '
     {round: $i, first: ("RECCL_FAILOVER=" + $first),
-     on: {in_place: $on[0].rows[0].in_place.busbw_gbps, out_of_place: $on[0].rows[0].out_of_place.busbw_gbps,
-          cpu_us: $cpuOn},
-     off: {in_place: $off[0].rows[0].in_place.busbw_gbps, out_of_place: $off[0].rows[0].out_of_place.busbw_gbps,
-           cpu_us: $cpuOff}}
+     on: {in_place: $on[0].rows[0].in_place.busbw_gbps, out_of_place: $on[0].rows[0].out_of_place.busbw_gbps},
+     off: {in_place: $off[0].rows[0].in_place.busbw_gbps, out_of_place: $off[0].rows[0].out_of_place.busbw_gbps}}
     | .ratio_in_place = (.on.in_place / .off.in_place)
-    | .ratio_out_of_place = (.on.out_of_place / .off.out_of_place)
-    | .ratio_cpu = (if $cpuOn != null and $cpuOff != null and $cpuOff > 0 then $cpuOn / $cpuOff else null end)' \
-    >>"$ROUNDS_JSON"
+    | .ratio_out_of_place = (.on.out_of_place / .off.out_of_place)' >>"$ROUNDS_JSON"
   tail -1 "$ROUNDS_JSON" >&2
 done
 
@@ -156,14 +174,20 @@ done
 # in place), so DELTA*2 allreduce calls more; everything else is equal and cancels.
 SHORT=2
 DELTA=10
-step "wire: -n $SHORT and -n $((SHORT + DELTA)), RECCL_FAILOVER=1"
-t0=$(railTx); run wire-short 1 "$SHORT"; t1=$(railTx)
-run wire-long 1 $((SHORT + DELTA)); t2=$(railTx)
+t0=0 t1=0 t2=0
+echo '{"rows": [{"size_bytes": 0}]}' >"$WORK/wire-long.json"
+if ((WIRE)); then
+  step "wire: -n $SHORT and -n $((SHORT + DELTA)), RECCL_FAILOVER=1"
+  t0=$(railTx); run wire-short 1 "$SHORT"; t1=$(railTx)
+  run wire-long 1 $((SHORT + DELTA)); t2=$(railTx)
+fi
 
 # Idle CPU per rank (microseconds of CPU per second of wall time), 8 s idle per variant.
 IDLE_JSON="$WORK/idle.jsonl"
 : >"$IDLE_JSON"
-if [[ -x "$BIN/ccl_test_worker" ]]; then
+if ((IDLE == 0)); then
+  :
+elif [[ -x "$BIN/ccl_test_worker" ]]; then
   for variant in "1 auto" "1 none" "0 auto"; do
     read -r fo det <<<"$variant"
     step "idle: RECCL_FAILOVER=$fo RECCL_DETECTOR=$det"
@@ -182,43 +206,76 @@ else
 fi
 LOAD_END=$(cut -d' ' -f1-3 /proc/loadavg)
 
-jq -s --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson iters "$ITERS" \
+jq -n --arg size "$SIZE" --arg nics "$NICS" --argjson rails "$RAILS" --argjson iters "$ITERS" \
   --arg load_start "$LOAD_START" --arg load_end "$LOAD_END" \
-  --argjson short_tx $((t1 - t0)) --argjson long_tx $((t2 - t1)) --argjson delta "$DELTA" \
+  --argjson short_tx $((t1 - t0)) --argjson long_tx $((t2 - t1)) --argjson delta "$DELTA" --argjson wire "$WIRE" \
+  --slurpfile rounds "$ROUNDS_JSON" --slurpfile cpu "$CPU_JSON" \
   --slurpfile wl "$WORK/wire-long.json" --slurpfile idle "$IDLE_JSON" '
-  def median: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def median: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                     else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  # P(X <= j), X ~ Binomial(n, 1/2)
+  def bcdf($n; $j): if $j < 0 then 0 else
+    reduce range(0; $j + 1) as $k ({c: 1, s: 0}; .s += .c | .c = .c * ($n - $k) / ($k + 1)) | .s / pow(2; $n) end;
+  # Per-round ratios -> median, min, max, the distribution-free 95 % interval of the median
+  # (order statistics j and n-j+1, the sign test`s interval) and the sign test against 1.
+  def stats: sort as $x | ($x | length) as $n
+    | if $n == 0 then null else
+      ([range(1; $n + 1) | select(bcdf($n; . - 1) <= 0.025)] | max) as $j
+      | ($x | map(select(. > 1)) | length) as $up | ($x | map(select(. < 1)) | length) as $down
+      | {n: $n, median: ($x | median), min: $x[0], max: $x[$n - 1],
+         ci95: (if $j == null then null
+                else {low: $x[$j - 1], high: $x[$n - $j], coverage: (1 - 2 * bcdf($n; $j - 1))} end),
+         rounds_above_1: $up, rounds_below_1: $down,
+         sign_test_p: ([1, 2 * bcdf($up + $down; ([$up, $down] | min))] | min)} end;
   ($wl[0].rows[0].size_bytes) as $bytes
   | 524288 as $chunk
   | {
       date: (now | todate), testbed: {hosts: 2, rails: $rails, nics: $nics}, size: $size, iters: $iters,
       load_average_start: $load_start, load_average_end: $load_end,
-      rounds: .,
-      median_ratio_in_place: (map(.ratio_in_place) | median),
-      median_ratio_out_of_place: (map(.ratio_out_of_place) | median),
-      median_busbw_gbps: {on: (map(.on.in_place) | median), off: (map(.off.in_place) | median)},
-      median_ratio_cpu: (map(.ratio_cpu | select(. != null)) | if length > 0 then median else null end),
+      cpu_rounds: $cpu,
+      cpu_ratio: ($cpu | map(.ratio) | stats),
       cpu_note: "user+sys CPU of both ranks for the same allreduce calls (failover_worker WORKER_CPU=1), on / off",
-      wire: {
+      rounds: $rounds,
+      busbw_ratio_in_place: ($rounds | map(.ratio_in_place) | stats),
+      busbw_ratio_out_of_place: ($rounds | map(.ratio_out_of_place) | stats),
+      median_busbw_gbps: {on: ($rounds | map(.on.in_place) | median), off: ($rounds | map(.off.in_place) | median)},
+      wire: (if $wire == 0 then null else {
         payload_bytes_per_call: $bytes,
         rail_tx_bytes_per_call: (($long_tx - $short_tx) / ($delta * 2)),
         rail_tx_over_payload: (($long_tx - $short_tx) / ($delta * 2) / $bytes),
         computed_channel_overhead: ((64 + 24) / $chunk),
         computed_note: "64-byte step header per step + 24-byte ack per step, default 512 KiB chunks"
-      },
+      } end),
       idle_cpu_us_per_s: $idle
     }
-  | .cost_in_place = (1 - .median_ratio_in_place)
-  | .cost_out_of_place = (1 - .median_ratio_out_of_place)
-  | .cost_cpu = (if .median_ratio_cpu != null then .median_ratio_cpu - 1 else null end)' "$ROUNDS_JSON" >"$OUT"
+  | .cost_cpu = (if .cpu_ratio != null then .cpu_ratio.median - 1 else null end)
+  | .cost_cpu_ci95_high = (if .cpu_ratio.ci95 != null then .cpu_ratio.ci95.high - 1 else null end)
+  | .cost_in_place = (if .busbw_ratio_in_place != null then 1 - .busbw_ratio_in_place.median else null end)
+  | .cost_out_of_place = (if .busbw_ratio_out_of_place != null then 1 - .busbw_ratio_out_of_place.median else null end)' >"$OUT"
 
 jq -r '
+  def pct: . * 1000 | round / 10;
+  def r3: . * 1000 | round / 1000;
+  def line($s): "median \($s.median | r3), min \($s.min | r3), max \($s.max | r3), 95 % CI of the median " +
+    (if $s.ci95 != null then "[\($s.ci95.low | r3), \($s.ci95.high | r3)]" else "(too few rounds)" end) +
+    ", sign test \($s.rounds_above_1) above / \($s.rounds_below_1) below 1, p \($s.sign_test_p * 1000 | round / 1000)";
   "",
-  "allreduce \(.size), 2 hosts x \(.testbed.rails) rails (RECCL_NICS=\(.testbed.nics)), \(.rounds | length) interleaved rounds:",
-  (.rounds[] | "  round \(.round + 1) (\(.first) first): busbw on \(.on.in_place * 1000 | round / 1000) off \(.off.in_place * 1000 | round / 1000) GB/s in place, ratio \(.ratio_in_place * 1000 | round / 1000); out of place ratio \(.ratio_out_of_place * 1000 | round / 1000)\(if .ratio_cpu != null then "; CPU on \(.on.cpu_us / 1000 | round) off \(.off.cpu_us / 1000 | round) ms, ratio \(.ratio_cpu * 1000 | round / 1000)" else "" end)"),
-  "median ratio on/off: in place \(.median_ratio_in_place * 1000 | round / 1000), out of place \(.median_ratio_out_of_place * 1000 | round / 1000)",
-  "zero-fault cost of the failover machinery: wall clock (busbw) in place \(.cost_in_place * 1000 | round / 10) %, out of place \(.cost_out_of_place * 1000 | round / 10) %; CPU time \(if .cost_cpu != null then "\(.cost_cpu * 1000 | round / 10) %" else "not measured" end)   (goal <= 3 %)",
-  "wire: host 0 rail tx \(.wire.rail_tx_bytes_per_call | round) B per call for \(.wire.payload_bytes_per_call) B payload: x\(.wire.rail_tx_over_payload * 100000 | round / 100000)",
-  "      step headers + acks by construction: \(.wire.computed_channel_overhead * 100 * 1000 | round / 1000) % of payload",
+  "allreduce \(.size) x \(.iters) calls, 2 hosts x \(.testbed.rails) rails (RECCL_NICS=\(.testbed.nics))",
+  (.cpu_rounds[] | "  CPU round \(.round + 1) (\(.first) first): on \(.cpu_us_on / 1000 | round) off \(.cpu_us_off / 1000 | round) ms, ratio \(.ratio | r3) (load \(.load_average_1m))"),
+  (if .cpu_ratio != null then
+     "CPU time on/off over \(.cpu_ratio.n) rounds: \(line(.cpu_ratio))",
+     "zero-fault cost, CPU time: \(.cost_cpu | pct) %\(if .cost_cpu_ci95_high != null then " (95 % upper bound \(.cost_cpu_ci95_high | pct) %)" else "" end)   (goal <= 3 %)"
+   else "CPU time: not measured" end),
+  (.rounds[] | "  busbw round \(.round + 1) (\(.first) first): on \(.on.in_place | r3) off \(.off.in_place | r3) GB/s in place, ratio \(.ratio_in_place | r3); out of place ratio \(.ratio_out_of_place | r3)"),
+  (if .busbw_ratio_in_place != null then
+     "busbw on/off in place: \(line(.busbw_ratio_in_place))",
+     "busbw on/off out of place: \(line(.busbw_ratio_out_of_place))",
+     "zero-fault cost, wall clock (busbw): in place \(.cost_in_place | pct) %, out of place \(.cost_out_of_place | pct) %"
+   else empty end),
+  (if .wire != null then
+     "wire: host 0 rail tx \(.wire.rail_tx_bytes_per_call | round) B per call for \(.wire.payload_bytes_per_call) B payload: x\(.wire.rail_tx_over_payload * 100000 | round / 100000)",
+     "      step headers + acks by construction: \(.wire.computed_channel_overhead * 100 * 1000 | round / 1000) % of payload"
+   else empty end),
   (.idle_cpu_us_per_s[] | "idle CPU: failover \(if .failover then "on " else "off" end) detector \(.detector): rank \(.rank) \(.cpu_us_per_s / 1000 * 10 | round / 10) ms CPU per s"),
   "load average: start \(.load_average_start), end \(.load_average_end)"' "$OUT"
 echo "written: $OUT" >&2

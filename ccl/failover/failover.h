@@ -5,9 +5,11 @@
 // Monitor (monitor.cpp): rail health as an atomic bit mask + per-rail epochs (one load for the
 // data path); sources: the link detector (the node daemon reccl-detectord, or in process;
 // chosen and kept alive in fault_sources.cpp), else the local NICs' IFF_UP|IFF_RUNNING polled
-// every RECCL_FAILOVER_POLL_MS (an ioctl, no privileges), path failures from the transports (PortEnv::onPathFailure), and
-// TCP_INFO on every data socket: unacknowledged data or keepalive probes with no ACK for
-// RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end.
+// every RECCL_FAILOVER_POLL_MS (an ioctl, no privileges), path failures from the transports
+// (PortEnv::onPathFailure), and TCP_INFO on every data socket, looked at every
+// RECCL_STALL_TIMEOUT_MS / 20: unacknowledged data or keepalive probes with no ACK for
+// RECCL_STALL_TIMEOUT_MS mean a dead path even when the fault is at the far end. The monitor
+// sleeps on its event descriptors until the earliest of these deadlines (monitorLoop).
 //
 // Migration (migrate.cpp): the end that sees the fault takes the connection's pre-connected
 // standby path on another rail (standby.cpp, RECCL_FAILOVER_STANDBY) or opens a new TCP path on
@@ -161,7 +163,16 @@ class Failover {
   // monitor.cpp
   void monitorLoop();
   void stopDetector() noexcept;
-  void refreshConns();
+  // Tracks the TCP connections made since the last call; true when there were any. Cheap when
+  // none were (the port maps' sizes, under try_lock).
+  bool refreshConns();
+  std::atomic<size_t> portsSeen_{0};  // ports (both maps) at the last complete walk
+  std::atomic<bool> connsAdded_{false};  // refreshConns tracked new ones (the monitor clears it)
+  std::atomic<std::thread::id> monitorId_{};
+  void wakeMonitor() noexcept;  // an early wake-up of the monitor's poll (wakeFd_)
+  bool haveConns();
+  uint64_t stallScanPeriodNs() const;
+  bool grayHeld() const;  // monitor thread
   void pollNics(uint64_t nowNs);
   void scanStalls(uint64_t nowNs);
   void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
@@ -205,7 +216,8 @@ class Failover {
   void applyRtPrio(const char* what);
 
   // standby.cpp: pre-connected standby paths (RECCL_FAILOVER_STANDBY).
-  void tendStandbys(uint64_t nowNs);  // monitor thread: queue standby jobs for connections without one
+  // Monitor thread: queues standby jobs for connections without one; returns when to run next.
+  uint64_t tendStandbys(uint64_t nowNs);
   void makeStandby(Conn& c);          // a migrator thread: connect + register at the peer
   int standbyRailFor(Conn& c);
   // Takes c's standby if it is on a rail usable for this job and still alive.
@@ -219,7 +231,7 @@ class Failover {
   std::mutex psMu_;
   std::vector<PassiveStandby> passiveStandbys_;  // under psMu_
   int sbWakeFd_ = -1;                            // eventfd: passive standby set changed / stop
-  uint64_t standbyTendNs_ = 0;                   // monitor thread
+  uint64_t standbyDueNs_ = 0;                    // monitor thread: next upkeep (0: at the next wake-up)
   std::thread watcher_;
   std::atomic<uint64_t> standbyFailovers_{0};
   std::shared_ptr<Conn> find(const ConnId& id);
@@ -244,7 +256,8 @@ class Failover {
   void relayRailDown(int rail);
 
   // rail_meter.cpp: measured throughput per rail (monitor thread samples, migrations read).
-  void meterRails(uint64_t nowNs);
+  void meterRails(uint64_t nowNs);  // cheap until its period is up
+  uint64_t meterDueNs() const;      // monitor thread
   std::vector<double> measuredBps() const;
   mutable std::mutex meterMu_;
   std::vector<double> railBps_;                            // under meterMu_
@@ -271,7 +284,7 @@ class Failover {
   std::vector<uint64_t> nicUpSinceNs_;  // monitor thread: physical up since (0: down)
   std::vector<bool> nicDown_;           // monitor thread: declared down by the poll source
   int ifSock_ = -1;
-  int wakeFd_ = -1;                     // eventfd: stop the monitor thread
+  int wakeFd_ = -1;                     // eventfd: stop or wake the monitor thread
   // The in-process link detector (BPF or rtnetlink) when one runs; else the NIC poll.
   struct DetectorLink;
   std::unique_ptr<DetectorLink> det_;
@@ -287,7 +300,8 @@ class Failover {
   std::unique_ptr<Sources, SourcesDeleter> src_;
   void startSources();
   void startSourcesInOrder();
-  void tickSources(uint64_t nowNs, short daemonRevents);
+  void tickSources(uint64_t nowNs, short daemonRevents);  // at every monitor wake-up
+  uint64_t sourcesDueNs(uint64_t nowNs) const;             // when the sources want the next tick
   int daemonFd() const;
   void stopSources() noexcept;
   void startInProcessAsync();  // loads the in-process detector off the monitor thread

@@ -4,6 +4,7 @@
 // starts), the in-process detector starts off the monitor thread where the plan has it, and the
 // daemon is tried again with a growing period; once it answers it is the source again.
 #include <algorithm>
+#include <cstdint>
 #include <mutex>
 #include <thread>
 
@@ -353,6 +354,21 @@ void Failover::tickSources(uint64_t nowNs, short daemonRevents) {
     }
   }
   publishSource();
+}
+
+uint64_t Failover::sourcesDueNs(uint64_t nowNs) const {
+  constexpr uint64_t kMs = 1'000'000ull;
+  if (!src_) return UINT64_MAX;
+  const Sources& s = *src_;
+  if (s.daemon) {
+    // The ping's period and the pong's deadline are checked at this tick, and the mapped
+    // link-state array (a fault the daemon's userspace has not sent yet) is read at it.
+    uint64_t tick = s.pingMs > 0 ? std::clamp<uint64_t>(static_cast<uint64_t>(s.pingMs) / 4, 5, 50) : 50;
+    return nowNs + tick * kMs;
+  }
+  if (s.starter.joinable()) return nowNs + 20 * kMs;  // the in-process detector is loading
+  if (s.plan.retryDaemon) return std::max(s.nextDaemonTryNs, nowNs + kMs);
+  return UINT64_MAX;
 }
 
 void Failover::stopSources() noexcept { src_.reset(); }

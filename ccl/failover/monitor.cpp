@@ -6,9 +6,12 @@
 #include <sys/ioctl.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "core/comm.h"
 #include "failover/failover.h"
@@ -29,7 +32,21 @@ int pathFd(channel::Path* p) {
 
 }  // namespace
 
-void Failover::refreshConns() {
+bool Failover::refreshConns() {
+  // Ports are only ever added (the maps are emptied when the communicator goes, after failover
+  // stopped), so their sizes are a generation: unchanged since the last full walk, nothing is new
+  // and nothing is walked. This runs at every monitor wake-up and on every unknown connection.
+  size_t ports = 0;
+  bool whole = true;
+  {
+    std::unique_lock sl(comm_.sendMu_, std::try_to_lock);
+    if (sl.owns_lock()) ports += comm_.sends_.size(); else whole = false;
+  }
+  {
+    std::unique_lock rl(comm_.recvMu_, std::try_to_lock);
+    if (rl.owns_lock()) ports += comm_.recvs_.size(); else whole = false;
+  }
+  if (whole && ports == portsSeen_.load(std::memory_order_acquire)) return false;
   struct Found {
     ConnId id;
     Role role;
@@ -38,18 +55,24 @@ void Failover::refreshConns() {
   };
   std::vector<Found> found;
   // Never wait for the port maps: a lazy connect holds them while it connects.
+  whole = true;
   {
     std::unique_lock sl(comm_.sendMu_, std::try_to_lock);
     if (sl.owns_lock())
       for (auto& [k, p] : comm_.sends_)
         found.push_back({ConnId{rank_, k.first, static_cast<uint32_t>(k.second)}, Role::kSender, k.first, p.get()});
+    else
+      whole = false;
   }
   {
     std::unique_lock rl(comm_.recvMu_, std::try_to_lock);
     if (rl.owns_lock())
       for (auto& [k, p] : comm_.recvs_)
         found.push_back({ConnId{k.first, rank_, static_cast<uint32_t>(k.second)}, Role::kReceiver, k.first, p.get()});
+    else
+      whole = false;
   }
+  bool added = false;
   std::lock_guard lk(connsMu_);
   for (auto& f : found) {
     if (conns_.count(f.id)) continue;
@@ -73,7 +96,23 @@ void Failover::refreshConns() {
     c->highest = f.port->epoch();
     armSocket(fd);
     conns_.emplace(f.id, std::move(c));
+    added = true;
   }
+  // Every port seen (shared-memory ones are never tracked): the next wake-ups skip the walk.
+  if (whole) portsSeen_.store(found.size(), std::memory_order_release);
+  if (added) {
+    // Found on another thread (a path failure, a migration hello, a job): the monitor's stall
+    // check and standby upkeep start on the new connections now, not at its next deadline.
+    connsAdded_.store(true, std::memory_order_release);
+    if (std::this_thread::get_id() != monitorId_.load(std::memory_order_acquire)) wakeMonitor();
+  }
+  return added;
+}
+
+void Failover::wakeMonitor() noexcept {
+  if (stop_.load() || wakeFd_ < 0) return;
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(wakeFd_, &one, sizeof(one));
 }
 
 void Failover::armSocket(int fd) const {
@@ -121,26 +160,102 @@ void Failover::drainDetector() {}
 Failover::Failover(core::Comm& comm) : comm_(comm) {}
 Failover::~Failover() { stop(); }
 
+// The monitor sleeps in poll() on its descriptors (stop, the in-process detector's events, the
+// daemon's socket) until the earliest deadline of its periodic work, which is only what a source
+// needs: the NIC poll every RECCL_FAILOVER_POLL_MS while that poll is the fault source (or hands
+// rails back), the stall check every RECCL_STALL_TIMEOUT_MS / 20, the rail meter every 100 ms,
+// standby upkeep (fast while standbys are being made, a liveness look otherwise), held DEGRADED
+// signals, the daemon's liveness ping and link-state look. A detector event wakes poll at once:
+// nothing on the fault's path waits for a tick. An idle communicator with a detector wakes about
+// ten times a second (it was 200 at a fixed 5 ms tick, each one walking the port maps).
+namespace {
+constexpr uint64_t kNever = UINT64_MAX;
+constexpr uint64_t kMsNs = 1'000'000ull;
+// Work due this close to a wake-up runs in it (poll's timeout is in whole milliseconds).
+constexpr uint64_t kCoalesceNs = 2 * kMsNs;
+constexpr uint64_t kGrayTickNs = 50 * kMsNs;  // a held DEGRADED is re-judged this often
+constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
+}  // namespace
+
+uint64_t Failover::stallScanPeriodNs() const {
+  // A path is declared stalled after stallMs_ without an ACK: a look every 1/20 of that adds at
+  // most 5 % to the in-band detection time.
+  return std::clamp<uint64_t>(static_cast<uint64_t>(stallMs_) * kMsNs / 20, 5 * kMsNs, 100 * kMsNs);
+}
+
 void Failover::monitorLoop() {
   // The node daemon, the in-process detector or the NIC poll, as RECCL_DETECTOR asks and the
   // host allows (fault_sources.cpp); tickSources keeps that choice alive (fallback, reconnect).
   applyRtPrio("monitor");
+  monitorId_.store(std::this_thread::get_id(), std::memory_order_release);
   startSources();
+  const uint64_t scanPeriod = stallScanPeriodNs();
+  uint64_t nextPoll = 0, nextScan = 0, nextSources = 0;
+  // Soft deadlines fall on the stall check's ticks, so that an idle monitor wakes once for all.
+  auto onScanTick = [&](uint64_t due) {
+    if (nextScan == kNever || due <= nextScan) return due;
+    return nextScan + (due - nextScan + scanPeriod - 1) / scanPeriod * scanPeriod;
+  };
   while (!stop_.load()) {
+    if (broken()) {
+      // The communicator failed: nothing left to watch or move; wait for stop.
+      pollfd pf{wakeFd_, POLLIN, 0};
+      ::poll(&pf, 1, static_cast<int>(kMaxSleepNs / kMsNs));
+      continue;
+    }
+    uint64_t now = monotonicNs();
+    bool tracked = haveConns();
+    if (!tracked) nextScan = kNever;
+    else if (nextScan == kNever) nextScan = now;
+    uint64_t due = std::min(nextSources, now + kMaxSleepNs);
+    // Connections are made lazily by the first collective on them, and nothing tells the monitor:
+    // it looks for new ones (two try_locks and two sizes when there are none) at the stall
+    // check's period, so their stall check and standbys start within that, as the fixed tick did
+    // within its 5 ms. Once some are tracked the stall check's own ticks do it.
+    if (!tracked) due = std::min(due, now + scanPeriod);
+    if (pollNics_) due = std::min(due, nextPoll);
+    if (tracked) due = std::min({due, nextScan, onScanTick(meterDueNs())});
+    if (standbyOn_ && tracked) due = std::min(due, standbyDueNs_ == 0 ? now : onScanTick(standbyDueNs_));
+    if (grayHeld()) due = std::min(due, now + kGrayTickNs);
+    int timeoutMs = due <= now ? 0 : static_cast<int>((due - now + kMsNs - 1) / kMsNs);
     pollfd pf[3] = {{wakeFd_, POLLIN, 0}, {detectorFd(), POLLIN, 0}, {daemonFd(), POLLIN, 0}};
-    int rc = ::poll(pf, 3, static_cast<int>(pollMs_));  // fd -1 entries are ignored
+    int rc = ::poll(pf, 3, timeoutMs);  // fd -1 entries are ignored
     if (stop_.load()) break;
     if (broken()) continue;
-    if (rc > 0 && (pf[1].revents & POLLIN)) drainDetector();
+    if (rc > 0 && (pf[0].revents & POLLIN)) {
+      uint64_t v;
+      [[maybe_unused]] auto n = read(wakeFd_, &v, sizeof(v));
+    }
+    // Connections made since the last wake-up first, so that a fault event covers them; new ones
+    // (found here or on another thread) get their standbys at once.
     refreshConns();
-    uint64_t now = monotonicNs();
+    if (connsAdded_.exchange(false, std::memory_order_acq_rel)) standbyDueNs_ = 0;
+    if (rc > 0 && (pf[1].revents & POLLIN)) drainDetector();
+    now = monotonicNs();
+    const uint64_t soon = now + kCoalesceNs;
     tickSources(now, rc > 0 ? pf[2].revents : 0);
-    if (pollNics_) pollNics(now);
-    scanStalls(now);
+    nextSources = sourcesDueNs(now);
+    if (pollNics_ && nextPoll <= soon) {
+      pollNics(now);
+      nextPoll = now + static_cast<uint64_t>(pollMs_) * kMsNs;
+    }
+    if (nextScan <= soon) {
+      scanStalls(now);
+      nextScan = now + scanPeriod;
+    }
     tendGray(now);
-    meterRails(now);  // rail weights from measured throughput (rail_meter.cpp)
-    tendStandbys(now);  // standby paths for connections without one (standby.cpp)
+    meterRails(now);  // rail weights from measured throughput (rail_meter.cpp); cheap until due
+    if (standbyOn_ && standbyDueNs_ <= soon) standbyDueNs_ = tendStandbys(now);  // standby.cpp
   }
+}
+
+bool Failover::haveConns() {
+  std::lock_guard lk(connsMu_);
+  return !conns_.empty();
+}
+
+bool Failover::grayHeld() const {
+  return std::any_of(grayHold_.begin(), grayHold_.end(), [](const GrayHold& h) { return h.sinceNs != 0; });
 }
 
 void Failover::pollNics(uint64_t nowNs) {
@@ -290,6 +405,7 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
   }
   grayHold_[rail].hardDown = hard;
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
+  refreshConns();  // a connection made since the last wake-up moves too (no walk when none was)
   // The jobs first: the log line and the relay's bookkeeping are not on the fault's path.
   for (auto& c : snapshot()) {
     // A relayed connection does not use this rank's NIC (its relay reports its own faults).
@@ -308,6 +424,7 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
              named ? lastDetectorSource_.c_str() : "");
   relayRailDown(rail);  // pipes this rank forwards over the rail break; their origins move them
   dropStandbys(rail);   // standby paths on the rail are as dead as the rail
+  standbyDueNs_ = 0;    // and the upkeep replaces them (and those the migrations take) soon
 }
 
 void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
@@ -321,7 +438,9 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   railEpoch_[rail].fetch_add(1, std::memory_order_acq_rel);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", rank_, rail,
              comm_.myNics_[rail].name.c_str(), faultSourceName(src));
-  moveOffGrayRails(-1, src, signalNs);
+  standbyDueNs_ = 0;  // standbys on the rail that is back, and for the connections that leave it
+  // Fail-back first: a connection that prefers this rail goes back to it even when it sits on a
+  // gray rail. One job per connection (enqueue), so moved by weight first it stayed off its rail.
   for (auto& c : snapshot()) {
     if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
@@ -333,6 +452,7 @@ void Failover::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
     j.faultNs = signalNs;
     enqueue(j);
   }
+  moveOffGrayRails(-1, src, signalNs);  // the rest of what stayed on a gray rail: by weight
 }
 
 // Connections that stayed on a DEGRADED rail for want of a healthy one (runJob) move as soon as

@@ -18,8 +18,11 @@ namespace {
 constexpr uint64_t kIntervalMs = 100;
 constexpr double kAlpha = 0.3;                // about the last second carries the estimate
 constexpr uint64_t kMinBytes = 1u << 20;      // an interval below 1 MiB is idle, not slow
+constexpr uint64_t kEarlyNs = 2'000'000;      // the monitor's wake-up may come this much early
 
 }  // namespace
+
+uint64_t Failover::meterDueNs() const { return meterLastNs_ == 0 ? 0 : meterLastNs_ + kIntervalMs * 1000000ull; }
 
 std::vector<double> Failover::measuredBps() const {
   std::lock_guard lk(meterMu_);
@@ -36,7 +39,7 @@ void Failover::meterRails(uint64_t nowNs) {
   }
   uint64_t usable = railsUp_.load();
   bool changed = usable != meterLastUsable_;
-  if (nowNs - meterLastNs_ < kIntervalMs * 1000000ull && !changed) return;
+  if (nowNs + kEarlyNs < meterLastNs_ + kIntervalMs * 1000000ull && !changed) return;
   double secs = static_cast<double>(nowNs - meterLastNs_) / 1e9;
   meterLastNs_ = nowNs;
   std::vector<uint64_t> moved(nrails_, 0);

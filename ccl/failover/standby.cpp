@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 
@@ -27,7 +28,8 @@ namespace reccl::failover {
 namespace {
 
 constexpr int64_t kStandbyConnectMs = 1000;
-constexpr uint64_t kTendPeriodNs = 20'000'000;    // upkeep at most every 20 ms
+constexpr uint64_t kTendPeriodNs = 20'000'000;    // upkeep every 20 ms while standbys are being made
+constexpr uint64_t kCheckPeriodNs = 300'000'000;  // else a look at the standbys in place (3 stall-check ticks)
 constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wait before the next
 constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
 constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
@@ -70,14 +72,18 @@ int Failover::standbyRailFor(Conn& c) {
   return pickRail(railLoads(), w, -1);
 }
 
-void Failover::tendStandbys(uint64_t nowNs) {
-  if (!standbyOn_ || nowNs - standbyTendNs_ < kTendPeriodNs) return;
-  standbyTendNs_ = nowNs;
+uint64_t Failover::tendStandbys(uint64_t nowNs) {
+  // Quick while a standby is on its way or a connection is moving (it needs a new one after);
+  // otherwise only the liveness look (a dead standby is also caught when it is taken).
+  uint64_t next = nowNs + kCheckPeriodNs;
+  if (!standbyOn_) return next;
   bool queued = false;
   for (auto& c : snapshot()) {
-    if (c->busy.load() || c->queued.load() || c->standbyMaking.load() || c->relayVia.load() >= 0 ||
-        c->port->failed())
+    if (c->relayVia.load() >= 0 || c->port->failed()) continue;
+    if (c->busy.load() || c->queued.load() || c->standbyMaking.load()) {
+      next = std::min(next, nowNs + kTendPeriodNs);
       continue;
+    }
     {
       std::lock_guard lk(c->sbMu);
       if (c->standby) {
@@ -89,9 +95,12 @@ void Failover::tendStandbys(uint64_t nowNs) {
         closeStandby(c->standby);
         c->standbyRail = -1;
       }
-      if (nowNs < c->standbyRetryNs) continue;
+      if (nowNs < c->standbyRetryNs) {
+        next = std::min(next, c->standbyRetryNs);
+        continue;
+      }
     }
-    if (standbyRailFor(*c) < 0) continue;
+    if (standbyRailFor(*c) < 0) continue;  // no other rail now: looked at again with the rails' next change
     c->standbyMaking.store(true);
     Job j;
     j.id = c->id;
@@ -102,8 +111,10 @@ void Failover::tendStandbys(uint64_t nowNs) {
       jobs_.push_back(j);
     }
     queued = true;
+    next = std::min(next, nowNs + kTendPeriodNs);
   }
   if (queued) qCv_.notify_one();
+  return next;
 }
 
 void Failover::makeStandby(Conn& c) {
