@@ -257,7 +257,10 @@ void SocketRecvPath::pump(SocketEngine& engine) {
           stageOff_ = 0;
         }
         recvIntoSlot_ = false;
-        io_uring_prep_recv(s, fd_.get(), stage_.data() + stageLen_, stage_.size() - stageLen_, 0);
+        size_t room = stage_.size() - stageLen_;
+        if (phase_ == Phase::kHeader && lastStepLarge_ && stageLen_ < hdr_.size())
+          room = hdr_.size() - stageLen_;
+        io_uring_prep_recv(s, fd_.get(), stage_.data() + stageLen_, room, 0);
       }
     }
   }
@@ -314,6 +317,7 @@ void SocketRecvPath::publish() {
   std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
   if (direct_) port_->onLandedDirect(cur_.step);
   direct_ = false;
+  lastStepLarge_ = cur_.bytes >= kStageBytes / 2;
   phase_ = Phase::kHeader;
   got_ = want_ = 0;
   port_->onReceived(cur_.step);

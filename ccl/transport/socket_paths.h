@@ -132,6 +132,9 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   size_t stageOff_ = 0;
   size_t stageLen_ = 0;
   bool recvIntoSlot_ = false;
+  // The last published step was large: the next one likely is too, so its header is read alone
+  // and its payload can go straight into the slot instead of through stage_.
+  bool lastStepLarge_ = false;
   IoOp recvOp_;
   IoOp ackOp_;
   std::array<std::byte, channel::kAckFrameBytes> ackBuf_{};
