@@ -17,16 +17,8 @@ namespace {
 
 using reccl::test::failover::countMatches;
 using reccl::test::failover::Job;
+using reccl::test::failover::onePercentDropOnRail0;
 using FailoverFailBackOrder = reccl::test::failover::FailoverTest<2>;
-
-// 1 % loss on the rail0 cable of the host in `hostNs`, both directions, or its removal. (Only
-// what the host sends, `--side host --egress`, was not declared DEGRADED within 8 s here.)
-int onePercentDropOnRail0(const std::string& hostNs, bool on) {
-  std::string where = " --netns " + hostNs + " --dev rail0";
-  std::string cmd = std::string(RECCL_CLI_PATH) + (on ? " inject drop" + where + " --side switch --rate 0.01"
-                                                      : " inject clear" + where);
-  return system(cmd.c_str());
-}
 
 TEST_F(FailoverFailBackOrder, PreferredRailComesBackFromAGrayRailAsFailBack) {
   Job j(testbed().name(),
@@ -40,6 +32,8 @@ TEST_F(FailoverFailBackOrder, PreferredRailComesBackFromAGrayRailAsFailBack) {
   ASSERT_TRUE(j.waitForMatch("rank 0: failover (by peer )?of .* -> rail 0 \\(rail0\\) epoch [0-9]+: reason link-down", 1,
                              std::chrono::seconds(5)))
       << j.text();
+  // Both directions: only what the host sends (`--side host --egress`) was not declared DEGRADED
+  // within 8 s here.
   ASSERT_EQ(onePercentDropOnRail0(netns(0), true), 0);
   bool gray = j.waitForMatch("rank [01]: rail 0 \\(rail0\\) degraded \\(source detector", 1, std::chrono::seconds(10));
   bool stayed = gray && j.waitForMatch("rank [01]: rank [01]->[01] ch [0-9]+: rail 0 degraded and no healthy rail to move to",

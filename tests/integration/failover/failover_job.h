@@ -152,6 +152,15 @@ inline uint64_t sumField(const std::string& text, const std::string& field) {
   return s;
 }
 
+// 1 % loss on the rail0 cable of the host in `hostNs`, both directions (`reccl inject drop --side
+// switch`), or its removal; the CLI's exit code.
+inline int onePercentDropOnRail0(const std::string& hostNs, bool on) {
+  std::string where = " --netns " + hostNs + " --dev rail0";
+  std::string cmd = std::string(RECCL_CLI_PATH) + (on ? " inject drop" + where + " --side switch --rate 0.01"
+                                                      : " inject clear" + where);
+  return system(cmd.c_str());
+}
+
 inline int countMatches(const std::string& text, const std::string& re) {
   std::regex r(re);
   return static_cast<int>(std::distance(std::sregex_iterator(text.begin(), text.end(), r), std::sregex_iterator()));

@@ -18,6 +18,7 @@ namespace {
 using reccl::test::failover::Clock;
 using reccl::test::failover::countMatches;
 using reccl::test::failover::Job;
+using reccl::test::failover::onePercentDropOnRail0;
 using reccl::test::failover::sumField;
 using reccl::test::failover::waitFailovers;
 using Failover = reccl::test::failover::FailoverTest<2>;
@@ -237,7 +238,9 @@ class FailoverMatrix : public Failover {
           << t;
     EXPECT_GE(countMatches(t, "failover (of|by peer of) rank"), 7) << t;
     EXPECT_GE(sumField(t, "failovers"), 7u) << t;
-    if (standby == 0) EXPECT_EQ(sumField(t, "standby_used"), 0u) << t;
+    if (standby == 0) {
+      EXPECT_EQ(sumField(t, "standby_used"), 0u) << t;
+    }
     if (standby == 1) {
       // The settle time between faults (700 ms) lets every connection open a standby again;
       // most failovers use one (the first collective's may fault before its standby is up).
@@ -299,15 +302,6 @@ TEST_F(Failover, AllreduceFaultDuringAllGatherPhase) {
 // 1 % loss on host 0's rail 0 cable (`reccl inject drop --side switch`, both directions): the link
 // stays up, TCP retransmits; the detector's retransmit hook marks the rail DEGRADED and the
 // library routes around it (reason degraded). Results stay exact.
-// 1 % loss on the rail0 cable of the host in `hostNs`, both directions (`reccl inject drop --side
-// switch`), or its removal; the CLI's exit code.
-int onePercentDropOnRail0(const std::string& hostNs, bool on) {
-  std::string where = " --netns " + hostNs + " --dev rail0";
-  std::string cmd = std::string(RECCL_CLI_PATH) + (on ? " inject drop" + where + " --side switch --rate 0.01"
-                                                      : " inject clear" + where);
-  return system(cmd.c_str());
-}
-
 // The count threshold is 3 retransmits per window (the rate check stays on): on a loaded machine
 // (ctest -j3 beside CPU hogs) the job sent so few packets per 500 ms window that 30 s of 1 % loss
 // never reached the default 12 retransmits in one window.
