@@ -74,7 +74,7 @@ TEST_F(GlooBenchTest, TimelineHoldsEveryIterationAlsoWhenAPeerDies) {
     Child r1(args("6"), {"RANK=1", "WORLD_SIZE=2"}, dir_ / "r1.txt");
     Child r0(args("6"), {"RANK=0", "WORLD_SIZE=2"}, dir_ / "r0.txt");
     ASSERT_EQ(r0.wait(std::chrono::seconds(90)), 0) << slurp(dir_ / "r0.txt");
-    ASSERT_EQ(r1.wait(std::chrono::seconds(10)), 0);
+    ASSERT_EQ(r1.wait(std::chrono::seconds(10)), 0) << slurp(dir_ / "r1.txt");
     auto j = nlohmann::json::parse(slurp(json));
     ASSERT_TRUE(j.contains("timeline")) << j.dump(1);
     EXPECT_EQ(j["timeline"]["clock"], "CLOCK_MONOTONIC");
