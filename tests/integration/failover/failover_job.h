@@ -1,5 +1,6 @@
 // Shared by the failover testbed tests: a `reccl testbed run` of the failover worker read line by
-// line, output helpers, the fixture (2 hosts x N rails) and the seeded random fault soak.
+// line, output helpers, the fixture (2 hosts x N rails), the gray-rail scenario and the seeded
+// random fault soak.
 #pragma once
 
 #include <gtest/gtest.h>
