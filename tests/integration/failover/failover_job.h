@@ -1,5 +1,6 @@
 // Shared by the failover testbed tests: a `reccl testbed run` of the failover worker read line by
-// line, output helpers, the fixture (2 hosts x N rails) and the seeded random fault soak.
+// line, output helpers, the fixture (2 hosts x N rails), the gray-rail scenario and the seeded
+// random fault soak.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <regex>
@@ -34,14 +36,17 @@ using Clock = std::chrono::steady_clock;
 // seconds it asked for, and a run that ended first would make its faults miss.
 class Job {
  public:
-  Job(const std::string& name, const std::string& env, int timeoutSec, int ranksPerHost = 1) {
+  // rankEnv: more environment for single ranks (rank number -> "NAME=value ..."), on top of `env`;
+  // e.g. a detector threshold on one end only, so that which end declares a fault is not a race.
+  Job(const std::string& name, const std::string& env, int timeoutSec, int ranksPerHost = 1,
+      const std::map<int, std::string>& rankEnv = {}) {
     static int runs = 0;
     if (runs == 0) reapStaleStopFiles();
     stopFile_ = std::string(kStopDir) + kStopPrefix + std::to_string(getpid()) + "-" + std::to_string(runs++) + ".stop";
     unlink(stopFile_.c_str());
     std::string cmd = std::string(RECCL_CLI_PATH) + " testbed run --name " + name + " --ranks-per-host " +
                       std::to_string(ranksPerHost) + " --timeout " + std::to_string(timeoutSec) +
-                      " -- /usr/bin/env WORKER_STOP_FILE=" + stopFile_ + " " + env + " " +
+                      " -- /usr/bin/env WORKER_STOP_FILE=" + stopFile_ + " " + env + " " + perRank(rankEnv) +
                       RECCL_FAILOVER_WORKER_PATH + " 2>&1";
     pipe_ = popen(cmd.c_str(), "r");
     reader_ = std::thread([this] {
@@ -118,6 +123,17 @@ class Job {
   }
 
  private:
+  // A shell that picks the rank's own environment by its RANK (set by `reccl testbed run`) and
+  // execs the worker, given as $0; empty when no rank has any. Values must not hold a single quote.
+  static std::string perRank(const std::map<int, std::string>& rankEnv) {
+    if (rankEnv.empty()) return "";
+    std::string script = "case $RANK in";
+    for (auto& [rank, vars] : rankEnv) {
+      EXPECT_EQ(vars.find('\''), std::string::npos) << "rank " << rank << " environment: " << vars;
+      script += " " + std::to_string(rank) + ") exec /usr/bin/env " + vars + " \"$0\";;";
+    }
+    return "/bin/sh -c '" + script + " esac; exec \"$0\"' ";
+  }
   static constexpr const char* kStopDir = "/tmp/";
   static constexpr const char* kStopPrefix = "reccl-failover-job-";
   // Stop files of test processes that were killed between wait() and the destructor.
@@ -214,6 +230,44 @@ class FailoverTest : public TestbedTest<2, Rails> {
     if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
     EXPECT_EQ(code, 0) << t;
     EXPECT_EQ(countMatches(t, "done rank [0-9]+"), ranks) << t;
+  }
+
+  // The gray rail with no healthy rail left: host 0's rail 1 is pulled at the switch (rank 0 moves
+  // its connections to rail 0), then rail 0 drops 1 % of what crosses host 0's cable until rank 0's
+  // in-process BPF detector marks it DEGRADED and the connections stay on it (nothing healthy is
+  // left); then the drop goes and rail 1 comes back at rank 0. Both ends retransmit, and the first
+  // DEGRADED wins (the other end holds its own, explained by the peer's report): rank 1's
+  // retransmit threshold is out of reach, so rank 0 is the end that declares it every time.
+  // `*job` is left running for the caller to check what the rail's return does, and to end.
+  void grayRail0ThenRail1Back(std::unique_ptr<Job>* job) {
+    static_assert(Rails == 2, "rail 1 out and rail 0 gray must leave no healthy rail");
+    *job = std::make_unique<Job>(Base::testbed().name(),
+                                 env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+                                     "RECCL_DEGRADED_CLEAR_MS=60000 RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=14"),
+                                 120, 1, std::map<int, std::string>{{1, "RECCL_RETRANS_THRESHOLD=1000000"}});
+    Job& j = **job;
+    ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+    // The retransmit hook is BPF: wait until both ranks' detectors run.
+    ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+    link(false, 0, 1, true);
+    ASSERT_TRUE(j.waitForMatch("rank 0: failover (by peer )?of .* -> rail 0 \\(rail0\\) epoch [0-9]+: reason link-down",
+                               1, std::chrono::seconds(30)))
+        << j.text();
+    // Both directions: only what the host sends (`--side host --egress`) was not declared DEGRADED
+    // within 8 s here.
+    ASSERT_EQ(onePercentDropOnRail0(Base::netns(0), true), 0);
+    // No assertion until the drop is gone: the testbed serves the suite's next tests.
+    bool gray = j.waitForMatch("rank 0: rail 0 \\(rail0\\) degraded \\(source detector", 1, std::chrono::seconds(30));
+    bool stayed = gray && j.waitForMatch("rank [01]: rank [01]->[01] ch [0-9]+: rail 0 degraded and no healthy rail to "
+                                         "move to",
+                                         1, std::chrono::seconds(10));
+    int clear = onePercentDropOnRail0(Base::netns(0), false);
+    link(true, 0, 1, true);
+    EXPECT_EQ(clear, 0);
+    ASSERT_TRUE(gray) << j.text();
+    ASSERT_TRUE(stayed) << j.text();
+    // Rank 1's threshold took: it never declared rail 0 itself.
+    ASSERT_EQ(countMatches(j.text(), "rank 1: rail 0 \\(rail0\\) degraded \\(source"), 0) << j.text();
   }
 
   // The seeded soak: a plan of random link faults (host, rail, host NIC or switch port, a few
