@@ -94,11 +94,12 @@ TEST_F(Lab, ProbePicksFentryOverTracepoints) {
     hooks[h.program] = h;
   }
   for (const char* p : {"fexit_carrier_off", "fexit_carrier_on", "fentry_ib_dispatch", "tp_qdisc_reset",
-                        "linkwatch_queue", "linkwatch_timer"})
+                        "linkwatch_queue"})
     EXPECT_TRUE(hooks[p].active) << p << ": " << hooks[p].reason;
   // The raw-tracepoint twins are fallbacks: not loaded where the BTF-typed ones are.
   EXPECT_FALSE(hooks["rawtp_qdisc_reset"].active);
   EXPECT_EQ(hooks["rawtp_qdisc_reset"].reason.rfind("not needed", 0), 0u) << hooks["rawtp_qdisc_reset"].reason;
+  EXPECT_FALSE(hooks["rawtp_linkwatch_timer"].active) << "timer_start is hooked only where there is no scan";
 
   // A detector in auto mode runs the trampolines, and they fire on a carrier loss.
   const std::string a = "lf" + std::to_string(getpid()) + "a", b = "lf" + std::to_string(getpid()) + "b";
