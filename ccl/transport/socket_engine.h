@@ -46,7 +46,9 @@ class EnginePath {
 
 class SocketEngine {
  public:
-  static Result<std::unique_ptr<SocketEngine>> create(const std::string& name);
+  // measureEnterCpu: record maxEnterCpuNs (two thread-CPU clock reads, real system calls, per
+  // loop turn; tests only).
+  static Result<std::unique_ptr<SocketEngine>> create(const std::string& name, bool measureEnterCpu = false);
   ~SocketEngine();
   SocketEngine(const SocketEngine&) = delete;
   SocketEngine& operator=(const SocketEngine&) = delete;
@@ -70,6 +72,7 @@ class SocketEngine {
   std::atomic<uint64_t> bytesReceived{0};
   std::atomic<uint64_t> inlineSends{0};  // steps sent whole by the posting thread
   std::atomic<uint64_t> acksSent{0};     // ack frames handed to the sockets
+  std::atomic<uint64_t> inlineAcks{0};   // of those, sent whole by the releasing thread
   // Largest byte count one send / receive submission asked for (RECCL_SOCKET_IO_CHUNK_BYTES).
   std::atomic<uint64_t> maxSubmitBytes{0};
   void noteSubmit(size_t bytes) noexcept {
@@ -77,7 +80,7 @@ class SocketEngine {
   }
   // Longest CPU time the progress thread spent inside one io_uring_enter (submitting, and the
   // copies io_uring runs inline there): how long it was away from its loop at a stretch, without
-  // the time a busy machine kept it off a CPU.
+  // the time a busy machine kept it off a CPU. Only an engine created with measureEnterCpu keeps it.
   std::atomic<uint64_t> maxEnterCpuNs{0};
   // Bytes one send / receive submission may carry (0: no cap).
   size_t ioChunkBytes() const noexcept { return ioChunkBytes_; }
@@ -105,6 +108,7 @@ class SocketEngine {
   std::vector<EnginePath*> cancelling_;  // under mu_: removals past their grace time
   std::mutex stopMu_;
   size_t ioChunkBytes_ = 0;
+  bool measureEnterCpu_ = false;
   uint64_t generation_ = 0;           // bumped by the thread after applying removals
   std::vector<EnginePath*> active_;   // progress thread's copy
   std::string name_;

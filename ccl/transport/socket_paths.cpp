@@ -205,12 +205,13 @@ SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvP
       port_(port),
       desc_(std::move(desc)),
       acked_(std::min(ackedBefore, port->applied())),
+      inlineAckFrames_(params::InlineSendMaxBytes() > 0),
       lazyAckMaxBytes_(static_cast<size_t>(std::max<int64_t>(0, params::LazyAckMaxBytes()))),
       ackEvery_(std::max<uint64_t>(1, port->slots() / 2)),
       // A migrated path acknowledges the applied step at once (the old path's acks may be lost).
-      flushAcks_(acked_ < port->applied()),
-      ackQueued_(acked_),
-      ackDone_(acked_),
+      flushAcks_(acked_.load() < port->applied()),
+      ackQueued_(acked_.load()),
+      ackDone_(acked_.load()),
       ackNow_(new std::atomic<bool>[port->slots()]) {
   for (uint32_t i = 0; i < port->slots(); ++i) ackNow_[i].store(lazyAckMaxBytes_ == 0, std::memory_order_relaxed);
   recvOp_.owner = this;
@@ -265,10 +266,13 @@ void SocketRecvPath::pump(SocketEngine& engine) {
     }
   }
   if (flushRequested_.exchange(false, std::memory_order_acq_rel)) flushAcks_ = true;
-  if (!ackOp_.inflight) {
+  // An inline acker holds the lock only while it sends; it kicks us when it leaves work behind.
+  std::unique_lock lk(ackMu_, std::try_to_lock);
+  if (!ackOp_.inflight && lk.owns_lock()) {
+    uint64_t acked = acked_.load(std::memory_order_relaxed);
     if (ackSentBytes_ == 0) {
       uint64_t applied = port_->applied();
-      if (applied > acked_ && (flushAcks_ || ackDue(applied, acked_))) {
+      if (applied > acked && (flushAcks_ || ackDue(applied, acked))) {
         channel::AckFrame a{port_->epoch(), applied};
         channel::encodeAck(a, std::span<std::byte, channel::kAckFrameBytes>(ackBuf_.data(), ackBuf_.size()));
         ackInFlightValue_ = applied;
@@ -277,7 +281,8 @@ void SocketRecvPath::pump(SocketEngine& engine) {
         engine.acksSent.fetch_add(1, std::memory_order_relaxed);
       }
     }
-    if (ackInFlightValue_ > acked_) {
+    if (ackInFlightValue_ > acked) {
+      ackPending_ = true;
       if (io_uring_sqe* s = engine.sqe(ackOp_))
         io_uring_prep_send(s, fd_.get(), ackBuf_.data() + ackSentBytes_, ackBuf_.size() - ackSentBytes_,
                            MSG_NOSIGNAL);
@@ -297,7 +302,40 @@ bool SocketRecvPath::ackDue(uint64_t applied, uint64_t acked) const noexcept {
 void SocketRecvPath::notifyConsumed() noexcept {
   // Read on the algorithm's thread: a stale ackQueued_ can only cost a spare wake-up, or defer
   // an ack to the progress thread's next round (at most its short idle time away).
-  if (ackDue(port_->applied(), ackQueued_.load(std::memory_order_relaxed))) engine_->kick();
+  uint64_t applied = port_->applied();
+  if (!ackDue(applied, ackQueued_.load(std::memory_order_relaxed))) return;
+  if (!sendAckInline(applied)) engine_->kick();
+}
+
+bool SocketRecvPath::sendAckInline(uint64_t applied) noexcept {
+  // One send from this thread costs less than waking the progress thread (an eventfd write, a
+  // context switch on a machine with few CPUs, an io_uring turn) for a 24-byte frame.
+  if (!inlineAckFrames_) return false;
+  std::unique_lock lk(ackMu_, std::try_to_lock);
+  // The progress thread is on the acks now, or has one on its way: it sends the newer one next.
+  if (!lk.owns_lock() || dead_.load(std::memory_order_relaxed) || ackPending_) return false;
+  if (applied <= acked_.load(std::memory_order_relaxed)) return true;
+  channel::AckFrame a{port_->epoch(), applied};
+  std::array<std::byte, channel::kAckFrameBytes> frame{};
+  channel::encodeAck(a, std::span<std::byte, channel::kAckFrameBytes>(frame.data(), frame.size()));
+  ssize_t n = ::send(fd_.get(), frame.data(), frame.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+  // No room or an error: the progress thread sends it and reports any failure.
+  if (n <= 0) return false;
+  engine_->acksSent.fetch_add(1, std::memory_order_relaxed);
+  ackQueued_.store(applied, std::memory_order_relaxed);
+  if (static_cast<size_t>(n) < frame.size()) {
+    // The socket took part of it: the progress thread sends the rest from ackBuf_.
+    ackBuf_ = frame;
+    ackSentBytes_ = static_cast<size_t>(n);
+    ackInFlightValue_ = applied;
+    ackPending_ = true;
+    return false;
+  }
+  ackInFlightValue_ = applied;
+  acked_.store(applied, std::memory_order_relaxed);
+  ackDone_.store(applied, std::memory_order_release);
+  engine_->inlineAcks.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool SocketRecvPath::flush() noexcept {
@@ -309,7 +347,7 @@ bool SocketRecvPath::flush() noexcept {
 }
 
 bool SocketRecvPath::hasDeferredWork() const noexcept {
-  return !dead_.load(std::memory_order_relaxed) && port_->received() > acked_;
+  return !dead_.load(std::memory_order_relaxed) && port_->received() > acked_.load(std::memory_order_relaxed);
 }
 
 void SocketRecvPath::publish() {
@@ -408,11 +446,13 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
       if (res == -EAGAIN || res == -EINTR) return;
       return failed(ioError(res == 0 ? -EPIPE : res, desc_, "sending acks"));
     }
+    std::lock_guard lk(ackMu_);
     ackSentBytes_ += static_cast<size_t>(res);
     if (ackSentBytes_ >= ackBuf_.size()) {
       ackSentBytes_ = 0;
-      acked_ = ackInFlightValue_;
-      ackDone_.store(acked_, std::memory_order_release);
+      ackPending_ = false;
+      acked_.store(ackInFlightValue_, std::memory_order_relaxed);
+      ackDone_.store(ackInFlightValue_, std::memory_order_release);
     }
     return;
   }

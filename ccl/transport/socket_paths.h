@@ -85,8 +85,10 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   ~SocketRecvPath() override;
 
   void notifyPosted() noexcept override {}
-  // Wakes the progress thread only for an ack that is due now (see ackDue); a deferred one
-  // goes with the thread's next wake-up or after its short idle time.
+  // An ack that is due now (see ackDue) leaves from the releasing thread itself when the socket
+  // takes it whole and no ack is on its way (no eventfd write, no progress-thread wake-up);
+  // else the progress thread is woken to send it. A deferred one goes with the thread's next
+  // wake-up or after its short idle time.
   void notifyConsumed() noexcept override;
   std::string describe() const override { return desc_; }
   void shutdown() noexcept override { quiesce(); }
@@ -112,6 +114,8 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   bool consumeStage();
   bool onHeader();
   void publish();
+  // True when the ack of `applied` went out whole from the calling thread.
+  bool sendAckInline(uint64_t applied) noexcept;
 
   SocketEngine* engine_;
   UniqueFd fd_;
@@ -136,11 +140,17 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   // and its payload can go straight into the slot instead of through stage_.
   bool lastStepLarge_ = false;
   IoOp recvOp_;
+  // The ack state below is shared by the progress thread and an inline acker (ackMu_).
+  std::mutex ackMu_;
   IoOp ackOp_;
   std::array<std::byte, channel::kAckFrameBytes> ackBuf_{};
   size_t ackSentBytes_ = 0;
   uint64_t ackInFlightValue_ = 0;
-  uint64_t acked_;
+  // A frame in ackBuf_ is not yet wholly in the socket (the engine clears ackOp_.inflight before
+  // complete() has counted the bytes, so that flag cannot tell an inline acker).
+  bool ackPending_ = false;
+  std::atomic<uint64_t> acked_;  // the latest ack the socket took whole
+  size_t inlineAckFrames_;  // RECCL_INLINE_SEND_MAX_BYTES > 0: due acks may leave inline
   size_t lazyAckMaxBytes_;  // RECCL_LAZY_ACK_MAX_BYTES; 0: every step acked at once
   uint64_t ackEvery_;
   bool flushAcks_ = false;  // progress thread: ack whatever is applied on the next pump

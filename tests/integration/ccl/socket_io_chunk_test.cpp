@@ -55,8 +55,8 @@ Status openConn(transport::SocketEngine* txEngine, transport::SocketEngine* rxEn
   return Status::Ok();
 }
 
-std::unique_ptr<transport::SocketEngine> makeEngine(const char* name) {
-  auto e = transport::SocketEngine::create(name);
+std::unique_ptr<transport::SocketEngine> makeEngine(const char* name, bool measureEnterCpu = false) {
+  auto e = transport::SocketEngine::create(name, measureEnterCpu);
   return e.ok() ? std::move(e).value() : nullptr;
 }
 
@@ -164,7 +164,7 @@ PingRun pingUnderBulk(const char* cap, std::string* error) {
   test::ScopedEnv env("RECCL_SOCKET_IO_CHUNK_BYTES", cap);
   test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "0");  // B's steps go through the engine too
   test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "0");    // and each is acked at once
-  auto e = makeEngine("chunk-ping");
+  auto e = makeEngine("chunk-ping", /*measureEnterCpu=*/true);
   auto far = makeEngine("chunk-far");
   if (!e || !far) return *error = "engine", PingRun{};
   const size_t chunk = 8u << 20;

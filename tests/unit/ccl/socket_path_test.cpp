@@ -1,6 +1,6 @@
 // The TCP paths of one directed connection over loopback, driven by a real progress engine:
-// small steps leave from the posting thread, acknowledgements of small steps are batched yet
-// always arrive (the sender never runs out of slots, and an idle connection acks everything),
+// small steps leave from the posting thread, acknowledgements of small steps are batched (and the
+// due ones leave from the releasing thread) yet always arrive (the sender never runs out of slots, and an idle connection acks everything),
 // and a direct step is acknowledged without waiting for a batch.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -107,6 +107,11 @@ TEST(CclSocketPath, SmallStepsInlineWithBatchedAcks) {
     if (slots == 8) {
       EXPECT_LT(c->engine->acksSent.load(), static_cast<uint64_t>(steps));
     }
+    // A due ack leaves from the releasing thread (no progress-thread wake-up) unless the
+    // progress thread was sending one at that instant, or flushed it when idle.
+    uint64_t inlineAcks = c->engine->inlineAcks.load();
+    EXPECT_GT(inlineAcks, 0u);
+    EXPECT_GE(inlineAcks * 4, c->engine->acksSent.load()) << "inline " << inlineAcks;
   }
 }
 
@@ -118,6 +123,7 @@ TEST(CclSocketPath, EveryStepAckedWhenBatchingIsOff) {
   pingSteps(*c, 100);
   if (HasFatalFailure()) return;
   EXPECT_EQ(c->engine->inlineSends.load(), 0u);
+  EXPECT_EQ(c->engine->inlineAcks.load(), 0u);  // the same switch keeps acks on the progress thread
   EXPECT_TRUE(allAcked(*c, 2000));
 }
 
