@@ -3,6 +3,9 @@
 // the daemon goes away the NIC poll takes over at once (no fault is missed while the next source
 // starts), the in-process detector starts off the monitor thread where the plan has it, and the
 // daemon is tried again with a growing period; once it answers it is the source again.
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -88,7 +91,16 @@ void Failover::startInProcessAsync() {
         opts.watch.push_back(detector::WatchSpec{"", n.ifname});
         link->railOf[n.ifname] = n.rail;
       }
-      RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
+      // Probing and loading the BPF programs costs ~0.35 s of CPU (libbpf parses the kernel's
+      // BTF for each program probed) while the application's first collectives already run: a
+      // thread at nice 10 does it, yielding the CPU to them when contended. The detector's own
+      // thread is started from here, at this thread's priority, not the loader's.
+      Result<std::unique_ptr<detector::Detector>> created = Status(Errc::kInternal, "detector loader did not run");
+      std::thread([&] {
+        setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // best effort
+        created = detector::Detector::create(std::move(opts));
+      }).join();
+      RECCL_ASSIGN_OR_RETURN(link->det, std::move(created));
       RECCL_TRY(link->det->start());
       return link;
     };
