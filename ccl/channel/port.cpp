@@ -1,13 +1,13 @@
 #include "channel/port.h"
 
-#include "reccl/common/log.h"
-
 #include <immintrin.h>
 #include <sched.h>
 
 #include <algorithm>
 #include <cstring>
 #include <string>
+
+#include "reccl/common/log.h"
 
 namespace reccl::channel {
 namespace {

@@ -381,7 +381,8 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   // Retire the old path first: its I/O stops before the new path touches the same slots.
   // A receiver's old path may still be writing a step into its slot or its direct target (the
   // user's buffer, which the algorithm may already be reducing into): the engine reaps it
-  // before it starts the new path (SocketEngine::replace, no wait here). A sender's old path only reads slots, and after shutdown() the
+  // before it starts the new path (SocketEngine::replace, no wait here). A sender's old path
+  // only reads slots, and after shutdown() the
   // engine thread, which drives old and new path alike, ignores its completions (acks of the
   // old epoch never count): its resend starts at once and the wait for the engine to reap the
   // old path (one or two of its loop turns, up to ~1.5 ms measured under load) comes after.
@@ -459,9 +460,10 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
     if (reply) {
-      // The old path is shut down: at most a step it was completing on the engine thread right
-      // now lands after these reads, and the sender's resend of that step is then dropped here as
-      // a duplicate (exactly once holds; a few bytes more on the wire).
+      // The old path is shut down: only steps it was completing on the engine thread right now
+      // (those already in its staging buffer) can land after these reads, and the sender's resend
+      // of them is then dropped here as duplicates (exactly once holds; a few bytes more on the
+      // wire). A failed reply leaves the old path shut down in the engine, as a retry expects.
       reply->applied = rp->applied();
       reply->received = std::max(rp->received(), reply->applied);
       reply->epoch = epoch;
