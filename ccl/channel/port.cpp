@@ -7,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "reccl/common/log.h"
+
 namespace reccl::channel {
 namespace {
 
@@ -50,13 +52,29 @@ void PortBase::fail(const Status& s) {
   wakeAll();
 }
 
-void PortBase::stampFirstStep() noexcept {
+namespace {
+uint64_t monoNs() noexcept {
+  auto now = std::chrono::steady_clock::now().time_since_epoch();  // CLOCK_MONOTONIC
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
+}
+}  // namespace
+
+void PortBase::armFirstStepStamp() noexcept {
+  armedNs_.store(monoNs(), std::memory_order_relaxed);
+  stampNextStep_.store(true, std::memory_order_release);
+}
+
+void PortBase::stampFirstStep(uint64_t step) noexcept {
   if (!stampNextStep_.load(std::memory_order_relaxed) || !stampNextStep_.exchange(false)) return;
   if (!env_) return;
-  auto now = std::chrono::steady_clock::now().time_since_epoch();  // CLOCK_MONOTONIC
-  env_->lastMigrationFirstStepNs.store(
-      static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()),
-      std::memory_order_release);
+  uint64_t now = monoNs();
+  env_->lastMigrationFirstStepNs.store(now, std::memory_order_release);
+  uint64_t armed = armedNs_.load(std::memory_order_relaxed);
+  bool sender = dynamic_cast<SendPort*>(this) != nullptr;
+  RECCL_INFO(kLogFailover, "rank %d: first step on the new path of rank %d->%d ch %d: %s step %llu, %lld us after the path started",
+             id_.self, sender ? id_.self : id_.peer, sender ? id_.peer : id_.self, id_.channel,
+             sender ? "ack of" : "received", static_cast<unsigned long long>(step),
+             armed && now >= armed ? static_cast<long long>((now - armed) / 1000) : -1ll);
 }
 
 void PortBase::wakeAll() noexcept {
@@ -195,7 +213,7 @@ void SendPort::onAck(uint64_t applied) noexcept {
   if (applied > cur) {
     c->consumed.store(applied, std::memory_order_release);
     c->toSender.ring();
-    stampFirstStep();
+    stampFirstStep(applied);
   }
 }
 
@@ -280,7 +298,7 @@ void RecvPort::onReceived(uint64_t step) noexcept {
   ConnCounters* c = counters();
   c->posted.store(step, std::memory_order_release);
   c->toReceiver.ring();
-  stampFirstStep();
+  stampFirstStep(step);
 }
 
 }  // namespace reccl::channel

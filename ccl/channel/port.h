@@ -95,7 +95,9 @@ class PortBase {
   // Failover calls this just before a migrated path starts: the next step completed on this
   // port (an ack advancing at the sender, a step landing at the receiver) stamps
   // env()->lastMigrationFirstStepNs. One relaxed load per step otherwise.
-  void armFirstStepStamp() noexcept { stampNextStep_.store(true, std::memory_order_release); }
+  // The first step's delay after the arm is logged (INFO, FAILOVER): per connection, where the
+  // stall after a commit went (the bench's stall is the latest of these over all connections).
+  void armFirstStepStamp() noexcept;
 
  protected:
   template <typename Ready>
@@ -111,8 +113,10 @@ class PortBase {
   std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
   std::atomic<bool> stampNextStep_{false};
+  std::atomic<uint64_t> armedNs_{0};
   bool spinHot_ = true;  // algorithm thread: the last slow wait ended soon (see waitUntil)
-  void stampFirstStep() noexcept;
+  // step: the step received (receiver) or acknowledged (sender).
+  void stampFirstStep(uint64_t step) noexcept;
 };
 
 class SendPort : public PortBase {

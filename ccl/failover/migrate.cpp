@@ -380,8 +380,9 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   }
   // Retire the old path first: its I/O stops before the new path touches the same slots.
   // A receiver's old path may still be writing a step into its slot or its direct target (the
-  // user's buffer, which the algorithm may already be reducing into): the engine has reaped it
-  // before the new path starts. A sender's old path only reads slots, and after shutdown() the
+  // user's buffer, which the algorithm may already be reducing into): the engine reaps it
+  // before it starts the new path (SocketEngine::replace, no wait here). A sender's old path
+  // only reads slots, and after shutdown() the
   // engine thread, which drives old and new path alike, ignores its completions (acks of the
   // old epoch never count): its resend starts at once and the wait for the engine to reap the
   // old path (one or two of its loop turns, up to ~1.5 ms measured under load) comes after.
@@ -405,11 +406,17 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
       if (path) engine->remove(path);
     }
   } reapLater{engine};
+  // A receiver's old engine path that a new socket path replaces is handed to the engine with
+  // its successor (SocketEngine::replace): the engine starts the new path once the old one's I/O
+  // has finished, on its own thread, and nobody here waits for that thread.
+  transport::EnginePath* replaced = nullptr;
   if (channel::Path* old = port->path()) {
     old->shutdown();
     if (auto* ep = dynamic_cast<transport::EnginePath*>(old)) {
       if (c.role == Role::kSender)
         reapLater.path = ep;  // kept alive by the port (retired paths live as long as it)
+      else if (!relay)
+        replaced = ep;  // likewise
       else
         engine->remove(ep);
     }
@@ -422,8 +429,14 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   if (c.role == Role::kSender) {
     auto* sp = static_cast<channel::SendPort*>(port);
     uint64_t posted = sp->posted();
-    uint64_t resume = std::min(peerReceived, posted);
     sp->onAck(peerApplied);
+    // Never from below what the receiver acknowledged: those steps are applied there, and their
+    // slots may already hold later steps, or be half-written by the algorithm. The receiver's
+    // counters in a request can be older than its acks: an initiating receiver reads them before
+    // the handshake, and on a healthy old path (a fail-back) steps and acks keep flowing until
+    // this end commits (seen: a request served ~0.7 s late on a busy machine resent 24 steps
+    // through 8 slots, and the allreduce went wrong).
+    uint64_t resume = std::max(std::min(peerReceived, posted), sp->acked());
     for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frame(s).size() - channel::kStepHeaderBytes;
     if (reply) {
       reply->epoch = epoch;
@@ -447,7 +460,10 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
     if (reply) {
-      // Final for the old path: it is gone, nothing more lands.
+      // The old path is shut down: only steps it was completing on the engine thread right now
+      // (those already in its staging buffer) can land after these reads, and the sender's resend
+      // of them is then dropped here as duplicates (exactly once holds; a few bytes more on the
+      // wire). A failed reply leaves the old path shut down in the engine, as a retry expects.
       reply->applied = rp->applied();
       reply->received = std::max(rp->received(), reply->applied);
       reply->epoch = epoch;
@@ -466,7 +482,10 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
       auto* raw = path.get();
       port->setPath(std::move(path));
       port->armFirstStepStamp();  // only a step over the new path stamps (stall end for benchmarks)
-      raw->start();
+      if (replaced)
+        engine->replace(replaced, raw);  // after the reply: the new path's first ack must follow it
+      else
+        raw->start();
     }
   }
   if (reapLater.path) engine->remove(std::exchange(reapLater.path, nullptr));

@@ -89,6 +89,8 @@ void SocketEngine::add(EnginePath* p) {
 void SocketEngine::remove(EnginePath* p) {
   std::unique_lock lk(mu_);
   pending_.erase(std::remove(pending_.begin(), pending_.end(), p), pending_.end());
+  // A successor that never started (its predecessor still draining) is simply not started.
+  std::erase_if(successors_, [p](const Successor& x) { return x.next == p; });
   if (!started_ || stop_.load()) return;
   if (std::this_thread::get_id() == threadId_) {
     // Waiting here would wait for ourselves; no caller does this today.
@@ -124,6 +126,29 @@ void SocketEngine::remove(EnginePath* p) {
              name_.c_str(), p->describe().c_str(), static_cast<long long>(limitMs), p->inflight());
   lk.unlock();
   stop();
+}
+
+void SocketEngine::replace(EnginePath* old, EnginePath* next) {
+  {
+    std::lock_guard lk(mu_);
+    pending_.erase(std::remove(pending_.begin(), pending_.end(), old), pending_.end());
+    old->quiesce();
+    // `old` itself not started yet (replaced again before its predecessor drained): it never did
+    // any I/O, and `next` takes its place behind that predecessor.
+    bool chained = false;
+    for (auto& x : successors_)
+      if (x.next == old) {
+        x.next = next;
+        chained = true;
+      }
+    if (!chained) {
+      if (std::find(removing_.begin(), removing_.end(), old) == removing_.end()) removing_.push_back(old);
+      successors_.push_back(Successor{old, next, std::chrono::steady_clock::now()});
+    }
+    changed_.store(true);
+  }
+  uint64_t one = 1;
+  [[maybe_unused]] auto n = write(event_.get(), &one, sizeof(one));
 }
 
 void SocketEngine::kick() noexcept {
@@ -177,6 +202,35 @@ void SocketEngine::run() {
         }
       }
       cv_.notify_all();
+    }
+    if (!successors_.empty()) {
+      // replace(): a successor starts in this turn once its predecessor is off the thread and
+      // drained (this thread ran its last completion above).
+      std::lock_guard lk(mu_);
+      const auto now = std::chrono::steady_clock::now();
+      const auto grace = std::chrono::milliseconds(std::max<int64_t>(2, params::SocketRemoveTimeoutMs()) / 2);
+      for (auto it = successors_.begin(); it != successors_.end();) {
+        bool drained = std::find(draining.begin(), draining.end(), it->old) == draining.end() &&
+                       std::find(removing_.begin(), removing_.end(), it->old) == removing_.end();
+        if (drained) {
+          if (std::find(active_.begin(), active_.end(), it->next) == active_.end()) active_.push_back(it->next);
+          pending_.push_back(it->next);
+          it = successors_.erase(it);
+          continue;
+        }
+        if (!it->cancelled && now - it->since > grace) {
+          it->cancelled = true;
+          RECCL_WARN(kLogNet, "%s: %s still has %d operation(s) in flight %lld ms after shutdown; cancelling them",
+                     name_.c_str(), it->old->describe().c_str(), it->old->inflight(),
+                     static_cast<long long>(grace.count()));
+          int fd = it->old->fd();
+          if (io_uring_sqe* c = fd >= 0 ? io_uring_get_sqe(&ring_) : nullptr) {
+            io_uring_prep_cancel_fd(c, fd, IORING_ASYNC_CANCEL_ALL);
+            io_uring_sqe_set_data(c, nullptr);
+          }
+        }
+        ++it;
+      }
     }
     if (!eventOp_.inflight) {
       io_uring_sqe* s = sqe(eventOp_);

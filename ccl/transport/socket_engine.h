@@ -5,6 +5,7 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -60,6 +61,15 @@ class SocketEngine {
   // of it the engine is stopped (every path it drives stops; their collectives fail at their own deadline), so that
   // p may be freed in any case. Either escalation is logged as a warning naming p.
   void remove(EnginePath* p);
+  // Thread-safe, does not wait: quiesces `old` and takes it off the progress thread like remove(),
+  // and starts `next` on that thread once old's in-flight I/O has finished, so that the two never
+  // touch the same memory at once. A migrated receiver hands its new path over this way instead of
+  // waiting for the progress thread in remove() and then waking it again in add(): one thread
+  // hand-off less on a failover's path, and the caller (which sends the migration reply) does not
+  // wait for a thread that a busy machine may keep off a CPU. Past half of
+  // RECCL_SOCKET_REMOVE_TIMEOUT_MS the thread cancels old's I/O (logged); next waits for it.
+  // `old` must stay alive until remove(old) has returned (a retired path lives as long as its port).
+  void replace(EnginePath* old, EnginePath* next);
   // Wakes the progress thread (cheap when it is awake anyway).
   void kick() noexcept;
   // Stops the thread and cancels every in-flight operation; paths may be destroyed afterwards.
@@ -106,6 +116,14 @@ class SocketEngine {
   std::vector<EnginePath*> pending_;  // under mu_: the registered set
   std::vector<EnginePath*> removing_;
   std::vector<EnginePath*> cancelling_;  // under mu_: removals past their grace time
+  // under mu_: paths to start once the path they replace has drained (replace())
+  struct Successor {
+    EnginePath* old;
+    EnginePath* next;
+    std::chrono::steady_clock::time_point since;
+    bool cancelled = false;
+  };
+  std::vector<Successor> successors_;
   std::mutex stopMu_;
   size_t ioChunkBytes_ = 0;
   bool measureEnterCpu_ = false;

@@ -31,7 +31,8 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
       port_(port),
       desc_(std::move(desc)),
       inlineMaxBytes_(static_cast<size_t>(std::max<int64_t>(0, params::InlineSendMaxBytes()))),
-      sent_(std::min(sentBefore, port->posted())) {
+      // Never below the acknowledged step: those slots may hold later steps by now.
+      sent_(std::max(std::min(sentBefore, port->posted()), port->acked())) {
   sendOp_.owner = this;
   sendOp_.kind = kSend;
   ackOp_.owner = this;

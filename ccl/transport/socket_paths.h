@@ -21,8 +21,9 @@ namespace reccl::transport {
 
 class SocketSendPath final : public channel::Path, public EnginePath {
  public:
-  // Sends steps after `sentBefore` (default: everything not yet posted). A migrated path passes
-  // the receiver's applied step to resend what the old path may have lost.
+  // Sends steps after `sentBefore` (default: everything not yet posted) or after the acknowledged
+  // step, whichever is later. A migrated path passes the receiver's step to resend what the old
+  // path may have lost.
   SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
                  uint64_t sentBefore = UINT64_MAX);
   ~SocketSendPath() override;
