@@ -25,6 +25,7 @@
 #include "fault_timeline.h"
 #include "reccl/inject/plan_runner.h"
 #include "reduce/reduce.h"
+#include "source_wait.h"
 
 namespace reccl::bench {
 namespace {
@@ -164,6 +165,9 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     return true;
   };
 
+  // The detector up before the plan's clock starts, so every fault meets the same source.
+  const SourceWait sw = waitFaultSourceReady(comm, 10000);
+  if (rank == 0) std::fprintf(stderr, "%s", formatSourceLine(sw).c_str());
   for (int i = 0; i < o.warmupIters; ++i) {
     int64_t a, b;
     if (!iterate(i, &a, &b)) return fail(error);

@@ -23,11 +23,13 @@
 #include "fault_loop.h"
 #include "reccl/reccl.h"
 #include "reduce/reduce.h"
+#include "source_wait.h"
 
 namespace reccl::bench {
 namespace {
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 64;
+constexpr long kSourceWaitMs = 10000;  // a loaded machine takes seconds to load the BPF programs
 
 struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -50,7 +52,9 @@ class RankRunner {
     send_ = allocBuffer(size_t(maxBytes));
     recv_ = allocBuffer(size_t(maxBytes));
     if (!send_ || !recv_) return fail("cannot allocate two buffers of " + std::to_string(maxBytes) + " bytes");
+    const SourceWait sw = waitFaultSourceReady(comm_, kSourceWaitMs);
     if (report_) {
+      std::printf("%s", formatSourceLine(sw).c_str());
       std::printf("%s", formatRunLine(nranks_, o_.threads, o_.minBytes, o_.maxBytes, o_.stepFactor, o_.stepBytes,
                                       o_.warmupIters, o_.iters, o_.check).c_str());
       std::printf("# reduction kernels: %s\n", reduce::isaName());

@@ -65,6 +65,7 @@ struct CommStats {
   uint64_t standbyFailovers = 0;     // failovers initiated over a pre-connected standby path
   uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
   std::string faultSourceName = "none";
+  bool faultSourceStarting = false;  // the in-process detector still loading (off the monitor)
 };
 
 class Comm final : public channel::ChannelSet {

@@ -314,6 +314,7 @@ class Failover {
   mutable std::mutex sourceMu_;
   uint32_t sourceKind_ = 1;        // recclFaultSource_t (under sourceMu_)
   std::string sourceInUse_ = "in-band";  // under sourceMu_
+  bool sourceStarting_ = true;  // under sourceMu_: sources not started yet, or one still loading
 
   std::mutex connsMu_;
   std::map<ConnId, std::shared_ptr<Conn>> conns_;

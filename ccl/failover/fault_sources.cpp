@@ -3,9 +3,6 @@
 // the daemon goes away the NIC poll takes over at once (no fault is missed while the next source
 // starts), the in-process detector starts off the monitor thread where the plan has it, and the
 // daemon is tried again with a growing period; once it answers it is the source again.
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -91,16 +88,7 @@ void Failover::startInProcessAsync() {
         opts.watch.push_back(detector::WatchSpec{"", n.ifname});
         link->railOf[n.ifname] = n.rail;
       }
-      // Probing and loading the BPF programs costs ~0.35 s of CPU (libbpf parses the kernel's
-      // BTF for each program probed) while the application's first collectives already run: a
-      // thread at nice 10 does it, yielding the CPU to them when contended. The detector's own
-      // thread is started from here, at this thread's priority, not the loader's.
-      Result<std::unique_ptr<detector::Detector>> created = Status(Errc::kInternal, "detector loader did not run");
-      std::thread([&] {
-        setpriority(PRIO_PROCESS, static_cast<id_t>(gettid()), 10);  // best effort
-        created = detector::Detector::create(std::move(opts));
-      }).join();
-      RECCL_ASSIGN_OR_RETURN(link->det, std::move(created));
+      RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
       RECCL_TRY(link->det->start());
       return link;
     };
@@ -161,7 +149,10 @@ void Failover::publishSource() {
     kind = recclFaultSourceNicPoll;
     name = "nic-poll";
   }
+  // The in-process detector still probing and loading its BPF programs on its own thread.
+  const bool starting = src_ && src_->starter.joinable();
   std::lock_guard lk(sourceMu_);
+  sourceStarting_ = starting;
   if (kind == sourceKind_ && name == sourceInUse_) return;
   RECCL_TRACE(kLogFailover, "rank %d: fault source in use: %s (was %s)", rank_, name.c_str(), sourceInUse_.c_str());
   sourceKind_ = kind;
@@ -172,6 +163,7 @@ void Failover::fillSourceStats(core::CommStats* s) const {
   std::lock_guard lk(sourceMu_);
   s->faultSource = sourceKind_;
   s->faultSourceName = sourceInUse_;
+  s->faultSourceStarting = sourceStarting_;
 }
 
 void Failover::startSources() {

@@ -108,6 +108,10 @@ typedef struct {
   /* The same with detail, NUL-terminated: "daemon:rawtp_linkwatch,tp_qdisc_reset",
    * "bpf:rawtp_linkwatch,...", "rtnetlink", "nic-poll", "in-band", "none". */
   char faultSourceName[RECCL_FAULT_SOURCE_NAME_BYTES];
+  /* 1 while a better fault source is still starting in the background (the in-process detector
+   * probing and loading its BPF programs, ~0.3 s of CPU after init; faultSource is the NIC poll
+   * meanwhile), 0 once it runs or has given up. Benchmarks wait for 0 before they time. */
+  uint32_t faultSourceStarting;
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);

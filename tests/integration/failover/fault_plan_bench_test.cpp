@@ -92,6 +92,17 @@ TEST_F(FaultPlanBench, OneSwitchSideLinkDownHasAStallFigure) {
   EXPECT_TRUE(ping(0, 1, 0)) << "rail 0 still down after the run";
 }
 
+// The in-process detector loads its BPF programs on a thread of its own after init (the NIC
+// poll watches meanwhile); the bench times only once it is up (recclCommStats_t
+// .faultSourceStarting), so its header names the BPF source, not the poll it starts with.
+TEST_F(FaultPlanBench, PlainRunTimesOnlyOnceTheDetectorIsUp) {
+  Ran r = sh(std::string(RECCL_CLI_PATH) + " testbed run --name " + testbed().name() +
+             " --timeout 120 -- /usr/bin/env RECCL_DETECTOR=bpf " + RECCL_BENCH_PATH + " -b 8 -e 8 -n 5 -w 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("# fault source: bpf:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("for it before timing)"), std::string::npos) << r.out;
+}
+
 TEST_F(FaultPlanBench, BadPlanIsAUsageError) {
   fs::path plan = dir_ / "bad.json";
   std::ofstream(plan) << R"({"version": 1, "actions": [{"at_ms": -1, "action": "link-down"}]})";
