@@ -151,7 +151,7 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   // complete() has counted the bytes, so that flag cannot tell an inline acker).
   bool ackPending_ = false;
   std::atomic<uint64_t> acked_;  // the latest ack the socket took whole
-  size_t inlineAckFrames_;  // RECCL_INLINE_SEND_MAX_BYTES > 0: due acks may leave inline
+  bool inlineAckFrames_;  // RECCL_INLINE_SEND_MAX_BYTES > 0: due acks may leave inline
   size_t lazyAckMaxBytes_;  // RECCL_LAZY_ACK_MAX_BYTES; 0: every step acked at once
   uint64_t ackEvery_;
   bool flushAcks_ = false;  // progress thread: ack whatever is applied on the next pump
