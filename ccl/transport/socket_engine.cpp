@@ -223,11 +223,7 @@ void SocketEngine::run() {
           RECCL_WARN(kLogNet, "%s: %s still has %d operation(s) in flight %lld ms after shutdown; cancelling them",
                      name_.c_str(), it->old->describe().c_str(), it->old->inflight(),
                      static_cast<long long>(grace.count()));
-          int fd = it->old->fd();
-          if (io_uring_sqe* c = fd >= 0 ? io_uring_get_sqe(&ring_) : nullptr) {
-            io_uring_prep_cancel_fd(c, fd, IORING_ASYNC_CANCEL_ALL);
-            io_uring_sqe_set_data(c, nullptr);
-          }
+          cancelling_.push_back(it->old);  // submitted with remove()'s, by the draining step above
         }
         ++it;
       }
