@@ -226,9 +226,9 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       stop = 1;
     if (rank == 0 && gInterrupted.load()) stop = 2;
     uint64_t commit = st.lastFailoverSignalNs ? st.lastFailoverSignalNs + st.lastFailoverUs * 1000 : 0;
-    uint64_t agree[7] = {stop, wrongLocal ? 1u : 0u, st.lastMigrationFirstStepNs, st.lastFailoverSignalNs,
-                         st.failovers, st.failbacks, commit};
-    if (recclResult_t r = recclAllReduce(agree, agree, 7, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
+    uint64_t agree[8] = {stop, wrongLocal ? 1u : 0u, st.lastMigrationFirstStepNs, st.lastFailoverSignalNs,
+                         st.failovers, st.failbacks, commit, st.lastMigrationResumeNs};
+    if (recclResult_t r = recclAllReduce(agree, agree, 8, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
       callFailed("recclAllReduce(agree)", r);
       ok = false;
       break;
@@ -239,6 +239,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     s.failovers = agree[4];
     s.failbacks = agree[5];
     s.commitNs = agree[6];
+    s.resumeNs = agree[7];
     samples.push_back(s);
     if (agree[1]) {
       error = "wrong results (see the ranks' messages)";
@@ -304,17 +305,18 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   std::printf("# fault plan %s: %zu iterations of allreduce %zu bytes (%s %s), %zu faults\n", o.faultPlanPath.c_str(),
               samples.size(), bytes, reduce::typeName(type), reduce::opName(op), moments.size());
   for (const auto& f : analysis["faults"])
-    std::printf("#  fault %d at %.3f s %s %s: stall %s ms (signal %s, switch %s) busbw before %s during %s "
-                "degraded %s after %s GB/s\n",
+    std::printf("#  fault %d at %.3f s %s %s: stall %s ms (first step %s, signal %s, switch %s) busbw before %s "
+                "during %s degraded %s after %s GB/s\n",
                 f["index"].get<int>(), f["at_s"].get<double>(), f["action"].get<std::string>().c_str(),
-                f["target"].get<std::string>().c_str(), fmt(f["stall_ms"]).c_str(),
+                f["target"].get<std::string>().c_str(), fmt(f["stall_ms"]).c_str(), fmt(f["first_step_ms"]).c_str(),
                 fmt(f["signal_after_fault_ms"]).c_str(), fmt(f["fault_to_switch_ms"]).c_str(),
                 fmt(f["busbw_before_gbps"], "%.3f").c_str(), fmt(f["busbw_during_gbps"], "%.3f").c_str(),
                 fmt(f["busbw_degraded_gbps"], "%.3f").c_str(), fmt(f["busbw_after_gbps"], "%.3f").c_str());
-  std::printf("# stall ms p50 %s p99 %s max %s over %d faults with a failover; busbw GB/s before %s during %s "
-              "degraded %s after %s\n",
+  std::printf("# stall ms p50 %s p99 %s max %s (first step p50 %s p99 %s) over %d faults with a failover; busbw "
+              "GB/s before %s during %s degraded %s after %s\n",
               fmt(sum["stall_ms"]["p50"]).c_str(), fmt(sum["stall_ms"]["p99"]).c_str(),
-              fmt(sum["stall_ms"]["max"]).c_str(), sum["faults_with_failover"].get<int>(),
+              fmt(sum["stall_ms"]["max"]).c_str(), fmt(sum["first_step_ms"]["p50"]).c_str(),
+              fmt(sum["first_step_ms"]["p99"]).c_str(), sum["faults_with_failover"].get<int>(),
               fmt(sum["busbw_gbps"]["before"], "%.3f").c_str(), fmt(sum["busbw_gbps"]["during"], "%.3f").c_str(),
               fmt(sum["busbw_gbps"]["degraded"], "%.3f").c_str(), fmt(sum["busbw_gbps"]["after"], "%.3f").c_str());
   std::printf("# failovers %llu failbacks %llu bytes resent %llu duplicate steps %llu (sums over ranks)\n",
@@ -343,7 +345,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       iters.push_back({{"start_mono_ns", s.startNs}, {"end_mono_ns", s.endNs}, {"busbw_gbps", s.busBw},
                        {"stats_mono_ns", s.statsNs}, {"failovers", s.failovers}, {"failbacks", s.failbacks},
                        {"first_step_mono_ns", s.firstStepNs}, {"signal_mono_ns", s.signalNs},
-                       {"commit_mono_ns", s.commitNs}});
+                       {"commit_mono_ns", s.commitNs}, {"resume_mono_ns", s.resumeNs}});
     j["iterations"] = iters;
     // The fault source rank 0's monitor used at the end of the run (recclCommStats_t).
     j["fault_source"] = {{"kind", recclGetFaultSourceString(static_cast<recclFaultSource_t>(st.faultSource))},

@@ -38,7 +38,7 @@ double percentile(std::vector<double> v, double p) {
 json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<FaultMoment>& faults, int64_t t0Ns) {
   constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
   json out = json::array();
-  std::vector<double> stalls, stallsInColl, detects, switches, resumes;
+  std::vector<double> stalls, stallsInColl, firstSteps, detects, switches, resumes;
   std::vector<double> before, during, degraded, after;
   int withFailover = 0;
   // Where the previous fault's "after" window began (its fail-back done): the next "before"
@@ -67,25 +67,36 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
               {"recover_at_s", R >= 0 ? json(double(R - t0Ns) / 1e9) : json(nullptr)}};
     j["in_collective"] = li < s.size() && s[li].startNs <= F;
 
-    // Stall end: the first first-step stamp after the fault, seen before the next fault. (A
+    // First step: the first first-step stamp after the fault, seen before the next fault. (A
     // fault between two calls may already be migrated, and stamped by the small agreeing
     // allreduce, in the counters of the iteration that ended before it.)
-    std::optional<int64_t> stallEnd;
+    std::optional<int64_t> firstStepEnd;
     size_t si = s.size();
     size_t first = 0;
     while (first < s.size() && s[first].statsNs < F) ++first;
     for (size_t i = first; i < s.size() && s[i].endNs < W; ++i)
       if (int64_t(s[i].firstStepNs) > F && int64_t(s[i].firstStepNs) < W) {
-        stallEnd = int64_t(s[i].firstStepNs);
+        firstStepEnd = int64_t(s[i].firstStepNs);
         si = i;
         break;
       }
     bool failover = si < s.size() && s[si].failovers > fo0;
     j["failover"] = failover;
-    std::optional<double> stall, detect, sw;
-    if (stallEnd && failover) {
+    // Stall end: the latest resume stamp of this fault's migrations (after the fault, before
+    // its recovery starts the fail-back's own migrations, and before the next fault). The
+    // stamps are running maxima, so the largest one in that span is the last connection's.
+    std::optional<int64_t> resumeEnd;
+    const int64_t bound = R >= 0 ? R : W;
+    for (size_t i = first; i < s.size() && s[i].endNs < W; ++i)
+      if (int64_t(s[i].resumeNs) > F && int64_t(s[i].resumeNs) < bound)
+        resumeEnd = std::max(resumeEnd.value_or(0), int64_t(s[i].resumeNs));
+    std::optional<double> stall, firstStep, detect, sw;
+    if (firstStepEnd && failover) {
       ++withFailover;
-      stall = ms(*stallEnd - F);
+      firstStep = ms(*firstStepEnd - F);
+      firstSteps.push_back(*firstStep);
+      // A library without the resume stamp: the first step is the stall.
+      stall = resumeEnd ? ms(*resumeEnd - F) : *firstStep;
       stalls.push_back(*stall);
       if (j["in_collective"].get<bool>()) stallsInColl.push_back(*stall);
       if (s[si].signalNs != sig0 && s[si].signalNs && s[si].commitNs >= s[si].signalNs) {
@@ -98,9 +109,10 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
       }
     }
     j["stall_ms"] = orNull(stall);
+    j["first_step_ms"] = orNull(firstStep);
     j["signal_after_fault_ms"] = orNull(detect);
     j["fault_to_switch_ms"] = orNull(sw);
-    j["first_step_after_switch_ms"] = stall && detect ? json(*stall - *detect - *sw) : json(nullptr);
+    j["resume_after_switch_ms"] = stall && detect ? json(*stall - *detect - *sw) : json(nullptr);
 
     std::vector<double> b, d, g, a;
     for (const auto& x : s)
@@ -108,9 +120,10 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     for (size_t i = li; i < s.size() && i <= std::max(li, si == s.size() ? li : si) && s[i].endNs < W; ++i)
       d.push_back(s[i].busBw);
     const int64_t degradedEnd = R >= 0 ? R : W;
-    if (stallEnd)
+    // Degraded: whole calls after the first one that used a migrated path.
+    if (firstStepEnd)
       for (const auto& x : s)
-        if (x.startNs >= *stallEnd && x.endNs < degradedEnd) g.push_back(x.busBw);
+        if (x.startNs >= *firstStepEnd && x.endNs < degradedEnd) g.push_back(x.busBw);
     // Fail-back done: the end of the first iteration after the recovery whose counter moved.
     int64_t back = -1;
     if (R >= 0) {
@@ -137,7 +150,7 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     degraded.insert(degraded.end(), g.begin(), g.end());
     after.insert(after.end(), a.begin(), a.end());
     out.push_back(std::move(j));
-    lower = back >= 0 ? back : std::max({lower, R, stallEnd.value_or(F)});
+    lower = back >= 0 ? back : std::max({lower, R, firstStepEnd.value_or(F)});
   }
 
   json sum;
@@ -145,9 +158,10 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
   sum["faults_with_failover"] = withFailover;
   sum["stall_ms"] = spread(stalls);
   sum["stall_ms_fault_inside_a_call"] = spread(stallsInColl);
+  sum["first_step_ms"] = spread(firstSteps);
   sum["signal_after_fault_ms"] = spread(detects);
   sum["fault_to_switch_ms"] = spread(switches);
-  sum["first_step_after_switch_ms"] = spread(resumes);
+  sum["resume_after_switch_ms"] = spread(resumes);
   auto mb = median(before), md = median(during), mg = median(degraded), ma = median(after);
   sum["busbw_gbps"] = {{"before", orNull(mb)}, {"during", orNull(md)}, {"degraded", orNull(mg)}, {"after", orNull(ma)}};
   sum["ratios"] = {{"degraded_over_before", mb && mg && *mb > 0 ? json(*mg / *mb) : json(nullptr)},

@@ -2,9 +2,13 @@
 // the plan's fault/recovery moments in, per-fault stall and bus bandwidth before / during /
 // degraded / after out. Pure (no network, no clock), so it is unit tested on made-up timelines.
 //
-// All times are CLOCK_MONOTONIC ns. A fault's stall is fault syscall start -> the first step
-// completed on a migrated path (the library's lastMigrationFirstStepNs, the latest over all
-// ranks, sampled after each iteration).
+// All times are CLOCK_MONOTONIC ns. A fault's stall is fault syscall start -> the moment the work
+// it held up moved again (the library's lastMigrationResumeNs, the latest over all ranks and
+// migrated connections before the fault's recovery): a connection with steps outstanding counts
+// its first step over the new path, an idle one the start of that path. Its first step is also
+// reported (fault -> the first step completed on a migrated path, lastMigrationFirstStepNs): for
+// a fault that leaves its connections idle (between two calls, or after their share of a call
+// was done) that waits for the application's next call and its result checks.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -24,6 +28,7 @@ struct IterationSample {
   int64_t statsNs = 0;
   // Library counters after the call, maximum over ranks (recclCommGetStats).
   uint64_t firstStepNs = 0;  // lastMigrationFirstStepNs
+  uint64_t resumeNs = 0;     // lastMigrationResumeNs
   uint64_t signalNs = 0;     // lastFailoverSignalNs
   uint64_t failovers = 0;
   uint64_t failbacks = 0;

@@ -354,6 +354,7 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
   full.faultSource = s.faultSource;
   std::snprintf(full.faultSourceName, sizeof(full.faultSourceName), "%s", s.faultSourceName.c_str());
   full.faultSourceStarting = s.faultSourceStarting ? 1 : 0;
+  full.lastMigrationResumeNs = s.lastMigrationResumeNs;
   size_t n = std::min(stats->size, sizeof(full));
   size_t callerSize = stats->size;
   std::memcpy(stats, &full, n);

@@ -57,10 +57,26 @@ uint64_t monoNs() noexcept {
   auto now = std::chrono::steady_clock::now().time_since_epoch();  // CLOCK_MONOTONIC
   return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count());
 }
+
+// A running maximum: stamps from several connections land in any order.
+void raiseTo(std::atomic<uint64_t>& a, uint64_t v) noexcept {
+  uint64_t cur = a.load(std::memory_order_relaxed);
+  while (cur < v && !a.compare_exchange_weak(cur, v, std::memory_order_release, std::memory_order_relaxed)) {
+  }
+}
 }  // namespace
 
 void PortBase::armFirstStepStamp() noexcept {
-  armedNs_.store(monoNs(), std::memory_order_relaxed);
+  const uint64_t now = monoNs();
+  armedNs_.store(now, std::memory_order_relaxed);
+  bool outstanding = false;
+  if (dynamic_cast<SendPort*>(this)) {
+    // posted/consumed are the sender's own counters: steps handed over vs acknowledged.
+    const ConnCounters* c = counters();
+    outstanding = c->posted.load(std::memory_order_acquire) > c->consumed.load(std::memory_order_acquire);
+    if (!outstanding && env_) raiseTo(env_->lastMigrationResumeNs, now);
+  }
+  resumeOnFirstStep_.store(outstanding, std::memory_order_relaxed);
   stampNextStep_.store(true, std::memory_order_release);
 }
 
@@ -69,12 +85,15 @@ void PortBase::stampFirstStep(uint64_t step) noexcept {
   if (!env_) return;
   uint64_t now = monoNs();
   env_->lastMigrationFirstStepNs.store(now, std::memory_order_release);
+  const bool waited = resumeOnFirstStep_.exchange(false, std::memory_order_relaxed);
+  if (waited) raiseTo(env_->lastMigrationResumeNs, now);
   uint64_t armed = armedNs_.load(std::memory_order_relaxed);
   bool sender = dynamic_cast<SendPort*>(this) != nullptr;
-  RECCL_INFO(kLogFailover, "rank %d: first step on the new path of rank %d->%d ch %d: %s step %llu, %lld us after the path started",
+  RECCL_INFO(kLogFailover, "rank %d: first step on the new path of rank %d->%d ch %d: %s step %llu, %lld us after the path started%s",
              id_.self, sender ? id_.self : id_.peer, sender ? id_.peer : id_.self, id_.channel,
              sender ? "ack of" : "received", static_cast<unsigned long long>(step),
-             armed && now >= armed ? static_cast<long long>((now - armed) / 1000) : -1ll);
+             armed && now >= armed ? static_cast<long long>((now - armed) / 1000) : -1ll,
+             !sender ? "" : waited ? " (steps were waiting)" : " (nothing was waiting at the start)");
 }
 
 void PortBase::wakeAll() noexcept {

@@ -56,6 +56,12 @@ struct PortEnv {
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see
   // PortBase::armFirstStepStamp): where a failover's stall ends, for benchmarks.
   std::atomic<uint64_t> lastMigrationFirstStepNs{0};
+  // CLOCK_MONOTONIC ns, the latest over this communicator's migrated senders, of the moment the
+  // work a migration held up moved again: a sender that had unacknowledged steps when its new
+  // path started stamps its first ack over that path; one with nothing outstanding stamps the
+  // start itself (its new path was ready before anything needed it). Unlike the first-step stamp
+  // it does not wait for the algorithm's next step, which may come a call later.
+  std::atomic<uint64_t> lastMigrationResumeNs{0};
   // A waiting algorithm thread keeps polling this long (yielding its CPU to any other runnable
   // thread there) before it sleeps on the doorbell (RECCL_WAIT_SPIN_US).
   int64_t waitSpinNs = 0;
@@ -97,6 +103,8 @@ class PortBase {
   // env()->lastMigrationFirstStepNs. One relaxed load per step otherwise.
   // The first step's delay after the arm is logged (INFO, FAILOVER): per connection, where the
   // stall after a commit went (the bench's stall is the latest of these over all connections).
+  // A sender also stamps env()->lastMigrationResumeNs: now when nothing is outstanding, else at
+  // that first ack.
   void armFirstStepStamp() noexcept;
 
  protected:
@@ -114,6 +122,7 @@ class PortBase {
   ErrorLatch latch_;
   std::atomic<bool> stampNextStep_{false};
   std::atomic<uint64_t> armedNs_{0};
+  std::atomic<bool> resumeOnFirstStep_{false};  // a sender with steps outstanding at the arm
   bool spinHot_ = true;  // algorithm thread: the last slow wait ended soon (see waitUntil)
   // step: the step received (receiver) or acknowledged (sender).
   void stampFirstStep(uint64_t step) noexcept;

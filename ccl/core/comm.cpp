@@ -284,6 +284,7 @@ CommStats Comm::stats() const {
   }
   s.duplicateSteps = env_.duplicateSteps.load();
   s.lastMigrationFirstStepNs = env_.lastMigrationFirstStepNs.load();
+  s.lastMigrationResumeNs = env_.lastMigrationResumeNs.load();
   s.railsTotal = static_cast<uint32_t>(topo_.nrails);
   s.railsUp = s.railsTotal;
   if (failover_) failover_->fillStats(&s);

@@ -59,6 +59,7 @@ struct CommStats {
   uint32_t railsUp = 0;
   uint64_t lastFailoverSignalNs = 0;
   uint64_t lastMigrationFirstStepNs = 0;  // from PortEnv (the ports stamp it)
+  uint64_t lastMigrationResumeNs = 0;     // from PortEnv (the send ports stamp it)
   uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
   uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
   uint64_t relayPipesServed = 0;

@@ -112,6 +112,12 @@ typedef struct {
    * probing and loading its BPF programs, ~0.3 s of CPU after init; faultSource is the NIC poll
    * meanwhile), 0 once it runs or has given up. Benchmarks wait for 0 before they time. */
   uint32_t faultSourceStarting;
+  /* CLOCK_MONOTONIC ns (0: none yet): when the work the latest migration held up moved again,
+   * the latest over this rank's migrated senders. A sender with steps outstanding when its new
+   * path started counts its first acknowledgement over that path (as lastMigrationFirstStepNs
+   * does); one with nothing outstanding counts the start itself, so an idle connection is not
+   * charged for the time until the application's next call. Where a failover's stall ends. */
+  uint64_t lastMigrationResumeNs;
 } recclCommStats_t;
 
 recclResult_t recclGetVersion(int* version);

@@ -75,9 +75,12 @@ TEST_F(FaultPlanBench, OneSwitchSideLinkDownHasAStallFigure) {
   EXPECT_EQ(fault["action"], "link-down");
   EXPECT_TRUE(fault["failover"].get<bool>()) << fault.dump();
   ASSERT_TRUE(fault["stall_ms"].is_number()) << fault.dump();
-  // Above zero and well below the run: the stall ends on a migrated path's first step.
+  // Above zero and well below the run: the stall ends when the migrated paths carry the held-up
+  // work (or start, for idle connections).
   EXPECT_GT(fault["stall_ms"].get<double>(), 0.0);
   EXPECT_LT(fault["stall_ms"].get<double>(), 1200.0);
+  ASSERT_TRUE(fault["first_step_ms"].is_number()) << fault.dump();
+  EXPECT_GT(fault["first_step_ms"].get<double>(), 0.0);
   EXPECT_TRUE(j["summary"]["stall_ms"]["p50"].is_number());
   EXPECT_GE(j["counters"]["failovers"].get<int>(), 1);
   EXPECT_GE(j["counters"]["failbacks"].get<int>(), 1) << "the rail came back 1.2 s later";

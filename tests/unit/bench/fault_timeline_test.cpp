@@ -49,7 +49,8 @@ TEST(FaultTimeline, StallWindowsAndFailBack) {
   EXPECT_NEAR(r["stall_ms"].get<double>(), 12.0, 1e-9);
   EXPECT_NEAR(r["signal_after_fault_ms"].get<double>(), 0.2, 1e-9);
   EXPECT_NEAR(r["fault_to_switch_ms"].get<double>(), 9.0, 1e-9);
-  EXPECT_NEAR(r["first_step_after_switch_ms"].get<double>(), 2.8, 1e-9);
+  EXPECT_NEAR(r["resume_after_switch_ms"].get<double>(), 2.8, 1e-9);
+  EXPECT_NEAR(r["first_step_ms"].get<double>(), 12.0, 1e-9) << "no resume stamp: the first step is the stall";
   EXPECT_DOUBLE_EQ(r["busbw_before_gbps"].get<double>(), 2.0);
   EXPECT_DOUBLE_EQ(r["busbw_degraded_gbps"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(r["busbw_after_gbps"].get<double>(), 2.0);
@@ -84,6 +85,36 @@ TEST(FaultTimeline, FaultBetweenTwoCallsIsMigratedBeforeTheNextCall) {
   EXPECT_TRUE(r["failover"].get<bool>());
   EXPECT_NEAR(r["stall_ms"].get<double>(), 0.5, 1e-9);
   EXPECT_TRUE(r["busbw_after_gbps"].is_null()) << "no recovery, no after window";
+}
+
+TEST(FaultTimeline, StallEndsWhenTheHeldUpWorkMovesNotAtTheNextCall) {
+  // Fault at 1090 ms, late in iteration 10 (ends 1099 ms): one connection had a step
+  // outstanding, its first ack over the new path at 1093 ms; the other was idle, its new path
+  // started at 1092 ms. The first step of any new path comes with the next call's first step
+  // at 1105 ms. A fail-back's own migrations after the recovery (2000 ms) stamp again: not this
+  // fault's stall.
+  auto s = timeline(40, 0, 0);
+  for (auto& x : s) {
+    if (x.statsNs >= 1100 * kMs) {
+      x.failovers = 2;
+      x.firstStepNs = 1105 * kMs;
+      x.resumeNs = 1093 * kMs;
+      x.signalNs = 1090 * kMs + 500'000;
+      x.commitNs = 1092 * kMs;
+    }
+    if (x.statsNs >= 2100 * kMs) {
+      x.failbacks = 2;
+      x.firstStepNs = 2051 * kMs;
+      x.resumeNs = 2050 * kMs;
+    }
+  }
+  auto j = analyzeFaults(s, {FaultMoment{1090 * kMs, 2000 * kMs, "link-down", "x"}}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 3.0, 1e-9);
+  EXPECT_NEAR(r["first_step_ms"].get<double>(), 15.0, 1e-9);
+  EXPECT_NEAR(r["resume_after_switch_ms"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(j["summary"]["stall_ms"]["p99"].get<double>(), 3.0, 1e-9);
+  EXPECT_NEAR(j["summary"]["first_step_ms"]["p99"].get<double>(), 15.0, 1e-9);
 }
 
 TEST(FaultTimeline, PercentileIsNearestRank) {

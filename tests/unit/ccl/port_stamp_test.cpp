@@ -1,0 +1,74 @@
+// The stamps a migrated connection leaves for benchmarks (PortEnv): where a failover's stall
+// ends. A TCP-style sender owns its counters and learns acks through onAck, as SocketSendPath
+// delivers them; no path is needed to drive the port itself.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "channel/port.h"
+
+namespace reccl {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Sender {
+  channel::PortEnv env;
+  std::unique_ptr<channel::SendPort> tx;
+  Sender() {
+    auto mem = channel::ConnMemory::anonymous(4, 4096);
+    EXPECT_TRUE(mem.ok()) << mem.status().ToString();
+    tx = std::make_unique<channel::SendPort>(channel::PortId{0, 1, 0}, std::move(mem).value(), &env);
+  }
+  void post() {
+    channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+    auto s = tx->acquire(Deadline::afterMs(1000));
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    ASSERT_TRUE(tx->post(16, desc).ok());
+  }
+};
+
+// Nothing outstanding when the new path starts: the held-up work (none) has resumed then; the
+// first step waits for the application's next step and must not move the resume stamp.
+TEST(CclPortStamp, IdleSenderResumesWhenItsNewPathStarts) {
+  Sender s;
+  s.post();
+  s.tx->onAck(1);
+  ASSERT_EQ(s.tx->acked(), 1u);
+  s.tx->armFirstStepStamp();
+  const uint64_t resumed = s.env.lastMigrationResumeNs.load();
+  EXPECT_NE(resumed, 0u) << "an idle sender stamps at the start of its new path";
+  EXPECT_EQ(s.env.lastMigrationFirstStepNs.load(), 0u) << "no step has moved yet";
+  std::this_thread::sleep_for(20ms);
+  s.post();
+  s.tx->onAck(2);
+  const uint64_t firstStep = s.env.lastMigrationFirstStepNs.load();
+  EXPECT_GE(firstStep, resumed + 20'000'000u) << "the first step came with the next post";
+  EXPECT_EQ(s.env.lastMigrationResumeNs.load(), resumed) << "the later step is not part of the stall";
+}
+
+// A step outstanding when the new path starts: the stall lasts until its ack over that path, also
+// when another connection of the communicator (idle) has stamped its start meanwhile.
+TEST(CclPortStamp, SenderWithOutstandingStepsResumesAtItsFirstAck) {
+  Sender s;
+  s.post();
+  s.post();
+  s.tx->onAck(1);
+  s.tx->armFirstStepStamp();
+  EXPECT_EQ(s.env.lastMigrationResumeNs.load(), 0u) << "step 2 still waits for the new path";
+  auto mem = channel::ConnMemory::anonymous(4, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::SendPort idle(channel::PortId{0, 1, 1}, std::move(mem).value(), &s.env);
+  idle.armFirstStepStamp();
+  const uint64_t idleStart = s.env.lastMigrationResumeNs.load();
+  EXPECT_NE(idleStart, 0u);
+  std::this_thread::sleep_for(20ms);
+  s.tx->onAck(2);
+  const uint64_t resumed = s.env.lastMigrationResumeNs.load();
+  EXPECT_GE(resumed, idleStart + 20'000'000u) << "the waiting connection ends the stall";
+  EXPECT_EQ(resumed, s.env.lastMigrationFirstStepNs.load()) << "both stamps at that first ack";
+}
+
+}  // namespace
+}  // namespace reccl
