@@ -490,7 +490,18 @@ bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Sta
   // within RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator.
   bool abandonedHandshake = c->handshakeUnsure.load() ||
                             (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load());
-  if (s.code() == Errc::kPeerFailure && !abandonedHandshake) return false;
+  if (s.code() == Errc::kPeerFailure && !abandonedHandshake) {
+    // Taken for a dead peer (the path's own check still spares one that was replaced while this
+    // ran: transport/socket_paths.cpp). The state it was judged by, for the log of a failed run:
+    // the failed path names its epoch, the port's current path the one in force.
+    channel::Path* cur = c->port->path();
+    RECCL_WARN(kLogFailover,
+               "rank %d: peer close on %s with no migration in progress here: port epoch %u (path %s), queued %d, "
+               "last epoch accepted from the peer %u, rail %d (%s)",
+               rank_, connName(cid).c_str(), c->port->epoch(), cur ? cur->describe().c_str() : "none",
+               c->queued.load() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
+    return false;
+  }
   Job j;
   j.id = cid;
   j.reason = MigrateReason::kSocketError;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -236,6 +237,103 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   EXPECT_FALSE(tx.failed());
   EXPECT_FALSE(rx.failed());
   std::lock_guard lk(failMu);
+  EXPECT_EQ(otherFailure, "");
+}
+
+}  // namespace
+
+namespace {
+
+// The peer retires the old path of a migration this end initiated (it commits on the request and
+// closes the old socket) while this end commits on the reply. The old receive path's EOF reaches
+// the failover hook, and this end's commit lands while the hook decides: a migrated receiver
+// hands its new path to the engine without waiting for the progress thread (SocketEngine::replace),
+// so the commit ends and the hook finds no migration in progress (Failover::onPathFailure reads
+// `busy` after the commit cleared it) and answers false, as it does for a dead peer. The close
+// of a path the port no longer uses must not fail the connection. Before, the port latched
+// "connection closed by peer while receiving" and both ranks' communicators failed (fault_bench,
+// once in 87 faults, around a fail-back).
+TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailure) {
+  auto created = transport::SocketEngine::create("test-retired-eof");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto engine = std::move(created).value();
+  channel::PortEnv env;
+  auto txMem = channel::ConnMemory::anonymous(8, 4096);
+  auto rxMem = channel::ConnMemory::anonymous(8, 4096);
+  ASSERT_TRUE(txMem.ok() && rxMem.ok());
+  channel::SendPort tx(channel::PortId{0, 1, 0}, std::move(txMem).value(), &env);
+  channel::RecvPort rx(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &env);
+  auto a = socketPair();
+  ASSERT_EQ(a.error, "");
+  auto sp = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(a.out), &tx, "old tx");
+  auto rp = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(a.in), &rx, "old rx");
+  auto* oldTx = sp.get();
+  auto* oldRx = rp.get();
+  tx.setPath(std::move(sp));
+  rx.setPath(std::move(rp));
+  oldTx->start();
+  oldRx->start();
+  for (uint64_t s = 1; s <= 4; ++s) {
+    roundTrip(tx, rx, s);
+    if (HasFatalFailure()) return;
+  }
+
+  // The hook holds the progress thread on the old receive path's failure until this end has
+  // committed, then gives the verdict the failover gives once no migration is in progress.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool inHook = false, committed = false;
+  std::string otherFailure;
+  env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
+    std::unique_lock lk(mu);
+    if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
+      inHook = true;
+      cv.notify_all();
+      cv.wait_for(lk, 10s, [&] { return committed; });
+      return false;
+    }
+    if (st.message().rfind("old ", 0) == 0) return true;  // the retired paths: expected
+    otherFailure = st.ToString();
+    return false;
+  };
+
+  // The peer (the sender) commits first and closes its old socket: EOF on the old receive path.
+  auto b = socketPair();
+  ASSERT_EQ(b.error, "");
+  tx.setEpoch(2);
+  oldTx->shutdown();
+  {
+    std::unique_lock lk(mu);
+    ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return inHook; })) << "the old path's EOF never reached the hook";
+  }
+  // This end commits while the progress thread is in the hook, as Failover::commitLocked does.
+  rx.setEpoch(2);
+  auto nrx = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(b.in), &rx, "new rx", 0);
+  auto* newRx = nrx.get();
+  rx.setPath(std::move(nrx));
+  engine->replace(oldRx, newRx);
+  {
+    std::lock_guard lk(mu);
+    committed = true;
+  }
+  cv.notify_all();
+
+  // The sender's new path resends from what the receiver has, and the connection goes on.
+  auto ntx = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(b.out), &tx, "new tx", rx.received());
+  auto* newTx = ntx.get();
+  tx.setPath(std::move(ntx));
+  newTx->start();
+  engine->remove(oldTx);
+  EXPECT_FALSE(rx.failed()) << "the close of a replaced path failed the connection: " << rx.error().ToString();
+  for (uint64_t s = 5; s <= 12 && !rx.failed(); ++s) {
+    roundTrip(tx, rx, s);
+    if (HasFatalFailure()) break;
+  }
+  EXPECT_FALSE(tx.failed());
+  EXPECT_FALSE(rx.failed());
+  // No completion (and no hook call) after this: the hook's state goes before the ports.
+  engine->stop();
+  std::lock_guard lk(mu);
   EXPECT_EQ(otherFailure, "");
 }
 
