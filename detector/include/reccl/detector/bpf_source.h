@@ -108,6 +108,10 @@ class BpfSource {
 
  private:
   BpfSource() = default;
+  // Loads the active hooks_ (and the device resolver) into skel_ and attaches them; unload()
+  // undoes a partial load.
+  Status loadActive(const BpfOptions& opts, bool resolver);
+  void unload();
   static int onRingRecord(void* ctx, void* data, size_t size);
   link_detector* skel_ = nullptr;
   std::vector<bpf_link*> links_;
