@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -147,9 +148,12 @@ std::string reasonFor(const Hook& h, const char* step, int err) {
 
 // Loads and attaches one program alone; "" on success, else why not. Programs without an
 // attach point (the "syscall" resolver) are only loaded.
+std::atomic<int> gSkeletonLoads{0};  // loads tried in this process (probes included)
+
 std::string probeOne(const Hook& h, const BpfOptions& opts, bool attach = true) {
   if (auto pre = precondition(h); !pre.empty()) return pre;
   QuietLibbpf quiet;
+  gSkeletonLoads.fetch_add(1, std::memory_order_relaxed);
   link_detector* skel = link_detector::open();
   if (!skel) return std::string("open skeleton: ") + std::strerror(errno);
   std::string reason;
@@ -254,6 +258,7 @@ Status BpfSource::loadActive(const BpfOptions& opts, bool resolver) {
       if (h.active && h.program == bpf_program__name(p)) active = true;
     bpf_program__set_autoload(p, active);
   }
+  gSkeletonLoads.fetch_add(1, std::memory_order_relaxed);
   if (int err = link_detector::load(skel_); err) return Status::FromErrno(-err, "bpf: load link_detector");
   if (resolver) resolveFd_ = bpf_program__fd(skel_->progs.resolve_devices);
   bpf_object__for_each_program(p, skel_->obj) {
@@ -276,6 +281,7 @@ void BpfSource::unload() {
 Result<std::unique_ptr<BpfSource>> BpfSource::open(const BpfOptions& opts, RecordHandler handler) {
   std::unique_ptr<BpfSource> src(new BpfSource());
   src->handler_ = std::move(handler);
+  const int loadsBefore = gSkeletonLoads.load(std::memory_order_relaxed);
 
   // First in one load: each load parses the kernel's BTF (~30-50 ms of CPU, more on a busy
   // machine), and probing every hook alone costs one load per hook before the real one. Only
@@ -340,7 +346,8 @@ Result<std::unique_ptr<BpfSource>> BpfSource::open(const BpfOptions& opts, Recor
   std::string active;
   for (const auto& h : src->hooks_)
     if (h.active) active += std::string(active.empty() ? "" : ",") + h.program;
-  RECCL_INFO(kLogDetector, "bpf: active hooks %s", active.c_str());
+  src->openLoads_ = gSkeletonLoads.load(std::memory_order_relaxed) - loadsBefore;
+  RECCL_INFO(kLogDetector, "bpf: active hooks %s (%d loads)", active.c_str(), src->openLoads_);
   return src;
 }
 

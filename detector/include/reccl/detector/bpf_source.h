@@ -79,6 +79,9 @@ class BpfSource {
   BpfSource& operator=(const BpfSource&) = delete;
 
   const std::vector<HookStatus>& hooks() const { return hooks_; }
+  // Skeleton loads open() made, probes included (each parses the kernel's BTF): the trampoline
+  // probes plus one when the hooks loaded together.
+  int openLoads() const { return openLoads_; }
   std::set<LinkSource> activeSources() const;
 
   int epollFd() const;  // readable when records wait
@@ -123,6 +126,7 @@ class BpfSource {
   uint64_t consumed_ = 0;
   uint64_t abiRejects_ = 0;
   int resolveFd_ = -1;
+  int openLoads_ = 0;
 };
 
 // Address of a kernel symbol from /proc/kallsyms; 0 when absent or hidden (kptr_restrict).
