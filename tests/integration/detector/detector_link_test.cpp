@@ -87,6 +87,33 @@ TEST_F(DetectorLink, ProbeReportsEveryHookWithAReason) {
   EXPECT_TRUE(anyActive) << "no BPF link hook loads on this kernel";
 }
 
+// open() loads the hooks together in one go and probes alone only where that fails: it must
+// end with exactly the hooks the per-hook probe finds, each with the same verdict.
+TEST_F(DetectorLink, OpenActivatesExactlyWhatTheProbeFinds) {
+  auto probed = BpfSource::probe(BpfOptions{});
+  auto src = BpfSource::open(BpfOptions{}, [](const reccl_link_event&) {});
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  const auto& opened = src.value()->hooks();
+  ASSERT_EQ(opened.size(), probed.size());
+  for (size_t i = 0; i < probed.size(); ++i) {
+    EXPECT_EQ(opened[i].program, probed[i].program);
+    EXPECT_EQ(opened[i].active, probed[i].active)
+        << probed[i].program << ": probe says '" << probed[i].reason << "', open says '" << opened[i].reason << "'";
+  }
+  // In one go: each trampoline probed alone (whether it loads here or not), then a single load
+  // of everything that is active. (Probing every hook alone first took one load per hook more.)
+  int trampolines = 0;
+  for (const auto& h : probed)
+    trampolines += h.source == RECCL_LINK_SRC_FENTRY_CARRIER || h.source == RECCL_LINK_SRC_FENTRY_IB_DISPATCH;
+  EXPECT_EQ(src.value()->openLoads(), trampolines + 1);
+  // Asked for one source only, only that source's hooks load.
+  BpfOptions one;
+  one.sources = {RECCL_LINK_SRC_TP_QDISC_RESET};
+  auto only = BpfSource::open(one, [](const reccl_link_event&) {});
+  ASSERT_TRUE(only.ok()) << only.status().ToString();
+  EXPECT_EQ(only.value()->activeSources(), std::set<LinkSource>{RECCL_LINK_SRC_TP_QDISC_RESET});
+}
+
 // RECCL_TEST_TRACE=1: every raw signal on stderr (source, kind, kernel time, carrier sequence,
 // latency to userspace), to see which hook fired first.
 void traceSignalsIfAsked(Detector& d) {
@@ -110,7 +137,7 @@ void expectDownOnlyFor(SourceMode mode, bool switchSide) {
   ASSERT_TRUE(d.start().ok());
   auto watched = d.watched();
   ASSERT_EQ(watched.size(), 2u);
-  LinkKey k0{lab.hostIno(), lab.hostIfindex(0)}, k1{lab.hostIno(), lab.hostIfindex(1)};
+  LinkKey k0{lab.hostIno(), lab.hostIfindex(0)};
   uint32_t slot0 = 0, slot1 = 0;
   for (auto& w : watched) (w.key == k0 ? slot0 : slot1) = w.slot;
   uint64_t e0 = d.linkEpoch(slot0), e1 = d.linkEpoch(slot1);

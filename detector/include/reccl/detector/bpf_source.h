@@ -79,6 +79,9 @@ class BpfSource {
   BpfSource& operator=(const BpfSource&) = delete;
 
   const std::vector<HookStatus>& hooks() const { return hooks_; }
+  // Skeleton loads open() made, probes included (each parses the kernel's BTF): the trampoline
+  // probes plus one when the hooks loaded together.
+  int openLoads() const { return openLoads_; }
   std::set<LinkSource> activeSources() const;
 
   int epollFd() const;  // readable when records wait
@@ -108,6 +111,10 @@ class BpfSource {
 
  private:
   BpfSource() = default;
+  // Loads the active hooks_ (and the device resolver) into skel_ and attaches them; unload()
+  // undoes a partial load.
+  Status loadActive(const BpfOptions& opts, bool resolver);
+  void unload();
   static int onRingRecord(void* ctx, void* data, size_t size);
   link_detector* skel_ = nullptr;
   std::vector<bpf_link*> links_;
@@ -119,6 +126,7 @@ class BpfSource {
   uint64_t consumed_ = 0;
   uint64_t abiRejects_ = 0;
   int resolveFd_ = -1;
+  int openLoads_ = 0;
 };
 
 // Address of a kernel symbol from /proc/kallsyms; 0 when absent or hidden (kptr_restrict).
