@@ -166,7 +166,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   };
 
   // The detector up before the plan's clock starts, so every fault meets the same source.
-  const SourceWait sw = waitFaultSourceReady(comm, 10000);
+  const SourceWait sw = waitFaultSourceReady(comm);
   if (rank == 0) std::fprintf(stderr, "%s", formatSourceLine(sw).c_str());
   for (int i = 0; i < o.warmupIters; ++i) {
     int64_t a, b;

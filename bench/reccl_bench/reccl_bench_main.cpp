@@ -29,7 +29,6 @@ namespace reccl::bench {
 namespace {
 
 constexpr int kExitOk = 0, kExitFailed = 1, kExitUsage = 64;
-constexpr long kSourceWaitMs = 10000;  // a loaded machine takes seconds to load the BPF programs
 
 struct FreeDeleter {
   void operator()(void* p) const noexcept { std::free(p); }
@@ -52,7 +51,7 @@ class RankRunner {
     send_ = allocBuffer(size_t(maxBytes));
     recv_ = allocBuffer(size_t(maxBytes));
     if (!send_ || !recv_) return fail("cannot allocate two buffers of " + std::to_string(maxBytes) + " bytes");
-    const SourceWait sw = waitFaultSourceReady(comm_, kSourceWaitMs);
+    const SourceWait sw = waitFaultSourceReady(comm_);
     if (report_) {
       std::printf("%s", formatSourceLine(sw).c_str());
       std::printf("%s", formatRunLine(nranks_, o_.threads, o_.minBytes, o_.maxBytes, o_.stepFactor, o_.stepBytes,

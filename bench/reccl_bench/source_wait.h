@@ -15,7 +15,10 @@ struct SourceWait {
   std::string source;  // recclCommStats_t.faultSourceName at the end
 };
 
-SourceWait waitFaultSourceReady(recclComm_t comm, long deadlineMs);
+// How long a bench waits for it: a loaded machine takes seconds to load the BPF programs.
+inline constexpr long kSourceWaitMs = 10000;
+
+SourceWait waitFaultSourceReady(recclComm_t comm, long deadlineMs = kSourceWaitMs);
 
 // "# fault source: bpf:... (up 312 ms after init)" or why not, for the table's header.
 std::string formatSourceLine(const SourceWait& w);
