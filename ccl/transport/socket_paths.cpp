@@ -294,11 +294,6 @@ void SocketRecvPath::pump(SocketEngine& engine) {
 bool SocketRecvPath::ackDue(uint64_t applied, uint64_t acked) const noexcept {
   if (applied <= acked) return false;
   if (applied - acked >= ackEvery_) return true;
-  // A later step has already arrived and its release comes next: the ack of that release covers
-  // this one too, one frame (a send, a segment, a wake-up of the sender's progress thread) instead
-  // of two. The sender keeps at least slots - ackEvery_ steps of room meanwhile, and it cannot be
-  // waiting for this ack to finish its collective (it sent that later step first).
-  if (lazyAckMaxBytes_ != 0 && port_->received() > applied) return false;
   uint32_t slots = port_->slots();
   for (uint64_t s = acked + 1; s <= applied; ++s)
     if (ackNow_[(s - 1) % slots].load(std::memory_order_relaxed)) return true;

@@ -153,35 +153,4 @@ TEST(CclSocketPath, DirectAndLargeStepsAreAcked) {
   EXPECT_TRUE(c->tx->waitAcked(2, Deadline::afterMs(5000)).ok());
 }
 
-// A step that asks for its ack at once, released while a later step has already arrived, leaves
-// its ack to that step's release: one frame for both (a pair of direct steps, as a ring round
-// sends them), and the sender still sees both acknowledged.
-TEST(CclSocketPath, AckOfAnArrivedLaterStepCoversTheEarlierOne) {
-  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "64K");
-  auto c = openConn(8, 4096);
-  ASSERT_EQ(c->error, "");
-  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
-  std::vector<std::byte> user(100, std::byte{5});
-  const int pairs = 20;
-  for (int i = 0; i < pairs; ++i) {
-    for (int k = 0; k < 2; ++k) {
-      ASSERT_TRUE(c->tx->acquire(Deadline::afterMs(5000)).ok());
-      ASSERT_TRUE(c->tx->postDirect(user.data(), user.size(), desc).ok());
-    }
-    Deadline d = Deadline::afterMs(5000);
-    while (c->rx->received() < c->tx->posted() && !d.expired()) std::this_thread::yield();
-    ASSERT_EQ(c->rx->received(), c->tx->posted()) << "pair " << i;
-    for (int k = 0; k < 2; ++k) {
-      auto r = c->rx->wait(Deadline::afterMs(5000), desc);
-      ASSERT_TRUE(r.ok()) << r.status().ToString();
-      EXPECT_EQ((*r)[99], std::byte{5});
-      ASSERT_TRUE(c->rx->release().ok());
-    }
-    ASSERT_TRUE(c->tx->waitAcked(c->tx->posted(), Deadline::afterMs(5000)).ok()) << "pair " << i;
-  }
-  // One frame per pair; a busy machine may let the progress thread flush a first ack alone
-  // (its 1 ms idle) now and then, acking every step would send 2 per pair.
-  EXPECT_LT(c->engine->acksSent.load(), static_cast<uint64_t>(pairs * 3 / 2));
-}
-
 }  // namespace
