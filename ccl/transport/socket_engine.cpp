@@ -91,6 +91,7 @@ void SocketEngine::remove(EnginePath* p) {
   pending_.erase(std::remove(pending_.begin(), pending_.end(), p), pending_.end());
   // A successor that never started (its predecessor still draining) is simply not started.
   std::erase_if(successors_, [p](const Successor& x) { return x.next == p; });
+  haveSuccessors_.store(!successors_.empty(), std::memory_order_release);
   if (!started_ || stop_.load()) return;
   if (std::this_thread::get_id() == threadId_) {
     // Waiting here would wait for ourselves; no caller does this today.
@@ -144,6 +145,7 @@ void SocketEngine::replace(EnginePath* old, EnginePath* next) {
     if (!chained) {
       if (std::find(removing_.begin(), removing_.end(), old) == removing_.end()) removing_.push_back(old);
       successors_.push_back(Successor{old, next, std::chrono::steady_clock::now()});
+      haveSuccessors_.store(true, std::memory_order_release);
     }
     changed_.store(true);
   }
@@ -203,7 +205,7 @@ void SocketEngine::run() {
       }
       cv_.notify_all();
     }
-    if (!successors_.empty()) {
+    if (haveSuccessors_.load(std::memory_order_acquire)) {
       // replace(): a successor starts in this turn once its predecessor is off the thread and
       // drained (this thread ran its last completion above).
       std::lock_guard lk(mu_);
@@ -227,6 +229,7 @@ void SocketEngine::run() {
         }
         ++it;
       }
+      haveSuccessors_.store(!successors_.empty(), std::memory_order_release);
     }
     if (!eventOp_.inflight) {
       io_uring_sqe* s = sqe(eventOp_);

@@ -124,6 +124,8 @@ class SocketEngine {
     bool cancelled = false;
   };
   std::vector<Successor> successors_;
+  // !successors_.empty(), kept under mu_ for the progress loop's unlocked look each turn.
+  std::atomic<bool> haveSuccessors_{false};
   std::mutex stopMu_;
   size_t ioChunkBytes_ = 0;
   bool measureEnterCpu_ = false;
