@@ -42,8 +42,12 @@ void PortBase::setPath(std::unique_ptr<Path> p) {
   pathRaw_.store(path_.get(), std::memory_order_release);
 }
 
-void PortBase::pathFailed(bool isSender, const Status& s) {
+void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
   if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
+  if (self && path() != self) {
+    RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
+    return;
+  }
   fail(s);
 }
 

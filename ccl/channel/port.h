@@ -91,7 +91,15 @@ class PortBase {
   void setPath(std::unique_ptr<Path> p);
 
   // A path reports its failure here; unless the failover hook takes it, the port latches it.
-  void pathFailed(bool isSender, const Status& s);
+  // `self` is the failing path (nullptr: a watcher that is not the port's path, such as the
+  // shared-memory liveness socket). A path the port no longer uses is never latched: failover
+  // replaces paths while their I/O may still complete, and the peer closing the old socket after
+  // its own commit is how a migration looks from here. Callers skip the report when that is
+  // already so; it is checked again after the hook, since a commit can land while the hook decides
+  // (a migrated receiver hands its new path to the engine without waiting for the failing
+  // thread), and the hook then sees no migration in progress and takes the close of the retired
+  // path for a dead peer (seen once in 100 faults of fault_bench: both communicators failed).
+  void pathFailed(const Path* self, bool isSender, const Status& s);
   // Latches `s` and wakes every waiter (both directions).
   void fail(const Status& s);
   bool failed() const noexcept { return latch_.set(); }

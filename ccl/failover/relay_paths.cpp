@@ -34,18 +34,13 @@ void RelayPathBase::stop() noexcept {
 void RelayPathBase::failed(const Status& s) {
   if (dead_.exchange(true)) return;
   // A path the port no longer uses (failover replaced it: the peer closing the relay's socket is
-  // how that looks from here) failing is expected, not a fault. Checked before the failover hook
-  // and again after it, since the swap may land while the hook decides (PortBase::pathFailed's
-  // logic plus this re-check).
+  // how that looks from here) failing is expected, not a fault (see PortBase::pathFailed).
   if (base_->path() != this) {
     RECCL_INFO(kLogFailover, "%s (path already replaced)", s.message().c_str());
     return;
   }
   RECCL_WARN(kLogFailover, "%s", s.message().c_str());
-  channel::PortEnv* env = base_->env();
-  if (env && env->onPathFailure && env->onPathFailure(base_->id(), isSender_, s)) return;
-  if (base_->path() != this) return;
-  base_->fail(s);
+  base_->pathFailed(this, isSender_, s);
 }
 
 void RelayPathBase::run() {

@@ -20,26 +20,6 @@ Status ioError(int res, const std::string& desc, const char* what) {
   return Status(code, desc + ": " + what + " failed: " + strerror(err));
 }
 
-// Hands a path's failure to its port as PortBase::pathFailed does (the failover hook first, else
-// the error is latched), except for a path the port no longer uses: failover replaces a path while
-// its I/O may still complete on the progress thread, and the peer closing the old socket after its
-// own commit is how a migration looks from here, not a fault of the connection. Checked before the
-// hook and again after it: a commit can land while the hook decides (a migrated receiver hands its
-// new path to the engine without waiting for this thread, SocketEngine::replace), and the hook then
-// sees no migration in progress and takes the close of the retired path for a dead peer (seen once
-// in fault_bench: rank 0's fail-back committed between its old path's EOF and the hook's look at
-// the connection, and both ranks' communicators failed). The relay paths do the same
-// (failover/relay_paths.cpp).
-void reportFailure(channel::PortBase* port, const channel::Path* self, bool isSender, const Status& s) {
-  channel::PortEnv* env = port->env();
-  if (env && env->onPathFailure && env->onPathFailure(port->id(), isSender, s)) return;
-  if (port->path() != self) {
-    RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
-    return;
-  }
-  port->fail(s);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- sender
@@ -79,7 +59,7 @@ void SocketSendPath::failed(const Status& s) {
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
   else
     RECCL_WARN(kLogNet, "%s", s.message().c_str());
-  reportFailure(port_, this, true, s);
+  port_->pathFailed(this, true, s);
 }
 
 void SocketSendPath::appendFrame(uint64_t s, uint32_t epoch) {
@@ -263,7 +243,7 @@ void SocketRecvPath::failed(const Status& s) {
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
   else
     RECCL_WARN(kLogNet, "%s", s.message().c_str());
-  reportFailure(port_, this, false, s);
+  port_->pathFailed(this, false, s);
 }
 
 void SocketRecvPath::pump(SocketEngine& engine) {
@@ -527,7 +507,7 @@ void LivenessPath::complete(SocketEngine& engine, IoOp& op, int res) {
   if (dead_) return;
   if (res > 0 || res == -EAGAIN || res == -EINTR) return;  // nothing is sent here; ignore
   if (dead_.exchange(true)) return;
-  port_->pathFailed(isSender_, Status(Errc::kPeerFailure, "shared-memory peer rank " + std::to_string(port_->id().peer) +
+  port_->pathFailed(nullptr, isSender_, Status(Errc::kPeerFailure, "shared-memory peer rank " + std::to_string(port_->id().peer) +
                                                               " is gone (side channel closed)"));
 }
 
