@@ -140,7 +140,8 @@ lines = [
     "  detection source      %s" % (src.group(1) if src else "-"),
     "  detection latency     %s ms (fault syscall -> first kernel/netlink signal)" % v(f.get("signal_after_fault_ms"), "%.3f"),
     "  switch                %s ms (first signal -> new path committed)" % v(f.get("fault_to_switch_ms"), "%.3f"),
-    "  stall                 %s ms (fault syscall -> first step completed on the new path)" % v(f.get("stall_ms"), "%.3f"),
+    "  stall                 %s ms (fault syscall -> the held-up work moving on the new paths)" % v(f.get("stall_ms"), "%.3f"),
+    "  first step            %s ms (fault syscall -> first step completed on a new path)" % v(f.get("first_step_ms"), "%.3f"),
     "  bytes resent          %d" % c["bytes_resent"],
     "  failovers / failbacks %d / %d (connections, both ranks)" % (c["failovers"], c["failbacks"]),
     "  bus bandwidth GB/s    before %s | iteration hit by the fault %s | on one rail %s | after fail-back %s" % (
