@@ -491,8 +491,8 @@ bool Failover::onPathFailure(const channel::PortId& id, bool isSender, const Sta
   bool abandonedHandshake = c->handshakeUnsure.load() ||
                             (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load());
   if (s.code() == Errc::kPeerFailure && !abandonedHandshake) {
-    // Taken for a dead peer (the path's own check still spares one that was replaced while this
-    // ran: transport/socket_paths.cpp). The state it was judged by, for the log of a failed run:
+    // Taken for a dead peer (PortBase::pathFailed still spares a path that was replaced while
+    // this ran). The state it was judged by, for the log of a failed run:
     // the failed path names its epoch, the port's current path the one in force.
     channel::Path* cur = c->port->path();
     RECCL_WARN(kLogFailover,

@@ -507,8 +507,10 @@ void LivenessPath::complete(SocketEngine& engine, IoOp& op, int res) {
   if (dead_) return;
   if (res > 0 || res == -EAGAIN || res == -EINTR) return;  // nothing is sent here; ignore
   if (dead_.exchange(true)) return;
-  port_->pathFailed(nullptr, isSender_, Status(Errc::kPeerFailure, "shared-memory peer rank " + std::to_string(port_->id().peer) +
-                                                              " is gone (side channel closed)"));
+  // nullptr: this socket only watches the peer; it is not the port's path.
+  port_->pathFailed(nullptr, isSender_,
+                    Status(Errc::kPeerFailure, "shared-memory peer rank " + std::to_string(port_->id().peer) +
+                                                   " is gone (side channel closed)"));
 }
 
 }  // namespace reccl::transport
