@@ -154,6 +154,40 @@ SocketPair socketPair() {
   return p;
 }
 
+// One directed connection as a migration finds it: two ports over a loopback socket pair, their
+// paths started on one engine. Members are destroyed in reverse order (ports and their paths
+// before the engine).
+struct Connection {
+  std::unique_ptr<transport::SocketEngine> engine;
+  channel::PortEnv env;
+  std::unique_ptr<channel::SendPort> tx;
+  std::unique_ptr<channel::RecvPort> rx;
+  transport::SocketSendPath* oldTx = nullptr;
+  transport::SocketRecvPath* oldRx = nullptr;
+};
+
+// Fatal failures end the calling test (check HasFatalFailure()).
+void connect(Connection& c, const char* engineName) {
+  auto created = transport::SocketEngine::create(engineName);
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  c.engine = std::move(created).value();
+  auto txMem = channel::ConnMemory::anonymous(8, 4096);
+  auto rxMem = channel::ConnMemory::anonymous(8, 4096);
+  ASSERT_TRUE(txMem.ok() && rxMem.ok());
+  c.tx = std::make_unique<channel::SendPort>(channel::PortId{0, 1, 0}, std::move(txMem).value(), &c.env);
+  c.rx = std::make_unique<channel::RecvPort>(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &c.env);
+  auto a = socketPair();
+  ASSERT_EQ(a.error, "");
+  auto sp = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(a.out), c.tx.get(), "old tx");
+  auto rp = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(a.in), c.rx.get(), "old rx");
+  c.oldTx = sp.get();
+  c.oldRx = rp.get();
+  c.tx->setPath(std::move(sp));
+  c.rx->setPath(std::move(rp));
+  c.oldTx->start();
+  c.oldRx->start();
+}
+
 // Sends step `step` (4 KiB of a pattern of the step number), receives it, checks it bit for bit.
 void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
   channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
@@ -173,25 +207,15 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
 // now hold later steps. Before, it resent the slots from the reported step on: the receiver saw
 // later steps again (dropped as duplicates here; half-written ones could have been taken).
 TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
-  auto created = transport::SocketEngine::create("test-resend");
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  auto engine = std::move(created).value();
-  channel::PortEnv env;
-  auto txMem = channel::ConnMemory::anonymous(8, 4096);
-  auto rxMem = channel::ConnMemory::anonymous(8, 4096);
-  ASSERT_TRUE(txMem.ok() && rxMem.ok());
-  channel::SendPort tx(channel::PortId{0, 1, 0}, std::move(txMem).value(), &env);
-  channel::RecvPort rx(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &env);
-  auto a = socketPair();
-  ASSERT_EQ(a.error, "");
-  auto sp = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(a.out), &tx, "old tx");
-  auto rp = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(a.in), &rx, "old rx");
-  auto* oldTx = sp.get();
-  auto* oldRx = rp.get();
-  tx.setPath(std::move(sp));
-  rx.setPath(std::move(rp));
-  oldTx->start();
-  oldRx->start();
+  Connection c;
+  connect(c, "test-resend");
+  if (HasFatalFailure()) return;
+  auto& engine = c.engine;
+  auto& env = c.env;
+  channel::SendPort& tx = *c.tx;
+  channel::RecvPort& rx = *c.rx;
+  transport::SocketSendPath* oldTx = c.oldTx;
+  transport::SocketRecvPath* oldRx = c.oldRx;
   const uint64_t steps = 20;  // every slot reused twice
   for (uint64_t s = 1; s <= steps; ++s) {
     roundTrip(tx, rx, s);
@@ -254,25 +278,15 @@ namespace {
 // "connection closed by peer while receiving" and both ranks' communicators failed (fault_bench,
 // once in 87 faults, around a fail-back).
 TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailure) {
-  auto created = transport::SocketEngine::create("test-retired-eof");
-  ASSERT_TRUE(created.ok()) << created.status().ToString();
-  auto engine = std::move(created).value();
-  channel::PortEnv env;
-  auto txMem = channel::ConnMemory::anonymous(8, 4096);
-  auto rxMem = channel::ConnMemory::anonymous(8, 4096);
-  ASSERT_TRUE(txMem.ok() && rxMem.ok());
-  channel::SendPort tx(channel::PortId{0, 1, 0}, std::move(txMem).value(), &env);
-  channel::RecvPort rx(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &env);
-  auto a = socketPair();
-  ASSERT_EQ(a.error, "");
-  auto sp = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(a.out), &tx, "old tx");
-  auto rp = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(a.in), &rx, "old rx");
-  auto* oldTx = sp.get();
-  auto* oldRx = rp.get();
-  tx.setPath(std::move(sp));
-  rx.setPath(std::move(rp));
-  oldTx->start();
-  oldRx->start();
+  Connection c;
+  connect(c, "test-retired-eof");
+  if (HasFatalFailure()) return;
+  auto& engine = c.engine;
+  auto& env = c.env;
+  channel::SendPort& tx = *c.tx;
+  channel::RecvPort& rx = *c.rx;
+  transport::SocketSendPath* oldTx = c.oldTx;
+  transport::SocketRecvPath* oldRx = c.oldRx;
   for (uint64_t s = 1; s <= 4; ++s) {
     roundTrip(tx, rx, s);
     if (HasFatalFailure()) return;
