@@ -210,20 +210,14 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   Connection c;
   connect(c, "test-resend");
   if (HasFatalFailure()) return;
-  auto& engine = c.engine;
-  auto& env = c.env;
-  channel::SendPort& tx = *c.tx;
-  channel::RecvPort& rx = *c.rx;
-  transport::SocketSendPath* oldTx = c.oldTx;
-  transport::SocketRecvPath* oldRx = c.oldRx;
   const uint64_t steps = 20;  // every slot reused twice
   for (uint64_t s = 1; s <= steps; ++s) {
-    roundTrip(tx, rx, s);
+    roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) return;
   }
   Deadline d = Deadline::afterMs(10000);
-  while (tx.acked() < steps && !d.expired()) std::this_thread::sleep_for(1ms);
-  ASSERT_EQ(tx.acked(), steps);
+  while (c.tx->acked() < steps && !d.expired()) std::this_thread::sleep_for(1ms);
+  ASSERT_EQ(c.tx->acked(), steps);
 
   // Migrate both ends to a new socket with epoch 2, the sender told (stale) that the receiver
   // has only step 3.
@@ -233,33 +227,33 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   // it migrates), any other failure is an error.
   std::mutex failMu;
   std::string otherFailure;
-  env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+  c.env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
     if (st.message().rfind("old ", 0) == 0) return true;
     std::lock_guard lk(failMu);
     otherFailure = st.ToString();
     return false;
   };
   // The receiver first (the sender's close would read as a dead peer to a live old receiver).
-  rx.setEpoch(2);
-  auto nrx = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(b.in), &rx, "new rx", 0);
+  c.rx->setEpoch(2);
+  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
   auto* newRx = nrx.get();
-  rx.setPath(std::move(nrx));
-  engine->replace(oldRx, newRx);
-  tx.setEpoch(2);
-  oldTx->shutdown();
-  auto ntx = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(b.out), &tx, "new tx", 3);
+  c.rx->setPath(std::move(nrx));
+  c.engine->replace(c.oldRx, newRx);
+  c.tx->setEpoch(2);
+  c.oldTx->shutdown();
+  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx", 3);
   auto* newTx = ntx.get();
-  tx.setPath(std::move(ntx));
+  c.tx->setPath(std::move(ntx));
   newTx->start();
-  engine->remove(oldTx);
+  c.engine->remove(c.oldTx);
   for (uint64_t s = steps + 1; s <= steps + 10; ++s) {
-    roundTrip(tx, rx, s);
+    roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) return;
   }
-  EXPECT_EQ(env.duplicateSteps.load(), 0u) << "acknowledged steps were sent again";
-  EXPECT_EQ(env.staleSteps.load(), 0u);
-  EXPECT_FALSE(tx.failed());
-  EXPECT_FALSE(rx.failed());
+  EXPECT_EQ(c.env.duplicateSteps.load(), 0u) << "acknowledged steps were sent again";
+  EXPECT_EQ(c.env.staleSteps.load(), 0u);
+  EXPECT_FALSE(c.tx->failed());
+  EXPECT_FALSE(c.rx->failed());
   std::lock_guard lk(failMu);
   EXPECT_EQ(otherFailure, "");
 }
@@ -281,14 +275,8 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   Connection c;
   connect(c, "test-retired-eof");
   if (HasFatalFailure()) return;
-  auto& engine = c.engine;
-  auto& env = c.env;
-  channel::SendPort& tx = *c.tx;
-  channel::RecvPort& rx = *c.rx;
-  transport::SocketSendPath* oldTx = c.oldTx;
-  transport::SocketRecvPath* oldRx = c.oldRx;
   for (uint64_t s = 1; s <= 4; ++s) {
-    roundTrip(tx, rx, s);
+    roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) return;
   }
 
@@ -298,7 +286,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   std::condition_variable cv;
   bool inHook = false, committed = false;
   std::string otherFailure;
-  env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
+  c.env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
     std::unique_lock lk(mu);
     if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
       inHook = true;
@@ -314,18 +302,18 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   // The peer (the sender) commits first and closes its old socket: EOF on the old receive path.
   auto b = socketPair();
   ASSERT_EQ(b.error, "");
-  tx.setEpoch(2);
-  oldTx->shutdown();
+  c.tx->setEpoch(2);
+  c.oldTx->shutdown();
   {
     std::unique_lock lk(mu);
     ASSERT_TRUE(cv.wait_for(lk, 10s, [&] { return inHook; })) << "the old path's EOF never reached the hook";
   }
   // This end commits while the progress thread is in the hook, as Failover::commitLocked does.
-  rx.setEpoch(2);
-  auto nrx = std::make_unique<transport::SocketRecvPath>(engine.get(), std::move(b.in), &rx, "new rx", 0);
+  c.rx->setEpoch(2);
+  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
   auto* newRx = nrx.get();
-  rx.setPath(std::move(nrx));
-  engine->replace(oldRx, newRx);
+  c.rx->setPath(std::move(nrx));
+  c.engine->replace(c.oldRx, newRx);
   {
     std::lock_guard lk(mu);
     committed = true;
@@ -333,20 +321,20 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   cv.notify_all();
 
   // The sender's new path resends from what the receiver has, and the connection goes on.
-  auto ntx = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(b.out), &tx, "new tx", rx.received());
+  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx", c.rx->received());
   auto* newTx = ntx.get();
-  tx.setPath(std::move(ntx));
+  c.tx->setPath(std::move(ntx));
   newTx->start();
-  engine->remove(oldTx);
-  EXPECT_FALSE(rx.failed()) << "the close of a replaced path failed the connection: " << rx.error().ToString();
-  for (uint64_t s = 5; s <= 12 && !rx.failed(); ++s) {
-    roundTrip(tx, rx, s);
+  c.engine->remove(c.oldTx);
+  EXPECT_FALSE(c.rx->failed()) << "the close of a replaced path failed the connection: " << c.rx->error().ToString();
+  for (uint64_t s = 5; s <= 12 && !c.rx->failed(); ++s) {
+    roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) break;
   }
-  EXPECT_FALSE(tx.failed());
-  EXPECT_FALSE(rx.failed());
+  EXPECT_FALSE(c.tx->failed());
+  EXPECT_FALSE(c.rx->failed());
   // No completion (and no hook call) after this: the hook's state goes before the ports.
-  engine->stop();
+  c.engine->stop();
   std::lock_guard lk(mu);
   EXPECT_EQ(otherFailure, "");
 }
