@@ -134,9 +134,10 @@ done
 python3 -c 'import json,sys; json.dump({"version": 1, "actions": [{"at_ms": 500, "action": "link-down",
   "target": {"netns": sys.argv[2], "dev": "rail1", "side": "switch"}, "duration_ms": 300}]}, open(sys.argv[1], "w"))' \
   "$WORK/plan_loop_one.json" "$NAME-h0"
-loop_one() {  # $1 round
-  local tag="base_loop_one_r$1"
-  step "fault-free allreduce $SIZE in the fault loop, RECCL_NICS==rail0 (before round $1)"
+loop_one() {  # $1 round (from 0; ROUNDS: after the last)
+  local tag="base_loop_one_r$1" when="before round $(($1 + 1))/$ROUNDS"
+  (($1 < ROUNDS)) || when="after the last round"
+  step "fault-free allreduce $SIZE in the fault loop, RECCL_NICS==rail0 ($when)"
   ranks "$tag" /usr/bin/env RECCL_NICS==rail0 "$BIN/reccl-bench" --fault-plan "$WORK/plan_loop_one.json" \
     -e "$SIZE" -w 3 -n "$BASE_ITERS" --fault-tail-ms 500 --json "$WORK/$tag.json" ||
     { tail -20 "$WORK/$tag.log" >&2; echo "fault_bench.sh: $tag failed" >&2; exit 1; }
@@ -226,10 +227,12 @@ if [[ $GLOO -eq 1 ]]; then
 fi
 
 # --- report -------------------------------------------------------------------------------------
-python3 - "$WORK/meta.json" <<PY
+python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
+  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" <<'PY'
 import json, sys
-json.dump({"sources": "$SOURCES".split(), "faults": $FAULTS, "rounds": $ROUNDS, "size": "$SIZE", "down_ms": $DOWN_MS,
-           "period_ms": $PERIOD_MS, "gloo": $GLOO == 1, "gloo_timeout_ms": $GLOO_TIMEOUT_MS, "gloo_iters": $GLOO_ITERS,
-           "name": "$NAME", "fifo": $FIFO, "settings": "${FAULT_ENV[*]}"}, open(sys.argv[1], "w"))
+a = sys.argv[2:]
+json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3], "down_ms": int(a[4]),
+           "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
+           "name": a[9], "fifo": int(a[10]), "settings": a[11]}, open(sys.argv[1], "w"))
 PY
 python3 "$REPORT" "$WORK" "$OUT"

@@ -66,12 +66,18 @@ def loop_busbw(run):
     return median([i["busbw_gbps"] for i in run["iterations"]])
 
 
+def window_medians(faults):
+    """Bandwidth before / during / degraded / after over these faults: the median over the faults of
+    each fault's figure (reccl-bench's per-fault window median; for "during", the slowest call of
+    the fault). Every fault weighs the same, however many calls its window held (reccl-bench's own
+    summary is the median over all calls instead)."""
+    return {k: median(f["busbw_%s_gbps" % k] for f in faults) for k in ("before", "during", "degraded", "after")}
+
+
 def pool_source(segments):
     """One source's rounds as one: per-fault figures pooled over every round's faults.
 
-    Stall and its parts: percentiles over all faults. Bandwidth before / during / degraded / after:
-    the median over all faults of each fault's window figure (reccl-bench gives each fault's window
-    median; "during" is each fault's slowest call)."""
+    Stall and its parts: percentiles over all faults; bandwidth: window_medians over all faults."""
     faults = [f for seg in segments for f in seg.get("faults") or []]
     sums = [seg["summary"] for seg in segments]
     out = {
@@ -83,8 +89,7 @@ def pool_source(segments):
         "fault_to_switch_ms": spread(f["fault_to_switch_ms"] for f in faults),
         "first_step_ms": spread(f.get("first_step_ms") for f in faults),
         "resume_after_switch_ms": spread(f.get("resume_after_switch_ms") for f in faults),
-        "busbw_gbps": {k: median(f["busbw_%s_gbps" % k] for f in faults)
-                       for k in ("before", "during", "degraded", "after")},
+        "busbw_gbps": window_medians(faults),
         "counters": {k: sum(seg["counters"][k] for seg in segments)
                      for k in ("failovers", "failbacks", "bytes_resent", "duplicate_steps")},
         "status": "ok" if all(seg["status"] == "ok" for seg in segments) else "failed",
@@ -94,12 +99,13 @@ def pool_source(segments):
 
 
 def paired_rounds(segments, loops):
-    """Per round: its degraded busbw over the mean of the one-rail loop baselines before and after it."""
+    """Per round: its degraded busbw (window_medians over its faults) over the mean of the one-rail
+    loop runs before and after it; no ratio when either run has no figure (the report counts that
+    run as failed)."""
     rows = []
     for k, seg in enumerate(segments):
-        g = seg["summary"]["busbw_gbps"]["degraded"]
-        around = [b for b in (loops[k], loops[k + 1]) if b is not None]
-        one = sum(around) / len(around) if around else None
+        g = window_medians(seg.get("faults") or [])["degraded"]
+        one = (loops[k] + loops[k + 1]) / 2 if loops[k] is not None and loops[k + 1] is not None else None
         rows.append({"round": k, "faults": seg["summary"]["faults"], "degraded_gbps": g, "one_rail_fault_loop_gbps": one,
                      "ratio": g / one if g is not None and one else None})
     return rows
@@ -124,6 +130,8 @@ def report(work, out):
         r["runs"]["base_one_rail_fault_loop_r%d" % k] = bl
         wrong += 1 if bl is None else bl["out_of_bounds"] + (0 if bl["status"] == "ok" else 1)
         loops.append(loop_busbw(bl))
+        if bl is not None and loops[-1] is None:
+            wrong += 1  # a baseline without a call: nothing to pair with
     all_loop_iters = [i["busbw_gbps"] for k in range(rounds + 1)
                       for i in (r["runs"]["base_one_rail_fault_loop_r%d" % k] or {}).get("iterations") or []]
     one_loop = median(all_loop_iters)
@@ -150,6 +158,7 @@ def report(work, out):
         bw = x["busbw_gbps"]
         if bw["degraded"] is not None and s != "none":
             paired = [row["ratio"] for row in x["rounds"] if row["ratio"] is not None]
+            x["rounds_paired"] = len(paired)
             if paired:
                 # The middle of the rounds (the mean of the two middle ones for an even count).
                 p = sorted(paired)
@@ -283,13 +292,13 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     print("(stall ms: fault syscall -> the held-up work moving on the new paths: the first step of a connection")
     print(" that had steps outstanding, the new path's start for an idle one; step99: fault -> first step")
     print(" completed on a new path, p99, which for an idle connection waits for the next call; signal: fault ->")
-    print(" first fault signal; switch: first signal -> new path committed; bandwidth: median over the faults")
-    print(" of each fault's window median, GB/s)")
+    print(" first fault signal; switch: first signal -> new path committed; bandwidth GB/s: median over the")
+    print(" faults of each fault's window median, for during each fault's slowest call)")
     for s in sources:
         rows = r["sources"][s].get("rounds")
         if rows and s != "none":
-            print("degraded / one rail in the fault loop around it, per round (%s): %s" % (
-                s, " ".join(f2(row["ratio"], 3) for row in rows)))
+            print("degraded / one rail in the fault loop around it, per round (%s): %s (%d of %d rounds paired)" % (
+                s, " ".join(f2(row["ratio"], 3) for row in rows), r["sources"][s].get("rounds_paired", 0), len(rows)))
     print("ratios:")
     for k, v in ratios.items():
         goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""
