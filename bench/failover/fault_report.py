@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""The report of bench/failover/fault_bench.sh: reads the work directory it filled, writes one JSON
+file with every run and prints the table.
+
+    fault_report.py WORK OUT
+
+WORK holds meta.json (the script's settings), base_one.json and base_two.json (plain reccl-bench,
+one rail and both rails), base_loop_one_r0..rK.json (one rail, fault-free, in the fault loop's own
+mode: one before each round and one after the last), fault_<source>_r<k>.json (round k's share of
+the faults for that source, `reccl-bench --fault-plan`), and the Gloo runs.
+
+Rounds: the one-rail baseline is measured between the fault runs, so that "degraded after a
+failover / one rail fault-free" compares figures taken minutes apart at most, not a baseline taken
+once at the start of a run that lasts longer than the machine stays the same. Each round's
+degraded figure is paired with the mean of the two one-rail baselines around it; the median over
+rounds of these paired ratios is the figure the goal is judged on.
+
+Exit 0 when every run completed with exact results, 1 otherwise (the JSON is written either way).
+"""
+import json
+import math
+import os
+import sys
+import time
+
+
+def nearest_rank(values, p):
+    """Nearest-rank percentile, as reccl-bench's (fault_timeline.cpp)."""
+    v = sorted(values)
+    if not v:
+        return None
+    rank = max(1, math.ceil(p * len(v)))
+    return v[min(rank, len(v)) - 1]
+
+
+def spread(values):
+    v = [x for x in values if x is not None]
+    return {"n": len(v), "p50": nearest_rank(v, 0.5), "p99": nearest_rank(v, 0.99), "max": nearest_rank(v, 1.0)}
+
+
+def median(values):
+    v = [x for x in values if x is not None]
+    return nearest_rank(v, 0.5) if v else None
+
+
+def load(work, tag):
+    p = os.path.join(work, tag + ".json")
+    return json.load(open(p)) if os.path.exists(p) else None
+
+
+def log_tail(work, tag, n=3):
+    p = os.path.join(work, tag + ".log")
+    if not os.path.exists(p):
+        return ""
+    return "".join(open(p, errors="replace").readlines()[-n:])
+
+
+def oop(run):
+    return run["rows"][0]["out_of_place"]["busbw_gbps"]
+
+
+def loop_busbw(run):
+    """Median busbw of a fault-loop run's iterations; None without any."""
+    if run is None or not run.get("iterations"):
+        return None
+    return median([i["busbw_gbps"] for i in run["iterations"]])
+
+
+def window_medians(faults):
+    """Bandwidth before / during / degraded / after over these faults: the median over the faults of
+    each fault's figure (reccl-bench's per-fault window median; for "during", the slowest call of
+    the fault). Every fault weighs the same, however many calls its window held (reccl-bench's own
+    summary is the median over all calls instead)."""
+    return {k: median(f["busbw_%s_gbps" % k] for f in faults) for k in ("before", "during", "degraded", "after")}
+
+
+def pool_source(segments):
+    """One source's rounds as one: per-fault figures pooled over every round's faults.
+
+    Stall and its parts: percentiles over all faults; bandwidth: window_medians over all faults."""
+    faults = [f for seg in segments for f in seg.get("faults") or []]
+    sums = [seg["summary"] for seg in segments]
+    out = {
+        "faults": sum(s["faults"] for s in sums),
+        "faults_with_failover": sum(s["faults_with_failover"] for s in sums),
+        "stall_ms": spread(f["stall_ms"] for f in faults),
+        "stall_ms_fault_inside_a_call": spread(f["stall_ms"] for f in faults if f.get("in_collective")),
+        "signal_after_fault_ms": spread(f["signal_after_fault_ms"] for f in faults),
+        "fault_to_switch_ms": spread(f["fault_to_switch_ms"] for f in faults),
+        "first_step_ms": spread(f.get("first_step_ms") for f in faults),
+        "resume_after_switch_ms": spread(f.get("resume_after_switch_ms") for f in faults),
+        "busbw_gbps": window_medians(faults),
+        "counters": {k: sum(seg["counters"][k] for seg in segments)
+                     for k in ("failovers", "failbacks", "bytes_resent", "duplicate_steps")},
+        "status": "ok" if all(seg["status"] == "ok" for seg in segments) else "failed",
+    }
+    out["counters"]["summed_over_ranks"] = all(seg["counters"]["summed_over_ranks"] for seg in segments)
+    return out
+
+
+def paired_rounds(segments, loops):
+    """Per round: its degraded busbw (window_medians over its faults) over the mean of the one-rail
+    loop runs before and after it; no ratio when either run has no figure (the report counts that
+    run as failed)."""
+    rows = []
+    for k, seg in enumerate(segments):
+        g = window_medians(seg.get("faults") or [])["degraded"]
+        one = (loops[k] + loops[k + 1]) / 2 if loops[k] is not None and loops[k + 1] is not None else None
+        rows.append({"round": k, "faults": seg["summary"]["faults"], "degraded_gbps": g, "one_rail_fault_loop_gbps": one,
+                     "ratio": g / one if g is not None and one else None})
+    return rows
+
+
+def report(work, out):
+    meta = json.load(open(os.path.join(work, "meta.json")))
+    sources, rounds = meta["sources"], meta["rounds"]
+    r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+         "testbed": {"name": meta["name"], "hosts": 2, "rails": 2}, "size": meta["size"],
+         "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
+         "period_ms": meta["period_ms"], "settings": meta["settings"],
+         "ranks_sched": "SCHED_FIFO %d" % meta["fifo"] if meta["fifo"] else "normal", "runs": {}}
+    wrong = 0
+    b1, b2 = load(work, "base_one"), load(work, "base_two")
+    r["runs"]["base_one_rail"], r["runs"]["base_two_rails"] = b1, b2
+    one, two = oop(b1), oop(b2)
+    wrong += b1["out_of_bounds"] + b2["out_of_bounds"]
+    loops = []
+    for k in range(rounds + 1):
+        bl = load(work, "base_loop_one_r%d" % k)
+        r["runs"]["base_one_rail_fault_loop_r%d" % k] = bl
+        wrong += 1 if bl is None else bl["out_of_bounds"] + (0 if bl["status"] == "ok" else 1)
+        loops.append(loop_busbw(bl))
+        if bl is not None and loops[-1] is None:
+            wrong += 1  # a baseline without a call: nothing to pair with
+    all_loop_iters = [i["busbw_gbps"] for k in range(rounds + 1)
+                      for i in (r["runs"]["base_one_rail_fault_loop_r%d" % k] or {}).get("iterations") or []]
+    one_loop = median(all_loop_iters)
+    r["baseline_busbw_gbps"] = {"one_rail": one, "two_rails": two, "one_rail_fault_loop": one_loop,
+                                "one_rail_fault_loop_per_round": loops}
+    r["sources"] = {}
+    ratios = {}
+    for s in sources:
+        segs = []
+        for k in range(rounds):
+            f = load(work, "fault_%s_r%d" % (s, k))
+            r["runs"]["fault_%s_r%d" % (s, k)] = f
+            if f is None:
+                wrong += 1
+                continue
+            wrong += f["out_of_bounds"] + (0 if f["status"] == "ok" else 1)
+            segs.append(f)
+        if len(segs) < rounds:
+            r["sources"][s] = {"error": "%d of %d rounds have no result" % (rounds - len(segs), rounds)}
+            continue
+        x = pool_source(segs)
+        x["rounds"] = paired_rounds(segs, loops)
+        r["sources"][s] = x
+        bw = x["busbw_gbps"]
+        if bw["degraded"] is not None and s != "none":
+            paired = [row["ratio"] for row in x["rounds"] if row["ratio"] is not None]
+            x["rounds_paired"] = len(paired)
+            if paired:
+                # The middle of the rounds (the mean of the two middle ones for an even count).
+                p = sorted(paired)
+                h = len(p) // 2
+                ratios["degraded_over_one_rail_paired_" + s] = p[h] if len(p) % 2 else (p[h - 1] + p[h]) / 2
+            if one_loop:
+                ratios["degraded_over_one_rail_fault_loop_" + s] = bw["degraded"] / one_loop
+            ratios["degraded_over_one_rail_" + s] = bw["degraded"] / one
+        if bw["before"] is not None and s != "none":
+            ratios["before_over_two_rails_" + s] = bw["before"] / two
+        if bw["after"] is not None:
+            ratios["after_over_two_rails_" + s] = bw["after"] / two
+    base = r["sources"].get("bpf", {}).get("stall_ms", {}).get("p50")
+    if base:
+        for s in sources:
+            p = r["sources"][s].get("stall_ms", {})
+            if p.get("p50"):
+                ratios["stall_p50_%s_over_bpf" % s] = p["p50"] / base
+    ratios["two_rails_over_one_rail"] = two / one
+    r["ratios"] = ratios
+    if meta["gloo"]:
+        r["gloo"] = gloo_report(work, r, meta, sources)
+    r["wrong_or_failed"] = wrong
+    json.dump(r, open(out, "w"), indent=1)
+    print_table(r, meta, sources, one, two, one_loop, ratios)
+    print("wrong results or failed runs: %d" % wrong)
+    print("written: %s" % out, file=sys.stderr)
+    return 1 if wrong else 0
+
+
+def gloo_report(work, r, meta, sources):
+    down, gtimeout, iters = meta["down_ms"], meta["gloo_timeout_ms"], meta["gloo_iters"]
+    g = {"timeout_ms": gtimeout}
+    free, rec = load(work, "gloo_free"), load(work, "gloo_recover")
+    s1, s2 = load(work, "gloo_free_small1"), load(work, "gloo_free_small2")
+    for k in ("gloo_free", "gloo_recover", "gloo_free_small1", "gloo_free_small2"):
+        r["runs"][k] = load(work, k)
+    rc_rec = int(open(os.path.join(work, "gloo_recover.rc")).read().split()[0])
+    if free:
+        g["busbw_fault_free_gbps"] = free["rows"][0]["in_place"]["busbw_gbps"]
+    if s1 and s2 and rec and rc_rec == 0:
+        tf = min(s1["rows"][0]["in_place"]["time_us"], s2["rows"][0]["in_place"]["time_us"])
+        tr = rec["rows"][0]["in_place"]["time_us"]
+        g["recovered_fault_extra_ms"] = (tr - tf) * iters / 1000  # the loop's time difference
+        g["recovered_fault"] = "completed, loop %.0f ms longer than fault-free (cable down %s ms)" % (
+            g["recovered_fault_extra_ms"], down)
+    else:
+        g["recovered_fault"] = "failed (exit %d): %s" % (rc_rec, log_tail(work, "gloo_recover").strip())
+    rc, ms = map(int, open(os.path.join(work, "gloo_hold.rc")).read().split()[:2])
+    g["held_fault_exit_code"], g["held_fault_exit_after_ms"] = rc, ms
+    if os.path.exists(os.path.join(work, "gloo_hold.hung")):
+        g["held_fault"] = "hang: no error within %.1f s (stopped 30 s after its timeout)" % (ms / 1000)
+    else:
+        g["held_fault"] = ("error after %.1f s: %s" % (ms / 1000, log_tail(work, "gloo_hold", 2).strip().replace("\n", " | "))
+                           if rc != 0 else "no error: completed (%d ms)" % ms)
+
+    # Per iteration (rank 0's CLOCK_MONOTONIC, gloo_bench --timeline), relative to the fault, next
+    # to reccl's iterations around its first fault of each source.
+    def gloo_iters(tag):
+        loops = (load(work, tag) or {}).get("timeline", {}).get("loops", [])
+        return loops[-1] if loops else None
+
+    def around(its, fault_ms, lo=-1000, hi=4000):
+        rows = []
+        for it in its:
+            t = it["start_mono_ns"] / 1e6 - fault_ms
+            if lo <= t <= hi:
+                rows.append({"t_ms": round(t, 3), "ms": round((it["end_mono_ns"] - it["start_mono_ns"]) / 1e6, 3)})
+        return rows
+
+    def describe(rows):
+        before = sorted(x["ms"] for x in rows if x["t_ms"] < 0)
+        after = [x for x in rows if x["t_ms"] >= 0]
+        d = {"iterations": len(rows), "median_ms_before": before[len(before) // 2] if before else None}
+        if after:
+            worst = max(after, key=lambda x: x["ms"])
+            d["slowest_ms_after_fault"], d["slowest_started_at_ms"] = worst["ms"], worst["t_ms"]
+        return d
+
+    tl = {}
+    loop = gloo_iters("gloo_recover")
+    if loop and os.path.exists(os.path.join(work, "gloo_recover.fault")):
+        t_down, t_up = map(int, open(os.path.join(work, "gloo_recover.fault")).read().split())
+        rows = around(loop["iterations"], t_down)
+        tl["gloo_recovered"] = {"bytes": loop["bytes"], "completed": loop["completed"], "fault_mono_ms": t_down,
+                                "recover_after_ms": t_up - t_down, **describe(rows), "per_iteration": rows}
+    loop = gloo_iters("gloo_hold")
+    if loop:
+        hold = open(os.path.join(work, "gloo_hold.rc")).read().split()
+        if len(hold) > 2:  # CLOCK_MONOTONIC ms of the link-down
+            t_fault = int(hold[2])
+            rows = around(loop["iterations"], t_fault, hi=10 ** 9)
+            tl["gloo_held"] = {"bytes": loop["bytes"], "completed": loop["completed"], "fault_mono_ms": t_fault,
+                               **describe(rows), "per_iteration": rows}
+    for s in sources:
+        f = r["runs"].get("fault_%s_r0" % s)  # the first round's first fault
+        if not f or not f.get("plan") or not f.get("faults"):
+            continue
+        fault_ms = f["t0_mono_ns"] / 1e6 + f["faults"][0]["at_s"] * 1000
+        rows = around(f["iterations"], fault_ms)
+        tl["reccl_" + s] = {"bytes": f["collective"]["bytes"], "fault_mono_ms": fault_ms, **describe(rows),
+                            "per_iteration": rows}
+    g["timeline"] = tl
+    return g
+
+
+def f2(v, d=2):
+    return "-" if v is None else ("%." + str(d) + "f") % v
+
+
+def print_table(r, meta, sources, one, two, one_loop, ratios):
+    print()
+    print("allreduce %s, 2 hosts x 2 rails (veth), %s faults per source in %d rounds, cable down %s ms every %s ms"
+          % (meta["size"], meta["faults"], meta["rounds"], meta["down_ms"], meta["period_ms"]))
+    print("fault-free busbw GB/s: one rail %s, two rails %s (ratio %s); one rail in the fault loop %s (per round: %s)"
+          % (f2(one, 3), f2(two, 3), f2(two / one), f2(one_loop, 3),
+             " ".join(f2(b, 3) for b in r["baseline_busbw_gbps"]["one_rail_fault_loop_per_round"])))
+    print("%-8s %8s %8s %8s %8s %8s %10s %10s %9s %9s %9s %9s" % (
+        "source", "faults", "stall50", "stall99", "stallmax", "step99", "signal50", "switch50", "bw before",
+        "during", "degraded", "after"))
+    for s in sources:
+        x = r["sources"][s]
+        if "stall_ms" not in x:
+            print("%-8s failed: %s" % (s, x.get("error", "")))
+            continue
+        st, bw, fs = x["stall_ms"], x["busbw_gbps"], x["first_step_ms"]
+        print("%-8s %8s %8s %8s %8s %8s %10s %10s %9s %9s %9s %9s" % (
+            s, "%d/%d" % (x["faults_with_failover"], x["faults"]), f2(st["p50"]), f2(st["p99"]), f2(st["max"]),
+            f2(fs["p99"]), f2(x["signal_after_fault_ms"]["p50"]), f2(x["fault_to_switch_ms"]["p50"]),
+            f2(bw["before"], 3), f2(bw["during"], 3), f2(bw["degraded"], 3), f2(bw["after"], 3)))
+    print("(stall ms: fault syscall -> the held-up work moving on the new paths: the first step of a connection")
+    print(" that had steps outstanding, the new path's start for an idle one; step99: fault -> first step")
+    print(" completed on a new path, p99, which for an idle connection waits for the next call; signal: fault ->")
+    print(" first fault signal; switch: first signal -> new path committed; bandwidth GB/s: median over the")
+    print(" faults of each fault's window median, for during each fault's slowest call)")
+    for s in sources:
+        rows = r["sources"][s].get("rounds")
+        if rows and s != "none":
+            print("degraded / one rail in the fault loop around it, per round (%s): %s (%d of %d rounds paired)" % (
+                s, " ".join(f2(row["ratio"], 3) for row in rows), r["sources"][s].get("rounds_paired", 0), len(rows)))
+    print("ratios:")
+    for k, v in ratios.items():
+        goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""
+        print("  %-40s %.3f%s" % (k, v, goal))
+    if "gloo" in r:
+        g = r["gloo"]
+        print("gloo (rail0 only): fault recovered after %s ms: %s" % (meta["down_ms"], g["recovered_fault"]))
+        print("gloo: fault held: %s" % g["held_fault"])
+        print("per iteration around the fault (ms; t = iteration start after the fault):")
+        print("  %-16s %10s %10s %12s %12s %11s" % ("run", "bytes", "iters", "median before", "slowest after", "at t ms"))
+        for k, v in g["timeline"].items():
+            print("  %-16s %10d %10d %12s %12s %11s" % (k, v["bytes"], v["iterations"], f2(v.get("median_ms_before")),
+                  f2(v.get("slowest_ms_after_fault")), f2(v.get("slowest_started_at_ms"), 1)))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        print("usage: fault_report.py WORK OUT", file=sys.stderr)
+        sys.exit(64)
+    sys.exit(report(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,57 @@
+// bench/failover/fault_bench.sh end to end at small sizes on a real 2-host testbed with real
+// link-downs: the rounds run, the one-rail runs around them are paired, nothing wrong, and the
+// testbed gone afterwards. Needs root; skipped otherwise. The report itself: fault_report_test.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_child.h"
+
+namespace {
+
+using nlohmann::json;
+using reccl::benchtest::Child;
+using reccl::benchtest::slurp;
+namespace fs = std::filesystem;
+
+TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
+  if (geteuid() != 0) GTEST_SKIP() << "the testbed needs root";
+  if (!fs::exists(fs::path(RECCL_BIN_DIR) / "reccl-bench")) GTEST_SKIP() << "reccl-bench is not built";
+  const fs::path dir = fs::temp_directory_path() / ("reccl-fault-bench-test-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path build = fs::path(RECCL_BIN_DIR).parent_path();
+  // RECCL_DETECTOR=netlink: rtnetlink needs no BPF, so this runs wherever the testbed does.
+  std::vector<std::string> args = {"/bin/bash", FAULT_BENCH, "--build", build.string(), "--faults", "3",
+                                   "--rounds", "2", "--size", "1M", "--sources", "netlink", "--no-gloo",
+                                   "--down-ms", "400", "--period-ms", "1100", "--baseline-iters", "5",
+                                   "--out", (dir / "fb.json").string()};
+  int rc;
+  {
+    Child c(args, {}, dir / "out.txt");
+    rc = c.wait(std::chrono::seconds(400));
+  }
+  std::string out = slurp(dir / "out.txt");
+  ASSERT_EQ(rc, 0) << out;
+  auto j = json::parse(slurp(dir / "fb.json"));
+  EXPECT_EQ(j["wrong_or_failed"], 0);
+  EXPECT_EQ(j["rounds"], 2);
+  EXPECT_EQ(j["baseline_busbw_gbps"]["one_rail_fault_loop_per_round"].size(), 3u);
+  const json& s = j["sources"]["netlink"];
+  EXPECT_EQ(s["faults"], 3) << "2 + 1 faults over the two rounds";
+  EXPECT_EQ(s["faults_with_failover"], 3);
+  ASSERT_EQ(s["rounds"].size(), 2u);
+  for (const auto& row : s["rounds"]) EXPECT_GT(row["ratio"].get<double>(), 0.0) << row.dump();
+  EXPECT_GT(j["ratios"]["degraded_over_one_rail_paired_netlink"].get<double>(), 0.0);
+  EXPECT_NE(out.find("per round (netlink)"), std::string::npos) << out;
+  std::string name = j["testbed"]["name"];
+  EXPECT_FALSE(fs::exists("/run/netns/" + name + "-h0")) << "fault_bench.sh leaves no testbed behind";
+  fs::remove_all(dir);
+}
+
+}  // namespace

@@ -1,0 +1,159 @@
+// bench/failover/fault_report.py, the report of fault_bench.sh, on made-up runs: each round's
+// degraded bandwidth paired with the one-rail runs around it, every round's faults pooled, a missing
+// round or an empty one-rail run a failure. Needs python3 only.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "bench_child.h"
+
+namespace {
+
+using nlohmann::json;
+using reccl::benchtest::Child;
+using reccl::benchtest::slurp;
+namespace fs = std::filesystem;
+
+class FaultReport : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::system("command -v python3 >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 is not installed";
+    dir_ = fs::temp_directory_path() / ("reccl-fault-report-" + std::to_string(getpid()) + "-" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  void write(const std::string& tag, const json& j) { std::ofstream(dir_ / (tag + ".json")) << j.dump(); }
+
+  // A plain reccl-bench run with this out-of-place busbw.
+  static json plain(double busbw) { return {{"rows", {{{"out_of_place", {{"busbw_gbps", busbw}}}}}}, {"out_of_bounds", 0}}; }
+
+  // A fault-loop run without faults: these per-call busbw figures.
+  static json loop(const std::vector<double>& busbw) {
+    json its = json::array();
+    for (double b : busbw) its.push_back({{"busbw_gbps", b}});
+    return {{"iterations", its}, {"out_of_bounds", 0}, {"status", "ok"}};
+  }
+
+  // One round's fault run: these per-fault stalls (ms; null: no failover), summary degraded busbw.
+  static json faults(const std::vector<json>& stalls, double degraded) {
+    json fs = json::array();
+    int withFailover = 0;
+    for (const auto& s : stalls) {
+      withFailover += s.is_null() ? 0 : 1;
+      fs.push_back({{"stall_ms", s}, {"in_collective", true}, {"signal_after_fault_ms", 0.1},
+                    {"fault_to_switch_ms", 2.0}, {"first_step_ms", s}, {"resume_after_switch_ms", 1.0},
+                    {"busbw_before_gbps", 1.0}, {"busbw_during_gbps", 0.5}, {"busbw_degraded_gbps", degraded},
+                    {"busbw_after_gbps", 1.0}});
+    }
+    // The run's own summary (the median over all calls) differs from its faults' window medians:
+    // the report pairs and pools the per-fault figures, so a report reading this one is caught.
+    json sum = {{"faults", stalls.size()}, {"faults_with_failover", withFailover},
+                {"busbw_gbps", {{"before", 1.0}, {"during", 0.5}, {"degraded", degraded + 0.05}, {"after", 1.0}}}};
+    json counters = {{"failovers", withFailover * 2}, {"failbacks", withFailover * 2}, {"bytes_resent", 100},
+                     {"duplicate_steps", 0}, {"summed_over_ranks", true}};
+    return {{"faults", fs}, {"summary", sum}, {"counters", counters}, {"out_of_bounds", 0}, {"status", "ok"}};
+  }
+
+  void meta(int rounds, int nfaults) {
+    write("meta", {{"sources", {"bpf"}}, {"faults", nfaults}, {"rounds", rounds}, {"size", "1M"}, {"down_ms", 400},
+                   {"period_ms", 1100}, {"gloo", false}, {"gloo_timeout_ms", 3000}, {"gloo_iters", 1500},
+                   {"name", "t"}, {"fifo", 0}, {"settings", "RECCL_STALL_TIMEOUT_MS=200"}});
+  }
+
+  // Runs the report; its exit code, the JSON in `out`, the printed text in `text`.
+  int run(json& out, std::string& text) {
+    int rc;
+    {
+      Child c({"/usr/bin/env", "python3", FAULT_REPORT, dir_.string(), (dir_ / "out.json").string()}, {},
+              dir_ / "out.txt");
+      rc = c.wait(std::chrono::seconds(60));
+    }
+    text = slurp(dir_ / "out.txt");
+    if (fs::exists(dir_ / "out.json")) out = json::parse(slurp(dir_ / "out.json"));
+    return rc;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(FaultReport, PairsEachRoundWithTheOneRailRunsAroundIt) {
+  meta(3, 6);
+  write("base_one", plain(1.2));
+  write("base_two", plain(1.0));
+  // One-rail fault-loop medians by run: 1.0 before round 0, 0.8 and 0.6 between, 0.6 after round 2.
+  write("base_loop_one_r0", loop({0.9, 1.0, 1.1}));
+  write("base_loop_one_r1", loop({0.8, 0.7, 0.9}));
+  write("base_loop_one_r2", loop({0.6, 0.6, 0.5}));
+  write("base_loop_one_r3", loop({0.6, 0.5, 0.7}));
+  write("fault_bpf_r0", faults({1.0, 2.0, 9.0}, 0.9));  // 0.9 / mean(1.0, 0.8) = 1.0
+  write("fault_bpf_r1", faults({3.0, nullptr}, 0.63));  // 0.63 / mean(0.8, 0.6) = 0.9
+  write("fault_bpf_r2", faults({4.0}, 0.48));           // 0.48 / mean(0.6, 0.6) = 0.8
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& s = r["sources"]["bpf"];
+  ASSERT_EQ(s["rounds"].size(), 3u);
+  EXPECT_NEAR(s["rounds"][0]["one_rail_fault_loop_gbps"].get<double>(), 0.9, 1e-9);
+  EXPECT_NEAR(s["rounds"][0]["ratio"].get<double>(), 1.0, 1e-9);
+  EXPECT_NEAR(s["rounds"][1]["ratio"].get<double>(), 0.9, 1e-9);
+  EXPECT_NEAR(s["rounds"][2]["ratio"].get<double>(), 0.8, 1e-9);
+  EXPECT_EQ(s["rounds_paired"], 3);
+  // The middle round's ratio, not degraded over a baseline taken once.
+  EXPECT_NEAR(r["ratios"]["degraded_over_one_rail_paired_bpf"].get<double>(), 0.9, 1e-9);
+  // Pooled degraded: the median over the 6 faults' window figures (0.9 x3, 0.63 x2, 0.48) is 0.63
+  // (nearest rank); over the plain one-rail run and over all 12 one-rail calls (median 0.7).
+  EXPECT_NEAR(s["busbw_gbps"]["degraded"].get<double>(), 0.63, 1e-9);
+  EXPECT_NEAR(r["ratios"]["degraded_over_one_rail_bpf"].get<double>(), 0.63 / 1.2, 1e-9);
+  EXPECT_NEAR(r["baseline_busbw_gbps"]["one_rail_fault_loop"].get<double>(), 0.7, 1e-9);
+  EXPECT_NEAR(r["ratios"]["degraded_over_one_rail_fault_loop_bpf"].get<double>(), 0.9, 1e-9);
+  // Every round's faults pooled: 6 faults, 5 with a failover, stalls {1, 2, 3, 4, 9}.
+  EXPECT_EQ(s["faults"], 6);
+  EXPECT_EQ(s["faults_with_failover"], 5);
+  EXPECT_EQ(s["stall_ms"]["n"], 5);
+  EXPECT_EQ(s["stall_ms"]["p50"], 3.0);
+  EXPECT_EQ(s["stall_ms"]["max"], 9.0);
+  EXPECT_EQ(s["counters"]["failovers"], 10);
+  EXPECT_EQ(s["status"], "ok");
+  EXPECT_EQ(r["wrong_or_failed"], 0);
+  EXPECT_NE(text.find("per round (bpf): 1.000 0.900 0.800 (3 of 3 rounds paired)"), std::string::npos) << text;
+}
+
+TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
+  meta(1, 1);
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  write("base_loop_one_r0", loop({1.0}));
+  write("base_loop_one_r1", loop({}));  // ran, but timed no call
+  write("fault_bpf_r0", faults({1.0}, 1.0));
+  json r;
+  std::string text;
+  EXPECT_EQ(run(r, text), 1) << text;
+  EXPECT_EQ(r["wrong_or_failed"], 1);
+  EXPECT_EQ(r["sources"]["bpf"]["rounds_paired"], 0);
+  EXPECT_FALSE(r["ratios"].contains("degraded_over_one_rail_paired_bpf"));
+}
+
+TEST_F(FaultReport, ARoundWithoutAResultIsAFailure) {
+  meta(2, 4);
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  for (int k = 0; k < 3; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
+  write("fault_bpf_r0", faults({1.0, 2.0}, 1.0));  // round 1's run left nothing
+  json r;
+  std::string text;
+  EXPECT_EQ(run(r, text), 1) << text;
+  EXPECT_EQ(r["wrong_or_failed"], 1);
+  EXPECT_NE(r["sources"]["bpf"]["error"].get<std::string>().find("1 of 2 rounds"), std::string::npos);
+  EXPECT_FALSE(r["ratios"].contains("degraded_over_one_rail_paired_bpf"));
+}
+
+}  // namespace
