@@ -51,6 +51,12 @@ void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
   fail(s);
 }
 
+bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys) const {
+  if (path() == self) return false;
+  RECCL_INFO(subsys, "%s (path already replaced)", s.message().c_str());
+  return true;
+}
+
 void PortBase::fail(const Status& s) {
   latch_.latch(s);
   wakeAll();

@@ -21,6 +21,7 @@
 #include "channel/path.h"
 #include "channel/step_header.h"
 #include "reccl/common/deadline.h"
+#include "reccl/common/log.h"
 #include "reccl/common/status.h"
 
 namespace reccl::channel {
@@ -100,6 +101,9 @@ class PortBase {
   // thread), and the hook then sees no migration in progress and takes the close of the retired
   // path for a dead peer (fault_bench: once in 87 faults, once in 40; both communicators failed).
   void pathFailed(const Path* self, bool isSender, const Status& s);
+  // True (logged at INFO under `subsys`) when `self` is no longer the port's path: its failure is
+  // how a migration looks from here, so the path neither warns nor reports it.
+  bool replacedPath(const Path* self, const Status& s, LogSubsys subsys) const;
   // Latches `s` and wakes every waiter (both directions).
   void fail(const Status& s);
   bool failed() const noexcept { return latch_.set(); }

@@ -32,13 +32,9 @@ void RelayPathBase::stop() noexcept {
 }
 
 void RelayPathBase::failed(const Status& s) {
-  if (dead_.exchange(true)) return;
   // A path the port no longer uses (failover replaced it: the peer closing the relay's socket is
   // how that looks from here) failing is expected, not a fault (see PortBase::pathFailed).
-  if (base_->path() != this) {
-    RECCL_INFO(kLogFailover, "%s (path already replaced)", s.message().c_str());
-    return;
-  }
+  if (dead_.exchange(true) || base_->replacedPath(this, s, kLogFailover)) return;
   RECCL_WARN(kLogFailover, "%s", s.message().c_str());
   base_->pathFailed(this, isSender_, s);
 }

@@ -49,11 +49,7 @@ void SocketSendPath::quiesce() noexcept {
 }
 
 void SocketSendPath::failed(const Status& s) {
-  if (dead_.exchange(true)) return;
-  if (port_->path() != this) {
-    RECCL_INFO(kLogNet, "%s (path already replaced)", s.message().c_str());
-    return;
-  }
+  if (dead_.exchange(true) || port_->replacedPath(this, s, kLogNet)) return;
   // A peer that finished and closed leaves an idle connection behind: not worth a warning.
   if (port_->acked() == port_->posted())
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
@@ -234,11 +230,7 @@ void SocketRecvPath::quiesce() noexcept {
 }
 
 void SocketRecvPath::failed(const Status& s) {
-  if (dead_.exchange(true)) return;
-  if (port_->path() != this) {
-    RECCL_INFO(kLogNet, "%s (path already replaced)", s.message().c_str());
-    return;
-  }
+  if (dead_.exchange(true) || port_->replacedPath(this, s, kLogNet)) return;
   if (phase_ == Phase::kHeader && stageLen_ == stageOff_)
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
   else
