@@ -13,6 +13,7 @@
 #include "failover/detector_link.h"
 #include "failover/failover.h"
 #include "failover/source_choice.h"
+#include "failover/thread_sched.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
@@ -79,6 +80,7 @@ void Failover::startInProcessAsync() {
   s.start = std::make_shared<Sources::Start>();
   // Copies only: the thread may outlive this communicator (see Sources::Start).
   s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics] {
+    dropToNormalScheduling();  // started by the monitor, which may run at FIFO (thread_sched.h)
 #ifdef RECCL_HAVE_DETECTOR
     auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
       auto opts = detector::DetectorOptions::fromEnv();

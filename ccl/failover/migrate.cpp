@@ -6,7 +6,6 @@
 #include <memory>
 #include <optional>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/socket.h>
 #include <cstring>
 #include <set>
@@ -17,6 +16,7 @@
 #include "core/comm.h"
 #include "failover/failover.h"
 #include "failover/rebalance.h"
+#include "failover/thread_sched.h"
 #include "reccl/common/log.h"
 #include "transport/socket_paths.h"
 #include "transport/socket_util.h"
@@ -99,12 +99,10 @@ void Failover::migratorLoop() {
 
 void Failover::applyRtPrio(const char* what) {
   if (rtPrio_ <= 0) return;
-  sched_param sp{};
-  sp.sched_priority = rtPrio_;
-  int rc = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
-  if (rc != 0 && !rtLogged_.exchange(true))
+  Status s = raiseToFifo(rtPrio_);
+  if (!s.ok() && !rtLogged_.exchange(true))
     RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_RT_PRIO=%d: SCHED_FIFO for the %s thread refused (%s); normal scheduling",
-               rank_, rtPrio_, what, strerror(rc));
+               rank_, rtPrio_, what, s.message().c_str());
 }
 
 void Failover::runJob(const Job& j) {

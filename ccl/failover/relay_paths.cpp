@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "failover/thread_sched.h"
 #include "reccl/common/log.h"
 
 namespace reccl::failover {
@@ -16,7 +17,10 @@ RelayPathBase::RelayPathBase(RelayLink link, channel::PortBase* port, std::strin
 RelayPathBase::~RelayPathBase() { stop(); }
 
 void RelayPathBase::start() {
-  thread_ = std::thread([this] { run(); });
+  thread_ = std::thread([this] {
+    dropToNormalScheduling();  // started by a migrator, which may run at FIFO (thread_sched.h)
+    run();
+  });
 }
 
 void RelayPathBase::shutdown() noexcept {
