@@ -20,6 +20,7 @@ Exit 0 when every run completed with exact results, 1 otherwise (the JSON is wri
 import json
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -124,7 +125,7 @@ def report(work, out):
     r["runs"]["base_one_rail"], r["runs"]["base_two_rails"] = b1, b2
     one, two = oop(b1), oop(b2)
     wrong += b1["out_of_bounds"] + b2["out_of_bounds"]
-    loops = []
+    loops, all_loop_calls = [], []
     for k in range(rounds + 1):
         bl = load(work, "base_loop_one_r%d" % k)
         r["runs"]["base_one_rail_fault_loop_r%d" % k] = bl
@@ -132,9 +133,8 @@ def report(work, out):
         loops.append(loop_busbw(bl))
         if bl is not None and loops[-1] is None:
             wrong += 1  # a baseline without a call: nothing to pair with
-    all_loop_iters = [i["busbw_gbps"] for k in range(rounds + 1)
-                      for i in (r["runs"]["base_one_rail_fault_loop_r%d" % k] or {}).get("iterations") or []]
-    one_loop = median(all_loop_iters)
+        all_loop_calls += [i["busbw_gbps"] for i in (bl or {}).get("iterations") or []]
+    one_loop = median(all_loop_calls)
     r["baseline_busbw_gbps"] = {"one_rail": one, "two_rails": two, "one_rail_fault_loop": one_loop,
                                 "one_rail_fault_loop_per_round": loops}
     r["sources"] = {}
@@ -161,9 +161,7 @@ def report(work, out):
             x["rounds_paired"] = len(paired)
             if paired:
                 # The middle of the rounds (the mean of the two middle ones for an even count).
-                p = sorted(paired)
-                h = len(p) // 2
-                ratios["degraded_over_one_rail_paired_" + s] = p[h] if len(p) % 2 else (p[h - 1] + p[h]) / 2
+                ratios["degraded_over_one_rail_paired_" + s] = statistics.median(paired)
             if one_loop:
                 ratios["degraded_over_one_rail_fault_loop_" + s] = bw["degraded"] / one_loop
             ratios["degraded_over_one_rail_" + s] = bw["degraded"] / one
