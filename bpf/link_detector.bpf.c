@@ -22,6 +22,7 @@ const volatile __u32 retrans_threshold = 12;         /* retransmits per window -
 const volatile __u64 retrans_window_ns = 500000000;  /* 500 ms */
 const volatile __u32 retrans_rate_ppm = 3000;        /* and retransmitted/sent segments; 0: off */
 const volatile __u64 degraded_min_interval_ns = 1000000000; /* at most one DEGRADED per second */
+const volatile __u64 retrans_settle_ns = 1000000;    /* + 2 RTTs: a retransmit's D-SACK is due */
 const volatile __u8 report_unattributed = 0;         /* emit DQL_STALL (names no device) */
 const volatile __u8 report_rdma = 0;                 /* emit RDMA port events */
 
@@ -400,16 +401,25 @@ int BPF_PROG(tp_dql_stall, unsigned short thrs, unsigned int len, unsigned long 
  * spurious timeouts of starved senders, backlog drops), in proportion to what it sends. So the
  * window also sums, per device, the data segments sent by the sockets that retransmitted (pure
  * ACKs of a socket that also receives would dilute the share), and a link is DEGRADED only when
- * the count crosses retrans_threshold and the retransmitted share of those segments crosses
- * retrans_rate_ppm. The segments come from each socket's own tcp_sock counters, read only here
- * (the program runs on retransmits, never per packet): the deltas since the socket's previous
- * retransmit, kept in socket-local storage. */
+ * the count crosses retrans_threshold and the lost share of those segments crosses
+ * retrans_rate_ppm. Lost: retransmitted, less what the receivers reported as duplicates (D-SACK):
+ * a path that reorders packets (a sender moving between CPUs whose veth backlogs drain out of
+ * order, ECMP, a NIC's queues) triggers fast retransmits of segments that were never lost, and
+ * the receiver's D-SACK says so about an RTT later. The segments come from each socket's own
+ * tcp_sock counters, read only here (the program runs on retransmits, never per packet): the
+ * deltas since the socket's last commit, kept in socket-local storage. A socket's retransmits are
+ * committed to the window only at one of its retransmits 2 RTTs + retrans_settle_ns after the
+ * first of them, with the D-SACKs that came in meanwhile: a burst of spurious fast retransmits
+ * then arrives in the window together with the D-SACKs that cancel it. */
 
-/* Per socket, as of its last retransmit on any watched device. */
+/* Per socket, as of its last commit to a window. */
 struct retrans_sock {
-  __u64 seen_ns;       /* 0: not seen yet, no baseline */
+  __u64 seen_ns;       /* the last commit; 0: not seen yet, no baseline */
+  __u64 pending_ns;    /* the first retransmit since that is not committed yet; 0: none */
   __u32 data_segs_out; /* tcp_sock.data_segs_out then (retransmits included) */
   __u32 total_retrans; /* tcp_sock.total_retrans then */
+  __u32 dsack_dups;    /* tcp_sock.dsack_dups then (0 on kernels without it) */
+  __u32 pad;
 };
 
 struct {
@@ -428,8 +438,9 @@ struct trace_event_raw_tcp_retransmit_skb___reccl {
   int err;
 } __attribute__((preserve_access_index));
 
-/* Adds this socket's retransmitted and sent segments since its previous retransmit to the
- * window. A socket seen for the first time only sets its baseline. A baseline older than the
+/* Adds this socket's retransmitted, D-SACKed and sent segments since its last commit to the
+ * window once its oldest uncommitted retransmit is old enough for its D-SACK to have come (see
+ * above). A socket seen for the first time only sets its baseline. A baseline older than the
  * window counts only the window's share of what was sent since (an even pace assumed), so that a
  * socket that retransmits once a minute does not bring a minute of traffic into a window. */
 static __always_inline void account_socket(const struct sock *sk, __u64 ts,
@@ -442,17 +453,26 @@ static __always_inline void account_socket(const struct sock *sk, __u64 ts,
   const struct tcp_sock *tp = (const void *)sk;
   __u32 out = BPF_CORE_READ(tp, data_segs_out);
   __u32 retrans = BPF_CORE_READ(tp, total_retrans);
+  __u32 dups = bpf_core_field_exists(tp->dsack_dups) ? BPF_CORE_READ(tp, dsack_dups) : 0;
   if (rs->seen_ns) {
+    if (!rs->pending_ns)
+      rs->pending_ns = ts;
+    __u64 rtt_ns = (__u64)(BPF_CORE_READ(tp, srtt_us) >> 3) * 1000; /* srtt_us holds 8 x srtt */
+    if (ts - rs->pending_ns < 2 * rtt_ns + retrans_settle_ns)
+      return;
     __u64 sent = (__u32)(out - rs->data_segs_out);
     __u64 age = ts - rs->seen_ns;
     if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
       sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
     __sync_fetch_and_add(&w->retrans_segs, (__u32)(retrans - rs->total_retrans));
+    __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
     __sync_fetch_and_add(&w->sent_segs, sent);
   }
   rs->seen_ns = ts;
+  rs->pending_ns = 0;
   rs->data_segs_out = out;
   rs->total_retrans = retrans;
+  rs->dsack_dups = dups;
 }
 
 SEC("tp_btf/tcp_retransmit_skb")
@@ -487,8 +507,10 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     w->start_ns = wstart;
     w->last_retrans_segs = w->retrans_segs;
     w->last_sent_segs = w->sent_segs;
+    w->last_dsack_segs = w->dsack_segs;
     w->retrans_segs = 0;
     w->sent_segs = 0;
+    w->dsack_segs = 0;
   }
   if (retrans_rate_ppm)
     account_socket(sk, ts, w);
@@ -497,9 +519,12 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     return 0;
   __u64 ppm = 0;
   if (retrans_rate_ppm) {
-    __u64 sent = w->sent_segs, retrans = w->retrans_segs;
-    /* More retransmitted than sent: segments without data (SYN, FIN) retransmitted alone. */
-    ppm = retrans >= sent ? (retrans ? 1000000 : 0) : retrans * 1000000 / sent;
+    __u64 sent = w->sent_segs, retrans = w->retrans_segs, dups = w->dsack_segs;
+    /* The D-SACKs of this window's last retransmits are still on their way: they land in the
+     * next window and lower it, so a sustained reordering never adds up to a loss rate. */
+    __u64 lost = retrans > dups ? retrans - dups : 0;
+    /* More lost than sent: segments without data (SYN, FIN) retransmitted alone. */
+    ppm = lost >= sent ? (lost ? 1000000 : 0) : lost * 1000000 / sent;
     if (ppm < retrans_rate_ppm) {
       __sync_fetch_and_add(&w->held, 1);
       return 0;

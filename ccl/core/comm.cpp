@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -520,6 +521,7 @@ Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
 }
 
 void Comm::listenLoop() {
+  pthread_setname_np(pthread_self(), "reccl-listener");
   struct Pending {
     UniqueFd fd;
     std::vector<std::byte> buf;

@@ -40,7 +40,15 @@ Status Failover::start() {
   holdDownMs_ = std::max<int64_t>(0, params::HoldDownMs());
   std::string det = params::Detector();
   standbyOn_ = params::FailoverStandby() && nrails_ > 1;
-  rtPrio_ = static_cast<int>(std::clamp<int64_t>(params::FailoverRtPrio(), 0, 99));
+  int64_t rt = params::FailoverRtPrio();
+  if (rt < 0 || rt > 99)
+    return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_RT_PRIO=" + std::to_string(rt) + " is not 0 (off) or 1-99");
+  rtPrio_ = static_cast<int>(rt);
+  int64_t sliceUs = params::FailoverSliceUs();
+  if (sliceUs != 0 && (sliceUs < 100 || sliceUs > 100000))
+    return Status(Errc::kInvalidArgument,
+                  "RECCL_FAILOVER_SLICE_US=" + std::to_string(sliceUs) + " is not 0 (kernel default) or 100-100000");
+  sliceNs_ = static_cast<uint64_t>(sliceUs) * 1000;
   wakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wakeFd_ < 0) return Status::FromErrno(errno, "failover: eventfd");
   sbWakeFd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -78,10 +86,10 @@ Status Failover::start() {
   watcher_ = std::thread([this] { standbyWatcherLoop(); });
   RECCL_INFO(kLogFailover,
              "rank %d: failover on: %d rails, sources %s+socket-error+stall(%lld ms), timeout %lld ms, route %s%s, "
-             "standby %s, rt prio %d",
+             "standby %s, rt prio %d, slice %llu us",
              rank_, nrails_, detectorName_.c_str(), static_cast<long long>(stallMs_),
              static_cast<long long>(timeoutMs_), route_.c_str(), nicAffinity_ ? " (nic affinity)" : "",
-             standbyOn_ ? "on" : "off", rtPrio_);
+             standbyOn_ ? "on" : "off", rtPrio_, static_cast<unsigned long long>(sliceNs_ / 1000));
   return Status::Ok();
 }
 

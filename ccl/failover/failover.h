@@ -212,8 +212,10 @@ class Failover {
   void unrecoverable(Conn& c, const Status& s);
   void logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
                     uint64_t commitNs, const Timeline* tl = nullptr);
-  // Raises the calling thread to RECCL_FAILOVER_RT_PRIO (SCHED_FIFO) when set and permitted.
-  void applyRtPrio(const char* what);
+  // A control thread's scheduling (thread_sched.h): SCHED_FIFO at RECCL_FAILOVER_RT_PRIO when set
+  // and permitted, else the short slice of RECCL_FAILOVER_SLICE_US where the kernel has them.
+  // Names the thread `threadName` (15 characters at most).
+  void applyThreadSched(const char* what, const char* threadName);
 
   // standby.cpp: pre-connected standby paths (RECCL_FAILOVER_STANDBY).
   // Monitor thread: queues standby jobs for connections without one; returns when to run next.
@@ -227,7 +229,9 @@ class Failover {
   void standbyWatcherLoop();
   bool standbyOn_ = true;
   int rtPrio_ = 0;
+  uint64_t sliceNs_ = 0;
   std::atomic<bool> rtLogged_{false};
+  std::atomic<bool> sliceLogged_{false};
   std::mutex psMu_;
   std::vector<PassiveStandby> passiveStandbys_;  // under psMu_
   int sbWakeFd_ = -1;                            // eventfd: passive standby set changed / stop

@@ -3,6 +3,8 @@
 // the daemon goes away the NIC poll takes over at once (no fault is missed while the next source
 // starts), the in-process detector starts off the monitor thread where the plan has it, and the
 // daemon is tried again with a growing period; once it answers it is the source again.
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <mutex>
@@ -79,8 +81,13 @@ void Failover::startInProcessAsync() {
   if (s.starter.joinable()) return;
   s.start = std::make_shared<Sources::Start>();
   // Copies only: the thread may outlive this communicator (see Sources::Start).
-  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics] {
-    dropToNormalScheduling();  // started by the monitor, which may run at FIFO (thread_sched.h)
+  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics, slice = sliceNs_] {
+    // Started by the monitor, which may run at FIFO (thread_sched.h): normal scheduling, with the
+    // control threads' short slice, which the detector thread this starts inherits. It is on a
+    // fault's path (ring buffer -> monitor); the slice leaves BPF loading its fair share only.
+    dropToNormalScheduling();
+    if (slice) (void)requestSlice(slice);  // where refused, the monitor has logged why
+    pthread_setname_np(pthread_self(), "reccl-detload");
 #ifdef RECCL_HAVE_DETECTOR
     auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
       auto opts = detector::DetectorOptions::fromEnv();

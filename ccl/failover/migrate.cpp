@@ -56,7 +56,7 @@ void Failover::startMigrator() {
 }
 
 void Failover::migratorLoop() {
-  applyRtPrio("migrator");
+  applyThreadSched("migrator", "reccl-migrator");
   std::unique_lock lk(qMu_);
   for (;;) {
     ++idle_;
@@ -97,12 +97,20 @@ void Failover::migratorLoop() {
   }
 }
 
-void Failover::applyRtPrio(const char* what) {
-  if (rtPrio_ <= 0) return;
-  Status s = raiseToFifo(rtPrio_);
-  if (!s.ok() && !rtLogged_.exchange(true))
-    RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_RT_PRIO=%d: SCHED_FIFO for the %s thread refused (%s); normal scheduling",
-               rank_, rtPrio_, what, s.message().c_str());
+void Failover::applyThreadSched(const char* what, const char* threadName) {
+  pthread_setname_np(pthread_self(), threadName);  // top -H, ps -L, perf show it
+  if (rtPrio_ > 0) {
+    Status s = raiseToFifo(rtPrio_);
+    if (s.ok()) return;
+    if (!rtLogged_.exchange(true))
+      RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_RT_PRIO=%d: SCHED_FIFO for the %s thread refused (%s); normal scheduling",
+                 rank_, rtPrio_, what, s.message().c_str());
+  }
+  if (sliceNs_ == 0) return;
+  Status s = requestSlice(sliceNs_);
+  if (!s.ok() && !sliceLogged_.exchange(true))
+    RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_SLICE_US: the %s thread keeps the default slice (%s)", rank_,
+               what, s.message().c_str());
 }
 
 void Failover::runJob(const Job& j) {

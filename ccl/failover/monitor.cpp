@@ -186,7 +186,7 @@ uint64_t Failover::stallScanPeriodNs() const {
 void Failover::monitorLoop() {
   // The node daemon, the in-process detector or the NIC poll, as RECCL_DETECTOR asks and the
   // host allows (fault_sources.cpp); tickSources keeps that choice alive (fallback, reconnect).
-  applyRtPrio("monitor");
+  applyThreadSched("monitor", "reccl-monitor");
   monitorId_.store(std::this_thread::get_id(), std::memory_order_release);
   startSources();
   const uint64_t scanPeriod = stallScanPeriodNs();

@@ -1,6 +1,7 @@
 #include "failover/relay_paths.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@ RelayPathBase::~RelayPathBase() { stop(); }
 void RelayPathBase::start() {
   thread_ = std::thread([this] {
     dropToNormalScheduling();  // started by a migrator, which may run at FIFO (thread_sched.h)
+    pthread_setname_np(pthread_self(), "reccl-relay");
     run();
   });
 }

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -60,6 +61,7 @@ Result<std::unique_ptr<RelayServer>> RelayServer::create(RelayServerConfig cfg) 
 RelayServer::~RelayServer() { stop(0); }
 
 void RelayServer::acceptLoop() {
+  pthread_setname_np(pthread_self(), "reccl-relaysrv");
   while (!stop_.load()) {
     pollfd pf[2] = {{stopEvent_.get(), POLLIN, 0}, {listen_.get(), POLLIN, 0}};
     int rc = ::poll(pf, 2, 200);
@@ -155,6 +157,7 @@ void RelayServer::serve(UniqueFd ctrl) {
 }
 
 void RelayServer::forward(Forward& f) {
+  pthread_setname_np(pthread_self(), "reccl-relayfwd");
   auto up = f.pipe.up();
   auto down = f.pipe.down();
   int wakeFd = f.pipe.relayWakeFd();

@@ -226,7 +226,7 @@ void Failover::registerPassiveStandby(PassiveStandby ps) {
 // The passive end of standby paths: one thread polls them all and serves a request at once on
 // this thread (a standby handshake is short: no connect, the request is already here).
 void Failover::standbyWatcherLoop() {
-  applyRtPrio("standby watcher");
+  applyThreadSched("standby watcher", "reccl-standby");
   std::vector<pollfd> pfds;
   while (!stop_.load()) {
     pfds.clear();

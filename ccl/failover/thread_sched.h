@@ -1,9 +1,17 @@
-// Scheduling of the threads failover starts. RECCL_FAILOVER_RT_PRIO puts the control threads
-// (monitor, migrators, standby watcher) at SCHED_FIFO; a thread one of them starts inherits that
-// policy, so the threads that must not run at a real-time priority drop back to normal scheduling
-// first thing: the in-process detector's loader (100s of ms of BPF verification, and the detector
-// thread it starts) and the relay paths (they move data, and would starve the application).
+// Scheduling of the threads failover starts. The control threads (monitor, migrators, standby
+// watcher) sit idle until a fault and must then run at once, on CPUs the application keeps busy:
+// - By default they ask the kernel for a short time slice (RECCL_FAILOVER_SLICE_US): on an EEVDF
+//   kernel (Linux 6.12+) a waking task with a shorter slice preempts a running one with a longer
+//   slice, yet keeps its fair share; no privilege is needed. Older kernels ignore the request.
+// - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted.
+// A thread one of them starts inherits either, so the threads that must not run at FIFO drop back
+// to normal scheduling first thing: the relay paths (they move data, and at FIFO would starve the
+// application) and the in-process detector's loader (100s of ms of BPF verification). The loader
+// then asks for the short slice again, for the detector thread it starts: that thread is on a
+// fault's path (ring buffer -> monitor), and a slice changes no thread's share of the CPU.
 #pragma once
+
+#include <cstdint>
 
 #include "reccl/common/status.h"
 
@@ -13,8 +21,14 @@ namespace reccl::failover {
 // without CAP_SYS_NICE or an RLIMIT_RTPRIO that allows it).
 Status raiseToFifo(int prio);
 
-// The calling thread back to SCHED_OTHER (nice 0 kept) when it runs at a real-time policy;
-// nothing otherwise. Lowering needs no privilege.
+// Asks for a time slice of `ns` (100 us - 100 ms) for the calling thread, keeping its fair policy
+// (SCHED_OTHER or SCHED_BATCH) and nice value. kUnsupported when the kernel ignores the request
+// (no EEVDF custom slices), kInvalidArgument when the thread is not at a fair policy or `ns` is
+// out of range.
+Status requestSlice(uint64_t ns);
+
+// The calling thread back to normal scheduling: SCHED_OTHER from a real-time policy, and the
+// kernel's default slice at a fair policy (which it keeps). Needs no privilege.
 void dropToNormalScheduling() noexcept;
 
 }  // namespace reccl::failover

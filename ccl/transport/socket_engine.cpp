@@ -1,5 +1,6 @@
 #include "transport/socket_engine.h"
 
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -174,6 +175,7 @@ io_uring_sqe* SocketEngine::sqe(IoOp& op) {
 }
 
 void SocketEngine::run() {
+  pthread_setname_np(pthread_self(), name_.substr(0, 15).c_str());
   std::vector<EnginePath*> draining;  // removed, waiting for their I/O to finish
   while (!stop_.load(std::memory_order_acquire)) {
     if (changed_.exchange(false)) {

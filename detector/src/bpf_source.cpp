@@ -469,6 +469,8 @@ RetransWindowStats BpfSource::retransWindow(uint32_t slot) const {
   r.lastRetransmits = load(w.last_retransmits);
   r.lastRetransSegs = load(w.last_retrans_segs);
   r.lastSentSegs = load(w.last_sent_segs);
+  r.windowDsackSegs = load(w.dsack_segs);
+  r.lastDsackSegs = load(w.last_dsack_segs);
   r.heldByRate = load(w.held);
   r.failedAttempts = load(w.failed);
   return r;

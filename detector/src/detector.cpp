@@ -390,6 +390,7 @@ void Detector::rearmTimer() {
 }
 
 void Detector::run() {
+  pthread_setname_np(pthread_self(), "reccl-detector");
   if (opts_.realtimePriority > 0) {
     sched_param sp{};
     sp.sched_priority = opts_.realtimePriority;

@@ -112,7 +112,9 @@ struct reccl_link_slot {
 };
 
 /* Per slot, in the program's .bss (read through the skeleton): the retransmit window's segment
- * sums behind the rate check, and what the check held back. */
+ * sums behind the rate check, and what the check held back. A retransmitted segment the receiver
+ * reports as a duplicate (D-SACK) was not lost (reordering, a spurious timeout): the check counts
+ * retrans_segs - dsack_segs. */
 struct reccl_retrans_window {
   reccl_link_u64 start_ns;          /* the slot's retrans_window_start_ns these sums belong to */
   reccl_link_u64 retrans_segs;      /* segments retransmitted in the window (sockets with a baseline) */
@@ -122,6 +124,8 @@ struct reccl_retrans_window {
   reccl_link_u64 last_sent_segs;    /* the previous window: segments sent */
   reccl_link_u64 held;              /* retransmits over the count threshold held back by the rate */
   reccl_link_u64 failed;            /* tracepoint hits for attempts that sent nothing (not counted) */
+  reccl_link_u64 dsack_segs;        /* segments the receivers reported as duplicates (D-SACK) */
+  reccl_link_u64 last_dsack_segs;   /* the previous window: D-SACKed segments */
 };
 
 /* Context of the "syscall" program resolve_devices (run with BPF_PROG_TEST_RUN by a thread
@@ -145,14 +149,14 @@ static_assert(sizeof(reccl_link_event) == 64, "reccl_link_event ABI");
 static_assert(sizeof(reccl_link_key) == 8, "reccl_link_key ABI");
 static_assert(sizeof(reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
-static_assert(sizeof(reccl_retrans_window) == 64, "reccl_retrans_window ABI");
+static_assert(sizeof(reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
 _Static_assert(sizeof(struct reccl_link_key) == 8, "reccl_link_key ABI");
 _Static_assert(sizeof(struct reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
-_Static_assert(sizeof(struct reccl_retrans_window) == 64, "reccl_retrans_window ABI");
+_Static_assert(sizeof(struct reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 #endif
 
 #endif

@@ -2,9 +2,10 @@
 // host 1 on both rails; `reccl inject drop --rate 0.01` on rail 0's cable (switch side, so the
 // loss is on the wire and invisible to the sender's stack) must produce LinkDegraded from the
 // retransmit source for exactly host 0's rail0, and nothing for the clean rail1. Saturated,
-// fault-free links retransmit a little (starved senders' probes and timeouts, backlog drops): they
-// cross a low retransmit count but not the rate, so no LinkDegraded, while a detector with the
-// rate check off declares them. (An injected drop is no model of this: on a slow, loaded machine
+// fault-free links retransmit a little (starved senders' probes and timeouts, backlog drops, and
+// fast retransmits of reordered segments where the sender moves between CPUs, which the receiver
+// then reports as duplicates with D-SACK): they cross a low retransmit count but not the rate of
+// lost segments, so no LinkDegraded, while a detector with the rate check off declares them. (An injected drop is no model of this: on a slow, loaded machine
 // one dropped GSO packet is already several per mille of a window's segments.)
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -158,7 +159,8 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
       for (const auto& l : a.status().links)
         if (l.retrans.lastRetransmits >= kThreshold && l.retrans.lastSentSegs) {
           uint64_t& m = maxLastPpm[l.watch.key == rail0 ? 0 : 1];
-          m = std::max(m, l.retrans.lastRetransSegs * 1'000'000 / l.retrans.lastSentSegs);
+          m = std::max(m, (l.retrans.lastRetransSegs - std::min(l.retrans.lastRetransSegs, l.retrans.lastDsackSegs)) *
+                              1'000'000 / l.retrans.lastSentSegs);
         }
     }
     for (auto& e : b.waitEvents(100)) eventsB.push_back(e);
@@ -173,12 +175,13 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
   EXPECT_EQ(degradedFromRetransmits(eventsA, rail0), 0) << "saturated, fault-free rail0 declared DEGRADED";
   EXPECT_EQ(degradedFromRetransmits(eventsA, rail1), 0) << "saturated, fault-free rail1 declared DEGRADED";
   printf("saturated, no fault: retransmits rail0 %llu (held by the rate %llu, failed attempts %llu), "
-         "rail1 %llu (held %llu, failed attempts %llu); highest rate of a window at the count: rail0 %llu ppm, "
-         "rail1 %llu ppm (limit %u)\n",
+         "rail1 %llu (held %llu, failed attempts %llu); highest lost rate of a window at the count: rail0 %llu ppm, "
+         "rail1 %llu ppm (limit %u); last window retransmitted / D-SACKed segments: rail0 %llu / %llu, rail1 %llu / %llu\n",
          (unsigned long long)ra.retransmits, (unsigned long long)ra.heldByRate, (unsigned long long)ra.failedAttempts,
          (unsigned long long)ra1.retransmits, (unsigned long long)ra1.heldByRate,
          (unsigned long long)ra1.failedAttempts, (unsigned long long)maxLastPpm[0], (unsigned long long)maxLastPpm[1],
-         BpfOptions{}.retransRatePpm);
+         BpfOptions{}.retransRatePpm, (unsigned long long)ra.lastRetransSegs, (unsigned long long)ra.lastDsackSegs,
+         (unsigned long long)ra1.lastRetransSegs, (unsigned long long)ra1.lastDsackSegs);
   // Only meaningful if the count was crossed: the count-only detector fired, and the rate held.
   if (byCountOnly == 0 && ra.heldByRate + ra1.heldByRate == 0)
     GTEST_SKIP() << "saturation made no window of " << kThreshold << " retransmits on this machine: nothing to judge";

@@ -16,6 +16,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
@@ -34,6 +36,11 @@ using reccl::test::ScopedEnv;
 using Ms = std::chrono::milliseconds;
 
 std::string lastError() { return recclGetLastError(nullptr); }
+
+std::string readAll(const std::string& path) {
+  std::ifstream f(path);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
 
 TEST(CclErrors, BadArgumentsNameTheArgument) {
   Comms comms(2);
@@ -344,6 +351,68 @@ TEST(CclErrors, FailoverOffRunsWithoutItsThreads) {
   }
   // Failover runs a monitor, a migrator and an acceptor thread per communicator.
   EXPECT_GE(on, off + 2 * 3) << "threads with failover " << on << ", without " << off;
+}
+
+// The failover control threads carry their names and, at normal scheduling, the slice of
+// RECCL_FAILOVER_SLICE_US (on a kernel with custom slices); values out of range refuse init.
+TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
+  // se.slice (ns) of each of this process's threads called `name`.
+  auto slices = [](const std::string& name) {
+    std::vector<long long> out;
+    if (DIR* d = opendir("/proc/self/task")) {
+      while (dirent* e = readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string dir = std::string("/proc/self/task/") + e->d_name;
+        std::string comm = readAll(dir + "/comm");
+        if (comm != name + "\n") continue;
+        std::string sched = readAll(dir + "/sched");
+        size_t at = sched.find("se.slice");
+        if (at != std::string::npos) out.push_back(std::atoll(sched.c_str() + sched.find(':', at) + 1));
+      }
+      closedir(d);
+    }
+    return out;
+  };
+  // Waits (2 s at most) until `n` threads called `name` exist; the monitor names itself as it starts.
+  auto await = [&](const std::string& name, size_t n) {
+    auto end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    std::vector<long long> v = slices(name);
+    while (v.size() < n && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(Ms(10));
+      v = slices(name);
+    }
+    return v;
+  };
+  std::vector<long long> def, asked;
+  {
+    ScopedEnv f("RECCL_FAILOVER_SLICE_US", "0");
+    Comms c(2);
+    ASSERT_TRUE(c.ok()) << c.error();
+    def = await("reccl-monitor", 2);
+  }
+  {
+    ScopedEnv f("RECCL_FAILOVER_SLICE_US", "250");
+    Comms c(2);
+    ASSERT_TRUE(c.ok()) << c.error();
+    asked = await("reccl-monitor", 2);
+    for (const char* name : {"reccl-migrator", "reccl-standby"})
+      for (long long s : await(name, 2)) EXPECT_EQ(s, 250'000) << name;
+  }
+  ASSERT_EQ(def.size(), 2u) << "one monitor thread per communicator, named reccl-monitor";
+  ASSERT_EQ(asked.size(), 2u);
+  if (def[0] == 250'000) GTEST_SKIP() << "the kernel's default slice is the one asked for";
+  if (asked[0] == def[0]) GTEST_SKIP() << "this kernel ignores slice requests (no EEVDF custom slices)";
+  for (long long s : asked) EXPECT_EQ(s, 250'000);
+  for (const char* bad : {"50", "200000", "-1"}) {
+    ScopedEnv f("RECCL_FAILOVER_SLICE_US", bad);
+    Comms c(2);
+    EXPECT_FALSE(c.ok()) << "RECCL_FAILOVER_SLICE_US=" << bad;
+    EXPECT_NE(c.error().find("RECCL_FAILOVER_SLICE_US"), std::string::npos) << c.error();
+  }
+  ScopedEnv f("RECCL_FAILOVER_RT_PRIO", "100");
+  Comms c(2);
+  EXPECT_FALSE(c.ok());
+  EXPECT_NE(c.error().find("RECCL_FAILOVER_RT_PRIO=100"), std::string::npos) << c.error();
 }
 
 // Ranks as processes started from the launcher environment (torchrun variables); one is killed

@@ -1,9 +1,14 @@
 // The failover threads' scheduling (thread_sched.h) on real threads: a thread started by a FIFO
-// thread inherits FIFO, and dropToNormalScheduling takes it back to SCHED_OTHER. Raising needs
-// CAP_SYS_NICE (root here); skipped where refused.
+// thread inherits FIFO, and dropToNormalScheduling takes it back to SCHED_OTHER; a slice request
+// is read back from the kernel, inherited the same way and dropped too. Raising to FIFO needs
+// CAP_SYS_NICE (root here); skipped where refused. Slices need an EEVDF kernel (6.12+); skipped
+// where the kernel ignores them.
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <thread>
 
@@ -13,6 +18,7 @@ namespace {
 
 using reccl::failover::dropToNormalScheduling;
 using reccl::failover::raiseToFifo;
+using reccl::failover::requestSlice;
 
 int policyOfThisThread() {
   int policy = -1;
@@ -61,6 +67,66 @@ TEST(FailoverThreadSched, AnInvalidPriorityIsAnError) {
     EXPECT_EQ(s.code(), reccl::Errc::kInvalidArgument);
     EXPECT_NE(s.message().find("SCHED_FIFO 0"), std::string::npos) << s.message();
     EXPECT_EQ(policyOfThisThread(), SCHED_OTHER);
+  });
+  t.join();
+}
+
+// The slice the kernel gives this thread (sched_getattr's sched_runtime at a fair policy).
+uint64_t sliceOfThisThread() {
+  struct {
+    uint32_t size, policy;
+    uint64_t flags;
+    int32_t nice;
+    uint32_t prio;
+    uint64_t runtime, deadline, period;
+  } a{};
+  if (syscall(SYS_sched_getattr, 0, &a, sizeof a, 0) != 0) return 0;
+  return a.runtime;
+}
+
+TEST(FailoverThreadSched, ASliceIsReadBackInheritedAndDropped) {
+  uint64_t before = 0, after = 0, child = 0, childAfterDrop = 0;
+  int niceBefore = 0, niceAfter = 0;
+  reccl::Status s;
+  std::thread t([&] {
+    pid_t tid = static_cast<pid_t>(syscall(SYS_gettid));
+    ASSERT_EQ(setpriority(PRIO_PROCESS, tid, 5), 0);  // raising nice needs no privilege
+    niceBefore = getpriority(PRIO_PROCESS, tid);
+    before = sliceOfThisThread();
+    s = requestSlice(300'000);
+    if (!s.ok()) return;
+    after = sliceOfThisThread();
+    niceAfter = getpriority(PRIO_PROCESS, tid);
+    std::thread c([&] {
+      child = sliceOfThisThread();
+      dropToNormalScheduling();
+      childAfterDrop = sliceOfThisThread();
+    });
+    c.join();
+  });
+  t.join();
+  if (s.code() == reccl::Errc::kUnsupported) GTEST_SKIP() << s.message();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_NE(before, 300'000u) << "the default slice should differ from the one asked for";
+  EXPECT_EQ(after, 300'000u);
+  EXPECT_EQ(niceAfter, niceBefore) << "a slice request keeps the thread's nice value";
+  EXPECT_EQ(child, 300'000u) << "a thread started by one with a short slice inherits it: why the drop is needed";
+  EXPECT_EQ(childAfterDrop, before) << "dropped back to the kernel's default slice";
+}
+
+TEST(FailoverThreadSched, ASliceOutOfRangeOrAtFifoIsAnError) {
+  std::thread t([] {
+    uint64_t before = sliceOfThisThread();
+    reccl::Status s = requestSlice(50'000);
+    EXPECT_EQ(s.code(), reccl::Errc::kInvalidArgument);
+    EXPECT_NE(s.message().find("100 us to 100 ms"), std::string::npos) << s.message();
+    EXPECT_EQ(requestSlice(200'000'000).code(), reccl::Errc::kInvalidArgument);
+    EXPECT_EQ(sliceOfThisThread(), before) << "a refused request changes nothing";
+    if (!raiseToFifo(10).ok()) return;  // the FIFO half needs CAP_SYS_NICE
+    s = requestSlice(300'000);
+    EXPECT_EQ(s.code(), reccl::Errc::kInvalidArgument);
+    EXPECT_NE(s.message().find("not at SCHED_OTHER"), std::string::npos) << s.message();
+    EXPECT_EQ(policyOfThisThread(), SCHED_FIFO) << "a slice request never changes the policy";
   });
   t.join();
 }

@@ -45,6 +45,8 @@ struct RetransWindowStats {
   uint64_t lastRetransmits = 0;  // the previous window
   uint64_t lastRetransSegs = 0;
   uint64_t lastSentSegs = 0;
+  uint64_t windowDsackSegs = 0;  // retransmitted segments the receivers reported as duplicates
+  uint64_t lastDsackSegs = 0;
   uint64_t heldByRate = 0;       // retransmits over the count threshold the rate held back
   uint64_t failedAttempts = 0;   // retransmit attempts that sent nothing (not counted)
 };
