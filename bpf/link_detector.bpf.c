@@ -255,7 +255,7 @@ static __always_inline __u32 scan_watched(void)
  * non-urgent event while its timer is pending, or any event while an urgent run is pending,
  * schedules nothing and so fires no hook. For that window a BPF timer re-reads the watched
  * devices every scan_period_ns, in the kernel. */
-const volatile __u64 scan_period_ns = 100000;      /* 100 us; 0 disables the scan */
+const volatile __u64 scan_period_ns = 1000000;     /* 1 ms; 0 disables the scan */
 /* Link-watch holds events up to 1 s after its last run, which starts after the queueing that
  * armed the scan: the extra 250 ms cover the worker's start on a loaded machine. */
 const volatile __u64 scan_window_ns = 1250000000;
