@@ -76,11 +76,11 @@ TEST(DetectorOptions, RetransRateOutOfRangeNamed) {
 }
 
 TEST(DetectorOptions, ScanPeriodFromEnvAndOutOfRangeNamed) {
-  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 1'000'000u) << "default 1 ms";
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 100'000u) << "default 100 us";
   setenv("RECCL_DETECTOR_SCAN_US", "0", 1);
   EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 0u) << "0: no scan";
-  setenv("RECCL_DETECTOR_SCAN_US", "100", 1);
-  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 100'000u);
+  setenv("RECCL_DETECTOR_SCAN_US", "1000", 1);
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 1'000'000u);
   for (const char* bad : {"-1", "1000001"}) {
     setenv("RECCL_DETECTOR_SCAN_US", bad, 1);
     auto st = DetectorOptions::fromEnv().validate();

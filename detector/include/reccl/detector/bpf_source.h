@@ -32,9 +32,9 @@ struct BpfOptions {
   bool reportUnattributed = false;
   bool reportRdma = true;
   // After each link-watch hook the watched devices are re-read in the kernel this often for
-  // a second (link-watch's blind window); 0 disables. 1 ms: at 100 us the scan's timer cost
-  // 15 % of a faulted allreduce's bandwidth on a 2-vCPU VM (docs/detector.md).
-  uint64_t scanPeriodNs = 1'000'000;
+  // a second (link-watch's blind window); 0 disables. Costly on a VM (docs/detector.md, "The
+  // scan's cost"); 1 ms made link-downs late in a test there, so the default stays 100 us.
+  uint64_t scanPeriodNs = 100'000;
 };
 
 // One link's retransmit window as the kernel side sums it (the rate check's inputs).
