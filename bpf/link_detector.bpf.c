@@ -407,18 +407,20 @@ int BPF_PROG(tp_dql_stall, unsigned short thrs, unsigned int len, unsigned long 
  * order, ECMP, a NIC's queues) triggers fast retransmits of segments that were never lost, and
  * the receiver's D-SACK says so about an RTT later. The segments come from each socket's own
  * tcp_sock counters, read only here (the program runs on retransmits, never per packet): the
- * deltas since the socket's last commit, kept in socket-local storage. A socket's retransmits are
- * committed to the window only at one of its retransmits 2 RTTs + retrans_settle_ns after the
- * first of them, with the D-SACKs that came in meanwhile: a burst of spurious fast retransmits
+ * deltas since the socket's last commit, kept in socket-local storage. A retransmit is
+ * committed to the window only once it is 2 RTTs + retrans_settle_ns old (at a later retransmit
+ * of the socket), with the D-SACKs that came in meanwhile: a burst of spurious fast retransmits
  * then arrives in the window together with the D-SACKs that cancel it. */
 
-/* Per socket, as of its last commit to a window. */
+/* Per socket: the counters as of its last commit to a window, and as of its latest retransmit. */
 struct retrans_sock {
-  __u64 seen_ns;       /* the last commit; 0: not seen yet, no baseline */
-  __u64 pending_ns;    /* the first retransmit since that is not committed yet; 0: none */
-  __u32 data_segs_out; /* tcp_sock.data_segs_out then (retransmits included) */
-  __u32 total_retrans; /* tcp_sock.total_retrans then */
-  __u32 dsack_dups;    /* tcp_sock.dsack_dups then (0 on kernels without it) */
+  __u64 seen_ns;       /* the last commit covers the socket up to then; 0: no baseline yet */
+  __u64 last_ns;       /* the socket's latest retransmit */
+  __u32 data_segs_out; /* tcp_sock.data_segs_out at the last commit (retransmits included) */
+  __u32 total_retrans; /* tcp_sock.total_retrans at the last commit */
+  __u32 dsack_dups;    /* tcp_sock.dsack_dups at the last commit (0 on kernels without it) */
+  __u32 last_out;      /* data_segs_out right after the latest retransmit */
+  __u32 last_retrans;  /* total_retrans right after the latest retransmit */
   __u32 pad;
 };
 
@@ -438,12 +440,14 @@ struct trace_event_raw_tcp_retransmit_skb___reccl {
   int err;
 } __attribute__((preserve_access_index));
 
-/* Adds this socket's retransmitted, D-SACKed and sent segments since its last commit to the
- * window once its oldest uncommitted retransmit is old enough for its D-SACK to have come (see
- * above). A socket seen for the first time only sets its baseline. A baseline older than the
- * window counts only the window's share of what was sent since (an even pace assumed), so that a
- * socket that retransmits once a minute does not bring a minute of traffic into a window. */
-static __always_inline void account_socket(const struct sock *sk, __u64 ts,
+/* Adds this socket's retransmitted and sent segments up to its previous retransmit, and the
+ * D-SACKs received until now, to the window, when that previous retransmit is old enough for its
+ * D-SACK to have come (2 x srtt + retrans_settle_ns); the segments of this retransmit and of a
+ * burst of close ones wait for a later one. A socket seen for the first time only sets its
+ * baseline. A baseline older than the window counts only the window's share of what was sent
+ * since (an even pace assumed), so that a socket that retransmits once a minute does not bring a
+ * minute of traffic into a window. */
+static __always_inline void account_socket(const struct sock *sk, __u64 ts, __u64 wstart,
                                            struct reccl_retrans_window *w)
 {
   struct retrans_sock *rs =
@@ -454,25 +458,37 @@ static __always_inline void account_socket(const struct sock *sk, __u64 ts,
   __u32 out = BPF_CORE_READ(tp, data_segs_out);
   __u32 retrans = BPF_CORE_READ(tp, total_retrans);
   __u32 dups = bpf_core_field_exists(tp->dsack_dups) ? BPF_CORE_READ(tp, dsack_dups) : 0;
-  if (rs->seen_ns) {
-    if (!rs->pending_ns)
-      rs->pending_ns = ts;
+  if (!rs->seen_ns) {
+    rs->seen_ns = ts;
+    rs->data_segs_out = out;
+    rs->total_retrans = retrans;
+    rs->dsack_dups = dups;
+  } else {
     __u64 rtt_ns = (__u64)(BPF_CORE_READ(tp, srtt_us) >> 3) * 1000; /* srtt_us holds 8 x srtt */
-    if (ts - rs->pending_ns < 2 * rtt_ns + retrans_settle_ns)
-      return;
-    __u64 sent = (__u32)(out - rs->data_segs_out);
-    __u64 age = ts - rs->seen_ns;
-    if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
-      sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
-    __sync_fetch_and_add(&w->retrans_segs, (__u32)(retrans - rs->total_retrans));
-    __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
-    __sync_fetch_and_add(&w->sent_segs, sent);
+    /* A previous retransmit from before this window (a dead link's backed-off timeouts, the
+     * last one answered after the link came back) belongs to a window already judged. */
+    if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns && rs->last_ns < wstart) {
+      rs->seen_ns = rs->last_ns;
+      rs->data_segs_out = rs->last_out;
+      rs->total_retrans = rs->last_retrans;
+      rs->dsack_dups = dups;
+    } else if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns) {
+      __u64 sent = (__u32)(rs->last_out - rs->data_segs_out);
+      __u64 age = rs->last_ns - rs->seen_ns;
+      if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
+        sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
+      __sync_fetch_and_add(&w->retrans_segs, (__u32)(rs->last_retrans - rs->total_retrans));
+      __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
+      __sync_fetch_and_add(&w->sent_segs, sent);
+      rs->seen_ns = rs->last_ns;
+      rs->data_segs_out = rs->last_out;
+      rs->total_retrans = rs->last_retrans;
+      rs->dsack_dups = dups;
+    }
   }
-  rs->seen_ns = ts;
-  rs->pending_ns = 0;
-  rs->data_segs_out = out;
-  rs->total_retrans = retrans;
-  rs->dsack_dups = dups;
+  rs->last_ns = ts;
+  rs->last_out = out;
+  rs->last_retrans = retrans;
 }
 
 SEC("tp_btf/tcp_retransmit_skb")
@@ -513,7 +529,7 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     w->dsack_segs = 0;
   }
   if (retrans_rate_ppm)
-    account_socket(sk, ts, w);
+    account_socket(sk, ts, wstart, w);
   __u64 n = __sync_fetch_and_add(&slot->retrans_window, 1) + 1;
   if (n < retrans_threshold)
     return 0;

@@ -120,6 +120,8 @@ class Failover {
   // failover line (logMigration) so a benchmark's log shows the split per fault.
   struct Timeline {
     uint64_t signalNs = 0;   // first signal of the fault
+    uint64_t emitNs = 0;     // in-process detector: its thread decided (0: another source)
+    uint64_t seenNs = 0;     // in-process detector: the monitor thread read the event
     uint64_t queuedNs = 0;   // job queued (monitor) / hello or request seen (passive end)
     uint64_t runningNs = 0;  // a migrator thread runs it
     uint64_t pathNs = 0;     // new path ready: connected, or standby taken
@@ -147,6 +149,8 @@ class Failover {
     int fromRail = -1;    // the rail being left (-1: any)
     int toRail = -1;      // fail-back target (-1: choose)
     uint64_t faultNs = 0; // first signal (CLOCK_MONOTONIC)
+    uint64_t emitNs = 0;  // in-process detector: its decision; the monitor read it at seenNs
+    uint64_t seenNs = 0;
     uint64_t queuedNs = 0;
   };
   struct Passive {
@@ -175,7 +179,9 @@ class Failover {
   bool grayHeld() const;  // monitor thread
   void pollNics(uint64_t nowNs);
   void scanStalls(uint64_t nowNs);
-  void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown);
+  // `emitNs`: when the in-process detector decided (its thread), for the migration's timeline.
+  void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown,
+                uint64_t emitNs = 0);
   // src: who declared the rail up (the fail-back's source in its log line and job).
   void railBackUp(int rail, uint64_t signalNs, FaultSource src = FaultSource::kPoll);
   void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);

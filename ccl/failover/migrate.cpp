@@ -118,6 +118,8 @@ void Failover::runJob(const Job& j) {
   if (!c) return;
   Timeline tl;
   tl.signalNs = j.faultNs;
+  tl.emitNs = j.emitNs;
+  tl.seenNs = j.seenNs;
   tl.queuedNs = j.queuedNs;
   tl.runningNs = monotonicNs();
   bool failBack = j.reason == MigrateReason::kFailBack;
@@ -630,8 +632,9 @@ void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rai
     lastFailoverSignalNs_.store(j.faultNs);
   }
   // Timeline, us between stamps (initiator: signal>queued>thread>path>request sent>reply>commit;
-  // passive end: hello seen>thread>request read>commit); "-": not reached.
-  char tlText[256] = "";
+  // passive end: hello seen>thread>request read>commit); "-": not reached. With the in-process
+  // detector, the queue's split: signal>detector decided>monitor read it>queued.
+  char tlText[320] = "";
   if (tl) {
     auto d = [](uint64_t from, uint64_t to) -> long long {
       return from && to && to >= from ? static_cast<long long>((to - from) / 1000) : -1;
@@ -641,7 +644,12 @@ void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rai
                d(tl->signalNs, tl->queuedNs), d(tl->queuedNs, tl->runningNs), tl->standby ? "standby" : "connect",
                d(tl->runningNs, tl->pathNs), d(tl->pathNs, tl->sentNs), d(tl->sentNs, tl->replyNs),
                d(tl->replyNs, tl->commitNs));
-    else
+    if (initiated && tl->emitNs) {
+      size_t n = strlen(tlText);
+      snprintf(tlText + n, sizeof(tlText) - n, " (queue: detector %lld monitor wake %lld monitor %lld)",
+               d(tl->signalNs, tl->emitNs), d(tl->emitNs, tl->seenNs), d(tl->seenNs, tl->queuedNs));
+    }
+    if (!initiated)
       snprintf(tlText, sizeof(tlText), ", timeline us: thread %lld request %lld commit %lld",
                d(tl->queuedNs, tl->runningNs), d(tl->runningNs, tl->replyNs), d(tl->replyNs, tl->commitNs));
   }

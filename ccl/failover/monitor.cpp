@@ -142,7 +142,8 @@ void Failover::drainDetector() {
       case detector::LinkEventType::kLinkDegraded:  // a gray failure is routed around like a dead link
         lastDetectorSource_ = detector::sourceName(e.source);
         railDown(it->second, FaultSource::kDetector, e.signalNs,
-                 e.type == detector::LinkEventType::kLinkDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown);
+                 e.type == detector::LinkEventType::kLinkDegraded ? MigrateReason::kDegraded : MigrateReason::kLinkDown,
+                 e.emitNs);
         break;
       case detector::LinkEventType::kLinkUp:  // after the detector's hold-down and flap damping
         railBackUp(it->second, e.emitNs, FaultSource::kDetector);
@@ -374,7 +375,8 @@ void Failover::tendGray(uint64_t nowNs) {
   }
 }
 
-void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason) {
+void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason, uint64_t emitNs) {
+  const uint64_t seenNs = emitNs ? monotonicNs() : 0;
   uint64_t bit = 1ull << rail;
   if (reason == MigrateReason::kDegraded && (railsUp_.load() & bit)) {
     uint64_t now = monotonicNs();
@@ -416,6 +418,8 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
     j.source = src;
     j.fromRail = rail;
     j.faultNs = signalNs;
+    j.emitNs = emitNs;
+    j.seenNs = seenNs;
     enqueue(j);
   }
   const bool named = src == FaultSource::kDetector || src == FaultSource::kDaemon;

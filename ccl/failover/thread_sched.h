@@ -1,14 +1,15 @@
 // Scheduling of the threads failover starts. The control threads (monitor, migrators, standby
 // watcher) sit idle until a fault and must then run at once, on CPUs the application keeps busy:
-// - By default they ask the kernel for a short time slice (RECCL_FAILOVER_SLICE_US): on an EEVDF
+// - RECCL_FAILOVER_SLICE_US (opt-in) has them ask the kernel for a short time slice: on an EEVDF
 //   kernel (Linux 6.12+) a waking task with a shorter slice preempts a running one with a longer
 //   slice, yet keeps its fair share; no privilege is needed. Older kernels ignore the request.
 // - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted.
+// Neither is on by default; docs/failover.md gives the measurements and the reasons.
 // A thread one of them starts inherits either, so the threads that must not run at FIFO drop back
 // to normal scheduling first thing: the relay paths (they move data, and at FIFO would starve the
 // application) and the in-process detector's loader (100s of ms of BPF verification). The loader
-// then asks for the short slice again, for the detector thread it starts: that thread is on a
-// fault's path (ring buffer -> monitor), and a slice changes no thread's share of the CPU.
+// then asks for the short slice again when one is set, for the detector thread it starts (on a
+// fault's path: ring buffer -> monitor); a slice changes no thread's share of the CPU.
 #pragma once
 
 #include <cstdint>

@@ -55,6 +55,9 @@ DetectorOptions DetectorOptions::fromEnv() {
   o.stateMachine.damping.halfLifeNs = ms(params::DampingHalfLifeMs());
   o.bpf.retransThreshold = static_cast<uint32_t>(params::RetransThreshold());
   o.bpf.retransWindowNs = ms(params::RetransWindowMs());
+  // Out-of-range values stay out of range so validate() names them.
+  int64_t scanUs = params::DetectorScanUs();
+  o.bpf.scanPeriodNs = scanUs < 0 || scanUs > 1'000'000 ? UINT64_MAX : static_cast<uint64_t>(scanUs) * 1000;
   // Per mille in the environment; out-of-range values stay out of range so validate() names them.
   int64_t rate = params::RetransRate();
   o.bpf.retransRatePpm = rate < 0 || rate > 1000 ? UINT32_MAX : static_cast<uint32_t>(rate * 1000);
@@ -72,6 +75,8 @@ Status DetectorOptions::validate() const {
     return Status(Errc::kInvalidArgument, "source: netlink mode needs the rtnetlink listener");
   if (bpf.retransRatePpm > 1'000'000)
     return Status(Errc::kInvalidArgument, "retrans-rate: must be 0..1000 per mille (RECCL_RETRANS_RATE)");
+  if (bpf.scanPeriodNs > 1'000'000'000)
+    return Status(Errc::kInvalidArgument, "scan: must be 0..1000000 us (RECCL_DETECTOR_SCAN_US)");
   if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");
   if (realtimePriority < 0 || realtimePriority > 99)
     return Status(Errc::kInvalidArgument, "realtime-priority: must be 0..99");

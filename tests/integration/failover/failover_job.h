@@ -272,7 +272,8 @@ class FailoverTest : public TestbedTest<2, Rails> {
 
   // The seeded soak: a plan of random link faults (host, rail, host NIC or switch port, a few
   // flap bursts) drawn from `seed`, played while the worker runs `iters` iterations of every
-  // collective in turn (1 MiB). Never the last rail of the pair: every fault must be
+  // collective in turn (1 MiB), and until at least `iters` / 100 faults were played (a fast
+  // machine's `iters` would otherwise end before the plan has done much). Never the last rail of the pair: every fault must be
   // survivable, so any error or wrong result is a failure. Zero hangs: the worker's deadlines and
   // the run's timeout.
   void runSoak(unsigned seed, int iters, int timeoutSec) {
@@ -312,7 +313,8 @@ class FailoverTest : public TestbedTest<2, Rails> {
       }
     }
     Job j(Base::testbed().name(),
-          env("WORKER_COLL=all WORKER_COUNT=262144 WORKER_ITERS=" + std::to_string(iters)), timeoutSec);
+          env("WORKER_COLL=all WORKER_COUNT=262144 WORKER_SECONDS=0.001 WORKER_MIN_ITERS=" + std::to_string(iters)),
+          timeoutSec);
     ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
     auto t0 = Clock::now();
     bool isDown[2][Rails][2] = {};
@@ -321,6 +323,9 @@ class FailoverTest : public TestbedTest<2, Rails> {
       while (!j.finished() && Clock::now() < t0 + std::chrono::milliseconds(e.atMs))
         std::this_thread::sleep_for(std::chrono::milliseconds(2));
       if (j.finished()) break;
+      // Enough: the worker is past `iters` (it stops at the next iteration once wait() lets it)
+      // and the plan has played its share of faults.
+      if (faults >= iters / 100 && j.text().find("min iters reached") != std::string::npos) break;
       if (e.up) {
         if (!isDown[e.host][e.rail][e.sw]) continue;
       } else {
@@ -338,8 +343,9 @@ class FailoverTest : public TestbedTest<2, Rails> {
     std::string t = j.text();
     if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
     EXPECT_EQ(code, 0) << "seed " << seed << "\n" << t;
-    EXPECT_EQ(countMatches(t, "done rank [0-9]+ iters " + std::to_string(iters) + " "), 2) << "seed " << seed << "\n"
-                                                                                          << t;
+    EXPECT_EQ(countMatches(t, "done rank [0-9]+ iters [0-9]+ "), 2) << "seed " << seed << "\n" << t;
+    EXPECT_EQ(countMatches(t, "min iters reached"), 1) << "seed " << seed << ": fewer than " << iters << " iterations\n"
+                                                       << t;
     EXPECT_EQ(countMatches(t, "wrong"), 0) << t;
     EXPECT_GE(faults, iters / 100) << "seed " << seed << ": fewer faults than expected";
     EXPECT_GE(sumField(t, "failovers"), 2u) << "seed " << seed << "\n" << t;

@@ -9,7 +9,8 @@
 // reduce, alltoall, sendrecv, or all: one after the other in that order), WORKER_SECONDS (run
 // until rank 0 has run this long, agreed on by a 1-element max-allreduce per iteration, instead
 // of a fixed count; with WORKER_STOP_FILE also until that file exists: the test creates it when
-// its faults are done), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default: iteration % ranks).
+// its faults are done; with WORKER_MIN_ITERS also not before that many iterations, and rank 0
+// prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default: iteration % ranks).
 // sendrecv is one-way: rank r < n/2 sends to r + n/2 (with the testbed's host-major ranks: from
 // the first half of the hosts to the second).
 //
@@ -458,6 +459,7 @@ int main() {
   double runFor = getenv("WORKER_SECONDS") ? atof(getenv("WORKER_SECONDS")) : 0;
   if (runFor > 0) iters = 1 << 30;
   const char* stopFile = getenv("WORKER_STOP_FILE");
+  const int minIters = envInt("WORKER_MIN_ITERS", 0);
   // WORKER_TIMELINE=1: rank 0 prints each iteration's end (CLOCK_REALTIME ns) and duration, for
   // stall measurements against an injector's timestamp.
   bool timeline = getenv("WORKER_TIMELINE") && rank == 0;
@@ -498,9 +500,13 @@ int main() {
       printf("iter %d end_ns %lld dur_us %.0f\n", it, (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec,
              std::chrono::duration<double>(Clock::now() - s0).count() * 1e6);
     }
+    if (rank == 0 && minIters > 0 && it + 1 == minIters) {
+      printf("min iters reached\n");
+      fflush(stdout);
+    }
     if (runFor > 0) {
       int32_t stop = rank == 0 && std::chrono::duration<double>(Clock::now() - t0).count() > runFor &&
-                     (!stopFile || access(stopFile, F_OK) == 0);
+                     it + 1 >= minIters && (!stopFile || access(stopFile, F_OK) == 0);
       rc = recclAllReduce(&stop, &stop, 1, recclInt32, recclMax, comm, nullptr);
       if (rc != recclSuccess) {
         fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),

@@ -75,6 +75,21 @@ TEST(DetectorOptions, RetransRateOutOfRangeNamed) {
   unsetenv("RECCL_RETRANS_RATE");
 }
 
+TEST(DetectorOptions, ScanPeriodFromEnvAndOutOfRangeNamed) {
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 100'000u) << "default 100 us";
+  setenv("RECCL_DETECTOR_SCAN_US", "0", 1);
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 0u) << "0: no scan";
+  setenv("RECCL_DETECTOR_SCAN_US", "1000", 1);
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 1'000'000u);
+  for (const char* bad : {"-1", "1000001"}) {
+    setenv("RECCL_DETECTOR_SCAN_US", bad, 1);
+    auto st = DetectorOptions::fromEnv().validate();
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("RECCL_DETECTOR_SCAN_US"), std::string::npos) << st.message();
+  }
+  unsetenv("RECCL_DETECTOR_SCAN_US");
+}
+
 TEST(DetectorOptions, ValidationNamesTheBadParameter) {
   DetectorOptions o;
   o.stateMachine.damping.reuseThreshold = 5000;

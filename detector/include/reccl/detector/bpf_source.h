@@ -32,7 +32,8 @@ struct BpfOptions {
   bool reportUnattributed = false;
   bool reportRdma = true;
   // After each link-watch hook the watched devices are re-read in the kernel this often for
-  // a second (link-watch's blind window); 0 disables.
+  // a second (link-watch's blind window); 0 disables. Costly on a VM (docs/detector.md, "The
+  // scan's cost"); 1 ms made link-downs late in a test there, so the default stays 100 us.
   uint64_t scanPeriodNs = 100'000;
 };
 
