@@ -465,21 +465,19 @@ static __always_inline void account_socket(const struct sock *sk, __u64 ts, __u6
     rs->dsack_dups = dups;
   } else {
     __u64 rtt_ns = (__u64)(BPF_CORE_READ(tp, srtt_us) >> 3) * 1000; /* srtt_us holds 8 x srtt */
-    /* A previous retransmit from before this window (a dead link's backed-off timeouts, the
-     * last one answered after the link came back) belongs to a window already judged. */
-    if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns && rs->last_ns < wstart) {
-      rs->seen_ns = rs->last_ns;
-      rs->data_segs_out = rs->last_out;
-      rs->total_retrans = rs->last_retrans;
-      rs->dsack_dups = dups;
-    } else if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns) {
-      __u64 sent = (__u32)(rs->last_out - rs->data_segs_out);
-      __u64 age = rs->last_ns - rs->seen_ns;
-      if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
-        sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
-      __sync_fetch_and_add(&w->retrans_segs, (__u32)(rs->last_retrans - rs->total_retrans));
-      __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
-      __sync_fetch_and_add(&w->sent_segs, sent);
+    if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns) {
+      /* A previous retransmit from before this window (a dead link's backed-off timeouts, the
+       * last one answered after the link came back) belongs to a window already judged: the
+       * baseline moves past it without adding. */
+      if (rs->last_ns >= wstart) {
+        __u64 sent = (__u32)(rs->last_out - rs->data_segs_out);
+        __u64 age = rs->last_ns - rs->seen_ns;
+        if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
+          sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
+        __sync_fetch_and_add(&w->retrans_segs, (__u32)(rs->last_retrans - rs->total_retrans));
+        __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
+        __sync_fetch_and_add(&w->sent_segs, sent);
+      }
       rs->seen_ns = rs->last_ns;
       rs->data_segs_out = rs->last_out;
       rs->total_retrans = rs->last_retrans;
@@ -536,8 +534,7 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
   __u64 ppm = 0;
   if (retrans_rate_ppm) {
     __u64 sent = w->sent_segs, retrans = w->retrans_segs, dups = w->dsack_segs;
-    /* The D-SACKs of this window's last retransmits are still on their way: they land in the
-     * next window and lower it, so a sustained reordering never adds up to a loss rate. */
+    /* Committed retransmits are settled (account_socket), so their D-SACKs are in these sums. */
     __u64 lost = retrans > dups ? retrans - dups : 0;
     /* More lost than sent: segments without data (SYN, FIN) retransmitted alone. */
     ppm = lost >= sent ? (lost ? 1000000 : 0) : lost * 1000000 / sent;
