@@ -85,9 +85,9 @@ void Failover::startInProcessAsync() {
     // Started by the monitor, which may run at FIFO (thread_sched.h): normal scheduling, with the
     // control threads' short slice, which the detector thread this starts inherits. It is on a
     // fault's path (ring buffer -> monitor); the slice leaves BPF loading its fair share only.
+    pthread_setname_np(pthread_self(), "reccl-detload");  // first: until now it is "reccl-monitor"
     dropToNormalScheduling();
     if (slice) (void)requestSlice(slice);  // where refused, the monitor has logged why
-    pthread_setname_np(pthread_self(), "reccl-detload");
 #ifdef RECCL_HAVE_DETECTOR
     auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
       auto opts = detector::DetectorOptions::fromEnv();

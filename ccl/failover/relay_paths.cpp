@@ -19,8 +19,8 @@ RelayPathBase::~RelayPathBase() { stop(); }
 
 void RelayPathBase::start() {
   thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "reccl-relay");  // first: until now it is "reccl-migrator"
     dropToNormalScheduling();  // started by a migrator, which may run at FIFO (thread_sched.h)
-    pthread_setname_np(pthread_self(), "reccl-relay");
     run();
   });
 }

@@ -411,8 +411,10 @@ TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
     EXPECT_FALSE(c.ok());
     EXPECT_NE(c.error().find("RECCL_FAILOVER_RT_PRIO=100"), std::string::npos) << c.error();
   }
-  ASSERT_EQ(def.size(), 2u) << "one monitor thread per communicator, named reccl-monitor";
-  ASSERT_EQ(asked.size(), 2u);
+  // At least one per communicator: a thread the monitor has just started (a migrator) carries its
+  // name, and its slice, until it names itself.
+  ASSERT_GE(def.size(), 2u) << "one monitor thread per communicator, named reccl-monitor";
+  ASSERT_GE(asked.size(), 2u);
   if (def[0] == 250'000) GTEST_SKIP() << "the kernel's default slice is the one asked for";
   if (asked[0] == def[0]) GTEST_SKIP() << "this kernel ignores slice requests (no EEVDF custom slices)";
   for (long long s : asked) EXPECT_EQ(s, 250'000);
