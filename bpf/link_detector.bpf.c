@@ -63,6 +63,10 @@ struct {
 
 /* Highest slot index in use + 1; bounds the link-watch scan. */
 __u32 slot_count = 0;
+/* Per slot, set by userspace: 1 when link-watch treats the device's carrier changes as urgent
+ * while it runs -- its iflink differs from its ifindex (rtnetlink's IFLA_LINK: veth, vlan,
+ * macvlan). 0: not, or not known -- a physical NIC, tun/tap, a veth whose peer has its ifindex. */
+__u8 slot_linkwatch_urgent[RECCL_LINK_MAX_SLOTS] = {};
 
 static __always_inline void count_hit(int src)
 {
@@ -217,7 +221,8 @@ int rawtp_qdisc_reset(struct bpf_raw_tracepoint_args *ctx)
 /* --- link-watch scheduling: the earliest carrier signal without trampolines ---------------- */
 
 struct scan_ctx {
-  __u32 found;
+  __u32 found;     /* watched devices read */
+  __u32 nonurgent; /* of them, devices whose carrier changes link-watch may hold back */
 };
 
 static __always_inline int report_state(struct net_device *dev, __u16 src);
@@ -237,28 +242,35 @@ static long scan_slot(__u32 i, struct scan_ctx *sc)
   if (BPF_CORE_READ(dev, ifindex) != (int)slot->ifindex || dev_netns(dev) != slot->netns_ino)
     return 0;
   sc->found++;
+  if (idx < RECCL_LINK_MAX_SLOTS && !slot_linkwatch_urgent[idx])
+    sc->nonurgent++;
   report_state(dev, RECCL_LINK_SRC_RAWTP_LINKWATCH);
   return 0;
 }
 
-static __always_inline __u32 scan_watched(void)
+static __always_inline void scan_watched(struct scan_ctx *sc)
 {
-  struct scan_ctx sc = {};
   __u32 n = slot_count;
   if (n > RECCL_LINK_MAX_SLOTS)
     n = RECCL_LINK_MAX_SLOTS;
-  bpf_loop(n, scan_slot, &sc, 0);
-  return sc.found;
+  bpf_loop(n, scan_slot, sc, 0);
 }
 
-/* After a carrier event the kernel's link-watch can stay silent for up to a second: a second
- * non-urgent event while its timer is pending, or any event while an urgent run is pending,
- * schedules nothing and so fires no hook. For that window a BPF timer re-reads the watched
- * devices every scan_period_ns, in the kernel. */
+/* Link-watch can hold a watched device's carrier change back without any hook firing:
+ * - an urgent change (a running device whose iflink is another device, e.g. a veth) while an
+ *   urgent run is queued but has not started: it joins that run, whose queueing came before;
+ * - a non-urgent change (a device that is its own iflink, e.g. a physical NIC) within a second
+ *   of the last run: link-watch arms its delayed work's timer, or nothing if that is pending.
+ * For those windows a BPF timer re-reads the watched devices every scan_period_ns, in the
+ * kernel: from each queueing of link-watch's work until its run ends, and for a second after
+ * that run when a watched device is of the non-urgent kind. */
 const volatile __u64 scan_period_ns = 100000;      /* 100 us; 0 disables the scan */
-/* Link-watch holds events up to 1 s after its last run, which starts after the queueing that
- * armed the scan: the extra 250 ms cover the worker's start on a loaded machine. */
+/* From a queueing: the cap when the run's hook is not attached (link-watch holds non-urgent
+ * events up to 1 s after its last run, which starts after this queueing; the extra 250 ms cover
+ * the worker's start on a loaded machine). */
 const volatile __u64 scan_window_ns = 1250000000;
+/* From the end of a run, while a non-urgent watched device may have a change held back. */
+const volatile __u64 scan_after_run_ns = 1100000000;
 
 struct scan_timer {
   struct bpf_timer timer;
@@ -276,22 +288,35 @@ static int scan_timer_fired(void *map, __u32 *key, struct scan_timer *st)
 {
   if (!watch_count)
     return 0;
-  scan_watched();
+  __sync_fetch_and_add(&counters.scan_runs, 1);
+  struct scan_ctx sc = {};
+  scan_watched(&sc);
   if (bpf_ktime_get_ns() < st->until_ns)
     bpf_timer_start(&st->timer, scan_period_ns, 0);
   return 0;
 }
 
-static __always_inline void arm_scan_timer(void)
+/* Scans every scan_period_ns until `until_ns`; 0 ends a running scan at its next firing. */
+static __always_inline void scan_until(__u64 until_ns)
 {
   __u32 zero = 0;
   struct scan_timer *st = bpf_map_lookup_elem(&scan_timers, &zero);
   if (!st || !scan_period_ns)
     return;
-  st->until_ns = bpf_ktime_get_ns() + scan_window_ns;
+  st->until_ns = until_ns;
+  if (!until_ns)
+    return;
   bpf_timer_init(&st->timer, &scan_timers, 1 /* CLOCK_MONOTONIC */); /* -EBUSY once set up */
   bpf_timer_set_callback(&st->timer, scan_timer_fired);
   bpf_timer_start(&st->timer, scan_period_ns, 0);
+}
+
+/* Devices not resolved (resolve_devices unavailable): let userspace read them. */
+static __always_inline void report_unresolved(const struct scan_ctx *sc)
+{
+  if (sc->found < watch_count)
+    emit(RECCL_LINK_KIND_LINKWATCH_SCHEDULED, RECCL_LINK_SRC_RAWTP_LINKWATCH, bpf_ktime_get_ns(),
+         0, 0, RECCL_LINK_NO_SLOT, 0, 0, NULL);
 }
 
 static __always_inline int on_linkwatch_queued(int with_timer)
@@ -301,13 +326,26 @@ static __always_inline int on_linkwatch_queued(int with_timer)
   count_hit(RECCL_LINK_SRC_RAWTP_LINKWATCH);
   /* The device whose carrier changed has its state bit set already: read every watched
    * device now, in the kernel, and report those that changed. */
-  __u32 found = scan_watched();
+  struct scan_ctx sc = {};
+  scan_watched(&sc);
   if (with_timer)
-    arm_scan_timer();
-  /* Devices not resolved (resolve_devices unavailable): let userspace read them. */
-  if (found < watch_count)
-    emit(RECCL_LINK_KIND_LINKWATCH_SCHEDULED, RECCL_LINK_SRC_RAWTP_LINKWATCH, bpf_ktime_get_ns(),
-         0, 0, RECCL_LINK_NO_SLOT, 0, 0, NULL);
+    scan_until(bpf_ktime_get_ns() + scan_window_ns);
+  report_unresolved(&sc);
+  return 0;
+}
+
+/* A run has ended: every change it was queued for, or that joined it, is visible now. Changes
+ * after it are queued anew (urgent) or, for a non-urgent device, may be held for a second. */
+static __always_inline int on_linkwatch_ran(int with_timer)
+{
+  if (!watch_count)
+    return 0;
+  count_hit(RECCL_LINK_SRC_RAWTP_LINKWATCH);
+  struct scan_ctx sc = {};
+  scan_watched(&sc);
+  if (with_timer)
+    scan_until(sc.nonurgent || sc.found < watch_count ? bpf_ktime_get_ns() + scan_after_run_ns : 0);
+  report_unresolved(&sc);
   return 0;
 }
 
@@ -336,6 +374,15 @@ int BPF_PROG(linkwatch_queue, int req_cpu, struct pool_workqueue *pwq, struct wo
   return on_linkwatch_queued(1);
 }
 
+/* The end of a link-watch run. BTF-typed, so it may end or extend the scan. */
+SEC("tp_btf/workqueue_execute_end")
+int BPF_PROG(linkwatch_ran, struct work_struct *work)
+{
+  if (!is_linkwatch_work(work))
+    return 0;
+  return on_linkwatch_ran(1);
+}
+
 /* No tp_btf twin on timer_start: that tracepoint fires on every timer armed on the machine
  * (~50 000/s under TCP load here), once per loaded copy of this object, and cost each rank ~5 %
  * more CPU in a fault-free allreduce. What it saw -- a non-urgent carrier change within a
@@ -353,6 +400,14 @@ int rawtp_linkwatch_queue(struct bpf_raw_tracepoint_args *ctx)
   if (!is_linkwatch_work((struct work_struct *)ctx->args[2]))
     return 0;
   return on_linkwatch_queued(0);
+}
+
+SEC("raw_tp/workqueue_execute_end")
+int rawtp_linkwatch_ran(struct bpf_raw_tracepoint_args *ctx)
+{
+  if (!is_linkwatch_work((struct work_struct *)ctx->args[0]))
+    return 0;
+  return on_linkwatch_ran(0);
 }
 
 SEC("raw_tp/timer_start")

@@ -69,6 +69,8 @@ constexpr Hook kHooks[] = {
     {"linkwatch_queue", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
     {"rawtp_linkwatch_queue", RECCL_LINK_SRC_RAWTP_LINKWATCH, "linkwatch_queue"},
     {"rawtp_linkwatch_timer", RECCL_LINK_SRC_RAWTP_LINKWATCH, "linkwatch_queue"},
+    {"linkwatch_ran", RECCL_LINK_SRC_RAWTP_LINKWATCH, nullptr},
+    {"rawtp_linkwatch_ran", RECCL_LINK_SRC_RAWTP_LINKWATCH, "linkwatch_ran"},
     {"tp_qdisc_reset", RECCL_LINK_SRC_TP_QDISC_RESET, nullptr},
     {"rawtp_qdisc_reset", RECCL_LINK_SRC_TP_QDISC_RESET, "tp_qdisc_reset"},
     {"tp_xmit_timeout", RECCL_LINK_SRC_TP_XMIT_TIMEOUT, nullptr},
@@ -250,7 +252,12 @@ int BpfSource::onRingRecord(void* ctx, void* data, size_t size) {
 Status BpfSource::loadActive(const BpfOptions& opts, bool resolver) {
   skel_ = link_detector::open();
   if (!skel_) return Status::FromErrno(errno, "bpf: open link_detector skeleton");
-  RECCL_TRY(configure(skel_, opts));
+  // With the carrier trampolines every carrier change is reported from inside the kernel's
+  // own call: nothing is left for the link-watch scan to find.
+  BpfOptions o = opts;
+  for (const auto& h : hooks_)
+    if (h.active && h.source == RECCL_LINK_SRC_FENTRY_CARRIER) o.scanPeriodNs = 0;
+  RECCL_TRY(configure(skel_, o));
   bpf_program* p;
   bpf_object__for_each_program(p, skel_->obj) {
     bool active = resolver && std::strcmp(bpf_program__name(p), "resolve_devices") == 0;
@@ -437,6 +444,12 @@ Result<uint32_t> BpfSource::resolveDevices(int netnsFd, uint32_t netnsIno) {
 void BpfSource::forgetDevice(uint32_t slot) {
   uint64_t zero = 0;
   bpf_map_update_elem(bpf_map__fd(skel_->maps.slot_dev), &slot, &zero, BPF_ANY);
+  setLinkwatchUrgent(slot, false);
+}
+
+void BpfSource::setLinkwatchUrgent(uint32_t slot, bool urgent) {
+  if (slot < RECCL_LINK_MAX_SLOTS)
+    __atomic_store_n(&skel_->bss->slot_linkwatch_urgent[slot], urgent ? 1 : 0, __ATOMIC_RELEASE);
 }
 
 void BpfSource::setWatchCount(uint32_t n) {
@@ -449,6 +462,7 @@ BpfCounters BpfSource::counters() const {
   c.ringbufDrops = __atomic_load_n(&k.ringbuf_drops, __ATOMIC_RELAXED);
   c.events = __atomic_load_n(&k.events, __ATOMIC_RELAXED);
   c.dqlStalls = __atomic_load_n(&k.dql_stalls, __ATOMIC_RELAXED);
+  c.scanRuns = __atomic_load_n(&k.scan_runs, __ATOMIC_RELAXED);
   for (int i = 0; i < RECCL_LINK_SRC_COUNT; ++i)
     c.hookHits[i] = __atomic_load_n(&k.hook_hits[i], __ATOMIC_RELAXED);
   c.consumed = consumed_;

@@ -238,6 +238,7 @@ Result<WatchedLink> Detector::addWatch(const WatchSpec& spec) {
   __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
   if (bpf_) {
     RECCL_TRY(bpf_->watch(key, slot));
+    bpf_->setLinkwatchUrgent(slot, info->linkwatchUrgent());
     bpf_->setWatchCount(static_cast<uint32_t>(watches_.size() + 1));
     uint32_t count = 0;
     for (uint32_t i = 0; i < slotUsed_.size(); ++i)

@@ -36,6 +36,9 @@ int onAttr(const nlattr* attr, void* data) {
         ctx->haveCarrier = true;
       }
       break;
+    case IFLA_LINK:
+      if (mnl_attr_validate(attr, MNL_TYPE_U32) >= 0) ctx->info->iflink = mnl_attr_get_u32(attr);
+      break;
     case IFLA_CARRIER_UP_COUNT:
       if (mnl_attr_validate(attr, MNL_TYPE_U32) >= 0) {
         ctx->info->carrierUpCount = mnl_attr_get_u32(attr);

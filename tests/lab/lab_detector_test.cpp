@@ -94,12 +94,13 @@ TEST_F(Lab, ProbePicksFentryOverTracepoints) {
     hooks[h.program] = h;
   }
   for (const char* p : {"fexit_carrier_off", "fexit_carrier_on", "fentry_ib_dispatch", "tp_qdisc_reset",
-                        "linkwatch_queue"})
+                        "linkwatch_queue", "linkwatch_ran"})
     EXPECT_TRUE(hooks[p].active) << p << ": " << hooks[p].reason;
   // The raw-tracepoint twins are fallbacks: not loaded where the BTF-typed ones are.
   EXPECT_FALSE(hooks["rawtp_qdisc_reset"].active);
   EXPECT_EQ(hooks["rawtp_qdisc_reset"].reason.rfind("not needed", 0), 0u) << hooks["rawtp_qdisc_reset"].reason;
   EXPECT_FALSE(hooks["rawtp_linkwatch_timer"].active) << "timer_start is hooked only where there is no scan";
+  EXPECT_FALSE(hooks["rawtp_linkwatch_ran"].active);
 
   // A detector in auto mode runs the trampolines, and they fire on a carrier loss.
   const std::string a = "lf" + std::to_string(getpid()) + "a", b = "lf" + std::to_string(getpid()) + "b";
@@ -134,6 +135,7 @@ TEST_F(Lab, ProbePicksFentryOverTracepoints) {
   // earliest: the trampoline ran even when another hook reported first.
   auto st = d.status();
   EXPECT_GT(st.counters.bpf.hookHits[RECCL_LINK_SRC_FENTRY_CARRIER], 0u);
+  EXPECT_EQ(st.counters.bpf.scanRuns, 0u) << "with the carrier trampolines there is nothing to scan for";
   printf("auto mode: carrier loss reported by %s (hits: fentry %llu, linkwatch %llu, qdisc_reset %llu)\n",
          sourceName(e.source), (unsigned long long)st.counters.bpf.hookHits[RECCL_LINK_SRC_FENTRY_CARRIER],
          (unsigned long long)st.counters.bpf.hookHits[RECCL_LINK_SRC_RAWTP_LINKWATCH],

@@ -142,6 +142,7 @@ struct reccl_link_counters {
   reccl_link_u64 events;            /* records submitted */
   reccl_link_u64 hook_hits[RECCL_LINK_SRC_COUNT]; /* program invocations that matched a watch */
   reccl_link_u64 dql_stalls;        /* dql stalls (the tracepoint names no device) */
+  reccl_link_u64 scan_runs;         /* link-watch scan timer firings */
 };
 
 #ifdef __cplusplus

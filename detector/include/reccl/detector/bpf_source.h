@@ -65,6 +65,7 @@ struct BpfCounters {
   uint64_t consumed = 0;      // records read by userspace
   uint64_t abiRejects = 0;    // records of a foreign ABI version or size
   uint64_t dqlStalls = 0;
+  uint64_t scanRuns = 0;      // link-watch scan timer firings
   uint64_t hookHits[RECCL_LINK_SRC_COUNT] = {};
 };
 
@@ -95,6 +96,10 @@ class BpfSource {
   Status unwatch(LinkKey key);
   void setWatchCount(uint32_t n);
   void setSlotCount(uint32_t n);  // highest slot in use + 1
+  // Whether link-watch handles the slot's carrier changes as urgent (RtnlLinkInfo::
+  // linkwatchUrgent): the in-kernel scan then ends with link-watch's run instead of covering
+  // the second after it. Unknown: false.
+  void setLinkwatchUrgent(uint32_t slot, bool urgent);
   // Remembers the kernel addresses of the watched devices of one namespace (a thread enters
   // it and runs the resolve_devices program), so the link-watch hook reads their state in the
   // kernel. Returns how many were found; kUnsupported without that program.

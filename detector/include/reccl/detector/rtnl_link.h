@@ -28,6 +28,10 @@ struct RtnlLinkInfo {
   uint32_t carrierUpCount = 0;
   uint32_t carrierDownCount = 0;
   bool deleted = false;  // RTM_DELLINK
+  uint32_t iflink = 0;   // IFLA_LINK (veth peer, vlan's lower device); 0 when absent
+  // Link-watch handles a running device's carrier changes as urgent, never held back, when its
+  // iflink is another device (a veth peer may have the same ifindex in its own namespace).
+  bool linkwatchUrgent() const { return iflink != 0 && iflink != ifindex; }
   uint64_t carrierSeq() const { return uint64_t(carrierUpCount) + carrierDownCount; }
 };
 
