@@ -335,16 +335,24 @@ static __always_inline int on_linkwatch_queued(int with_timer)
 }
 
 /* A run has ended: every change it was queued for, or that joined it, is visible now. Changes
- * after it are queued anew (urgent) or, for a non-urgent device, may be held for a second. */
-static __always_inline int on_linkwatch_ran(int with_timer)
+ * after it are queued anew (urgent) or, for a non-urgent device, may be held for a second. The
+ * work may be queued again already (a change during the run): the scan then stays on for that
+ * run, whose end comes here again. */
+static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_timer)
 {
   if (!watch_count)
     return 0;
   count_hit(RECCL_LINK_SRC_RAWTP_LINKWATCH);
   struct scan_ctx sc = {};
   scan_watched(&sc);
-  if (with_timer)
-    scan_until(sc.nonurgent || sc.found < watch_count ? bpf_ktime_get_ns() + scan_after_run_ns : 0);
+  if (with_timer) {
+    __u64 now = bpf_ktime_get_ns();
+    int queued_again = BPF_CORE_READ(work, data.counter) & 1; /* WORK_STRUCT_PENDING */
+    if (queued_again)
+      scan_until(now + scan_window_ns);
+    else
+      scan_until(sc.nonurgent || sc.found < watch_count ? now + scan_after_run_ns : 0);
+  }
   report_unresolved(&sc);
   return 0;
 }
@@ -380,7 +388,7 @@ int BPF_PROG(linkwatch_ran, struct work_struct *work)
 {
   if (!is_linkwatch_work(work))
     return 0;
-  return on_linkwatch_ran(1);
+  return on_linkwatch_ran(work, 1);
 }
 
 /* No tp_btf twin on timer_start: that tracepoint fires on every timer armed on the machine
@@ -405,9 +413,10 @@ int rawtp_linkwatch_queue(struct bpf_raw_tracepoint_args *ctx)
 SEC("raw_tp/workqueue_execute_end")
 int rawtp_linkwatch_ran(struct bpf_raw_tracepoint_args *ctx)
 {
-  if (!is_linkwatch_work((struct work_struct *)ctx->args[0]))
+  struct work_struct *work = (struct work_struct *)ctx->args[0];
+  if (!is_linkwatch_work(work))
     return 0;
-  return on_linkwatch_ran(0);
+  return on_linkwatch_ran(work, 0);
 }
 
 SEC("raw_tp/timer_start")
