@@ -15,8 +15,9 @@
 # Options: --build DIR (build), --faults N per source (100), --size BYTES (64M), --down-ms MS
 # fault duration (1000), --period-ms MS between faults (2400), --sources "bpf netlink none",
 # --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --no-gloo, --out FILE
-# (fault_bench.json), --keep (leave the testbed and work files), --fifo PRIO (every rank, reccl's
-# and Gloo's, under SCHED_FIFO PRIO via chrt: timing on a machine that others load).
+# (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
+# and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
+# timing on a machine that others load).
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -36,7 +37,7 @@ KEEP=0
 NAME="fb$$"
 FIFO=0
 
-usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -97,6 +98,12 @@ cleanup() {
     if [[ $rc -ne 0 && $rc -ne 130 ]]; then
       echo "fault_bench.sh: the ranks' logs of the failed run stay in $WORK" >&2
     else
+      # A fault with no failover leaves no error, only the ranks' log lines (a rail already
+      # out as DEGRADED, a signal that never came): the fault runs' logs stay beside the JSON.
+      local logs="${OUT%.json}.logs"
+      if compgen -G "$WORK/fault_*.log" >/dev/null && mkdir -p "$logs"; then
+        cp "$WORK"/fault_*.log "$logs"/ && echo "fault_bench.sh: the fault runs' rank logs: $logs" >&2
+      fi
       rm -rf "$WORK"
     fi
   else

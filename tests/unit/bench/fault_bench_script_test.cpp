@@ -49,6 +49,12 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
   for (const auto& row : s["rounds"]) EXPECT_GT(row["ratio"].get<double>(), 0.0) << row.dump();
   EXPECT_GT(j["ratios"]["degraded_over_one_rail_paired_netlink"].get<double>(), 0.0);
   EXPECT_NE(out.find("per round (netlink)"), std::string::npos) << out;
+  // The fault runs' rank logs stay beside the JSON (a fault with no failover leaves nothing else).
+  for (const char* round : {"fault_netlink_r0.log", "fault_netlink_r1.log"}) {
+    const fs::path log = dir / "fb.logs" / round;
+    ASSERT_TRUE(fs::exists(log)) << log << "\n" << out;
+    EXPECT_NE(slurp(log).find("# stall"), std::string::npos) << log;
+  }
   std::string name = j["testbed"]["name"];
   EXPECT_FALSE(fs::exists("/run/netns/" + name + "-h0")) << "fault_bench.sh leaves no testbed behind";
   fs::remove_all(dir);
