@@ -105,8 +105,8 @@ TEST(DetectorBlindSecond, CarrierLossInLinkWatchsBlindSecondIsSeenByTheScan) {
 }
 
 // Scan firings within 600 ms of each direction of a switch-side flap of `hostDev` (peer `swDev`),
-// after a quiet second; each direction must reach the detector through link-watch within
-// 100 ms (the blind second's bound, not a latency goal).
+// after a quiet second; each direction must reach the detector from a kernel hook within 100 ms
+// (the blind second's bound, not a latency goal).
 struct FlapScan {
   uint64_t runsAfterDown = 0, runsAfterUp = 0;
 };
@@ -147,7 +147,10 @@ void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::stri
           (!first || s.tsNs < first->tsNs))
         first = &s;
     ASSERT_NE(first, nullptr) << "no " << hostDev << " carrier " << (up ? "up" : "down") << " signal within 600 ms";
-    EXPECT_EQ(std::string(sourceName(first->source)), "rawtp_linkwatch") << hostDev << (up ? " up" : " down");
+    // From the kernel: the scan or link-watch's own hooks; qdisc_reset (inside the run) may win
+    // when the run starts within the scan's period. Not rtnetlink: that is the scan missing it.
+    const std::string src = sourceName(first->source);
+    EXPECT_TRUE(src == "rawtp_linkwatch" || src == "tp_qdisc_reset") << hostDev << (up ? " up" : " down") << ": " << src;
     EXPECT_LT(first->tsNs - t0, 100'000'000u) << hostDev << " carrier " << (up ? "up" : "down") << " seen late";
   }
 }
@@ -157,7 +160,9 @@ void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::stri
 // a queued run. The scan then runs only until that run ends (the old one ran 1.25 s from each
 // queueing, ~6000 firings in these 600 ms: it cost a rank's bandwidth through a fault loop).
 // A veth whose peer has its own ifindex (eth0 and sw0 are both 2 in their fresh namespaces) is
-// non-urgent like a physical NIC, and keeps the scan for the second after the run.
+// non-urgent like a physical NIC, and keeps the scan for the second after the run. Both
+// directions of both flaps come from the kernel in time (the old scan judged by ndo_get_iflink
+// alone ended the same-ifindex veth's scan too: its loss then came from rtnetlink, 468 ms late).
 TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and BPF";
   logCaptureLibbpf();
