@@ -81,6 +81,9 @@ std::string DaemonMetrics::render(const DetectorStatus& st, int clients) const {
   add("reccl_detector_ringbuf_drops_total %" PRIu64 "\n", st.counters.bpf.ringbufDrops);
   out += "# TYPE reccl_detector_ringbuf_records_total counter\n";
   add("reccl_detector_ringbuf_records_total %" PRIu64 "\n", st.counters.bpf.events);
+  out += "# HELP reccl_detector_scan_runs_total Firings of the BPF timer that re-reads watched devices while the kernel's link-watch work is due.\n";
+  out += "# TYPE reccl_detector_scan_runs_total counter\n";
+  add("reccl_detector_scan_runs_total %" PRIu64 "\n", st.counters.bpf.scanRuns);
   out += "# TYPE reccl_detector_queue_overflows_total counter\n";
   add("reccl_detector_queue_overflows_total %" PRIu64 "\n", st.counters.queueOverflows);
   out += "# TYPE reccl_detector_rtnetlink_overruns_total counter\n";

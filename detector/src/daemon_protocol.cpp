@@ -156,6 +156,7 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                    {"ringbuf_consumed", c.bpf.consumed},
                    {"abi_rejects", c.bpf.abiRejects},
                    {"linkwatch_wakeups", c.linkwatchWakeups},
+                   {"scan_runs", c.bpf.scanRuns},
                    {"rtnetlink_overruns", c.rtnlOverruns},
                    {"debounced", c.stateMachine.debounced},
                    {"stale", c.stateMachine.stale},

@@ -208,12 +208,14 @@ TEST(Detectord, ServesTwoClientsSurvivesOneLeavingAndCleansUpOnSigterm) {
   status = b.value()->statusJson();
   ASSERT_TRUE(status.ok());
   EXPECT_NE(status->find("\"clients\":1"), std::string::npos) << *status;
+  EXPECT_NE(status->find("\"scan_runs\":"), std::string::npos) << *status;
 
   std::string metrics = httpGet(port, "/metrics");
   EXPECT_NE(metrics.find("200 OK"), std::string::npos);
   EXPECT_NE(metrics.find("reccl_detector_events_total{type=\"link_down\""), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("reccl_detector_detection_latency_seconds_count"), std::string::npos);
   EXPECT_NE(metrics.find("reccl_detector_ringbuf_drops_total 0"), std::string::npos);
+  EXPECT_NE(metrics.find("\nreccl_detector_scan_runs_total "), std::string::npos) << metrics;
   EXPECT_NE(httpGet(port, "/nope").find("404"), std::string::npos);
 
   auto ids = daemon.progIds();
