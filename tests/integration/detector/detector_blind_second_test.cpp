@@ -157,12 +157,13 @@ void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::stri
 
 // Link-watch handles a running device's carrier change as urgent when its iflink is another
 // device (a veth whose peer has another ifindex, as on the testbed): queued at once, or joining
-// a queued run. The scan then runs only until that run ends (the old one ran 1.25 s from each
+// a queued run. The scan then runs only until that run ends (before, it ran 1.25 s from each
 // queueing, ~6000 firings in these 600 ms: it cost a rank's bandwidth through a fault loop).
 // A veth whose peer has its own ifindex (eth0 and sw0 are both 2 in their fresh namespaces) is
 // non-urgent like a physical NIC, and keeps the scan for the second after the run. Both
-// directions of both flaps come from the kernel in time (the old scan judged by ndo_get_iflink
-// alone ended the same-ifindex veth's scan too: its loss then came from rtnetlink, 468 ms late).
+// directions of both flaps come from the kernel in time (a scan that judged urgency by
+// ndo_get_iflink alone would end the same-ifindex veth's scan too: its loss then comes from
+// rtnetlink, 468 ms late in a trial of that rule).
 TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and BPF";
   logCaptureLibbpf();
