@@ -145,6 +145,13 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
   ASSERT_TRUE(h0.ok() && h1.ok());
   std::vector<LinkEvent> eventsA, eventsB;
   uint64_t maxLastPpm[2] = {0, 0};  // the highest rate of a closed window per rail
+  // Every closed window per rail (events, retransmitted / D-SACKed / sent segments), and the
+  // running window at each of detector A's DEGRADED: printed, so that a failure shows its windows.
+  std::string windows[2], atDegraded;
+  RetransWindowStats prev[2];
+  auto windowText = [](uint64_t n, uint64_t re, uint64_t ds, uint64_t sent) {
+    return " " + std::to_string(n) + ":" + std::to_string(re) + "/" + std::to_string(ds) + "/" + std::to_string(sent);
+  };
   {
     // Two streams per rail: both veth rails saturated, the machine's CPUs busy.
     Stream s0(*h0, *h1, railAddr(0, 0), railAddr(1, 0));
@@ -154,8 +161,23 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
     for (const Stream* s : {&s0, &s1, &s2, &s3}) ASSERT_EQ(s->error(), "");
     reccl::Deadline dl = reccl::Deadline::afterMs(4000);
     while (!dl.expired()) {
-      for (auto& e : a.waitEvents(100)) eventsA.push_back(e);
+      for (auto& e : a.waitEvents(100)) {
+        eventsA.push_back(e);
+        if (e.type != LinkEventType::kLinkDegraded) continue;
+        for (const auto& l : a.status().links)
+          if (l.watch.key == e.link)
+            atDegraded += " " + l.watch.ifname + windowText(l.retrans.windowRetransmits, l.retrans.windowRetransSegs,
+                                                            l.retrans.windowDsackSegs, l.retrans.windowSentSegs);
+      }
       for (auto& e : b.drain()) eventsB.push_back(e);
+      for (const auto& l : a.status().links) {
+        int r = l.watch.key == rail0 ? 0 : 1;
+        const RetransWindowStats& w = l.retrans;
+        if (w.lastRetransmits != prev[r].lastRetransmits || w.lastRetransSegs != prev[r].lastRetransSegs ||
+            w.lastDsackSegs != prev[r].lastDsackSegs || w.lastSentSegs != prev[r].lastSentSegs)
+          windows[r] += windowText(w.lastRetransmits, w.lastRetransSegs, w.lastDsackSegs, w.lastSentSegs);
+        prev[r] = w;
+      }
       for (const auto& l : a.status().links)
         if (l.retrans.lastRetransmits >= kThreshold && l.retrans.lastSentSegs) {
           uint64_t& m = maxLastPpm[l.watch.key == rail0 ? 0 : 1];
@@ -182,6 +204,9 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
          (unsigned long long)ra1.failedAttempts, (unsigned long long)maxLastPpm[0], (unsigned long long)maxLastPpm[1],
          BpfOptions{}.retransRatePpm, (unsigned long long)ra.lastRetransSegs, (unsigned long long)ra.lastDsackSegs,
          (unsigned long long)ra1.lastRetransSegs, (unsigned long long)ra1.lastDsackSegs);
+  printf("closed windows (retransmits:retransmitted/D-SACKed/sent segments): rail0%s; rail1%s\n"
+         "running window at each DEGRADED:%s\n",
+         windows[0].c_str(), windows[1].c_str(), atDegraded.empty() ? " none" : atDegraded.c_str());
   // Only meaningful if the count was crossed: the count-only detector fired, and the rate held.
   if (byCountOnly == 0 && ra.heldByRate + ra1.heldByRate == 0)
     GTEST_SKIP() << "saturation made no window of " << kThreshold << " retransmits on this machine: nothing to judge";
