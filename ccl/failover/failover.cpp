@@ -168,8 +168,11 @@ void Failover::setPeerRails(int peer, uint64_t mask) {
       gained = mask & ~peerRailsUp_[peer];
       peerRailsUp_[peer] = mask;
     }
+    // A rail the peer reports up again was down there until now: its fault ends now, not at the
+    // last report that said down (the sockets that backed off meanwhile, and the neighbour entry
+    // that failed, retransmit once it is back).
     for (int r = 0; r < nrails_; ++r)
-      if (!((mask >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
+      if (!((mask >> r) & 1u) || ((gained >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
   }
   // A rail back at the peer and up here: a healthy route for what stayed on a gray rail.
   if (gained & railsUp_.load()) moveOffGrayRails(peer, FaultSource::kPeer, now);

@@ -213,8 +213,10 @@ class Failover {
   // Switches c's port to `fd` at epoch `epoch` (c.mu held). `reply` (passive end) is sent on the
   // new socket before its path starts. Returns payload bytes to be resent (sender end).
   // `relay` (relay.cpp): the new path is the shared-memory pipe to a relay rank instead of `fd`.
-  Result<uint64_t> commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
-                                uint64_t peerApplied, MigrateReply* reply, RelayLink* relay = nullptr);
+  // `reason`: why the connection moves (a planned move off a healthy rail is noted, see railLeftNs_).
+  Result<uint64_t> commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, MigrateReason reason,
+                                uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply,
+                                RelayLink* relay = nullptr);
   void unrecoverable(Conn& c, const Status& s);
   void logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,
                     uint64_t commitNs, const Timeline* tl = nullptr);
@@ -330,9 +332,13 @@ class Failover {
   std::map<ConnId, std::shared_ptr<Conn>> conns_;
   std::mutex peerMu_;
   std::vector<uint64_t> peerRailsUp_;
-  // Last time a peer's railsUp (migration request or reply) had each rail down; the DEGRADED
+  // Last time a peer's railsUp (migration request or reply) had each rail down, or first had it
+  // up again after down; the DEGRADED
   // signals held because of a known fault (monitor thread, nrails_ entries). See railDown.
   std::array<std::atomic<uint64_t>, kMaxRails> peerRailDownNs_{};
+  // Last time a fail-back or rebalance moved a connection off each rail while the rail was healthy
+  // at both ends: the retired sockets close with data in flight and retransmit on it a while.
+  std::array<std::atomic<uint64_t>, kMaxRails> railLeftNs_{};
   struct GrayHold {
     uint64_t sinceNs = 0;      // 0: nothing held
     uint64_t explainedNs = 0;  // last time a known fault still explained it

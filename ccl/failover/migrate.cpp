@@ -354,7 +354,7 @@ Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool with
     }
     uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
     uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
-    auto r = commitLocked(c, std::move(fd), epoch, rail, peerReceived, peerApplied, nullptr, relay);
+    auto r = commitLocked(c, std::move(fd), epoch, rail, j.reason, peerReceived, peerApplied, nullptr, relay);
     if (c.pending == epoch) c.pending = 0;
     c.busy.fetch_sub(1);
     if (!r.ok()) {
@@ -370,8 +370,9 @@ Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool with
   return Attempt::kDone;
 }
 
-Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, uint64_t peerReceived,
-                                        uint64_t peerApplied, MigrateReply* reply, RelayLink* relay) {
+Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, int rail, MigrateReason reason,
+                                        uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply,
+                                        RelayLink* relay) {
   if (broken()) return Status(Errc::kAborted, "communicator failed");
   channel::PortBase* port = c.port;
   transport::SocketEngine* engine = comm_.engine_.get();
@@ -403,9 +404,12 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
   else if (auto* rp = dynamic_cast<transport::SocketRecvPath*>(port->path()))
     oldFd = rp->fd();
   int oldRail = c.rail.load();
-  if (oldFd >= 0 && oldRail >= 0 && oldRail < nrails_ &&
-      (!railUp(oldRail) || !((peerRails(c.peer) >> oldRail) & 1u)))
-    abortTcp(oldFd);
+  if (oldFd >= 0 && oldRail >= 0 && oldRail < nrails_) {
+    if (!railUp(oldRail) || !((peerRails(c.peer) >> oldRail) & 1u))
+      abortTcp(oldFd);
+    else if (oldRail != rail && (reason == MigrateReason::kFailBack || reason == MigrateReason::kRebalance))
+      railLeftNs_[oldRail].store(monotonicNs(), std::memory_order_release);  // see grayExplained
+  }
   port->setEpoch(epoch);
   struct ReapLater {
     transport::SocketEngine* engine;
@@ -595,7 +599,7 @@ void Failover::servePassive(UniqueFd ufd, const core::Hello& hello, const Migrat
     }
     c->busy.fetch_add(1);
     transport::tuneDataSocket(fd, comm_.myNics_[req.rail].name);
-    auto r = commitLocked(*c, std::move(ufd), req.epoch, req.rail, req.received, req.applied, &reply);
+    auto r = commitLocked(*c, std::move(ufd), req.epoch, req.rail, req.reason, req.received, req.applied, &reply);
     c->busy.fetch_sub(1);
     if (!r.ok()) {
       RECCL_WARN(kLogFailover, "rank %d: taking over %s failed: %s", rank_, connName(c->id).c_str(),

@@ -329,8 +329,12 @@ void Failover::scanStalls(uint64_t nowNs) {
 // fault, on the other rail, found no rail left. The rule: retransmits count as a gray failure only
 // while the rail is believed healthy at both ends. A DEGRADED on rail r is held, not acted on,
 // while any peer reports r down and for two retransmit windows (RECCL_RETRANS_WINDOW_MS) after the
-// last such report, the retransmits counted before the far end came back (the same after this
-// end's own hard fault on r: the sockets that backed off resume once the link is back). Held, not
+// first report that has it up again (a fail-back's request or reply), the retransmits counted
+// before and just after the far end came back (the same after this end's own hard fault on r: the
+// sockets that backed off resume once the link is back). Likewise for two windows after a
+// fail-back or rebalance moved connections off r while r was healthy at both ends: the sockets it
+// retired close with data in flight (seen: a rail that had carried everything through a fault,
+// DEGRADED 350 ms after the fail-back moved its connections home). Held, not
 // dropped: the detector keeps a rail degraded while retransmits go on and clears it the clear
 // time after the last one; still degraded that long after the explanation ended means the
 // retransmits went on with both ends healthy, a real gray failure, routed around then (late by
@@ -343,6 +347,8 @@ bool Failover::grayExplained(int rail, uint64_t nowNs) {
   uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, params::RetransWindowMs())) * 2'000'000ull;
   uint64_t last = peerRailDownNs_[rail].load(std::memory_order_acquire);
   if (last != 0 && nowNs - last < windowNs) return true;
+  uint64_t left = railLeftNs_[rail].load(std::memory_order_acquire);
+  if (left != 0 && nowNs - left < windowNs) return true;
   // The same for this end's own fault: the detector ignores retransmits while the link is down,
   // not those of the backed-off sockets that resume once it is back.
   if (static_cast<size_t>(rail) < grayHold_.size() && grayHold_[rail].upNs != 0 &&
@@ -388,12 +394,12 @@ void Failover::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateRea
         h.explainedNs = now;
         h.src = src;
       }
-      uint64_t last = peerRailDownNs_[rail].load(std::memory_order_acquire);
+      auto ago = [now](uint64_t t) { return t ? static_cast<long long>((now - t) / 1'000'000ull) : -1ll; };
       RECCL_INFO(kLogFailover,
-                 "rank %d: rail %d (%s) degraded signal held: retransmits of a known fault (a peer reported the rail "
-                 "down %lld ms ago)",
-                 rank_, rail, comm_.myNics_[rail].name.c_str(),
-                 last ? static_cast<long long>((now - last) / 1'000'000ull) : -1ll);
+                 "rank %d: rail %d (%s) degraded signal held: retransmits of a known fault or move (ms ago, -1 never: "
+                 "a peer last reported the rail down or back up %lld, back up here %lld, connections moved off it %lld)",
+                 rank_, rail, comm_.myNics_[rail].name.c_str(), ago(peerRailDownNs_[rail].load()),
+                 ago(grayHold_[rail].upNs), ago(railLeftNs_[rail].load()));
       return;
     }
   }
