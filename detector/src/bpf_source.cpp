@@ -452,6 +452,10 @@ void BpfSource::setLinkwatchUrgent(uint32_t slot, bool urgent) {
     __atomic_store_n(&skel_->bss->slot_linkwatch_urgent[slot], urgent ? 1 : 0, __ATOMIC_RELEASE);
 }
 
+bool BpfSource::linkwatchUrgent(uint32_t slot) const {
+  return slot < RECCL_LINK_MAX_SLOTS && __atomic_load_n(&skel_->bss->slot_linkwatch_urgent[slot], __ATOMIC_ACQUIRE);
+}
+
 void BpfSource::setWatchCount(uint32_t n) {
   __atomic_store_n(&skel_->bss->watch_count, n, __ATOMIC_RELEASE);
 }

@@ -347,6 +347,19 @@ void Detector::pairLinkwatch(uint64_t tsNs) {
   }
 }
 
+// A watched device whose link-watch class changed (its veth peer moved and took another
+// ifindex): the scan's end follows it (mu_ held).
+void Detector::applyUrgencyChanges(NetnsCtx& ctx) {
+  if (!ctx.rtnl) return;
+  for (const auto& u : ctx.rtnl->takeUrgencyChanges()) {
+    auto it = watches_.find(LinkKey{ctx.ns.ino, u.ifindex});
+    if (it == watches_.end() || !bpf_) continue;
+    bpf_->setLinkwatchUrgent(it->second->info.slot, u.urgent);
+    RECCL_INFO(kLogDetector, "detector: %s is now link-watch %s (its iflink changed)", it->second->info.ifname.c_str(),
+               u.urgent ? "urgent" : "non-urgent");
+  }
+}
+
 void Detector::updateSlot(Watch& w, const LinkSignal& s) {
   if (s.source != RECCL_LINK_SRC_RTNETLINK && s.source != RECCL_LINK_SRC_RDMA_ASYNC &&
       s.source != RECCL_LINK_SRC_INBAND)
@@ -425,6 +438,7 @@ void Detector::run() {
             Status st = netns_[arg]->rtnl->drain(now, sigs);
             if (!st.ok()) RECCL_WARN(kLogDetector, "detector: %s", st.message().c_str());
             for (const auto& s : sigs) feed(s, now);
+            applyUrgencyChanges(*netns_[arg]);
             break;
           }
           case kTagRdma: {
@@ -544,7 +558,10 @@ DetectorStatus Detector::status() const {
     if (auto s = sm_.status(key, now)) r.status = *s;
     r.epoch = __atomic_load_n(&slots_[w->info.slot].epoch, __ATOMIC_ACQUIRE);
     r.kernelState = __atomic_load_n(&slots_[w->info.slot].state, __ATOMIC_ACQUIRE);
-    if (bpf_) r.retrans = bpf_->retransWindow(w->info.slot);
+    if (bpf_) {
+      r.retrans = bpf_->retransWindow(w->info.slot);
+      r.linkwatchUrgent = bpf_->linkwatchUrgent(w->info.slot);
+    }
     st.links.push_back(std::move(r));
   }
   st.counters = counters_;

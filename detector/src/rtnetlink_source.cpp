@@ -35,7 +35,8 @@ int RtnetlinkSource::fd() const { return mnl_socket_get_fd(sock_.get()); }
 
 void RtnetlinkSource::watch(const RtnlLinkInfo& current) {
   views_[current.ifindex] =
-      View{current.ifname, current.adminUp, current.carrier, current.carrierDownCount, current.haveCounts};
+      View{current.ifname, current.adminUp, current.carrier, current.carrierDownCount, current.haveCounts,
+           current.linkwatchUrgent()};
 }
 
 void RtnetlinkSource::unwatch(uint32_t ifindex) { views_.erase(ifindex); }
@@ -59,6 +60,11 @@ void RtnetlinkSource::apply(const RtnlLinkInfo& info, uint64_t nowNs, std::vecto
     v.haveDowns = true;
   }
   if (!info.ifname.empty()) v.ifname = info.ifname;
+  // Every RTM_NEWLINK carries IFLA_LINK when the device's iflink is another device.
+  if (!info.deleted && info.linkwatchUrgent() != v.urgent) {
+    v.urgent = info.linkwatchUrgent();
+    urgencyChanges_.push_back({info.ifindex, v.urgent});
+  }
   if (kind == RECCL_LINK_KIND_NONE) return;
   LinkSignal s;
   s.kind = kind;

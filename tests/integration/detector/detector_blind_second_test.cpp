@@ -185,5 +185,43 @@ TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
   RecordProperty("nonurgent_scan_runs", static_cast<int>(same.runsAfterDown + same.runsAfterUp));
 }
 
+// A watched veth's link-watch class follows its peer's ifindex: eth0 and sw0 share ifindex 2
+// (non-urgent); moved into a namespace where 2 is taken, sw0 gets another ifindex and eth0's
+// carrier changes become urgent. The detector reads IFLA_LINK in every RTM_NEWLINK and hands the
+// new class to the program (read back from its .bss through status()); before, the class read
+// at watch time stayed, and a device that became non-urgent would have lost the scan's second.
+TEST(DetectorBlindSecond, LinkwatchClassFollowsThePeersIfindex) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and BPF";
+  logCaptureLibbpf();
+  VethLab lab("urgmove", 1);
+  ASSERT_TRUE(lab.ok());
+  struct NsGuard {
+    std::string name;
+    ~NsGuard() { testing::runCmd("ip netns del " + name); }
+  } other{lab.switchNs() + "x"};
+  ASSERT_TRUE(testing::runCmd("ip netns add " + other.name) &&
+              testing::runCmd("ip -n " + other.name + " link add d2 index 2 type veth peer name d3 index 3"));
+  DetectorOptions opts;
+  opts.mode = SourceMode::kBpf;
+  opts.rdma = false;
+  opts.watch = {{lab.hostNs(), "eth0"}};
+  auto det = Detector::create(opts);
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  Detector& d = *det.value();
+  ASSERT_TRUE(d.start().ok());
+  auto urgent = [&d] {
+    for (const auto& l : d.status().links)
+      if (l.watch.ifname == "eth0") return l.linkwatchUrgent;
+    return false;
+  };
+  ASSERT_EQ(lab.hostIfindex(0), 2u) << "a fresh namespace's first device is no longer ifindex 2";
+  EXPECT_FALSE(urgent()) << "eth0 and its peer share ifindex 2: non-urgent";
+  ASSERT_TRUE(testing::runCmd("ip -n " + lab.switchNs() + " link set sw0 netns " + other.name) &&
+              testing::runCmd("ip -n " + other.name + " link set sw0 up"));
+  bool now = false;
+  for (Deadline dl = Deadline::afterMs(5000); !dl.expired() && !(now = urgent());) usleep(10'000);
+  EXPECT_TRUE(now) << "eth0's peer took another ifindex, its class stayed non-urgent";
+}
+
 }  // namespace
 }  // namespace reccl::detector

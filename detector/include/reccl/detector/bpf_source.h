@@ -100,6 +100,7 @@ class BpfSource {
   // linkwatchUrgent): the in-kernel scan then ends with link-watch's run instead of covering
   // the second after it. Unknown: false.
   void setLinkwatchUrgent(uint32_t slot, bool urgent);
+  bool linkwatchUrgent(uint32_t slot) const;  // as the program sees it
   // Remembers the kernel addresses of the watched devices of one namespace (a thread enters
   // it and runs the resolve_devices program), so the link-watch hook reads their state in the
   // kernel. Returns how many were found; kUnsupported without that program.

@@ -48,6 +48,9 @@ struct LinkReport {
   uint64_t epoch = 0;
   uint64_t kernelState = 0;  // RECCL_LINK_STATE_* in the slot
   RetransWindowStats retrans;  // with BPF only
+  // With BPF only: link-watch handles the device's carrier changes as urgent (the in-kernel scan
+  // then ends with link-watch's run). Read from IFLA_LINK at watch time and on every RTM_NEWLINK.
+  bool linkwatchUrgent = false;
 };
 
 struct DetectorCounters {
@@ -120,6 +123,7 @@ class Detector {
   void pairLinkwatch(uint64_t tsNs);
   void feed(const LinkSignal& s, uint64_t nowNs);
   void updateSlot(Watch& w, const LinkSignal& s);
+  void applyUrgencyChanges(NetnsCtx& ctx);
   void deliver();
   void rearmTimer();
   Status epollAdd(int fd, uint64_t tag);

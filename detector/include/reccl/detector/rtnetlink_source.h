@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "reccl/common/status.h"
@@ -28,6 +29,14 @@ class RtnetlinkSource {
   // receive-queue overrun (ENOBUFS) the watched devices are re-read so no change is lost.
   Status drain(uint64_t nowNs, std::vector<LinkSignal>& out);
   uint64_t overruns() const { return overruns_; }
+  // Watched devices whose link-watch class (RtnlLinkInfo::linkwatchUrgent) changed in the
+  // messages drained since the last call: a veth peer that moved to another namespace and took
+  // another ifindex there.
+  struct UrgencyChange {
+    uint32_t ifindex = 0;
+    bool urgent = false;
+  };
+  std::vector<UrgencyChange> takeUrgencyChanges() { return std::exchange(urgencyChanges_, {}); }
   uint64_t messages() const { return messages_; }
 
  private:
@@ -37,6 +46,7 @@ class RtnetlinkSource {
     bool carrier = false;
     uint32_t downs = 0;
     bool haveDowns = false;
+    bool urgent = false;
   };
   void apply(const RtnlLinkInfo& info, uint64_t nowNs, std::vector<LinkSignal>& out);
 
@@ -46,6 +56,7 @@ class RtnetlinkSource {
   std::unordered_map<uint32_t, View> views_;
   uint64_t overruns_ = 0;
   uint64_t messages_ = 0;
+  std::vector<UrgencyChange> urgencyChanges_;
 };
 
 }  // namespace reccl::detector
