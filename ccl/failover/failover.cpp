@@ -169,8 +169,8 @@ void Failover::setPeerRails(int peer, uint64_t mask) {
       peerRailsUp_[peer] = mask;
     }
     // A rail the peer reports up again was down there until now: its fault ends now, not at the
-    // last report that said down (the sockets that backed off meanwhile, and the neighbour entry
-    // that failed, retransmit once it is back).
+    // last report that said down (the sockets that backed off meanwhile retransmit once it is
+    // back).
     for (int r = 0; r < nrails_; ++r)
       if (!((mask >> r) & 1u) || ((gained >> r) & 1u)) peerRailDownNs_[r].store(now, std::memory_order_release);
   }

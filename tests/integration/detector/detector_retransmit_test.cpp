@@ -177,13 +177,10 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
             w.lastDsackSegs != prev[r].lastDsackSegs || w.lastSentSegs != prev[r].lastSentSegs)
           windows[r] += windowText(w.lastRetransmits, w.lastRetransSegs, w.lastDsackSegs, w.lastSentSegs);
         prev[r] = w;
+        if (w.lastRetransmits >= kThreshold && w.lastSentSegs)
+          maxLastPpm[r] = std::max(maxLastPpm[r], (w.lastRetransSegs - std::min(w.lastRetransSegs, w.lastDsackSegs)) *
+                                                      1'000'000 / w.lastSentSegs);
       }
-      for (const auto& l : a.status().links)
-        if (l.retrans.lastRetransmits >= kThreshold && l.retrans.lastSentSegs) {
-          uint64_t& m = maxLastPpm[l.watch.key == rail0 ? 0 : 1];
-          m = std::max(m, (l.retrans.lastRetransSegs - std::min(l.retrans.lastRetransSegs, l.retrans.lastDsackSegs)) *
-                              1'000'000 / l.retrans.lastSentSegs);
-        }
     }
     for (auto& e : b.waitEvents(100)) eventsB.push_back(e);
     EXPECT_GT(s0.sent() + s2.sent(), 0u);
