@@ -342,8 +342,10 @@ enum work_bits___reccl { WORK_STRUCT_PENDING_BIT___reccl = 0 };
 
 /* A run has ended: every change it was queued for, or that joined it, is visible now. Changes
  * after it are queued anew (urgent) or, for a non-urgent device, may be held for a second. The
- * work may be queued again already (a change during the run): the scan then stays on for that
- * run, whose end comes here again. */
+ * work may be queued again already (an urgent change during the run, which later urgent changes
+ * join): the scan then stays on for that run, whose end comes here again. Pending on its timer
+ * instead (a non-urgent change, of any device, held for the rest of the second) is no such
+ * window: an urgent change then queues the work at once, through the queueing hook. */
 static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_timer)
 {
   if (!watch_count)
@@ -358,7 +360,10 @@ static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_t
     __u32 pending_bit = 0;
     if (bpf_core_enum_value_exists(enum work_bits___reccl, WORK_STRUCT_PENDING_BIT___reccl))
       pending_bit = bpf_core_enum_value(enum work_bits___reccl, WORK_STRUCT_PENDING_BIT___reccl) & 63;
-    int queued_again = (BPF_CORE_READ(work, data.counter) >> pending_bit) & 1;
+    int pending = (BPF_CORE_READ(work, data.counter) >> pending_bit) & 1;
+    struct delayed_work *dw = (void *)work - bpf_core_field_offset(struct delayed_work, work);
+    int on_timer = BPF_CORE_READ(dw, timer.entry.pprev) != NULL;
+    int queued_again = pending && !on_timer;
     if (queued_again)
       scan_until(now + scan_window_ns);
     else

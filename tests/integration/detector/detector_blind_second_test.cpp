@@ -104,14 +104,19 @@ TEST(DetectorBlindSecond, CarrierLossInLinkWatchsBlindSecondIsSeenByTheScan) {
   RecordProperty("with_scan_us", static_cast<int>(with / 1000));
 }
 
-// Scan firings within 600 ms of each direction of a switch-side flap of `hostDev` (peer `swDev`),
-// after a quiet second; each direction must reach the detector from a kernel hook within 100 ms
-// (the blind second's bound, not a latency goal).
+// Scan firings within 600 ms of each direction of two switch-side flaps of `hostDev` (peer
+// `swDev`), after a quiet second; each direction must reach the detector from a kernel hook
+// within 100 ms (the blind second's bound, not a latency goal). With `heldSwDev`, an unwatched
+// device whose changes link-watch may hold back (see below), that device is taken down before
+// the first loss and up before the second, 100 ms ahead: link-watch then either ran it in full
+// (the next second is held) or holds it, and the switch side's own change at the loss (not
+// running: non-urgent) waits on link-watch's timer while the host side's urgent one runs.
 struct FlapScan {
-  uint64_t runsAfterDown = 0, runsAfterUp = 0;
+  std::vector<uint64_t> runsAfterDown, runsAfterUp;
 };
 
-void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::string& swDev, FlapScan* out) {
+void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::string& swDev, FlapScan* out,
+                       const char* heldSwDev = nullptr) {
   DetectorOptions opts;
   opts.mode = SourceMode::kBpf;
   opts.rdma = false;
@@ -134,12 +139,18 @@ void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::stri
   auto swNs = openNetns(lab.switchNs());
   ASSERT_TRUE(swNs.ok());
   usleep(1'300'000);
-  for (bool up : {false, true}) {
+  bool heldUp = false;
+  for (bool up : {false, true, false, true}) {
+    if (heldSwDev && !up) {
+      ASSERT_TRUE(testing::setLinkUp(swNs->fd.get(), heldSwDev, heldUp));
+      heldUp = !heldUp;
+      usleep(100'000);
+    }
     uint64_t before = d.status().counters.bpf.scanRuns;
     uint64_t t0 = monotonicNs();
     ASSERT_TRUE(testing::setLinkUp(swNs->fd.get(), swDev, up));
     usleep(600'000);
-    (up ? out->runsAfterUp : out->runsAfterDown) = d.status().counters.bpf.scanRuns - before;
+    (up ? out->runsAfterUp : out->runsAfterDown).push_back(d.status().counters.bpf.scanRuns - before);
     std::lock_guard<std::mutex> g(mu);
     const LinkSignal* first = nullptr;
     for (const auto& s : seen)
@@ -174,15 +185,25 @@ TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
               testing::runCmd("ip -n " + lab.hostNs() + " link set eth9 up") &&
               testing::runCmd("ip -n " + lab.switchNs() + " link set sw9 up"));
   FlapScan urgent, same;
-  flapAndCountScans(lab, "eth9", "sw9", &urgent);
+  flapAndCountScans(lab, "eth9", "sw9", &urgent, "sw0");
   if (HasFatalFailure() || IsSkipped()) return;
   flapAndCountScans(lab, "eth0", "sw0", &same);
-  EXPECT_LT(urgent.runsAfterDown, 1000u);
-  EXPECT_LT(urgent.runsAfterUp, 1000u);
-  EXPECT_GT(same.runsAfterDown, 2000u) << "the non-urgent veth lost its scan";
-  EXPECT_GT(same.runsAfterUp, 2000u) << "the non-urgent veth lost its scan";
-  RecordProperty("urgent_scan_runs", static_cast<int>(urgent.runsAfterDown + urgent.runsAfterUp));
-  RecordProperty("nonurgent_scan_runs", static_cast<int>(same.runsAfterDown + same.runsAfterUp));
+  uint64_t urgentRuns = 0, sameRuns = 0;
+  for (const auto* runs : {&urgent.runsAfterDown, &urgent.runsAfterUp})
+    for (size_t i = 0; i < runs->size(); ++i) {
+      // A run left pending on its timer for another device's held change is no window for
+      // eth9's: before, that kept the scan on until the held run, ~3 000 firings.
+      EXPECT_LT((*runs)[i], 1000u) << "flap " << i + 1 << (runs == &urgent.runsAfterUp ? " up" : " down");
+      urgentRuns += (*runs)[i];
+    }
+  for (const auto* runs : {&same.runsAfterDown, &same.runsAfterUp})
+    for (size_t i = 0; i < runs->size(); ++i) {
+      EXPECT_GT((*runs)[i], 2000u) << "the non-urgent veth lost its scan, flap " << i + 1
+                                   << (runs == &same.runsAfterUp ? " up" : " down");
+      sameRuns += (*runs)[i];
+    }
+  RecordProperty("urgent_scan_runs", static_cast<int>(urgentRuns));
+  RecordProperty("nonurgent_scan_runs", static_cast<int>(sameRuns));
 }
 
 // A watched veth's link-watch class follows its peer's ifindex: eth0 and sw0 share ifindex 2
