@@ -17,7 +17,13 @@
 # --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --no-gloo, --out FILE
 # (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
-# timing on a machine that others load).
+# timing on a machine that others load), --pause-damon (turn the kernel's running DAMON monitors
+# off for the run and back on at its end: on a kernel without preemption their scans hold a CPU
+# for up to ~12 ms at a time, which lands in the stall's tail; docs/benchmarks.md). The JSON's
+# "machine" says how many ran and the CPU they took during the run, paused or not.
+# --trace-waits US (runqslower from libbpf-tools during the fault runs: each time a reccl thread
+# waited US or more between its wake-up and a CPU, and which task the CPU switched from; counted
+# per task name in the JSON's "machine", the lines in FILE.logs/waits.txt).
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -36,8 +42,10 @@ OUT=fault_bench.json
 KEEP=0
 NAME="fb$$"
 FIFO=0
+PAUSE_DAMON=0
+TRACE_US=0
 
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -53,6 +61,8 @@ while [[ $# -gt 0 ]]; do
     --out) OUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --fifo) FIFO="$2"; shift 2 ;;
+    --pause-damon) PAUSE_DAMON=1; shift ;;
+    --trace-waits) TRACE_US="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fault_bench.sh: unknown argument $1 (try --help)" >&2; exit 64 ;;
   esac
@@ -60,6 +70,7 @@ done
 num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fault_bench.sh: $1: a positive number, got '$2'" >&2; exit 64; }; }
 num --faults "$FAULTS"; num --down-ms "$DOWN_MS"; num --period-ms "$PERIOD_MS"
 num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"
+[[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }
 ((PERIOD_MS > DOWN_MS + 600)) || { echo "fault_bench.sh: --period-ms must exceed --down-ms by 600 ms (fail-back)" >&2; exit 64; }
 [[ "$FIFO" =~ ^([0-9]|[1-9][0-9])$ ]] || { echo "fault_bench.sh: --fifo: a priority 1-99, got '$FIFO'" >&2; exit 64; }
@@ -75,6 +86,10 @@ done
 BIN="$(cd "$BUILD/bin" 2>/dev/null && pwd)" || { echo "fault_bench.sh: --build: no $BUILD/bin" >&2; exit 64; }
 TOOLS=("$BIN/reccl" "$BIN/reccl-bench")
 [[ $GLOO -eq 0 ]] || TOOLS+=("$BIN/gloo_bench")
+if ((TRACE_US > 0)); then
+  RUNQSLOWER=$(command -v runqslower || true)
+  [[ -n "$RUNQSLOWER" ]] || { echo "fault_bench.sh: --trace-waits needs runqslower (libbpf-tools; scripts/setup.sh)" >&2; exit 77; }
+fi
 for tool in "${TOOLS[@]}"; do
   [[ -x "$tool" ]] || { echo "fault_bench.sh: missing $tool (build it first)" >&2; exit 77; }
 done
@@ -84,10 +99,31 @@ command -v python3 >/dev/null || { echo "fault_bench.sh: python3 not installed (
 [[ $(id -u) -eq 0 ]] || { echo "fault_bench.sh: needs root for the testbed's namespaces" >&2; exit 77; }
 RECCL="$BIN/reccl"
 
+# DAMON (the kernel's data-access monitor) runs one kernel thread per kdamond that is on; they
+# compete with the ranks for the CPUs. Counted always, paused only when asked.
+DAMON_DIR=/sys/kernel/mm/damon/admin/kdamonds
+DAMON_ON=()      # state files of the kdamonds on at the start
+DAMON_PAUSED=()  # those this run turned off (turned on again by cleanup)
+for st in "$DAMON_DIR"/*/state; do
+  [[ -r "$st" && "$(cat "$st" 2>/dev/null)" == on ]] && DAMON_ON+=("$st")
+done
+kdamond_cpu_ticks() {  # user + system clock ticks of the running kdamond threads
+  local t=0 p
+  for p in $(pgrep -x 'kdamond\.[0-9]+' || true); do
+    t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+
 WORK="$(mktemp -d /tmp/reccl-fault-bench.XXXXXX)"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  local st
+  [[ -z "${TRACER:-}" ]] || { kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; }
+  for st in "${DAMON_PAUSED[@]}"; do
+    echo on >"$st" 2>/dev/null || echo "fault_bench.sh: could not turn DAMON back on: $st" >&2
+  done
   # A run killed half-way may leave a link down: put every cable back before the teardown.
   for h in 0 1; do for r in 0 1; do
     "$RECCL" inject clear --netns "$NAME-h$h" --dev "rail$r" >/dev/null 2>&1 || true
@@ -103,6 +139,7 @@ cleanup() {
       local logs="${OUT%.json}.logs"
       if compgen -G "$WORK/fault_*.log" >/dev/null && mkdir -p "$logs"; then
         cp "$WORK"/fault_*.log "$logs"/ && echo "fault_bench.sh: the fault runs' rank logs: $logs" >&2
+        [[ ! -s "$WORK/waits.txt" ]] || cp "$WORK/waits.txt" "$logs"/
       fi
       rm -rf "$WORK"
     fi
@@ -115,6 +152,17 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 step() { printf '== %s\n' "$*" >&2; }
+
+if ((PAUSE_DAMON)); then
+  for st in "${DAMON_ON[@]}"; do
+    echo off >"$st" || { echo "fault_bench.sh: --pause-damon: cannot turn $st off" >&2; exit 1; }
+    DAMON_PAUSED+=("$st")
+  done
+  step "machine: ${#DAMON_ON[@]} DAMON kdamond(s) on, paused for the run"
+else
+  step "machine: ${#DAMON_ON[@]} DAMON kdamond(s) on$( ((${#DAMON_ON[@]})) && echo ' (--pause-damon pauses them for the run)')"
+fi
+KDAMOND_TICKS0=$(kdamond_cpu_ticks)
 
 step "testbed $NAME: 2 hosts x 2 rails"
 "$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
@@ -169,6 +217,20 @@ PY
 # Same settings for every source: in-band stall check at 200 ms; hold-down 300 ms; flap damping
 # forgets within ~1 s (faults PERIOD_MS apart are separate events here, not a flapping link).
 FAULT_ENV=(RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=300 RECCL_DAMPING_HALFLIFE_MS=200)
+# --trace-waits: runqslower during each fault run only (its BPF programs load in ~0.3 s).
+trace_start() {
+  ((TRACE_US > 0)) || return 0
+  echo "# $1" >>"$WORK/waits.txt"
+  "$RUNQSLOWER" -P "$TRACE_US" >>"$WORK/waits.txt" 2>&1 &
+  TRACER=$!
+  sleep 0.5
+}
+trace_stop() {
+  [[ -n "${TRACER:-}" ]] || return 0
+  kill -INT "$TRACER" 2>/dev/null || true
+  wait "$TRACER" 2>/dev/null || true
+  TRACER=
+}
 for ((k = 0; k < ROUNDS; k++)); do
   loop_one "$k"
   n=$((FAULTS / ROUNDS + (k < FAULTS % ROUNDS ? 1 : 0)))
@@ -177,10 +239,12 @@ for ((k = 0; k < ROUNDS; k++)); do
     tag="fault_${src}_r$k"
     plan "$WORK/plan_$tag.json" "$alt" "$n"
     step "round $((k + 1))/$ROUNDS, RECCL_DETECTOR=$src: $n link-downs of $NAME-h0 rail (switch side), ${DOWN_MS} ms each, every ${PERIOD_MS} ms"
+    trace_start "$tag"
     ranks "$tag" /usr/bin/env RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" "$BIN/reccl-bench" \
       --fault-plan "$WORK/plan_$tag.json" --fault-log "$WORK/plan_$tag.jsonl" -e "$SIZE" -w 3 -n 5 \
       --fault-tail-ms 1500 --json "$WORK/$tag.json" || {
         tail -20 "$WORK/$tag.log" >&2; echo "fault_bench.sh: fault run ($src, round $k) failed" >&2; exit 1; }
+    trace_stop
     ((k > 0)) || grep -m1 'link detector on\|sources' "$WORK/$tag.log" >&2 || true
     grep '^\[rank 0\] # stall' "$WORK/$tag.log" | sed 's/^\[rank 0\] //' >&2 || true
   done
@@ -234,12 +298,16 @@ if [[ $GLOO -eq 1 ]]; then
 fi
 
 # --- report -------------------------------------------------------------------------------------
+KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK)))
+((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
-  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" <<'PY'
+  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" <<'PY'
 import json, sys
 a = sys.argv[2:]
 json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3], "down_ms": int(a[4]),
            "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
-           "name": a[9], "fifo": int(a[10]), "settings": a[11]}, open(sys.argv[1], "w"))
+           "name": a[9], "fifo": int(a[10]), "settings": a[11],
+           "machine": {"damon_kdamonds_on": int(a[12]), "damon_paused": int(a[13]) > 0,
+                       "kdamond_cpu_ms": int(a[14]), "trace_waits_us": int(a[15])}}, open(sys.argv[1], "w"))
 PY
 python3 "$REPORT" "$WORK" "$OUT"

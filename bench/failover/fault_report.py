@@ -20,6 +20,7 @@ Exit 0 when every run completed with exact results, 1 otherwise (the JSON is wri
 import json
 import math
 import os
+import re
 import statistics
 import sys
 import time
@@ -112,6 +113,23 @@ def paired_rounds(segments, loops):
     return rows
 
 
+def waits_report(path):
+    """runqslower -P lines: the reccl threads' waits for a CPU, and per task name (numbered kernel
+    threads folded: kdamond.0, ksoftirqd/1) how often the CPU came from it."""
+    lat, prev = [], {}
+    for line in open(path, errors="replace"):
+        f = line.split()
+        if len(f) != 6 or not f[1].startswith("reccl") or not f[3].isdigit():
+            continue
+        lat.append(int(f[3]))
+        name = f[4] if f[4].startswith("reccl") else re.split(r"[/.]", f[4])[0]
+        prev[name] = prev.get(name, 0) + 1
+    lat.sort()
+    top = dict(sorted(prev.items(), key=lambda kv: -kv[1])[:8])
+    return {"reccl_waits": len(lat), "max_us": lat[-1] if lat else 0,
+            "p99_us": lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else 0, "cpu_from": top}
+
+
 def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
@@ -120,6 +138,11 @@ def report(work, out):
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],
          "ranks_sched": "SCHED_FIFO %d" % meta["fifo"] if meta["fifo"] else "normal", "runs": {}}
+    if "machine" in meta:  # what else ran on the CPUs (fault_bench.sh; absent from older work folders)
+        r["machine"] = dict(meta["machine"])
+        waits = os.path.join(work, "waits.txt")
+        if r["machine"].get("trace_waits_us") and os.path.exists(waits):
+            r["machine"]["waits"] = waits_report(waits)
     wrong = 0
     b1, b2 = load(work, "base_one"), load(work, "base_two")
     r["runs"]["base_one_rail"], r["runs"]["base_two_rails"] = b1, b2
@@ -271,6 +294,16 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     print()
     print("allreduce %s, 2 hosts x 2 rails (veth), %s faults per source in %d rounds, cable down %s ms every %s ms"
           % (meta["size"], meta["faults"], meta["rounds"], meta["down_ms"], meta["period_ms"]))
+    m = r.get("machine")
+    if m:
+        print("machine: %d DAMON kdamond(s) on at the start, %s; kdamond CPU during the run %d ms"
+              % (m["damon_kdamonds_on"], "paused for the run" if m["damon_paused"] else "not paused",
+                 m["kdamond_cpu_ms"]))
+        w = m.get("waits")
+        if w:
+            print("reccl threads that waited >= %d us for a CPU in the fault runs: %d (max %d us); the CPU came from: %s"
+                  % (m["trace_waits_us"], w["reccl_waits"], w["max_us"],
+                     ", ".join("%s %d" % kv for kv in w["cpu_from"].items())))
     print("fault-free busbw GB/s: one rail %s, two rails %s (ratio %s); one rail in the fault loop %s (per round: %s)"
           % (f2(one, 3), f2(two, 3), f2(two / one), f2(one_loop, 3),
              " ".join(f2(b, 3) for b in r["baseline_busbw_gbps"]["one_rail_fault_loop_per_round"])))

@@ -1,6 +1,7 @@
 // bench/failover/fault_bench.sh end to end at small sizes on a real 2-host testbed with real
 // link-downs: the rounds run, the one-rail runs around them are paired, nothing wrong, and the
-// testbed gone afterwards. Needs root; skipped otherwise. The report itself: fault_report_test.
+// testbed gone afterwards; with --pause-damon the kernel's DAMON monitors that ran are off for the
+// run and on again after it. Needs root; skipped otherwise. The report itself: fault_report_test.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -20,6 +21,18 @@ using reccl::benchtest::Child;
 using reccl::benchtest::slurp;
 namespace fs = std::filesystem;
 
+// The state files of the kdamonds that are on (DAMON's sysfs interface; none on most machines).
+std::vector<fs::path> kdamondsOn() {
+  std::vector<fs::path> on;
+  std::error_code ec;
+  for (const auto& d : fs::directory_iterator("/sys/kernel/mm/damon/admin/kdamonds", ec)) {
+    std::ifstream in(d.path() / "state");
+    std::string state;
+    if (in >> state && state == "on") on.push_back(d.path() / "state");
+  }
+  return on;
+}
+
 TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
   if (geteuid() != 0) GTEST_SKIP() << "the testbed needs root";
   if (!fs::exists(fs::path(RECCL_BIN_DIR) / "reccl-bench")) GTEST_SKIP() << "reccl-bench is not built";
@@ -30,7 +43,8 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
   std::vector<std::string> args = {"/bin/bash", FAULT_BENCH, "--build", build.string(), "--faults", "3",
                                    "--rounds", "2", "--size", "1M", "--sources", "netlink", "--no-gloo",
                                    "--down-ms", "400", "--period-ms", "1100", "--baseline-iters", "5",
-                                   "--out", (dir / "fb.json").string()};
+                                   "--pause-damon", "--out", (dir / "fb.json").string()};
+  const auto damonBefore = kdamondsOn();
   int rc;
   {
     Child c(args, {}, dir / "out.txt");
@@ -55,6 +69,15 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
     ASSERT_TRUE(fs::exists(log)) << log << "\n" << out;
     EXPECT_NE(slurp(log).find("# stall"), std::string::npos) << log;
   }
+  // DAMON: counted, paused (no kdamond thread ran, so none took CPU), and back on afterwards.
+  EXPECT_EQ(kdamondsOn(), damonBefore) << "fault_bench.sh --pause-damon left DAMON changed";
+  ASSERT_TRUE(j.contains("machine")) << j.dump();
+  EXPECT_EQ(j["machine"]["damon_kdamonds_on"], damonBefore.size());
+  EXPECT_EQ(j["machine"]["damon_paused"], !damonBefore.empty());
+  if (!damonBefore.empty()) {
+    EXPECT_EQ(j["machine"]["kdamond_cpu_ms"], 0) << "a kdamond ran during the paused run";
+  }
+  EXPECT_NE(out.find("machine: "), std::string::npos) << out;
   std::string name = j["testbed"]["name"];
   EXPECT_FALSE(fs::exists("/run/netns/" + name + "-h0")) << "fault_bench.sh leaves no testbed behind";
   fs::remove_all(dir);

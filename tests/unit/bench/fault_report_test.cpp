@@ -63,10 +63,12 @@ class FaultReport : public ::testing::Test {
     return {{"faults", fs}, {"summary", sum}, {"counters", counters}, {"out_of_bounds", 0}, {"status", "ok"}};
   }
 
-  void meta(int rounds, int nfaults) {
-    write("meta", {{"sources", {"bpf"}}, {"faults", nfaults}, {"rounds", rounds}, {"size", "1M"}, {"down_ms", 400},
-                   {"period_ms", 1100}, {"gloo", false}, {"gloo_timeout_ms", 3000}, {"gloo_iters", 1500},
-                   {"name", "t"}, {"fifo", 0}, {"settings", "RECCL_STALL_TIMEOUT_MS=200"}});
+  void meta(int rounds, int nfaults, json machine = nullptr) {
+    json m = {{"sources", {"bpf"}}, {"faults", nfaults}, {"rounds", rounds}, {"size", "1M"}, {"down_ms", 400},
+              {"period_ms", 1100}, {"gloo", false}, {"gloo_timeout_ms", 3000}, {"gloo_iters", 1500},
+              {"name", "t"}, {"fifo", 0}, {"settings", "RECCL_STALL_TIMEOUT_MS=200"}};
+    if (!machine.is_null()) m["machine"] = machine;
+    write("meta", m);
   }
 
   // Runs the report; its exit code, the JSON in `out`, the printed text in `text`.
@@ -125,6 +127,35 @@ TEST_F(FaultReport, PairsEachRoundWithTheOneRailRunsAroundIt) {
   EXPECT_EQ(s["status"], "ok");
   EXPECT_EQ(r["wrong_or_failed"], 0);
   EXPECT_NE(text.find("per round (bpf): 1.000 0.900 0.800 (3 of 3 rounds paired)"), std::string::npos) << text;
+}
+
+// fault_bench.sh's "machine" (DAMON, --trace-waits) reaches the report; runqslower's lines count
+// only the reccl threads' waits, per task name the CPU came from (numbered kernel threads folded).
+TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
+  meta(1, 1, {{"damon_kdamonds_on", 1}, {"damon_paused", false}, {"kdamond_cpu_ms", 5140}, {"trace_waits_us", 3000}});
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  write("base_loop_one_r0", loop({1.0}));
+  write("base_loop_one_r1", loop({1.0}));
+  write("fault_bpf_r0", faults({1.0}, 1.0));
+  std::ofstream(dir_ / "waits.txt") << "# fault_bpf_r0\n"
+                                    << "Tracing run queue latency higher than 3000 us\n"
+                                    << "TIME     COMM             TID           LAT(us) PREV COMM        PREV TID\n"
+                                    << "03:34:38 reccl-monitor    23360            11803 kdamond.0        77\n"
+                                    << "03:34:38 reccl-progress   23374            3320 kdamond.0        77\n"
+                                    << "03:34:39 reccl-migrator   23375            4100 ksoftirqd/1      23\n"
+                                    << "03:34:39 bash             23376            9726 kdamond.0        77\n";
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& w = r["machine"]["waits"];
+  EXPECT_EQ(r["machine"]["kdamond_cpu_ms"], 5140);
+  EXPECT_EQ(w["reccl_waits"], 3) << "bash is not a reccl thread";
+  EXPECT_EQ(w["max_us"], 11803);
+  EXPECT_EQ(w["cpu_from"]["kdamond"], 2);
+  EXPECT_EQ(w["cpu_from"]["ksoftirqd"], 1);
+  EXPECT_NE(text.find("machine: 1 DAMON kdamond(s) on at the start, not paused"), std::string::npos) << text;
+  EXPECT_NE(text.find("the CPU came from: kdamond 2, ksoftirqd 1"), std::string::npos) << text;
 }
 
 TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
