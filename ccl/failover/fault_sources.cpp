@@ -81,10 +81,14 @@ void Failover::startInProcessAsync() {
   if (s.starter.joinable()) return;
   s.start = std::make_shared<Sources::Start>();
   // Copies only: the thread may outlive this communicator (see Sources::Start).
-  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics, slice = sliceNs_] {
+  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics, slice = sliceNs_,
+                            rtPrio = rtPrio_] {
     // Started by the monitor, which may run at FIFO (thread_sched.h): normal scheduling, with the
     // control threads' short slice, which the detector thread this starts inherits. It is on a
     // fault's path (ring buffer -> monitor); the slice leaves BPF loading its fair share only.
+    // At RECCL_FAILOVER_RT_PRIO the detector thread raises itself to FIFO once it runs, as the
+    // other control threads do: with the monitor's and migrators' wake-ups at FIFO, its own was
+    // the slow hop left (7.3 ms in the worst faults of a 30-fault run, docs/benchmarks.md).
     pthread_setname_np(pthread_self(), "reccl-detload");  // first: until now it is "reccl-monitor"
     dropToNormalScheduling();
     if (slice) (void)requestSlice(slice);  // where refused, the monitor has logged why
@@ -92,6 +96,7 @@ void Failover::startInProcessAsync() {
     auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
       auto opts = detector::DetectorOptions::fromEnv();
       RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
+      if (rtPrio > 0) opts.realtimePriority = rtPrio;
       auto link = std::make_unique<DetectorLink>();
       for (const auto& n : nics) {  // the rail NICs, loopback left out (startSources)
         opts.watch.push_back(detector::WatchSpec{"", n.ifname});

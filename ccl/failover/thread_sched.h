@@ -3,7 +3,8 @@
 // - RECCL_FAILOVER_SLICE_US (opt-in) has them ask the kernel for a short time slice: on an EEVDF
 //   kernel (Linux 6.12+) a waking task with a shorter slice preempts a running one with a longer
 //   slice, yet keeps its fair share; no privilege is needed. Older kernels ignore the request.
-// - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted.
+// - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted, and the
+//   in-process detector's thread too (DetectorOptions::realtimePriority: it raises itself).
 // Neither is on by default; docs/failover.md gives the measurements and the reasons.
 // A thread one of them starts inherits either, so the threads that must not run at FIFO drop back
 // to normal scheduling first thing: the relay paths (they move data, and at FIFO would starve the
