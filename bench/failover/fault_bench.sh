@@ -19,8 +19,8 @@
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
 # timing on a machine that others load), --pause-damon (turn the kernel's running DAMON monitors
 # off for the run and back on at its end: on a kernel without preemption their scans hold a CPU
-# for up to ~12 ms at a time, which lands in the stall's tail; docs/benchmarks.md). The JSON's
-# "machine" says how many ran and the CPU they took during the run, paused or not.
+# for up to ~24 ms at a time (measured here), which lands in the stall's tail; docs/benchmarks.md).
+# The JSON's "machine" says how many ran and the CPU they took during the run, paused or not.
 # --trace-waits US (runqslower from libbpf-tools during the fault runs: each time a reccl thread
 # waited US or more between its wake-up and a CPU, and which task the CPU switched from; counted
 # per task name in the JSON's "machine", the lines in FILE.logs/waits.txt).
