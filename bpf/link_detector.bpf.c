@@ -619,15 +619,16 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     /* More lost than sent: segments without data (SYN, FIN) retransmitted alone. */
     ppm = lost >= sent ? (lost ? 1000000 : 0) : lost * 1000000 / sent;
     /* And by more than chance: the lost count must exceed what the limit allows of these sent
-     * segments by two standard deviations of a count (excess >= 2 sqrt(lost); in integers excess^2
-     * >= 4 lost). Two, not one: segments are retransmitted (and D-SACKed) in GSO-sized clumps, so
-     * the count spreads wider than a per-segment one. Early in a window a few segments over the
-     * allowance crossed the rate alone (fault-free: 6 of 1 896, 7 of 1 465, 7 of 2 072 segments);
-     * a 1 % loss (60-200 of 10-18k segments) clears it by far, a link that sends 500 segments a
-     * window with 6 lost. */
+     * segments by three standard deviations of a count (excess >= 3 sqrt(lost); in integers
+     * excess^2 >= 9 lost). More than one: segments are retransmitted (and D-SACKed) in GSO-sized
+     * clumps, so the count spreads wider than a per-segment one. Early in a window a few segments
+     * over the allowance crossed the rate alone (fault-free: 6 of 1 896, 7 of 1 465, 7 of 2 072
+     * segments, past one deviation); two let 6 lost of 56 sent through under a loaded CI run (a
+     * window just begun, its D-SACKs not yet in). A 1 % loss (60-200 of 10-18k segments) clears
+     * three by far; a link that sends 500 segments a window needs 12 lost. */
     __u64 due = sent * retrans_rate_ppm / 1000000;
     __u64 excess = lost > due ? lost - due : 0;
-    if (ppm < retrans_rate_ppm || excess * excess < 4 * lost) {
+    if (ppm < retrans_rate_ppm || excess * excess < 9 * lost) {
       __sync_fetch_and_add(&w->held, 1);
       return 0;
     }

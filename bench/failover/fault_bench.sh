@@ -107,7 +107,7 @@ DAMON_PAUSED=()  # those this run turned off (turned on again by cleanup)
 for st in "$DAMON_DIR"/*/state; do
   [[ -r "$st" && "$(cat "$st" 2>/dev/null)" == on ]] && DAMON_ON+=("$st")
 done
-kdamond_cpu_ticks() {  # user + system clock ticks of the running kdamond threads
+kdamond_cpu_ticks() {  # user + system clock ticks of every running kdamond thread (also DAMON modules')
   local t=0 p
   for p in $(pgrep -x 'kdamond\.[0-9]+' || true); do
     t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)))
@@ -120,7 +120,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   local st
-  [[ -z "${TRACER:-}" ]] || { kill "$TRACER" 2>/dev/null; wait "$TRACER" 2>/dev/null || true; }
+  [[ -z "${TRACER:-}" ]] || { kill "$TRACER" 2>/dev/null || true; wait "$TRACER" 2>/dev/null || true; }
   for st in "${DAMON_PAUSED[@]}"; do
     echo on >"$st" 2>/dev/null || echo "fault_bench.sh: could not turn DAMON back on: $st" >&2
   done
@@ -225,9 +225,12 @@ trace_start() {
   TRACER=$!
   sleep 0.5
 }
-trace_stop() {
+trace_stop() {  # SIGINT ends runqslower cleanly; a tracer that ignores it gets SIGTERM after 2 s
   [[ -n "${TRACER:-}" ]] || return 0
   kill -INT "$TRACER" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 20; i++)); do kill -0 "$TRACER" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$TRACER" 2>/dev/null || true
   wait "$TRACER" 2>/dev/null || true
   TRACER=
 }

@@ -117,17 +117,20 @@ def waits_report(path):
     """runqslower -P lines: the reccl threads' waits for a CPU, and per task name (numbered kernel
     threads folded: kdamond.0, ksoftirqd/1) how often the CPU came from it."""
     lat, prev = [], {}
+    # runqslower -P prints "%-8s %-16s %-6d %14llu %-16s %-6d": time, task, tid, wait (us), the
+    # task the CPU came from, its tid; a task name may hold spaces, hence the fixed width.
+    row = re.compile(r"^\d\d:\d\d:\d\d (.{16}) +\d+ +(\d+) (.*?) +\d+\s*$")
     for line in open(path, errors="replace"):
-        f = line.split()
-        if len(f) != 6 or not f[1].startswith("reccl") or not f[3].isdigit():
+        m = row.match(line)
+        if not m or not m.group(1).strip().startswith("reccl"):
             continue
-        lat.append(int(f[3]))
-        name = f[4] if f[4].startswith("reccl") else re.split(r"[/.]", f[4])[0]
+        lat.append(int(m.group(2)))
+        holder = m.group(3).strip()
+        name = holder if holder.startswith("reccl") else re.split(r"[/.]", holder)[0]
         prev[name] = prev.get(name, 0) + 1
-    lat.sort()
     top = dict(sorted(prev.items(), key=lambda kv: -kv[1])[:8])
-    return {"reccl_waits": len(lat), "max_us": lat[-1] if lat else 0,
-            "p99_us": lat[min(len(lat) - 1, int(0.99 * len(lat)))] if lat else 0, "cpu_from": top}
+    return {"reccl_waits": len(lat), "max_us": max(lat) if lat else 0,
+            "p99_us": nearest_rank(lat, 0.99) if lat else 0, "cpu_from": top}
 
 
 def report(work, out):

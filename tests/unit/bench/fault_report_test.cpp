@@ -144,18 +144,22 @@ TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
                                     << "03:34:38 reccl-monitor    23360            11803 kdamond.0        77\n"
                                     << "03:34:38 reccl-progress   23374            3320 kdamond.0        77\n"
                                     << "03:34:39 reccl-migrator   23375            4100 ksoftirqd/1      23\n"
-                                    << "03:34:39 bash             23376            9726 kdamond.0        77\n";
+                                    << "03:34:39 bash             23376            9726 kdamond.0        77\n"
+                                    << "03:34:40 reccl-listener   23377            3050 my task x        78\n";
   json r;
   std::string text;
   ASSERT_EQ(run(r, text), 0) << text;
   const json& w = r["machine"]["waits"];
   EXPECT_EQ(r["machine"]["kdamond_cpu_ms"], 5140);
-  EXPECT_EQ(w["reccl_waits"], 3) << "bash is not a reccl thread";
+  EXPECT_EQ(w["reccl_waits"], 4) << "bash is not a reccl thread";
   EXPECT_EQ(w["max_us"], 11803);
+  EXPECT_EQ(w["p99_us"], 11803) << "nearest rank: the 4th of 4";
+  EXPECT_EQ(w["cpu_from"]["my task x"], 1) << "a task name with spaces";
   EXPECT_EQ(w["cpu_from"]["kdamond"], 2);
   EXPECT_EQ(w["cpu_from"]["ksoftirqd"], 1);
   EXPECT_NE(text.find("machine: 1 DAMON kdamond(s) on at the start, not paused"), std::string::npos) << text;
-  EXPECT_NE(text.find("the CPU came from: kdamond 2, ksoftirqd 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("(p99 11803 us); the CPU came from: kdamond 2, ksoftirqd 1, my task x 1"), std::string::npos)
+      << text;
 }
 
 TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
