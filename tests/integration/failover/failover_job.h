@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,6 +110,27 @@ class Job {
   std::string text() {
     std::lock_guard lk(mu_);
     return text_;
+  }
+  // The worker processes this job started (their environment names its stop file).
+  std::vector<pid_t> workerPids() const {
+    std::vector<pid_t> out;
+    const std::string mine = "WORKER_STOP_FILE=" + stopFile_;
+    DIR* d = opendir("/proc");
+    if (!d) return out;
+    while (dirent* e = readdir(d)) {
+      pid_t pid = static_cast<pid_t>(atoi(e->d_name));
+      if (pid <= 0 || pid == getpid()) continue;
+      std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
+      std::string var;
+      bool found = false;
+      while (!found && std::getline(in, var, '\0')) found = var == mine;
+      std::ifstream exe(std::string("/proc/") + e->d_name + "/comm");
+      std::string comm;
+      // The worker itself, not the /usr/bin/env or shell in front of it (their comm differs).
+      if (found && std::getline(exe, comm) && comm.rfind("failover_work", 0) == 0) out.push_back(pid);
+    }
+    closedir(d);
+    return out;
   }
   // Time of the first line matching `re` for each rank number captured by its group 1.
   std::map<int, Clock::time_point> firstPerRank(const std::string& re) {

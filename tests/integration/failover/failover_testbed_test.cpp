@@ -2,9 +2,13 @@
 // faults (switch port or host NIC taken down, a 1 % loss injected on a rail) while ranks run
 // collective loops; every result is checked bit for bit by the worker against the fault-free
 // closed form. The long soak is in failover_soak_test.cpp (label soak).
+#include <dirent.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <chrono>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -99,6 +103,42 @@ TEST_F(Failover, RtnetlinkDetectorSource) {
   expectAllOk(j, 2);
   EXPECT_GE(countMatches(j.text(), "source detector rtnetlink"), 1) << j.text();
   EXPECT_GE(sumField(j.text(), "failovers"), 2u) << j.text();
+}
+
+// RECCL_FAILOVER_RT_PRIO puts every failover control thread at SCHED_FIFO, the in-process
+// detector's own thread included (its loader drops FIFO for BPF loading; the detector thread
+// raises itself). Read back from the kernel for each rank's threads by name.
+TEST_F(Failover, RtPrioPutsTheDetectorThreadAtFifoToo) {
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=netlink RECCL_FAILOVER_RT_PRIO=20 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "WORKER_SECONDS=3"),
+        60);
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(30))) << j.text();
+  if (j.text().find("SCHED_FIFO for the") != std::string::npos) GTEST_SKIP() << "SCHED_FIFO refused here";
+  auto pids = j.workerPids();
+  ASSERT_EQ(pids.size(), 2u) << "one worker per host";
+  for (pid_t pid : pids) {
+    std::map<std::string, std::pair<int, int>> seen;  // thread name -> policy, priority
+    std::string task = "/proc/" + std::to_string(pid) + "/task/";
+    DIR* d = opendir(task.c_str());
+    ASSERT_NE(d, nullptr);
+    while (dirent* e = readdir(d)) {
+      std::ifstream in(task + e->d_name + "/comm");
+      std::string name;
+      if (!std::getline(in, name) || (name != "reccl-detector" && name != "reccl-monitor")) continue;
+      pid_t tid = static_cast<pid_t>(atoi(e->d_name));
+      sched_param sp{};
+      int policy = sched_getscheduler(tid);
+      seen[name] = {policy, sched_getparam(tid, &sp) == 0 ? sp.sched_priority : -1};
+    }
+    closedir(d);
+    for (const char* name : {"reccl-monitor", "reccl-detector"}) {
+      ASSERT_TRUE(seen.count(name)) << "worker " << pid << " has no " << name << " thread";
+      EXPECT_EQ(seen[name].first, SCHED_FIFO) << "worker " << pid << ": " << name;
+      EXPECT_EQ(seen[name].second, 20) << "worker " << pid << ": " << name;
+    }
+  }
+  expectAllOk(j, 2);
 }
 
 TEST_F(Failover, NicPollSource) {
