@@ -1,5 +1,4 @@
 // The detector against the real kernel: real namespaces, real veth pairs, real BPF programs.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <unistd.h>
@@ -7,13 +6,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/detector/detector.h"
+#include "thread_sched.h"
 #include "veth_lab.h"
 
 namespace reccl::detector {
@@ -212,20 +211,11 @@ TEST_F(DetectorLink, ThreadRunsAtTheRealtimePriorityAsked) {
   ASSERT_TRUE(det.value()->start().ok());
   // The thread names and raises itself first thing; a few ms on a loaded machine.
   int policy = -1, prio = -1;
-  for (Deadline dl = Deadline::afterMs(2000); !dl.expired() && policy != SCHED_FIFO; usleep(10'000)) {
-    DIR* dir = opendir("/proc/self/task");
-    ASSERT_NE(dir, nullptr);
-    while (dirent* e = readdir(dir)) {
-      std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-      std::string name;
-      if (!std::getline(comm, name) || name != "reccl-detector") continue;
-      pid_t tid = static_cast<pid_t>(std::atoi(e->d_name));
-      sched_param sp{};
-      policy = sched_getscheduler(tid);
-      if (sched_getparam(tid, &sp) == 0) prio = sp.sched_priority;
+  for (Deadline dl = Deadline::afterMs(2000); !dl.expired() && policy != SCHED_FIFO; usleep(10'000))
+    for (const auto& t : reccl::test::threadsNamed(0, "reccl-detector")) {
+      policy = t.policy;
+      prio = t.priority;
     }
-    closedir(dir);
-  }
   if (policy == SCHED_OTHER && geteuid() == 0) {
     // Root without CAP_SYS_NICE or with RLIMIT_RTPRIO 0 (a container): refused, not a defect.
     sched_param sp{1};

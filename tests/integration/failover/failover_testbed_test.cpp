@@ -2,13 +2,10 @@
 // faults (switch port or host NIC taken down, a 1 % loss injected on a rail) while ranks run
 // collective loops; every result is checked bit for bit by the worker against the fault-free
 // closed form. The long soak is in failover_soak_test.cpp (label soak).
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sched.h>
 
 #include <chrono>
-#include <fstream>
-#include <map>
 #include <cstdio>
 #include <memory>
 #include <random>
@@ -18,6 +15,7 @@
 #include <thread>
 
 #include "failover_job.h"
+#include "thread_sched.h"
 
 namespace {
 
@@ -117,27 +115,15 @@ TEST_F(Failover, RtPrioPutsTheDetectorThreadAtFifoToo) {
   if (j.text().find("SCHED_FIFO for the") != std::string::npos) GTEST_SKIP() << "SCHED_FIFO refused here";
   auto pids = j.workerPids();
   ASSERT_EQ(pids.size(), 2u) << "one worker per host";
-  for (pid_t pid : pids) {
-    std::map<std::string, std::pair<int, int>> seen;  // thread name -> policy, priority
-    std::string task = "/proc/" + std::to_string(pid) + "/task/";
-    DIR* d = opendir(task.c_str());
-    ASSERT_NE(d, nullptr);
-    while (dirent* e = readdir(d)) {
-      std::ifstream in(task + e->d_name + "/comm");
-      std::string name;
-      if (!std::getline(in, name) || (name != "reccl-detector" && name != "reccl-monitor")) continue;
-      pid_t tid = static_cast<pid_t>(atoi(e->d_name));
-      sched_param sp{};
-      int policy = sched_getscheduler(tid);
-      seen[name] = {policy, sched_getparam(tid, &sp) == 0 ? sp.sched_priority : -1};
-    }
-    closedir(d);
+  for (pid_t pid : pids)
     for (const char* name : {"reccl-monitor", "reccl-detector"}) {
-      ASSERT_TRUE(seen.count(name)) << "worker " << pid << " has no " << name << " thread";
-      EXPECT_EQ(seen[name].first, SCHED_FIFO) << "worker " << pid << ": " << name;
-      EXPECT_EQ(seen[name].second, 20) << "worker " << pid << ": " << name;
+      auto threads = reccl::test::threadsNamed(pid, name);
+      ASSERT_FALSE(threads.empty()) << "worker " << pid << " has no " << name << " thread";
+      for (const auto& t : threads) {
+        EXPECT_EQ(t.policy, SCHED_FIFO) << "worker " << pid << ": " << name;
+        EXPECT_EQ(t.priority, 20) << "worker " << pid << ": " << name;
+      }
     }
-  }
   expectAllOk(j, 2);
 }
 
