@@ -299,14 +299,25 @@ static int scan_timer_fired(void *map, __u32 *key, struct scan_timer *st)
   return 0;
 }
 
-/* Scans every scan_period_ns until `until_ns`; 0 ends a running scan at its next firing. */
-static __always_inline void scan_until(__u64 until_ns)
+static __always_inline struct scan_timer *scan_timer(void)
 {
   __u32 zero = 0;
-  struct scan_timer *st = bpf_map_lookup_elem(&scan_timers, &zero);
-  if (!st || !scan_period_ns)
+  return scan_period_ns ? bpf_map_lookup_elem(&scan_timers, &zero) : NULL;
+}
+
+/* Scans every scan_period_ns until `until_ns`; 0 ends a running scan at its next firing.
+ * `seen` is the deadline the caller read before it decided (~0: set it whatever it is now): a
+ * deadline that another CPU's queueing hook moved meanwhile is that newer queueing's, and
+ * stays. */
+static __always_inline void scan_until(__u64 until_ns, __u64 seen)
+{
+  struct scan_timer *st = scan_timer();
+  if (!st)
     return;
-  st->until_ns = until_ns;
+  if (seen == ~0ULL)
+    st->until_ns = until_ns;
+  else if (__sync_val_compare_and_swap(&st->until_ns, seen, until_ns) != seen)
+    return;
   if (!until_ns)
     return;
   bpf_timer_init(&st->timer, &scan_timers, 1 /* CLOCK_MONOTONIC */); /* -EBUSY once set up */
@@ -332,7 +343,7 @@ static __always_inline int on_linkwatch_queued(int with_timer)
   struct scan_ctx sc = {};
   scan_watched(&sc);
   if (with_timer)
-    scan_until(bpf_ktime_get_ns() + scan_window_ns);
+    scan_until(bpf_ktime_get_ns() + scan_window_ns, ~0ULL);
   report_unresolved(&sc);
   return 0;
 }
@@ -351,6 +362,11 @@ static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_t
   if (!watch_count)
     return 0;
   count_hit(RECCL_LINK_SRC_RAWTP_LINKWATCH);
+  /* The deadline as of before this hook reads the work's state: a queueing on another CPU
+   * sets PENDING first and the deadline after, so one this hook did not see pending has its
+   * newer deadline kept by the compare-and-swap in scan_until. */
+  struct scan_timer *st = with_timer ? scan_timer() : NULL;
+  __u64 seen = st ? *(volatile __u64 *)&st->until_ns : ~0ULL;
   struct scan_ctx sc = {};
   scan_watched(&sc);
   if (with_timer) {
@@ -365,9 +381,9 @@ static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_t
     int on_timer = BPF_CORE_READ(dw, timer.entry.pprev) != NULL;
     int queued_again = pending && !on_timer;
     if (queued_again)
-      scan_until(now + scan_window_ns);
+      scan_until(now + scan_window_ns, seen);
     else
-      scan_until(sc.nonurgent || sc.found < watch_count ? now + scan_after_run_ns : 0);
+      scan_until(sc.nonurgent || sc.found < watch_count ? now + scan_after_run_ns : 0, seen);
   }
   report_unresolved(&sc);
   return 0;
