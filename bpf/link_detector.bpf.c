@@ -366,7 +366,7 @@ static __always_inline int on_linkwatch_ran(struct work_struct *work, int with_t
    * sets PENDING first and the deadline after, so one this hook did not see pending has its
    * newer deadline kept by the compare-and-swap in scan_until. */
   struct scan_timer *st = with_timer ? scan_timer() : NULL;
-  __u64 seen = st ? *(volatile __u64 *)&st->until_ns : ~0ULL;
+  __u64 seen = st ? __sync_val_compare_and_swap(&st->until_ns, 0, 0) : ~0ULL; /* ordered read */
   struct scan_ctx sc = {};
   scan_watched(&sc);
   if (with_timer) {

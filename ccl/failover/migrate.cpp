@@ -449,12 +449,13 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     // this end commits (seen: a request served ~0.7 s late on a busy machine resent 24 steps
     // through 8 slots, and the allreduce went wrong).
     uint64_t resume = std::max(std::min(peerReceived, posted), sp->acked());
-    // Counted from the parts, which copy nothing: frame() would first copy a direct step's payload
-    // into its slot, here under the connection's lock and before the resend starts, into slot
-    // pages that direct sends never touched (measured: a run's first failover spent its
-    // milliseconds in those page faults). The new socket path sends the parts anyway, a direct
-    // step's from the caller's memory, which stays as it is until the step is acknowledged.
-    for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frameParts(s).payload.size();
+    // frame() copies a direct step's payload into its slot, so the resend reads memory this port
+    // owns: a resent step the receiver already had (counters older than its acks) may be acked
+    // while it is still being sent, and the caller may then free its buffer. The slots are
+    // populated when the connection is made (ConnMemory::anonymous): before that, this copy took
+    // first-touch page faults under the connection's lock and before the resend started
+    // (measured: a run's first failover spent its milliseconds there).
+    for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frame(s).size() - channel::kStepHeaderBytes;
     if (reply) {
       reply->epoch = epoch;
       std::array<std::byte, kMigrateReplyBytes> rb;
