@@ -26,10 +26,7 @@ ConnMemory::~ConnMemory() {
 
 Result<ConnMemory> ConnMemory::anonymous(uint32_t slots, size_t chunkBytes) {
   size_t bytes = connMemoryBytes(slots, chunkBytes);
-  // Populated now, not at first touch: a sender's slots are first written when a migration
-  // copies its direct steps into them, on the fault's path (page faults there cost a run's
-  // first failover milliseconds on this project's VM); NCCL likewise allocates its buffers up front.
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) return Status::FromErrno(errno, "mmap connection slots");
   ConnMemory m(p, bytes);
   m.initialize(slots, chunkBytes);

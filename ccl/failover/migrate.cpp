@@ -449,13 +449,16 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     // this end commits (seen: a request served ~0.7 s late on a busy machine resent 24 steps
     // through 8 slots, and the allreduce went wrong).
     uint64_t resume = std::max(std::min(peerReceived, posted), sp->acked());
-    // frame() copies a direct step's payload into its slot, so the resend reads memory this port
-    // owns: a resent step the receiver already had (counters older than its acks) may be acked
-    // while it is still being sent, and the caller may then free its buffer. The slots are
-    // populated when the connection is made (ConnMemory::anonymous): before that, this copy took
-    // first-touch page faults under the connection's lock and before the resend started
-    // (measured: a run's first failover spent its milliseconds there).
-    for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frame(s).size() - channel::kStepHeaderBytes;
+    // A socket path sends a step as two pieces, a direct step's payload from the caller's
+    // memory, which the algorithm leaves unchanged until the receiver has the step; duplicates
+    // the receiver already had are dropped there. So nothing is copied on the fault's path:
+    // frame() would copy each direct step's payload into its slot first, under this lock and
+    // before the resend starts, into slot pages direct sends never touched (measured: a run's
+    // first failover spent its milliseconds in those page faults). A relay pipe needs whole
+    // frames and copies later, on its own thread; it gets them copied now instead, while the
+    // caller's buffer is surely there (a resent duplicate can be acked before it is copied).
+    for (uint64_t s = resume + 1; s <= posted; ++s)
+      resent += relay ? sp->frame(s).size() - channel::kStepHeaderBytes : sp->frameParts(s).payload.size();
     if (reply) {
       reply->epoch = epoch;
       std::array<std::byte, kMigrateReplyBytes> rb;
