@@ -84,7 +84,8 @@ void RelayPathBase::run() {
 RelaySendPath::RelaySendPath(RelayLink link, channel::SendPort* port, std::string desc, uint64_t sentBefore)
     : RelayPathBase(std::move(link), port, std::move(desc), true),
       port_(port),
-      sent_(std::min(sentBefore, port->posted())) {}
+      // Never below the acknowledged step: those slots may hold later steps by now.
+      sent_(std::max(std::min(sentBefore, port->posted()), port->acked())) {}
 
 bool RelaySendPath::progress() {
   bool moved = false;
@@ -119,7 +120,10 @@ bool RelaySendPath::progress() {
     }
     if (a->epoch == port_->epoch() && a->applied > best) best = a->applied;
   }
-  if (best) port_->onAck(best);
+  // Never beyond the steps written whole: the receiver can have a step this path is still
+  // resending (see SocketSendPath::heldAck_), and the ack would free its slot for reuse.
+  heldAck_ = std::max(heldAck_, best);
+  if (std::min(heldAck_, sent_) > port_->acked()) port_->onAck(std::min(heldAck_, sent_));
   if (moved) link_.pipe.wakeRelay();
   return moved;
 }

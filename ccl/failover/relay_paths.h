@@ -67,6 +67,7 @@ class RelaySendPath final : public RelayPathBase {
   channel::SendPort* port_;
   uint64_t sent_;
   size_t partial_ = 0;  // bytes of step sent_+1 already written
+  uint64_t heldAck_ = 0;  // the receiver's latest ack; the port sees min(heldAck_, sent_)
   std::array<std::byte, channel::kAckFrameBytes> ack_{};
 };
 

@@ -32,12 +32,14 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
       desc_(std::move(desc)),
       inlineMaxBytes_(static_cast<size_t>(std::max<int64_t>(0, params::InlineSendMaxBytes()))),
       // Never below the acknowledged step: those slots may hold later steps by now.
-      sent_(std::max(std::min(sentBefore, port->posted()), port->acked())) {
+      sent_(std::max(std::min(sentBefore, port->posted()), port->acked())),
+      fullySent_(sent_) {
   sendOp_.owner = this;
   sendOp_.kind = kSend;
   ackOp_.owner = this;
   ackOp_.kind = kAckRecv;
   iov_.reserve(2 * port->slots());
+  iovStep_.reserve(2 * port->slots());
   submitIov_.reserve(2 * port->slots());
 }
 
@@ -68,8 +70,12 @@ void SocketSendPath::appendFrame(uint64_t s, uint32_t epoch) {
     iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
   } else {
     iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
-    if (!f.payload.empty()) iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
+    if (!f.payload.empty()) {
+      iovStep_.push_back(0);  // the header: the step is not sent yet
+      iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
+    }
   }
+  iovStep_.push_back(s);  // the step's last piece
 }
 
 bool SocketSendPath::advanceIov(size_t n) {
@@ -77,6 +83,7 @@ bool SocketSendPath::advanceIov(size_t n) {
     iovec& v = iov_[iovFirst_];
     if (n >= v.iov_len) {
       n -= v.iov_len;
+      if (iovStep_[iovFirst_] != 0) fullySent_.store(iovStep_[iovFirst_], std::memory_order_release);
       ++iovFirst_;
     } else {
       v.iov_base = static_cast<char*>(v.iov_base) + n;
@@ -96,6 +103,7 @@ bool SocketSendPath::sendInline() noexcept {
   if (posted != sent_ + 1) return false;  // steps queued ahead: one batch from the progress thread
   if (port_->frameParts(posted).payload.size() > inlineMaxBytes_) return false;
   iov_.clear();
+  iovStep_.clear();
   iovFirst_ = 0;
   appendFrame(posted, port_->epoch());
   msghdr m{};
@@ -108,14 +116,22 @@ bool SocketSendPath::sendInline() noexcept {
   if (advanceIov(static_cast<size_t>(n))) {
     sent_ = posted;
     engine_->inlineSends.fetch_add(1, std::memory_order_relaxed);
+    // An ack held for this step: the progress thread hands it to the port.
+    if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) engine_->kick();
     return true;
   }
   batchEnd_ = posted;  // the socket took part of it: the progress thread sends the rest
   return false;
 }
 
+void SocketSendPath::publishAcks() noexcept {
+  uint64_t a = std::min(heldAck_.load(std::memory_order_relaxed), fullySent_.load(std::memory_order_acquire));
+  if (a > port_->acked()) port_->onAck(a);
+}
+
 void SocketSendPath::pump(SocketEngine& engine) {
   if (dead_) return;
+  if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) publishAcks();
   // The poster holds the lock only while it sends a step inline; it kicks us when it leaves
   // work behind, so skipping the path meanwhile loses nothing.
   std::unique_lock lk(txMu_, std::try_to_lock);
@@ -124,6 +140,7 @@ void SocketSendPath::pump(SocketEngine& engine) {
       uint64_t posted = port_->posted();
       if (posted > sent_) {
         iov_.clear();
+        iovStep_.clear();
         iovFirst_ = 0;
         uint32_t epoch = port_->epoch();
         for (uint64_t s = sent_ + 1; s <= posted; ++s) appendFrame(s, epoch);
@@ -167,11 +184,14 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
       return failed(ioError(res == 0 ? -EPIPE : res, desc_, "sending"));
     }
     engine.bytesSent.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
-    std::lock_guard lk(txMu_);
-    if (advanceIov(static_cast<size_t>(res))) {
-      sent_ = batchEnd_;
-      batchEnd_ = 0;
+    {
+      std::lock_guard lk(txMu_);
+      if (advanceIov(static_cast<size_t>(res))) {
+        sent_ = batchEnd_;
+        batchEnd_ = 0;
+      }
     }
+    if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) publishAcks();
     return;
   }
   // ack receive
@@ -194,7 +214,10 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
     std::memmove(ackBuf_.data(), ackBuf_.data() + off, ackFill_ - off);
     ackFill_ -= off;
   }
-  if (best) port_->onAck(best);
+  if (best > heldAck_.load(std::memory_order_relaxed)) {
+    heldAck_.store(best, std::memory_order_relaxed);
+    publishAcks();
+  }
 }
 
 // ---------------------------------------------------------------- receiver

@@ -53,8 +53,11 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   bool sendInline() noexcept;
   // Appends step s's header and payload to iov_ (stamped with the path's epoch).
   void appendFrame(uint64_t s, uint32_t epoch);
-  // Consumes n sent bytes from iov_; true when all of it is sent.
+  // Consumes n sent bytes from iov_ (advancing fullySent_ past each step whose last byte went);
+  // true when all of it is sent.
   bool advanceIov(size_t n);
+  // Progress thread: hands the receiver's acks to the port, never beyond fullySent_.
+  void publishAcks() noexcept;
 
   SocketEngine* engine_;
   UniqueFd fd_;
@@ -67,6 +70,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   uint64_t sent_;               // steps fully handed to the socket
   uint64_t batchEnd_ = 0;       // last step of the batch the progress thread sends (0: none)
   std::vector<iovec> iov_;
+  std::vector<uint64_t> iovStep_;  // per iov_ entry: the step it ends, else 0
   size_t iovFirst_ = 0;
   // The head of iov_ that one submission carries (at most the engine's I/O chunk).
   std::vector<iovec> submitIov_;
@@ -75,6 +79,15 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   IoOp ackOp_;
   std::array<std::byte, channel::kAckFrameBytes * 32> ackBuf_{};
   size_t ackFill_ = 0;
+  // The receiver can acknowledge a step this path is still sending: a migrated path resends from
+  // the step the handshake reported, and the receiver may have had more (steps the old path was
+  // completing, a fail-back's old path still flowing). An ack publishes the step's slot for reuse
+  // and tells the algorithm its direct payload is no longer needed, so while this path still
+  // reads either (a sendmsg in flight, or queued in iov_) the ack is held: the port sees
+  // min(heldAck_, fullySent_). Without a migration the receiver cannot be ahead of this path and
+  // nothing is held.
+  std::atomic<uint64_t> fullySent_;   // every byte of steps up to here handed to the socket
+  std::atomic<uint64_t> heldAck_{0};  // the receiver's latest ack (progress thread writes)
 };
 
 class SocketRecvPath final : public channel::Path, public EnginePath {

@@ -9,12 +9,14 @@
 
 #include <atomic>
 #include <chrono>
+#include <array>
 #include <condition_variable>
 #include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "channel/port.h"
 #include "reccl/common/deadline.h"
@@ -256,6 +258,73 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   EXPECT_FALSE(c.rx->failed());
   std::lock_guard lk(failMu);
   EXPECT_EQ(otherFailure, "");
+}
+
+// The receiver acknowledges steps this path has not finished sending: after a migration the
+// path resends from the step the handshake reported, and the receiver may already have more of
+// them (the old path was completing them; on a fail-back the old path still flows). Those acks
+// must wait until the path has handed the steps to the socket: an ack frees the step's slot for
+// reuse and tells the algorithm that a direct step's payload, the caller's memory the resend is
+// still reading, may go. Before, the ack reached the port at once: the caller could unmap the
+// buffer under the resend (its sendmsg failed with EFAULT, a spurious failover), and a reused
+// slot could be sent as the step it replaced.
+TEST(CclSocketMigration, AnAckAheadOfTheSendIsHeldUntilTheStepIsSent) {
+  auto created = transport::SocketEngine::create("test-ack-ahead");
+  ASSERT_TRUE(created.ok()) << created.status().ToString();
+  auto engine = std::move(created).value();
+  channel::PortEnv env;
+  std::string failure;
+  env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+    failure = st.ToString();
+    return false;
+  };
+  // 8 direct steps of 8 MiB: 64 MiB, more than the socket's buffers on both ends hold.
+  constexpr uint32_t kSteps = 8;
+  constexpr size_t kChunk = 8 << 20;
+  auto mem = channel::ConnMemory::anonymous(kSteps, kChunk);
+  ASSERT_TRUE(mem.ok()) << mem.status().ToString();
+  channel::SendPort tx(channel::PortId{0, 1, 0}, std::move(mem).value(), &env);
+  auto a = socketPair();
+  ASSERT_EQ(a.error, "");
+  UniqueFd peer = std::move(a.in);
+  auto sp = std::make_unique<transport::SocketSendPath>(engine.get(), std::move(a.out), &tx, "tx", 0);
+  auto* path = sp.get();
+  tx.setPath(std::move(sp));
+  path->start();
+  ASSERT_TRUE(tx.sendsDirect());
+
+  std::vector<std::byte> payload(kSteps * kChunk);
+  for (size_t i = 0; i < payload.size(); ++i) payload[i] = std::byte(static_cast<uint8_t>(i * 2654435761u >> 13));
+  channel::CollDesc desc{1, kSteps * kChunk, -1, channel::CollKind::kAllReduce, 7, 0};
+  for (uint32_t s = 0; s < kSteps; ++s) {
+    ASSERT_TRUE(tx.acquire(Deadline::afterMs(5000)).ok());
+    ASSERT_TRUE(tx.postDirect(payload.data() + s * kChunk, kChunk, desc).ok());
+  }
+
+  // The receiver says it has every step before reading a byte.
+  std::array<std::byte, channel::kAckFrameBytes> ack{};
+  channel::encodeAck(channel::AckFrame{tx.epoch(), kSteps},
+                     std::span<std::byte, channel::kAckFrameBytes>(ack.data(), ack.size()));
+  ASSERT_TRUE(transport::sendAll(peer.get(), ack, Deadline::afterMs(5000)).ok());
+  // The progress thread reads the ack at once; the socket holds far less than the 64 MiB.
+  std::this_thread::sleep_for(300ms);
+  EXPECT_LT(tx.acked(), kSteps) << "the ack reached the port while the path was still sending the steps";
+
+  // Read everything: the frames are exact, and the held ack reaches the port once all is sent.
+  std::vector<std::byte> got(channel::kStepHeaderBytes + kChunk);
+  for (uint32_t s = 1; s <= kSteps; ++s) {
+    ASSERT_TRUE(transport::recvAll(peer.get(), got, Deadline::afterMs(10000)).ok()) << "step " << s;
+    auto h = channel::decodeStepHeader(std::span<const std::byte>(got.data(), channel::kStepHeaderBytes));
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ(h->step, s);
+    EXPECT_EQ(h->bytes, kChunk);
+    ASSERT_EQ(std::memcmp(got.data() + channel::kStepHeaderBytes, payload.data() + (s - 1) * kChunk, kChunk), 0)
+        << "step " << s << " differs";
+  }
+  EXPECT_TRUE(waitFor(*engine, [&] { return tx.acked() == kSteps; })) << "the held ack never reached the port";
+  EXPECT_TRUE(tx.waitAcked(kSteps, Deadline::afterMs(1000)).ok());
+  EXPECT_EQ(failure, "");
+  engine->stop();
 }
 
 }  // namespace
