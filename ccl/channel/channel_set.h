@@ -23,9 +23,12 @@ class ChannelSet {
   virtual Result<RecvPort*> recvPort(int peer, int channel) = 0;
   // Deadline for the next wait (RECCL_TIMEOUT_MS from now).
   virtual Deadline stepDeadline() const = 0;
-  // Runs fn(0..n-1) in parallel (channel workers) and returns the first error. fn is copied and
-  // should capture by value: a worker that outlives a failed call (see Comm::runParallel) may
-  // still be running its copy.
+  // Runs fn(0..n-1) on the channel threads and returns the first error: the caller runs fn(0),
+  // the workers take the others in index order, so with fewer threads than items some run one
+  // after another, always in increasing index (a rank may run them in turn while its peers run
+  // them at once: an item must depend only on the same or lower-indexed items of other ranks, as
+  // the independent channels of a collective do). fn is copied and should capture by value: a
+  // worker that outlives a failed call (see Comm::runParallel) may still be running its copy.
   virtual Status runParallel(int n, const std::function<Status(int)>& fn) = 0;
   // Next collective sequence number (identical on every rank for the same collective).
   virtual uint64_t nextCollSeq() = 0;

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -58,6 +59,9 @@ Status CommOptions::fromEnv(CommOptions* o) {
   o->chunkBytes = static_cast<size_t>(chunk);
   o->slots = static_cast<uint32_t>(slots);
   o->nchannels = static_cast<int>(nch);
+  int64_t threads = params::ChannelThreads();
+  if (threads < 0 || threads > 16) return Status(Errc::kInvalidArgument, "RECCL_CHANNEL_THREADS must be in [0, 16]");
+  o->channelThreads = static_cast<int>(threads);
   o->shmDisable = params::ShmDisable();
   o->timeoutMs = std::max<int64_t>(1, params::TimeoutMs());
   o->bootstrapTimeoutMs = std::max<int64_t>(1, params::BootstrapTimeoutMs());
@@ -131,11 +135,21 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
   opts_.chunkBytes = table_[0].chunkBytes;
   opts_.slots = table_[0].slots;
-  RECCL_INFO(kLogInit, "rank %d/%d: %d hosts, local rank %d/%d, %d rails, %d channels, chunk %zu, slots %u", rank,
-             nranks, topo_.nhosts, topo_.localRank, topo_.localNranks, topo_.nrails, topo_.nchannels,
-             opts_.chunkBytes, opts_.slots);
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  int affinityCpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  int onlineCpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  channelThreads_ =
+      channelThreads(topo_.nchannels, opts_.channelThreads, affinityCpus, onlineCpus, topo_.machineNranks);
+  RECCL_INFO(kLogInit,
+             "rank %d/%d: %d hosts, local rank %d/%d, %d rails, %d channels on %d thread(s) (%d CPUs here, %d online, "
+             "%d ranks on this machine), chunk %zu, slots %u",
+             rank, nranks, topo_.nhosts, topo_.localRank, topo_.localNranks, topo_.nrails, topo_.nchannels,
+             channelThreads_, affinityCpus, onlineCpus, topo_.machineNranks, opts_.chunkBytes, opts_.slots);
 
-  for (int i = 1; i < topo_.nchannels; ++i) {
+  // The calling thread runs a collective's channel 0; the workers take the others in channel
+  // order (see runParallel).
+  for (int i = 1; i < channelThreads_; ++i) {
     workers_.emplace_back([this] {
       std::unique_lock lk(workMu_);
       for (;;) {

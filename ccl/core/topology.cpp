@@ -113,6 +113,11 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   std::vector<int> perHost;
   t.hostOf.resize(n);
   t.localRankOf.resize(n);
+  auto machine = [](const std::string& hostId) { return hostId.substr(0, hostId.find('/')); };
+  if (myRank >= 0 && myRank < n) {
+    t.machineNranks = 0;
+    for (int r = 0; r < n; ++r) t.machineNranks += machine(table[r].hostId) == machine(table[myRank].hostId);
+  }
   for (int r = 0; r < n; ++r) {
     auto [it, fresh] = hostIdx.emplace(table[r].hostId, static_cast<int>(hostIdx.size()));
     if (fresh) perHost.push_back(0);
@@ -128,6 +133,13 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   int want = table.empty() ? 0 : table[0].nchannels;
   t.nchannels = std::clamp(want > 0 ? want : t.nrails, 1, 16);
   return t;
+}
+
+int channelThreads(int nchannels, int wanted, int affinityCpus, int onlineCpus, int machineNranks) {
+  int n = std::max(1, nchannels);
+  if (wanted > 0) return std::min(wanted, n);
+  int share = std::min(std::max(1, affinityCpus), std::max(1, onlineCpus) / std::max(1, machineNranks));
+  return share <= 1 ? 1 : n;
 }
 
 }  // namespace reccl::core

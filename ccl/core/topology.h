@@ -41,9 +41,20 @@ struct Topology {
   int localNranks = 1;
   int nrails = 1;              // NICs every rank has (minimum over ranks)
   int nchannels = 1;
+  // Ranks on this rank's machine (same boot id): the hosts of a testbed, containers and network
+  // namespaces on one kernel share its CPUs.
+  int machineNranks = 1;
 };
 // Pure. nchannelsWanted from rank 0 (0: one per rail), clamped to [1, 16].
 Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
+// Threads that run a collective's channels: `wanted` (RECCL_CHANNEL_THREADS) when > 0, else one
+// per channel unless this rank's share of the CPUs (its own affinity set, or the machine's online
+// CPUs split over its ranks, whichever is less) is one CPU or less: then one, and the channels run
+// one after another. On a 2-vCPU machine with one rank per testbed host, parallel channel threads
+// cost 8-15 % of the bus bandwidth against running them in turn (docs/benchmarks.md). Clamped to
+// [1, nchannels]. Pure.
+int channelThreads(int nchannels, int wanted, int affinityCpus, int onlineCpus, int machineNranks);
+
 // The rail a sender uses for a channel: its primary NIC (local rank mod rails) shifted by channel.
 inline int railFor(const Topology& t, int senderRank, int channel) {
   return (t.localRankOf[senderRank] + channel) % t.nrails;

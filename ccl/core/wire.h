@@ -68,7 +68,8 @@ struct NicInfo {
 // What every rank tells every other rank at start-up.
 struct RankInfo {
   int32_t rank = 0;
-  std::string hostId;    // boot id + host name + network namespace: equal means "same host"
+  std::string hostId;    // boot id + host name + network namespace: equal means "same host"; the
+                         // boot id before the first '/' is the machine (shared CPUs)
   std::string hostName;
   uint32_t pid = 0;
   uint16_t dataPort = 0;

@@ -26,6 +26,9 @@ struct Config {
   bool large;         // add the 1M+3 subset
   bool full;          // full type x op matrix (else a reduced one)
   const char* directMin = "64K";  // RECCL_DIRECT_{RECV,SEND}_MIN_BYTES (1: every ring step, 0: none)
+  // RECCL_CHANNEL_THREADS: the ranks share this machine's CPUs, so "0" runs channels in turn on
+  // a machine with fewer CPUs than twice the ranks; "16" runs them at once anywhere.
+  const char* threads = "0";
 };
 
 std::ostream& operator<<(std::ostream& os, const Config& c) { return os << c.name; }
@@ -38,6 +41,7 @@ TEST_P(CollMatrix, EveryCollectiveTypeOpCount) {
   ScopedEnv algo("RECCL_ALGO", cfg.algo);
   ScopedEnv chunk("RECCL_CHUNK_SIZE", cfg.chunk);
   ScopedEnv nch("RECCL_NCHANNELS", cfg.nch);
+  ScopedEnv threads("RECCL_CHANNEL_THREADS", cfg.threads);
   ScopedEnv timeout("RECCL_TIMEOUT_MS", "20000");
   ScopedEnv direct("RECCL_DIRECT_RECV_MIN_BYTES", cfg.directMin);
   ScopedEnv directSend("RECCL_DIRECT_SEND_MIN_BYTES", cfg.directMin);
@@ -65,10 +69,11 @@ INSTANTIATE_TEST_SUITE_P(
                     Config{"tcp3_ring_smallchunk_direct", 3, false, "ring", "4096", "0", false, true, "1"},
                     Config{"tcp2_ring_smallchunk_direct", 2, false, "ring", "4096", "2", false, true, "1"},
                     Config{"tcp2_nodirect", 2, false, "", "512K", "0", true, false, "0"},
-                    Config{"tcp4_2ch", 4, false, "", "512K", "2", true, true},
+                    Config{"tcp4_2ch", 4, false, "", "512K", "2", true, true, "64K", "16"},
+                    Config{"tcp3_3ch_in_turn", 3, false, "ring", "4096", "3", false, true, "1", "1"},
                     Config{"shm4", 4, true, "", "512K", "0", true, true},
                     Config{"tcp5_rd", 5, false, "rd", "4096", "0", false, false},
-                    Config{"shm6_ring", 6, true, "ring", "4096", "2", false, false},
+                    Config{"shm6_ring", 6, true, "ring", "4096", "2", false, false, "64K", "16"},
                     Config{"tcp8", 8, false, "", "64K", "0", true, false},
                     Config{"shm8", 8, true, "", "64K", "0", false, false}),
     [](const testing::TestParamInfo<Config>& i) { return std::string(i.param.name); });

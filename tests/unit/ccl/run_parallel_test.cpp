@@ -24,6 +24,7 @@ long long msSince(Clock::time_point t0) {
 // One rank, two channels (so one worker thread), no failover threads, a short step deadline.
 struct OneRankTwoChannels {
   ScopedEnv ch{"RECCL_NCHANNELS", "2"};
+  ScopedEnv th{"RECCL_CHANNEL_THREADS", "2"};  // a worker whatever the machine's CPUs
   ScopedEnv to{"RECCL_TIMEOUT_MS", "300"};
   ScopedEnv fo{"RECCL_FAILOVER", "0"};
   Comms comms{1};

@@ -3,7 +3,9 @@
 // WORKER_MATRIX=1 runs the collectives check matrix instead (WORKER_COMMS=2: on two communicators
 // at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts);
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
-// one rank SIGKILL itself at the start of that iteration (the others are mid-collective).
+// one rank SIGKILL itself at the start of that iteration (the others are mid-collective);
+// WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
+// (ranks that run their channels in turn next to ranks that run them at once).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <algorithm>
 #include <chrono>
@@ -22,6 +24,17 @@
 #include "reccl/reccl.h"
 
 int main() {
+  if (const char* list = getenv("WORKER_CHANNEL_THREADS")) {
+    std::vector<std::string> each;
+    for (const char* p = list;; ++p) {
+      const char* end = strchr(p, ',');
+      each.emplace_back(p, end ? end : p + strlen(p));
+      if (!end) break;
+      p = end;
+    }
+    const char* r = getenv("RANK");
+    setenv("RECCL_CHANNEL_THREADS", each[static_cast<size_t>(r ? atoi(r) : 0) % each.size()].c_str(), 1);
+  }
   recclComm_t comm = nullptr;
   recclResult_t rc = recclCommInitFromEnv(&comm);
   if (rc != recclSuccess) {

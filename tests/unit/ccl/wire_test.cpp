@@ -181,6 +181,33 @@ TEST(CclTopology, HostsRailsAndChannels) {
   EXPECT_EQ(core::computeTopology(t, 0).nchannels, 5);
 }
 
+// Hosts are network namespaces (or containers) of a machine; the machine is the boot id, whose
+// CPUs its ranks share.
+TEST(CclTopology, RanksOnTheSameMachine) {
+  std::vector<core::RankInfo> t(5);
+  const char* ids[] = {"b1/h/net:1", "b1/h/net:2", "b2/h/net:1", "b1/g/net:3", "b3"};
+  for (int r = 0; r < 5; ++r) {
+    t[r].rank = r;
+    t[r].hostId = ids[r];
+  }
+  EXPECT_EQ(core::computeTopology(t, 0).nhosts, 5);
+  EXPECT_EQ(core::computeTopology(t, 0).machineNranks, 3);
+  EXPECT_EQ(core::computeTopology(t, 2).machineNranks, 1);
+  EXPECT_EQ(core::computeTopology(t, 4).machineNranks, 1);
+}
+
+TEST(CclTopology, ChannelThreadsFollowTheRanksShareOfTheCpus) {
+  EXPECT_EQ(core::channelThreads(2, 0, 2, 2, 2), 1);    // the testbed: 2 ranks on a 2-vCPU machine
+  EXPECT_EQ(core::channelThreads(2, 0, 2, 2, 1), 2);    // one rank there
+  EXPECT_EQ(core::channelThreads(4, 0, 64, 64, 8), 4);  // 8 CPUs each
+  EXPECT_EQ(core::channelThreads(4, 0, 1, 64, 8), 1);   // pinned to one CPU
+  EXPECT_EQ(core::channelThreads(2, 0, 3, 3, 2), 1);    // 1.5 CPUs each
+  EXPECT_EQ(core::channelThreads(2, 0, 0, 0, 0), 1);    // nothing known
+  EXPECT_EQ(core::channelThreads(2, 3, 1, 1, 4), 2);    // asked for: at most one per channel
+  EXPECT_EQ(core::channelThreads(4, 2, 1, 1, 4), 2);
+  EXPECT_EQ(core::channelThreads(1, 0, 64, 64, 1), 1);
+}
+
 TEST(CclLaunchEnv, Launchers) {
   auto run = [](std::map<std::string, std::string> m) {
     return core::parseLaunchEnv([m](const char* n) -> const char* {
