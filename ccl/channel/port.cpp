@@ -238,12 +238,15 @@ void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
 
 void SendPort::onAck(uint64_t applied) noexcept {
   ConnCounters* c = counters();
+  // Only ever forward: a retired path's thread and the new path (or a migration's commit) may
+  // report acks at the same time.
   uint64_t cur = c->consumed.load(std::memory_order_relaxed);
-  if (applied > cur) {
-    c->consumed.store(applied, std::memory_order_release);
-    c->toSender.ring();
-    stampFirstStep(applied);
-  }
+  while (applied > cur)
+    if (c->consumed.compare_exchange_weak(cur, applied, std::memory_order_release, std::memory_order_relaxed)) {
+      c->toSender.ring();
+      stampFirstStep(applied);
+      return;
+    }
 }
 
 Result<std::span<const std::byte>> RecvPort::wait(Deadline deadline, const CollDesc& expect) {

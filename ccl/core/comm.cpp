@@ -4,7 +4,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
-#include <sched.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -126,6 +125,9 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     info.slots = opts_.slots;
     info.nchannels = opts_.nchannels;
     info.flags = opts_.shmDisable ? kFlagShmDisable : 0;
+    info.cpus = static_cast<uint16_t>(std::min(usableCpus(), 65535));
+    info.onlineCpus = static_cast<uint16_t>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 0, 65535));
+    info.channelThreads = opts_.channelThreads;
     info.nics = myNics_;
     return info;
   };
@@ -135,21 +137,17 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
   opts_.chunkBytes = table_[0].chunkBytes;
   opts_.slots = table_[0].slots;
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  int affinityCpus = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  int onlineCpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
-  channelThreads_ =
-      channelThreads(topo_.nchannels, opts_.channelThreads, affinityCpus, onlineCpus, topo_.machineNranks);
+  const RankInfo& me = table_[rank];
   RECCL_INFO(kLogInit,
-             "rank %d/%d: %d hosts, local rank %d/%d, %d rails, %d channels on %d thread(s) (%d CPUs here, %d online, "
-             "%d ranks on this machine), chunk %zu, slots %u",
+             "rank %d/%d: %d hosts, local rank %d/%d, %d rails, %d channels on %d thread(s) (this rank: %u usable "
+             "CPUs, %u online, %d ranks on this machine, asks for %d), chunk %zu, slots %u",
              rank, nranks, topo_.nhosts, topo_.localRank, topo_.localNranks, topo_.nrails, topo_.nchannels,
-             channelThreads_, affinityCpus, onlineCpus, topo_.machineNranks, opts_.chunkBytes, opts_.slots);
+             topo_.channelThreads, me.cpus, me.onlineCpus, topo_.machineNranks,
+             rankChannelThreads(me, topo_.machineNranks), opts_.chunkBytes, opts_.slots);
 
   // The calling thread runs a collective's channel 0; the workers take the others in channel
   // order (see runParallel).
-  for (int i = 1; i < channelThreads_; ++i) {
+  for (int i = 1; i < topo_.channelThreads; ++i) {
     workers_.emplace_back([this] {
       std::unique_lock lk(workMu_);
       for (;;) {

@@ -34,7 +34,7 @@ struct CommOptions {
   size_t chunkBytes = 512 * 1024;
   uint32_t slots = 8;
   int nchannels = 0;
-  int channelThreads = 0;  // 0: auto (core::channelThreads)
+  int channelThreads = 0;  // RECCL_CHANNEL_THREADS (0: auto; core::rankChannelThreads)
   bool shmDisable = false;
   int64_t timeoutMs = 60000;
   int64_t bootstrapTimeoutMs = 30000;
@@ -163,7 +163,6 @@ class Comm final : public channel::ChannelSet {
 
   // Channel workers.
   std::vector<std::thread> workers_;
-  int channelThreads_ = 1;  // the caller + workers_ (core::channelThreads)
   std::mutex workMu_;
   std::condition_variable workCv_;
   std::condition_variable doneCv_;

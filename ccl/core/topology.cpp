@@ -6,7 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <map>
 
@@ -106,6 +109,61 @@ std::string hostIdentity() {
   return id;
 }
 
+std::string machineOf(const std::string& hostId) {
+  std::string boot = hostId.substr(0, hostId.find('/'));
+  return boot.empty() ? hostId : boot;
+}
+
+int cpusFromCpuMax(std::string_view line) {
+  auto sp = line.find(' ');
+  if (sp == std::string_view::npos) return 0;
+  std::string_view q = line.substr(0, sp), p = line.substr(sp + 1);
+  while (!p.empty() && (p.back() == '\n' || p.back() == ' ')) p.remove_suffix(1);
+  long long quota = 0, period = 0;
+  if (q == "max") return 0;
+  auto r1 = std::from_chars(q.data(), q.data() + q.size(), quota);
+  auto r2 = std::from_chars(p.data(), p.data() + p.size(), period);
+  if (r1.ec != std::errc() || r1.ptr != q.data() + q.size() || r2.ec != std::errc() ||
+      r2.ptr != p.data() + p.size() || quota <= 0 || period <= 0)
+    return 0;
+  return static_cast<int>(std::min<long long>((quota + period - 1) / period, 1 << 15));
+}
+
+int usableCpus() {
+  long conf = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+  int cpus = static_cast<int>(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  size_t setBytes = CPU_ALLOC_SIZE(conf);
+  if (cpu_set_t* set = CPU_ALLOC(conf)) {
+    CPU_ZERO_S(setBytes, set);
+    if (sched_getaffinity(0, setBytes, set) == 0) cpus = std::max(1, CPU_COUNT_S(setBytes, set));
+    CPU_FREE(set);
+  }
+  // cgroup v2: "0::/path"; every cgroup from there up to the root may cap the CPU time.
+  std::ifstream cg("/proc/self/cgroup");
+  std::string line, path;
+  while (std::getline(cg, line))
+    if (line.rfind("0::", 0) == 0) path = line.substr(3);
+  while (!path.empty() && path[0] == '/') {
+    std::ifstream f("/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/cpu.max");
+    std::string max;
+    if (std::getline(f, max))
+      if (int q = cpusFromCpuMax(max); q > 0) cpus = std::min(cpus, q);
+    if (path == "/") break;
+    path = path.substr(0, std::max<size_t>(1, path.rfind('/')));
+  }
+  return cpus;
+}
+
+int rankChannelThreads(const RankInfo& r, int machineNranks) {
+  if (r.channelThreads > 0) return r.channelThreads;
+  int share = r.cpus;
+  if (r.onlineCpus > 0) {
+    int perRank = r.onlineCpus / std::max(1, machineNranks);
+    share = share > 0 ? std::min(share, perRank) : perRank;
+  }
+  return share > 0 && share < 2 ? 1 : 0;
+}
+
 Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   Topology t;
   int n = static_cast<int>(table.size());
@@ -113,11 +171,9 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   std::vector<int> perHost;
   t.hostOf.resize(n);
   t.localRankOf.resize(n);
-  auto machine = [](const std::string& hostId) { return hostId.substr(0, hostId.find('/')); };
-  if (myRank >= 0 && myRank < n) {
-    t.machineNranks = 0;
-    for (int r = 0; r < n; ++r) t.machineNranks += machine(table[r].hostId) == machine(table[myRank].hostId);
-  }
+  std::map<std::string, int> onMachine;
+  for (const auto& r : table) ++onMachine[machineOf(r.hostId)];
+  if (myRank >= 0 && myRank < n) t.machineNranks = onMachine[machineOf(table[myRank].hostId)];
   for (int r = 0; r < n; ++r) {
     auto [it, fresh] = hostIdx.emplace(table[r].hostId, static_cast<int>(hostIdx.size()));
     if (fresh) perHost.push_back(0);
@@ -132,14 +188,11 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   t.nrails = std::max<int>(1, rails == SIZE_MAX ? 1 : static_cast<int>(rails));
   int want = table.empty() ? 0 : table[0].nchannels;
   t.nchannels = std::clamp(want > 0 ? want : t.nrails, 1, 16);
+  t.channelThreads = t.nchannels;
+  for (const auto& r : table)
+    if (int lim = rankChannelThreads(r, onMachine[machineOf(r.hostId)]); lim > 0)
+      t.channelThreads = std::min(t.channelThreads, lim);
   return t;
-}
-
-int channelThreads(int nchannels, int wanted, int affinityCpus, int onlineCpus, int machineNranks) {
-  int n = std::max(1, nchannels);
-  if (wanted > 0) return std::min(wanted, n);
-  int share = std::min(std::max(1, affinityCpus), std::max(1, onlineCpus) / std::max(1, machineNranks));
-  return share <= 1 ? 1 : n;
 }
 
 }  // namespace reccl::core

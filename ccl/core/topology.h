@@ -32,6 +32,15 @@ std::string nicWithAddress(const std::vector<NicInfo>& nics, uint32_t addr);
 // boot id + host name + network namespace inode: ranks with equal identities share memory.
 std::string hostIdentity();
 std::string hostName();
+// The machine part of a host identity: its boot id (the whole identity when that is missing).
+// Hosts of a testbed, containers and network namespaces on one kernel are one machine.
+std::string machineOf(const std::string& hostId);
+// CPUs this process may use: its affinity set, capped by the CPU quota (cpu.max) of its cgroup
+// and the cgroups above it (cgroup v2); at least 1.
+int usableCpus();
+// Pure: the CPUs a cgroup v2 cpu.max line ("QUOTA PERIOD" or "max PERIOD") allows, rounded up;
+// 0 for no limit or an unreadable line.
+int cpusFromCpuMax(std::string_view line);
 
 struct Topology {
   int nhosts = 1;
@@ -41,19 +50,23 @@ struct Topology {
   int localNranks = 1;
   int nrails = 1;              // NICs every rank has (minimum over ranks)
   int nchannels = 1;
-  // Ranks on this rank's machine (same boot id): the hosts of a testbed, containers and network
-  // namespaces on one kernel share its CPUs.
+  // Ranks of this communicator on this rank's machine (machineOf): they share its CPUs.
   int machineNranks = 1;
+  // Threads that run a collective's channels, the same on every rank: the smallest over the ranks
+  // of rankChannelThreads (nchannels when none limits it). Equal on all ranks, so that no rank
+  // runs its channels in turn while its peers run them at once (their channel k would wait for
+  // its channels 0..k-1, against a per-wait deadline).
+  int channelThreads = 1;
 };
 // Pure. nchannelsWanted from rank 0 (0: one per rail), clamped to [1, 16].
 Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
-// Threads that run a collective's channels: `wanted` (RECCL_CHANNEL_THREADS) when > 0, else one
-// per channel unless this rank's share of the CPUs (its own affinity set, or the machine's online
-// CPUs split over its ranks, whichever is less) is one CPU or less: then one, and the channels run
-// one after another. On a 2-vCPU machine with one rank per testbed host, parallel channel threads
-// cost 8-15 % of the bus bandwidth against running them in turn (docs/benchmarks.md). Clamped to
-// [1, nchannels]. Pure.
-int channelThreads(int nchannels, int wanted, int affinityCpus, int onlineCpus, int machineNranks);
+// Pure: the channel threads rank `r` asks for, 0 for one per channel. Its RECCL_CHANNEL_THREADS
+// when set; else 1 when its share of the CPUs is less than two (its usable CPUs, or its machine's
+// online CPUs over the communicator's ranks there, whichever is less; unknown counts are left
+// out), so that its channels run one after another; else 0. On the 2-vCPU testbed (one rank per
+// host, both on one machine) two channel threads per rank cost 8-15 % of the bus bandwidth
+// against one (docs/benchmarks.md, "Channels in turn").
+int rankChannelThreads(const RankInfo& r, int machineNranks);
 
 // The rail a sender uses for a channel: its primary NIC (local rank mod rails) shifted by channel.
 inline int railFor(const Topology& t, int senderRank, int channel) {

@@ -202,6 +202,9 @@ std::vector<std::byte> encodeRankInfo(const RankInfo& r) {
   w.num<uint32_t>(r.slots);
   w.num<int32_t>(r.nchannels);
   w.num<uint32_t>(r.flags);
+  w.num<uint16_t>(r.cpus);
+  w.num<uint16_t>(r.onlineCpus);
+  w.num<int32_t>(r.channelThreads);
   w.num<uint16_t>(static_cast<uint16_t>(r.nics.size()));
   for (const auto& n : r.nics) {
     w.str(n.name);
@@ -220,13 +223,15 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in) {
   if (!rd.num(&version) || version != kProtocolVersion) return bad("rank info: bad version");
   if (!rd.num(&r.rank) || !rd.str(&r.hostId, 512) || !rd.str(&r.hostName, 256) || !rd.num(&r.pid) ||
       !rd.num(&r.dataPort) || !rd.num(&r.chunkBytes) || !rd.num(&r.slots) || !rd.num(&r.nchannels) ||
-      !rd.num(&r.flags) || !rd.num(&nnics))
+      !rd.num(&r.flags) || !rd.num(&r.cpus) || !rd.num(&r.onlineCpus) || !rd.num(&r.channelThreads) ||
+      !rd.num(&nnics))
     return bad("rank info: truncated");
   if (r.rank < 0 || r.rank >= kMaxRanks) return bad("rank info: bad rank");
   if (!printable(r.hostId) || !printable(r.hostName)) return bad("rank info: bad host identity");
   if (nnics > kMaxNics) return bad("rank info: too many NICs");
   if (r.chunkBytes == 0 || r.slots == 0 || r.slots > 1024) return bad("rank info: bad slot geometry");
   if (r.nchannels < 0 || r.nchannels > 64) return bad("rank info: bad channel count");
+  if (r.channelThreads < 0 || r.channelThreads > 64) return bad("rank info: bad channel thread count");
   for (uint16_t i = 0; i < nnics; ++i) {
     NicInfo n;
     if (!rd.str(&n.name, 15) || !rd.num(&n.addr)) return bad("rank info: truncated NIC list");

@@ -14,7 +14,7 @@
 namespace reccl::core {
 
 inline constexpr uint32_t kHelloMagic = 0x4c4c4852;  // "RHLL"
-inline constexpr uint16_t kProtocolVersion = 1;
+inline constexpr uint16_t kProtocolVersion = 2;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kHelloReplyBytes = 24;
 inline constexpr size_t kShmNameMax = 63;
@@ -77,6 +77,12 @@ struct RankInfo {
   uint32_t slots = 0;
   int32_t nchannels = 0;  // RECCL_NCHANNELS of this rank (0: one per NIC)
   uint32_t flags = 0;     // bit 0: shared memory disabled
+  // What the channel threads are agreed from (core::computeTopology): the CPUs this rank may use
+  // (its affinity set, capped by its cgroup's CPU quota), the CPUs online on its machine (0:
+  // unknown), and its RECCL_CHANNEL_THREADS (0: auto).
+  uint16_t cpus = 0;
+  uint16_t onlineCpus = 0;
+  int32_t channelThreads = 0;
   std::vector<NicInfo> nics;
 };
 inline constexpr size_t kMaxNics = 64;

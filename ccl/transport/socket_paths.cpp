@@ -83,7 +83,9 @@ bool SocketSendPath::advanceIov(size_t n) {
     iovec& v = iov_[iovFirst_];
     if (n >= v.iov_len) {
       n -= v.iov_len;
-      if (iovStep_[iovFirst_] != 0) fullySent_.store(iovStep_[iovFirst_], std::memory_order_release);
+      // seq_cst, as heldAck_'s store and both loads: a sender that finishes a step and an ack
+      // that arrives meanwhile see each other's store on at least one side.
+      if (iovStep_[iovFirst_] != 0) fullySent_.store(iovStep_[iovFirst_]);
       ++iovFirst_;
     } else {
       v.iov_base = static_cast<char*>(v.iov_base) + n;
@@ -117,7 +119,7 @@ bool SocketSendPath::sendInline() noexcept {
     sent_ = posted;
     engine_->inlineSends.fetch_add(1, std::memory_order_relaxed);
     // An ack held for this step: the progress thread hands it to the port.
-    if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) engine_->kick();
+    if (heldAck_.load() > port_->acked()) engine_->kick();
     return true;
   }
   batchEnd_ = posted;  // the socket took part of it: the progress thread sends the rest
@@ -125,7 +127,7 @@ bool SocketSendPath::sendInline() noexcept {
 }
 
 void SocketSendPath::publishAcks() noexcept {
-  uint64_t a = std::min(heldAck_.load(std::memory_order_relaxed), fullySent_.load(std::memory_order_acquire));
+  uint64_t a = std::min(heldAck_.load(), fullySent_.load());
   if (a > port_->acked()) port_->onAck(a);
 }
 
@@ -215,7 +217,7 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
     ackFill_ -= off;
   }
   if (best > heldAck_.load(std::memory_order_relaxed)) {
-    heldAck_.store(best, std::memory_order_relaxed);
+    heldAck_.store(best);
     publishAcks();
   }
 }

@@ -27,7 +27,8 @@ struct Config {
   bool full;          // full type x op matrix (else a reduced one)
   const char* directMin = "64K";  // RECCL_DIRECT_{RECV,SEND}_MIN_BYTES (1: every ring step, 0: none)
   // RECCL_CHANNEL_THREADS: the ranks share this machine's CPUs, so "0" runs channels in turn on
-  // a machine with fewer CPUs than twice the ranks; "16" runs them at once anywhere.
+  // a machine with fewer CPUs than twice the ranks; "16" runs them at once anywhere; "2" with 3
+  // channels: a worker takes channel 1, then channel 2.
   const char* threads = "0";
 };
 
@@ -71,6 +72,7 @@ INSTANTIATE_TEST_SUITE_P(
                     Config{"tcp2_nodirect", 2, false, "", "512K", "0", true, false, "0"},
                     Config{"tcp4_2ch", 4, false, "", "512K", "2", true, true, "64K", "16"},
                     Config{"tcp3_3ch_in_turn", 3, false, "ring", "4096", "3", false, true, "1", "1"},
+                    Config{"tcp3_3ch_2threads", 3, false, "ring", "4096", "3", false, false, "1", "2"},
                     Config{"shm4", 4, true, "", "512K", "0", true, true},
                     Config{"tcp5_rd", 5, false, "rd", "4096", "0", false, false},
                     Config{"shm6_ring", 6, true, "ring", "4096", "2", false, false, "64K", "16"},

@@ -5,7 +5,7 @@
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective);
 // WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
-// (ranks that run their channels in turn next to ranks that run them at once).
+// (ranks that ask for different channel threads).
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <algorithm>
 #include <chrono>

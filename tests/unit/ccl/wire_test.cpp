@@ -115,10 +115,16 @@ TEST(CclWire, RankInfoAndTable) {
   r.dataPort = 1234;
   r.chunkBytes = 4096;
   r.slots = 8;
+  r.cpus = 3;
+  r.onlineCpus = 96;
+  r.channelThreads = 2;
   r.nics = {{"rail0", 1}, {"rail1", 2}};
   auto b = core::encodeRankInfo(r);
   auto d = core::decodeRankInfo(b);
   ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->cpus, 3);
+  EXPECT_EQ(d->onlineCpus, 96);
+  EXPECT_EQ(d->channelThreads, 2);
   EXPECT_EQ(d->nics.size(), 2u);
   EXPECT_EQ(d->nics[1].name, "rail1");
   for (size_t cut = 0; cut < b.size(); ++cut) EXPECT_FALSE(core::decodeRankInfo(std::span(b).first(cut)).ok());
@@ -196,16 +202,60 @@ TEST(CclTopology, RanksOnTheSameMachine) {
   EXPECT_EQ(core::computeTopology(t, 4).machineNranks, 1);
 }
 
-TEST(CclTopology, ChannelThreadsFollowTheRanksShareOfTheCpus) {
-  EXPECT_EQ(core::channelThreads(2, 0, 2, 2, 2), 1);    // the testbed: 2 ranks on a 2-vCPU machine
-  EXPECT_EQ(core::channelThreads(2, 0, 2, 2, 1), 2);    // one rank there
-  EXPECT_EQ(core::channelThreads(4, 0, 64, 64, 8), 4);  // 8 CPUs each
-  EXPECT_EQ(core::channelThreads(4, 0, 1, 64, 8), 1);   // pinned to one CPU
-  EXPECT_EQ(core::channelThreads(2, 0, 3, 3, 2), 1);    // 1.5 CPUs each
-  EXPECT_EQ(core::channelThreads(2, 0, 0, 0, 0), 1);    // nothing known
-  EXPECT_EQ(core::channelThreads(2, 3, 1, 1, 4), 2);    // asked for: at most one per channel
-  EXPECT_EQ(core::channelThreads(4, 2, 1, 1, 4), 2);
-  EXPECT_EQ(core::channelThreads(1, 0, 64, 64, 1), 1);
+// A rank asks for one channel thread when its share of the CPUs is below two, and the
+// communicator runs the smallest any rank asks for, on every rank.
+TEST(CclTopology, ChannelThreadsAreAgreedFromEveryRanksShareOfTheCpus) {
+  auto rank = [](uint16_t cpus, uint16_t online, int32_t wanted) {
+    core::RankInfo r;
+    r.cpus = cpus;
+    r.onlineCpus = online;
+    r.channelThreads = wanted;
+    return r;
+  };
+  EXPECT_EQ(core::rankChannelThreads(rank(2, 2, 0), 2), 1);    // the testbed: 2 ranks on 2 vCPUs
+  EXPECT_EQ(core::rankChannelThreads(rank(2, 2, 0), 1), 0);    // one rank there: one per channel
+  EXPECT_EQ(core::rankChannelThreads(rank(64, 64, 0), 8), 0);  // 8 CPUs each
+  EXPECT_EQ(core::rankChannelThreads(rank(1, 64, 0), 8), 1);   // pinned to one CPU (or a 1-CPU quota)
+  EXPECT_EQ(core::rankChannelThreads(rank(3, 3, 0), 2), 1);    // 1.5 CPUs each
+  EXPECT_EQ(core::rankChannelThreads(rank(0, 0, 0), 4), 0);    // nothing known: as before
+  EXPECT_EQ(core::rankChannelThreads(rank(0, 4, 0), 4), 1);    // only the online count known
+  EXPECT_EQ(core::rankChannelThreads(rank(1, 1, 3), 4), 3);    // asked for
+
+  // Four ranks on three machines; rank 2 is pinned to one CPU. Every rank agrees on one thread.
+  std::vector<core::RankInfo> t = {rank(16, 16, 0), rank(16, 16, 0), rank(1, 16, 0), rank(16, 16, 0)};
+  const char* ids[] = {"m1/a/net:1", "m1/b/net:2", "m2/a/net:1", "m3/a/net:1"};
+  for (int r = 0; r < 4; ++r) {
+    t[r].rank = r;
+    t[r].hostId = ids[r];
+    t[r].nics = {{"rail0", 1}, {"rail1", 2}};
+    t[r].nchannels = 3;
+  }
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(core::computeTopology(t, r).channelThreads, 1) << "rank " << r;
+  t[2].cpus = 16;  // no one limits: one thread per channel
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(core::computeTopology(t, r).channelThreads, 3) << "rank " << r;
+  t[1].channelThreads = 2;  // asked for by one rank: everyone
+  t[3].channelThreads = 5;  // more than channels: no limit beyond them
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(core::computeTopology(t, r).channelThreads, 2) << "rank " << r;
+  // 2 CPUs over the two ranks of machine m1: below two each.
+  t[1].channelThreads = 0;
+  t[0].onlineCpus = t[1].onlineCpus = 2;
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(core::computeTopology(t, r).channelThreads, 1) << "rank " << r;
+}
+
+TEST(CclTopology, MachineAndCgroupCpuQuota) {
+  EXPECT_EQ(core::machineOf("boot/host/net:1"), "boot");
+  EXPECT_EQ(core::machineOf("/host/net:1"), "/host/net:1");  // no boot id: the host is all we know
+  EXPECT_EQ(core::machineOf("boot"), "boot");
+  EXPECT_EQ(core::cpusFromCpuMax("max 100000"), 0);
+  EXPECT_EQ(core::cpusFromCpuMax("max 100000\n"), 0);
+  EXPECT_EQ(core::cpusFromCpuMax("200000 100000\n"), 2);
+  EXPECT_EQ(core::cpusFromCpuMax("150000 100000"), 2);  // rounded up
+  EXPECT_EQ(core::cpusFromCpuMax("50000 100000"), 1);
+  EXPECT_EQ(core::cpusFromCpuMax("100000"), 0);
+  EXPECT_EQ(core::cpusFromCpuMax("x 100000"), 0);
+  EXPECT_EQ(core::cpusFromCpuMax("100000 0"), 0);
+  EXPECT_EQ(core::cpusFromCpuMax(""), 0);
+  EXPECT_GE(core::usableCpus(), 1);
 }
 
 TEST(CclLaunchEnv, Launchers) {
