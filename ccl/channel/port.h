@@ -164,8 +164,7 @@ class SendPort : public PortBase {
   uint64_t acked() const noexcept { return counters()->consumed.load(std::memory_order_acquire); }
   // Header + payload of a posted step as one contiguous frame in its slot (acked < step <=
   // posted). A direct step's payload is copied into its slot first (once), so transports that
-  // need one piece (relay pipes, a migration onto one) read the same bytes as a path that sends
-  // the parts.
+  // need one piece (relay pipes) read the same bytes as a path that sends the parts.
   std::span<const std::byte> frame(uint64_t step) const noexcept;
   // Header (in the slot) and payload (slot or the caller's memory) of a posted step, for
   // transports that send them as two pieces (no copy for direct steps).

@@ -449,16 +449,14 @@ Result<uint64_t> Failover::commitLocked(Conn& c, UniqueFd fd, uint32_t epoch, in
     // this end commits (seen: a request served ~0.7 s late on a busy machine resent 24 steps
     // through 8 slots, and the allreduce went wrong).
     uint64_t resume = std::max(std::min(peerReceived, posted), sp->acked());
-    // A socket path sends a step as two pieces, a direct step's payload from the caller's
-    // memory, which the algorithm leaves unchanged until the receiver has the step; duplicates
-    // the receiver already had are dropped there. So nothing is copied on the fault's path:
-    // frame() would copy each direct step's payload into its slot first, under this lock and
-    // before the resend starts, into slot pages direct sends never touched (measured: a run's
-    // first failover spent its milliseconds in those page faults). A relay pipe needs whole
-    // frames and copies later, on its own thread; it gets them copied now instead, while the
-    // caller's buffer is surely there (a resent duplicate can be acked before it is copied).
-    for (uint64_t s = resume + 1; s <= posted; ++s)
-      resent += relay ? sp->frame(s).size() - channel::kStepHeaderBytes : sp->frameParts(s).payload.size();
+    // Counted from the parts, which copy nothing: frame() would copy each direct step's payload
+    // into its slot first, under this lock and before the resend starts, into slot pages direct
+    // sends never touched (measured: a run's first failover spent its milliseconds in those page
+    // faults). A socket path sends the parts, a direct step's payload from the caller's memory; a
+    // relay pipe needs whole frames and copies each on its own thread as it writes it. Either
+    // reads the caller's buffer before the step's ack can reach the algorithm, since a send path
+    // holds an ack until the step has left whole (SocketSendPath::heldAck_, RelaySendPath).
+    for (uint64_t s = resume + 1; s <= posted; ++s) resent += sp->frameParts(s).payload.size();
     if (reply) {
       reply->epoch = epoch;
       std::array<std::byte, kMigrateReplyBytes> rb;

@@ -127,13 +127,15 @@ bool SocketSendPath::sendInline() noexcept {
 }
 
 void SocketSendPath::publishAcks() noexcept {
-  uint64_t a = std::min(heldAck_.load(), fullySent_.load());
+  uint64_t held = heldAck_.load();
+  if (held <= port_->acked()) return;  // the common case: nothing held
+  uint64_t a = std::min(held, fullySent_.load());
   if (a > port_->acked()) port_->onAck(a);
 }
 
 void SocketSendPath::pump(SocketEngine& engine) {
   if (dead_) return;
-  if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) publishAcks();
+  publishAcks();
   // The poster holds the lock only while it sends a step inline; it kicks us when it leaves
   // work behind, so skipping the path meanwhile loses nothing.
   std::unique_lock lk(txMu_, std::try_to_lock);
@@ -193,7 +195,7 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
         batchEnd_ = 0;
       }
     }
-    if (heldAck_.load(std::memory_order_relaxed) > port_->acked()) publishAcks();
+    publishAcks();
     return;
   }
   // ack receive

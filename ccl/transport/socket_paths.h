@@ -56,7 +56,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   // Consumes n sent bytes from iov_ (advancing fullySent_ past each step whose last byte went);
   // true when all of it is sent.
   bool advanceIov(size_t n);
-  // Progress thread: hands the receiver's acks to the port, never beyond fullySent_.
+  // Progress thread: hands a held ack to the port, never beyond fullySent_ (cheap when none is
+  // held).
   void publishAcks() noexcept;
 
   SocketEngine* engine_;

@@ -23,15 +23,22 @@
 #include "coll_check.h"
 #include "reccl/reccl.h"
 
+namespace {
+// "a,b,c" -> {"a", "b", "c"}.
+std::vector<std::string> commaList(const char* list) {
+  std::vector<std::string> each;
+  for (const char* p = list;; ++p) {
+    const char* end = strchr(p, ',');
+    each.emplace_back(p, end ? end : p + strlen(p));
+    if (!end) return each;
+    p = end;
+  }
+}
+}  // namespace
+
 int main() {
   if (const char* list = getenv("WORKER_CHANNEL_THREADS")) {
-    std::vector<std::string> each;
-    for (const char* p = list;; ++p) {
-      const char* end = strchr(p, ',');
-      each.emplace_back(p, end ? end : p + strlen(p));
-      if (!end) break;
-      p = end;
-    }
+    std::vector<std::string> each = commaList(list);
     const char* r = getenv("RANK");
     setenv("RECCL_CHANNEL_THREADS", each[static_cast<size_t>(r ? atoi(r) : 0) % each.size()].c_str(), 1);
   }
@@ -51,14 +58,13 @@ int main() {
   std::vector<size_t> counts = {0, 1, 7};
   if (const char* c = getenv("WORKER_COUNTS")) {
     counts.clear();
-    for (const char* p = c; *p;) {
+    for (const std::string& item : commaList(c)) {
       char* end = nullptr;
-      counts.push_back(strtoull(p, &end, 10));
-      if (end == p) {
+      counts.push_back(strtoull(item.c_str(), &end, 10));
+      if (item.empty() || *end != '\0') {
         fprintf(stderr, "worker: WORKER_COUNTS: expected a comma list of counts, got '%s'\n", c);
         return 1;
       }
-      p = *end == ',' ? end + 1 : end;
     }
   }
   if (getenv("WORKER_MATRIX") && getenv("WORKER_COMMS") && atoi(getenv("WORKER_COMMS")) == 2) {
