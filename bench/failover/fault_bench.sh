@@ -23,7 +23,10 @@
 # The JSON's "machine" says how many ran and the CPU they took during the run, paused or not.
 # --trace-waits US (runqslower from libbpf-tools during the fault runs: each time a reccl thread
 # waited US or more between its wake-up and a CPU, and which task the CPU switched from; counted
-# per task name in the JSON's "machine", the lines in FILE.logs/waits.txt).
+# per task name in the JSON's "machine", the lines in FILE.logs/waits.txt). --trace-bursts
+# (bpftrace kthread_bursts.bt during the fault runs: every time a kernel thread held a CPU for 1 ms
+# or more without a break; the report lays them over each fault's stall, per source in the JSON,
+# the lines in FILE.logs/bursts.txt; mounts tracefs for the run when it is not).
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -44,6 +47,8 @@ NAME="fb$$"
 FIFO=0
 PAUSE_DAMON=0
 TRACE_US=0
+TRACE_BURSTS=0
+TRACEFS_MOUNTED=0  # --trace-bursts mounted tracefs (cleanup unmounts it)
 
 usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
@@ -63,6 +68,7 @@ while [[ $# -gt 0 ]]; do
     --fifo) FIFO="$2"; shift 2 ;;
     --pause-damon) PAUSE_DAMON=1; shift ;;
     --trace-waits) TRACE_US="$2"; shift 2 ;;
+    --trace-bursts) TRACE_BURSTS=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fault_bench.sh: unknown argument $1 (try --help)" >&2; exit 64 ;;
   esac
@@ -89,6 +95,12 @@ TOOLS=("$BIN/reccl" "$BIN/reccl-bench")
 if ((TRACE_US > 0)); then
   RUNQSLOWER=$(command -v runqslower || true)
   [[ -n "$RUNQSLOWER" ]] || { echo "fault_bench.sh: --trace-waits needs runqslower (libbpf-tools; scripts/setup.sh)" >&2; exit 77; }
+fi
+BURSTS_BT="$(dirname "$0")/kthread_bursts.bt"
+if ((TRACE_BURSTS)); then
+  BPFTRACE=$(command -v bpftrace || true)
+  [[ -n "$BPFTRACE" ]] || { echo "fault_bench.sh: --trace-bursts needs bpftrace (scripts/setup.sh)" >&2; exit 77; }
+  [[ -r "$BURSTS_BT" ]] || { echo "fault_bench.sh: missing $BURSTS_BT" >&2; exit 77; }
 fi
 for tool in "${TOOLS[@]}"; do
   [[ -x "$tool" ]] || { echo "fault_bench.sh: missing $tool (build it first)" >&2; exit 77; }
@@ -121,6 +133,8 @@ cleanup() {
   trap - EXIT INT TERM
   local st
   [[ -z "${TRACER:-}" ]] || { kill "$TRACER" 2>/dev/null || true; wait "$TRACER" 2>/dev/null || true; }
+  [[ -z "${BTRACER:-}" ]] || { kill -INT "$BTRACER" 2>/dev/null || true; wait "$BTRACER" 2>/dev/null || true; }
+  ((!TRACEFS_MOUNTED)) || umount /sys/kernel/tracing 2>/dev/null || echo "fault_bench.sh: could not unmount tracefs" >&2
   for st in "${DAMON_PAUSED[@]}"; do
     echo on >"$st" 2>/dev/null || echo "fault_bench.sh: could not turn DAMON back on: $st" >&2
   done
@@ -140,6 +154,7 @@ cleanup() {
       if compgen -G "$WORK/fault_*.log" >/dev/null && mkdir -p "$logs"; then
         cp "$WORK"/fault_*.log "$logs"/ && echo "fault_bench.sh: the fault runs' rank logs: $logs" >&2
         [[ ! -s "$WORK/waits.txt" ]] || cp "$WORK/waits.txt" "$logs"/
+        [[ ! -s "$WORK/bursts.txt" ]] || cp "$WORK/bursts.txt" "$logs"/
       fi
       rm -rf "$WORK"
     fi
@@ -163,6 +178,12 @@ else
   step "machine: ${#DAMON_ON[@]} DAMON kdamond(s) on$( ((${#DAMON_ON[@]})) && echo ' (--pause-damon pauses them for the run)')"
 fi
 KDAMOND_TICKS0=$(kdamond_cpu_ticks)
+# --trace-bursts: bpftrace's tracepoints need tracefs; mounted for the run when it is not (and
+# unmounted by cleanup).
+if ((TRACE_BURSTS)) && [[ ! -d /sys/kernel/tracing/events/sched ]]; then
+  mount -t tracefs nodev /sys/kernel/tracing || { echo "fault_bench.sh: --trace-bursts: cannot mount tracefs" >&2; exit 77; }
+  TRACEFS_MOUNTED=1
+fi
 
 step "testbed $NAME: 2 hosts x 2 rails"
 "$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
@@ -217,22 +238,45 @@ PY
 # Same settings for every source: in-band stall check at 200 ms; hold-down 300 ms; flap damping
 # forgets within ~1 s (faults PERIOD_MS apart are separate events here, not a flapping link).
 FAULT_ENV=(RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=300 RECCL_DAMPING_HALFLIFE_MS=200)
-# --trace-waits: runqslower during each fault run only (its BPF programs load in ~0.3 s).
+# --trace-waits, --trace-bursts: runqslower, bpftrace during each fault run only (runqslower's
+# programs load in ~0.3 s).
 trace_start() {
+  if ((TRACE_BURSTS)); then
+    # Its first line ("Attaching N probes...") says the probes are in (a second or two); -B line:
+    # each line reaches the file as it is printed.
+    echo "# $1" >>"$WORK/bursts.txt"
+    local before i
+    before=$(wc -l <"$WORK/bursts.txt")
+    "$BPFTRACE" -B line "$BURSTS_BT" >>"$WORK/bursts.txt" 2>>"$WORK/bursts.err" &
+    BTRACER=$!
+    for ((i = 0; i < 200; i++)); do
+      (($(wc -l <"$WORK/bursts.txt") > before)) && break
+      kill -0 "$BTRACER" 2>/dev/null || { cat "$WORK/bursts.err" >&2; echo "fault_bench.sh: --trace-bursts: bpftrace failed" >&2; exit 1; }
+      sleep 0.1
+    done
+    ((i < 200)) || { echo "fault_bench.sh: --trace-bursts: bpftrace did not attach within 20 s" >&2; exit 1; }
+  fi
   ((TRACE_US > 0)) || return 0
   echo "# $1" >>"$WORK/waits.txt"
   "$RUNQSLOWER" -P "$TRACE_US" >>"$WORK/waits.txt" 2>&1 &
   TRACER=$!
   sleep 0.5
 }
-trace_stop() {  # SIGINT ends runqslower cleanly; a tracer that ignores it gets SIGTERM after 2 s
+trace_stop() {  # SIGINT ends runqslower and bpftrace cleanly; a tracer that ignores it gets SIGTERM after 2 s
+  if [[ -n "${BTRACER:-}" ]]; then
+    stop_tracer "$BTRACER"
+    BTRACER=
+  fi
   [[ -n "${TRACER:-}" ]] || return 0
-  kill -INT "$TRACER" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 20; i++)); do kill -0 "$TRACER" 2>/dev/null || break; sleep 0.1; done
-  kill -TERM "$TRACER" 2>/dev/null || true
-  wait "$TRACER" 2>/dev/null || true
+  stop_tracer "$TRACER"
   TRACER=
+}
+stop_tracer() {  # $1 pid
+  kill -INT "$1" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 20; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
 }
 for ((k = 0; k < ROUNDS; k++)); do
   loop_one "$k"
@@ -304,13 +348,14 @@ fi
 KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK)))
 ((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
-  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" <<'PY'
+  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" <<'PY'
 import json, sys
 a = sys.argv[2:]
 json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3], "down_ms": int(a[4]),
            "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
            "name": a[9], "fifo": int(a[10]), "settings": a[11],
            "machine": {"damon_kdamonds_on": int(a[12]), "damon_paused": int(a[13]) > 0,
-                       "kdamond_cpu_ms": int(a[14]), "trace_waits_us": int(a[15])}}, open(sys.argv[1], "w"))
+                       "kdamond_cpu_ms": int(a[14]), "trace_waits_us": int(a[15]),
+                       "trace_bursts": a[16] == "1"}}, open(sys.argv[1], "w"))
 PY
 python3 "$REPORT" "$WORK" "$OUT"

@@ -133,6 +133,73 @@ def waits_report(path):
             "p99_us": nearest_rank(lat, 0.99) if lat else 0, "cpu_from": top}
 
 
+GOAL_STALL_MS = 10.0  # the issue's goal: stall p99 within 10 ms with BPF detection
+
+
+def read_bursts(path):
+    """kthread_bursts.bt lines, per fault run ("# TAG" header before each): {tag: [(start_ns,
+    end_ns, kernel thread name)]}."""
+    runs, cur = {}, None
+    for line in open(path, errors="replace"):
+        if line.startswith("# "):
+            cur = runs.setdefault(line[2:].strip(), [])
+            continue
+        p = line.split(None, 4)
+        if cur is None or len(p) < 5 or p[0] != "burst":
+            continue
+        cur.append((int(p[2]), int(p[3]), p[4].strip()))
+    return runs
+
+
+def fold(name):
+    """kdamond.0 -> kdamond, ksoftirqd/1 -> ksoftirqd, kworker/0:1-mm -> kworker."""
+    return re.split(r"[/.]", name)[0]
+
+
+def lay_bursts(segments, tags, bursts):
+    """Marks each fault with the longest kernel-thread burst (kthread_bursts.bt) that overlapped its
+    stall [fault, fault + stall] and sums up per source: how many faults over the goal had one, how
+    many within it had one, and the stall without the faults that had one."""
+    over, within, clean, by = 0, 0, [], {}
+    over_with, within_with = 0, 0
+    for seg, tag in zip(segments, tags):
+        t0 = seg.get("t0_mono_ns")
+        for f in seg.get("faults") or []:
+            if f.get("stall_ms") is None or t0 is None or f.get("at_s") is None:
+                continue
+            lo = t0 + int(round(f["at_s"] * 1e9))
+            hi = lo + int(round(f["stall_ms"] * 1e6))
+            hit = [(e - s, name) for s, e, name in bursts.get(tag, []) if s < hi and e > lo]
+            longest = max(hit) if hit else None
+            f["kthread_burst_ms"] = longest[0] / 1e6 if longest else 0.0
+            f["kthread_burst_thread"] = longest[1] if longest else None
+            if f["stall_ms"] > GOAL_STALL_MS:
+                over += 1
+                if hit:
+                    over_with += 1
+                    by[fold(longest[1])] = by.get(fold(longest[1]), 0) + 1
+            else:
+                within += 1
+                within_with += 1 if hit else 0
+            if not hit:
+                clean.append(f["stall_ms"])
+    return {"faults_over_goal": over, "over_goal_with_a_burst": over_with, "faults_within_goal": within,
+            "within_goal_with_a_burst": within_with, "over_goal_by_thread": by,
+            "stall_ms_faults_without_a_burst": spread(clean)}
+
+
+def bursts_summary(bursts):
+    """Every burst traced during the fault runs: count, longest, per kernel thread (folded)."""
+    every = [(e - s, name) for runs in bursts.values() for s, e, name in runs]
+    per = {}
+    for d, name in every:
+        n, tot, mx = per.get(fold(name), (0, 0, 0))
+        per[fold(name)] = (n + 1, tot + d, max(mx, d))
+    top = sorted(per.items(), key=lambda kv: -kv[1][1])[:8]
+    return {"bursts": len(every), "max_ms": max(d for d, _ in every) / 1e6 if every else 0.0,
+            "per_thread": {k: {"bursts": n, "total_ms": tot / 1e6, "max_ms": mx / 1e6} for k, (n, tot, mx) in top}}
+
+
 def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
@@ -146,6 +213,11 @@ def report(work, out):
         waits = os.path.join(work, "waits.txt")
         if r["machine"].get("trace_waits_us") and os.path.exists(waits):
             r["machine"]["waits"] = waits_report(waits)
+    bursts = None
+    if r.get("machine", {}).get("trace_bursts"):
+        path = os.path.join(work, "bursts.txt")
+        bursts = read_bursts(path) if os.path.exists(path) else {}
+        r["machine"]["kthread_bursts"] = bursts_summary(bursts)
     wrong = 0
     b1, b2 = load(work, "base_one"), load(work, "base_two")
     r["runs"]["base_one_rail"], r["runs"]["base_two_rails"] = b1, b2
@@ -166,7 +238,7 @@ def report(work, out):
     r["sources"] = {}
     ratios = {}
     for s in sources:
-        segs = []
+        segs, tags = [], []
         for k in range(rounds):
             f = load(work, "fault_%s_r%d" % (s, k))
             r["runs"]["fault_%s_r%d" % (s, k)] = f
@@ -175,10 +247,14 @@ def report(work, out):
                 continue
             wrong += f["out_of_bounds"] + (0 if f["status"] == "ok" else 1)
             segs.append(f)
+            tags.append("fault_%s_r%d" % (s, k))
         if len(segs) < rounds:
             r["sources"][s] = {"error": "%d of %d rounds have no result" % (rounds - len(segs), rounds)}
             continue
+        lay = lay_bursts(segs, tags, bursts) if bursts is not None else None
         x = pool_source(segs)
+        if lay is not None:
+            x["kthread_bursts"] = lay
         x["rounds"] = paired_rounds(segs, loops)
         r["sources"][s] = x
         bw = x["busbw_gbps"]
@@ -309,6 +385,11 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
             print("reccl threads that waited >= %d us for a CPU in the fault runs: %d (p99 %d us); the CPU came from: %s"
                   % (m["trace_waits_us"], w["reccl_waits"], w["p99_us"],
                      ", ".join("%s %d" % kv for kv in w["cpu_from"].items())))
+        b = m.get("kthread_bursts")
+        if b:
+            print("kernel threads that held a CPU >= 1 ms without a break, in the fault runs: %d bursts, longest %.1f ms; %s"
+                  % (b["bursts"], b["max_ms"], ", ".join("%s %d (%.0f ms, longest %.1f)" % (
+                      k, v["bursts"], v["total_ms"], v["max_ms"]) for k, v in b["per_thread"].items())))
     print("fault-free busbw GB/s: one rail %s, two rails %s (ratio %s); one rail in the fault loop %s (per round: %s)"
           % (f2(one, 3), f2(two, 3), f2(two / one), f2(one_loop, 3),
              " ".join(f2(b, 3) for b in r["baseline_busbw_gbps"]["one_rail_fault_loop_per_round"])))
@@ -335,6 +416,16 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
         if rows and s != "none":
             print("degraded / one rail in the fault loop around it, per round (%s): %s (%d of %d rounds paired)" % (
                 s, " ".join(f2(row["ratio"], 3) for row in rows), r["sources"][s].get("rounds_paired", 0), len(rows)))
+    for s in sources:
+        b = r["sources"][s].get("kthread_bursts")
+        if b:
+            c = b["stall_ms_faults_without_a_burst"]
+            print("%s: of %d faults over %.0f ms, %d had a kernel thread's burst in their stall (%s); of %d within it, %d did;"
+                  " stall without those faults p50 %s p99 %s max %s ms (%d faults)" % (
+                      s, b["faults_over_goal"], GOAL_STALL_MS, b["over_goal_with_a_burst"],
+                      ", ".join("%s %d" % kv for kv in b["over_goal_by_thread"].items()) or "-",
+                      b["faults_within_goal"], b["within_goal_with_a_burst"], f2(c["p50"]), f2(c["p99"]),
+                      f2(c["max"]), c["n"]))
     print("ratios:")
     for k, v in ratios.items():
         goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""

@@ -1,7 +1,9 @@
 // bench/failover/fault_bench.sh end to end at small sizes on a real 2-host testbed with real
 // link-downs: the rounds run, the one-rail runs around them are paired, nothing wrong, and the
 // testbed gone afterwards; with --pause-damon the kernel's DAMON monitors that ran are off for the
-// run and on again after it. Needs root; skipped otherwise. The report itself: fault_report_test.
+// run and on again after it; with --trace-bursts (where bpftrace is installed) every fault run has
+// its trace of kernel threads' bursts and tracefs is left as it was. Needs root; skipped otherwise.
+// The report itself: fault_report_test.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -70,6 +72,11 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
                                    "--rounds", "2", "--size", "1M", "--sources", "netlink", "--no-gloo",
                                    "--down-ms", "400", "--period-ms", "1100", "--baseline-iters", "5",
                                    "--pause-damon", "--out", (dir / "fb.json").string()};
+  // --trace-bursts where bpftrace is (scripts/setup.sh installs it): tracefs mounted for the run
+  // when it is not, and left as it was.
+  const bool bursts = std::system("command -v bpftrace >/dev/null 2>&1") == 0;
+  if (bursts) args.push_back("--trace-bursts");
+  const bool tracefsBefore = fs::exists("/sys/kernel/tracing/events/sched");
   const auto damonBefore = kdamondsOn();
   const bool onlyAdminKdamonds = kdamondThreads() == damonBefore.size();
   DamonRestore restore{damonBefore};
@@ -96,6 +103,16 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
     const fs::path log = dir / "fb.logs" / round;
     ASSERT_TRUE(fs::exists(log)) << log << "\n" << out;
     EXPECT_NE(slurp(log).find("# stall"), std::string::npos) << log;
+  }
+  if (bursts) {
+    const std::string trace = slurp(dir / "fb.logs" / "bursts.txt");
+    for (const char* tag : {"# fault_netlink_r0\nAttaching", "# fault_netlink_r1\nAttaching"})
+      EXPECT_NE(trace.find(tag), std::string::npos) << "each fault run traced, from its start:\n" << trace;
+    ASSERT_TRUE(s.contains("kthread_bursts")) << s.dump();
+    EXPECT_EQ(s["kthread_bursts"]["faults_over_goal"].get<int>() + s["kthread_bursts"]["faults_within_goal"].get<int>(),
+              3);
+    EXPECT_TRUE(j["machine"].contains("kthread_bursts"));
+    EXPECT_EQ(fs::exists("/sys/kernel/tracing/events/sched"), tracefsBefore) << "tracefs left changed";
   }
   // DAMON: counted, paused (no kdamond thread ran, so none took CPU), and back on afterwards.
   EXPECT_EQ(kdamondsOn(), damonBefore) << "fault_bench.sh --pause-damon left DAMON changed";

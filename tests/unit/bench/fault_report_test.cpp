@@ -162,6 +162,63 @@ TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
       << text;
 }
 
+// fault_bench.sh --trace-bursts: kthread_bursts.bt's lines laid over each fault's stall
+// [fault, fault + stall], per fault run: a burst counts for a fault only when it overlaps that
+// fault's stall in that run's trace.
+TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
+  meta(2, 4, {{"damon_kdamonds_on", 1}, {"damon_paused", false}, {"kdamond_cpu_ms", 900}, {"trace_waits_us", 0},
+              {"trace_bursts", true}});
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  for (int k = 0; k < 3; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
+  // Round 0: t0 = 1 s; faults at +1 s (stall 30 ms) and +2 s (stall 4 ms). Round 1: t0 = 10 s;
+  // faults at +1 s (stall 12 ms) and +2 s (stall 5 ms).
+  json r0 = faults({30.0, 4.0}, 1.0), r1 = faults({12.0, 5.0}, 1.0);
+  r0["t0_mono_ns"] = 1000000000LL;
+  r1["t0_mono_ns"] = 10000000000LL;
+  for (json* r : {&r0, &r1}) {
+    (*r)["faults"][0]["at_s"] = 1.0;
+    (*r)["faults"][1]["at_s"] = 2.0;
+  }
+  write("fault_bpf_r0", r0);
+  write("fault_bpf_r1", r1);
+  std::ofstream(dir_ / "bursts.txt")
+      << "# fault_bpf_r0\n"
+      << "Attaching 2 probes...\n"
+      << "burst 1 1990000000 2014000000 kdamond.0\n"      // 24 ms, begins before round 0's first fault
+      << "burst 0 2020000000 2025000000 kdamond.0\n"      // 5 ms inside it: the longer one is named
+      << "burst 0 3010000000 3012000000 rcu_preempt\n"    // after round 0's second fault's stall
+      << "burst 1 11005000000 11007000000 kworker/1:2-mm\n"  // round 1's first fault, but in round 0's trace
+      << "# fault_bpf_r1\n"
+      << "Attaching 2 probes...\n"
+      << "burst 0 12004000000 12006000000 ksoftirqd/0\n";  // inside round 1's second fault (5 ms)
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& b = r["sources"]["bpf"]["kthread_bursts"];
+  EXPECT_EQ(b["faults_over_goal"], 2);
+  EXPECT_EQ(b["over_goal_with_a_burst"], 1) << "round 1's slow fault had no burst in its own trace";
+  EXPECT_EQ(b["over_goal_by_thread"]["kdamond"], 1);
+  EXPECT_EQ(b["faults_within_goal"], 2);
+  EXPECT_EQ(b["within_goal_with_a_burst"], 1);
+  EXPECT_EQ(b["stall_ms_faults_without_a_burst"]["n"], 2);
+  EXPECT_EQ(b["stall_ms_faults_without_a_burst"]["max"], 12.0);
+  const json& f0 = r["runs"]["fault_bpf_r0"]["faults"][0];
+  EXPECT_NEAR(f0["kthread_burst_ms"].get<double>(), 24.0, 1e-9);
+  EXPECT_EQ(f0["kthread_burst_thread"], "kdamond.0");
+  EXPECT_EQ(r["runs"]["fault_bpf_r0"]["faults"][1]["kthread_burst_thread"], nullptr);
+  EXPECT_EQ(r["runs"]["fault_bpf_r1"]["faults"][1]["kthread_burst_thread"], "ksoftirqd/0");
+  const json& m = r["machine"]["kthread_bursts"];
+  EXPECT_EQ(m["bursts"], 5);
+  EXPECT_NEAR(m["max_ms"].get<double>(), 24.0, 1e-9);
+  EXPECT_EQ(m["per_thread"]["kdamond"]["bursts"], 2);
+  EXPECT_NEAR(m["per_thread"]["kdamond"]["total_ms"].get<double>(), 29.0, 1e-9);
+  EXPECT_NE(text.find("bpf: of 2 faults over 10 ms, 1 had a kernel thread's burst in their stall (kdamond 1); of 2 "
+                      "within it, 1 did; stall without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
   meta(1, 1);
   write("base_one", plain(1.0));
