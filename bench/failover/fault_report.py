@@ -160,7 +160,7 @@ def lay_bursts(segments, tags, bursts):
     """Marks each fault with the longest kernel-thread burst (kthread_bursts.bt) that overlapped its
     stall [fault, fault + stall] and sums up per source: how many faults over the goal had one, how
     many within it had one, and the stall without the faults that had one."""
-    over, within, clean, by = 0, 0, [], {}
+    over, within, clean, by, held = 0, 0, [], {}, []
     over_with, within_with = 0, 0
     for seg, tag in zip(segments, tags):
         t0 = seg.get("t0_mono_ns")
@@ -169,10 +169,15 @@ def lay_bursts(segments, tags, bursts):
                 continue
             lo = t0 + int(round(f["at_s"] * 1e9))
             hi = lo + int(round(f["stall_ms"] * 1e6))
-            hit = [(e - s, name) for s, e, name in bursts.get(tag, []) if s < hi and e > lo]
+            inside = [(s, e, name) for s, e, name in bursts.get(tag, []) if s < hi and e > lo]
+            hit = [(e - s, name) for s, e, name in inside]
             longest = max(hit) if hit else None
             f["kthread_burst_ms"] = longest[0] / 1e6 if longest else 0.0
             f["kthread_burst_thread"] = longest[1] if longest else None
+            # The CPU time those bursts took inside the stall (both CPUs summed).
+            f["kthread_cpu_in_stall_ms"] = sum(min(e, hi) - max(s, lo) for s, e, _ in inside) / 1e6
+            if f["stall_ms"] > GOAL_STALL_MS and hit:
+                held.append(f["kthread_cpu_in_stall_ms"] / f["stall_ms"])
             if f["stall_ms"] > GOAL_STALL_MS:
                 over += 1
                 if hit:
@@ -185,6 +190,8 @@ def lay_bursts(segments, tags, bursts):
                 clean.append(f["stall_ms"])
     return {"faults_over_goal": over, "over_goal_with_a_burst": over_with, "faults_within_goal": within,
             "within_goal_with_a_burst": within_with, "over_goal_by_thread": by,
+            # Over the goal and with a burst: the share of the stall the kernel threads held a CPU.
+            "over_goal_kthread_cpu_share_p50": median(held),
             "stall_ms_faults_without_a_burst": spread(clean)}
 
 
@@ -420,10 +427,13 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
         b = r["sources"][s].get("kthread_bursts")
         if b:
             c = b["stall_ms_faults_without_a_burst"]
-            print("%s: of %d faults over %.0f ms, %d had a kernel thread's burst in their stall (%s); of %d within it, %d did;"
+            print("%s: of %d faults over %.0f ms, %d had a kernel thread's burst in their stall (%s; kernel threads held a"
+                  " CPU for %s of such a stall at the median); of %d within it, %d did;"
                   " stall without those faults p50 %s p99 %s max %s ms (%d faults)" % (
                       s, b["faults_over_goal"], GOAL_STALL_MS, b["over_goal_with_a_burst"],
                       ", ".join("%s %d" % kv for kv in b["over_goal_by_thread"].items()) or "-",
+                      "-" if b["over_goal_kthread_cpu_share_p50"] is None
+                      else "%.0f %%" % (100 * b["over_goal_kthread_cpu_share_p50"]),
                       b["faults_within_goal"], b["within_goal_with_a_burst"], f2(c["p50"]), f2(c["p99"]),
                       f2(c["max"]), c["n"]))
     print("ratios:")

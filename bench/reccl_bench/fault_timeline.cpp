@@ -80,7 +80,18 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
         si = i;
         break;
       }
-    bool failover = si < s.size() && s[si].failovers > fo0;
+    // The failover's own counters: the first sample from there on (before the next fault) whose
+    // failover count moved. The stamp may be in a sample taken before the count moved: the port
+    // stamps its first step as soon as the new path carries one, the count follows the commit's
+    // log line.
+    size_t ci = s.size();
+    if (si < s.size())
+      for (size_t i = si; i < s.size() && s[i].endNs < W; ++i)
+        if (s[i].failovers > fo0) {
+          ci = i;
+          break;
+        }
+    bool failover = ci < s.size();
     j["failover"] = failover;
     // Stall end: the latest resume stamp of this fault's migrations (after the fault, before
     // its recovery starts the fail-back's own migrations, and before the next fault). The
@@ -99,10 +110,10 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
       stall = resumeEnd ? ms(*resumeEnd - F) : *firstStep;
       stalls.push_back(*stall);
       if (j["in_collective"].get<bool>()) stallsInColl.push_back(*stall);
-      if (s[si].signalNs != sig0 && s[si].signalNs && s[si].commitNs >= s[si].signalNs) {
+      if (s[ci].signalNs != sig0 && s[ci].signalNs && s[ci].commitNs >= s[ci].signalNs) {
         // Signed: the in-band stall source dates its signal to the last ACK, before the fault.
-        detect = ms(int64_t(s[si].signalNs) - F);
-        sw = ms(int64_t(s[si].commitNs - s[si].signalNs));
+        detect = ms(int64_t(s[ci].signalNs) - F);
+        sw = ms(int64_t(s[ci].commitNs - s[ci].signalNs));
         detects.push_back(*detect);
         switches.push_back(*sw);
         resumes.push_back(*stall - *detect - *sw);

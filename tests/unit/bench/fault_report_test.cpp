@@ -206,6 +206,9 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   const json& f0 = r["runs"]["fault_bpf_r0"]["faults"][0];
   EXPECT_NEAR(f0["kthread_burst_ms"].get<double>(), 24.0, 1e-9);
   EXPECT_EQ(f0["kthread_burst_thread"], "kdamond.0");
+  // Inside round 0's first stall [2000, 2030] ms: 14 ms of the first burst and the 5 ms one.
+  EXPECT_NEAR(f0["kthread_cpu_in_stall_ms"].get<double>(), 19.0, 1e-9);
+  EXPECT_NEAR(b["over_goal_kthread_cpu_share_p50"].get<double>(), 19.0 / 30.0, 1e-9);
   EXPECT_EQ(r["runs"]["fault_bpf_r0"]["faults"][1]["kthread_burst_thread"], nullptr);
   EXPECT_EQ(r["runs"]["fault_bpf_r1"]["faults"][1]["kthread_burst_thread"], "ksoftirqd/0");
   const json& m = r["machine"]["kthread_bursts"];
@@ -213,8 +216,9 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   EXPECT_NEAR(m["max_ms"].get<double>(), 24.0, 1e-9);
   EXPECT_EQ(m["per_thread"]["kdamond"]["bursts"], 2);
   EXPECT_NEAR(m["per_thread"]["kdamond"]["total_ms"].get<double>(), 29.0, 1e-9);
-  EXPECT_NE(text.find("bpf: of 2 faults over 10 ms, 1 had a kernel thread's burst in their stall (kdamond 1); of 2 "
-                      "within it, 1 did; stall without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)"),
+  EXPECT_NE(text.find("bpf: of 2 faults over 10 ms, 1 had a kernel thread's burst in their stall (kdamond 1; kernel "
+                      "threads held a CPU for 63 % of such a stall at the median); of 2 within it, 1 did; stall "
+                      "without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)"),
             std::string::npos)
       << text;
 }

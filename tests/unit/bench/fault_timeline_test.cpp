@@ -87,6 +87,30 @@ TEST(FaultTimeline, FaultBetweenTwoCallsIsMigratedBeforeTheNextCall) {
   EXPECT_TRUE(r["busbw_after_gbps"].is_null()) << "no recovery, no after window";
 }
 
+TEST(FaultTimeline, AFirstStepStampedBeforeTheFailoverIsCountedStillCounts) {
+  // Seen in a 100-fault run: the fault lands between two calls (after iteration 5 ended at
+  // 599 ms), the new path's first step is stamped at 600.5 ms, and the counters read at 601 ms
+  // already hold that stamp but not yet the failover (counted with the commit's log line, after
+  // the path started), nor its signal; the next read (701 ms) holds both. The fault failed over.
+  auto s = timeline(20, 0, 0);
+  s[5].statsNs = 601 * kMs;
+  for (auto& x : s) {
+    if (x.statsNs >= 601 * kMs) x.firstStepNs = 600 * kMs + 500'000;
+    if (x.statsNs >= 700 * kMs) {
+      x.failovers = 2;
+      x.signalNs = 599 * kMs + 400'000;
+      x.commitNs = 600 * kMs;
+    }
+  }
+  auto j = analyzeFaults(s, {FaultMoment{599 * kMs + 300'000, -1, "link-down", "x"}}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_TRUE(r["failover"].get<bool>());
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 1.2, 1e-9);
+  EXPECT_NEAR(r["signal_after_fault_ms"].get<double>(), 0.1, 1e-9);
+  EXPECT_NEAR(r["fault_to_switch_ms"].get<double>(), 0.6, 1e-9);
+  EXPECT_EQ(j["summary"]["faults_with_failover"], 1);
+}
+
 TEST(FaultTimeline, StallEndsWhenTheHeldUpWorkMovesNotAtTheNextCall) {
   // Fault at 1090 ms, late in iteration 10 (ends 1099 ms): one connection had a step
   // outstanding, its first ack over the new path at 1093 ms; the other was idle, its new path
