@@ -379,6 +379,22 @@ std::vector<size_t> samplesFor(const std::string& coll, int rank, int n, size_t 
   return s;
 }
 
+// After a collective failed: the communicator is aborted, as an application would, and how long
+// that took is printed: an error must leave a communicator
+// that can be torn down at once, with nothing left hanging ("aborted rank R: result 0 (no error)
+// in N ms; async error: ..."). Returns `code`.
+int abortAfterError(recclComm_t comm, int rank, int code) {
+  recclResult_t async = recclSuccess;
+  recclCommGetAsyncError(comm, &async);
+  auto t0 = Clock::now();
+  recclResult_t rc = recclCommAbort(comm);
+  printf("aborted rank %d: result %d (%s) in %.0f ms; async error: %s\n", rank, static_cast<int>(rc),
+         recclGetErrorString(rc), std::chrono::duration<double, std::milli>(Clock::now() - t0).count(),
+         recclGetErrorString(async));
+  fflush(stdout);
+  return code;
+}
+
 }  // namespace
 
 double cpuUsNow() {
@@ -493,7 +509,7 @@ int main() {
       if (!setAdmin(*fault, true)) return 2;
       std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
     }
-    if (r != 0) return r;
+    if (r != 0) return abortAfterError(comm, rank, r);
     if (timeline) {
       timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
@@ -511,7 +527,7 @@ int main() {
       if (rc != recclSuccess) {
         fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
                 recclGetLastError(comm));
-        return 10 + rc;
+        return abortAfterError(comm, rank, 10 + rc);
       }
       if (stop) {
         ++it;

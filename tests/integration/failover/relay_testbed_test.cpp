@@ -121,6 +121,20 @@ TEST_F(Relay, AutoRelaysUnderNicAffinity) {
   EXPECT_GE(countMatches(t, "rank 0: failover of rank 3->0 ch 0 -> rail 0"), 1) << t;
 }
 
+// route=direct under the same NIC affinity: where auto relays (above), rank 1 moves its connection
+// onto host 0's other NIC itself; nothing is relayed anywhere.
+TEST_F(Relay, DirectUnderNicAffinityMovesOntoTheOtherNic) {
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(
+      startThenFail(&j, "RECCL_FAILOVER_ROUTE=direct RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_ITERS=120", 0, 1));
+  std::string t = finish(*j);
+  auto st = relayStats(t);
+  ASSERT_EQ(st.size(), 4u) << t;
+  for (auto& [r, v] : st) EXPECT_EQ(v.first + v.second, 0u) << "rank " << r << "\n" << t;
+  EXPECT_EQ(countMatches(t, "relayed via rank"), 0) << t;
+  EXPECT_GE(countMatches(t, "rank 1: failover of rank 1->2 ch 0 -> rail 0"), 1) << t;
+}
+
 // route=auto without affinity: every rank may use either NIC, so everything moves directly.
 TEST_F(Relay, AutoIsDirectWithoutAffinity) {
   std::unique_ptr<Job> j;

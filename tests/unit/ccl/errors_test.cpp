@@ -355,6 +355,21 @@ TEST(CclErrors, FailoverOffRunsWithoutItsThreads) {
 
 // The failover control threads carry their names and, at normal scheduling, the slice of
 // RECCL_FAILOVER_SLICE_US (on a kernel with custom slices); values out of range refuse init.
+// A route that is not auto, direct or relay fails the communicator's set-up, naming the setting.
+TEST(CclErrors, AnUnknownFailoverRouteIsRefused) {
+  for (const char* bad : {"sideways", "Direct"}) {  // (empty is unset: the default, auto)
+    ScopedEnv f("RECCL_FAILOVER_ROUTE", bad);
+    Comms c(2);
+    EXPECT_FALSE(c.ok()) << "RECCL_FAILOVER_ROUTE=" << bad;
+    EXPECT_NE(c.error().find(std::string("RECCL_FAILOVER_ROUTE=") + bad + " is not auto, direct or relay"),
+              std::string::npos)
+        << c.error();
+  }
+  ScopedEnv f("RECCL_FAILOVER_ROUTE", "direct");
+  Comms c(2);
+  EXPECT_TRUE(c.ok()) << c.error();
+}
+
 TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
   // se.slice (ns) of each of this process's threads called `name`.
   auto slices = [](const std::string& name) {
