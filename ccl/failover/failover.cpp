@@ -194,6 +194,15 @@ std::vector<int> Failover::railLoads() {
   return load;
 }
 
+std::vector<int> Failover::railLoads(Role role) {
+  std::vector<int> load(nrails_, 0);
+  for (auto& c : snapshot()) {
+    int r = c->rail.load();
+    if (c->role == role && r >= 0 && r < nrails_) ++load[r];
+  }
+  return load;
+}
+
 int Failover::railForNewConnection(int peer, int preferred) {
   auto w = railWeights(peer);
   if (preferred >= 0 && preferred < nrails_ && w[preferred] > 0) return preferred;

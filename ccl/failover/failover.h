@@ -113,6 +113,10 @@ class Failover {
     std::mutex sbMu;
     UniqueFd standby;
     int standbyRail = -1;
+    // The rail of its standby, made or being made (-1: none). The connections that share a rail
+    // land on their standbys together when it fails: the next standby's rail counts these
+    // (standbyRailFor), so that they spread over the other rails.
+    std::atomic<int> standbyTarget{-1};
     uint64_t standbyRetryNs = 0;            // after a failed try, not before this (CLOCK_MONOTONIC)
     std::atomic<bool> standbyMaking{false};  // a standby job is queued or running
   };
@@ -229,7 +233,12 @@ class Failover {
   // Monitor thread: queues standby jobs for connections without one; returns when to run next.
   uint64_t tendStandbys(uint64_t nowNs);
   void makeStandby(Conn& c);          // a migrator thread: connect + register at the peer
-  int standbyRailFor(Conn& c);
+  // The rail for c's standby: the lowest (load + 1) / weight over the usable rails other than
+  // c's, where load counts the connections of c's role on each rail plus the standbys of the
+  // others that share c's rail (they move together when it fails). With `score`: that cost for
+  // `score->first` and for the best rail, instead (tendStandbys' re-placement).
+  int standbyRailFor(Conn& c, std::pair<double, double>* score = nullptr, int scoreRail = -1);
+  std::mutex standbyPickMu_;  // a standby's rail is picked and claimed (standbyTarget) under it
   // Takes c's standby if it is on a rail usable for this job and still alive.
   UniqueFd takeStandby(Conn& c, const Job& j, const std::set<int>& tried, int* rail);
   void dropStandbys(int rail);        // a rail went down here: its standbys (both kinds) go
@@ -251,7 +260,10 @@ class Failover {
   uint64_t peerRails(int peer);
   void setPeerRails(int peer, uint64_t mask);
   std::vector<double> railWeights(int peer);
+  // Connections per rail: all of this rank's, or those where this rank has `role` (the senders
+  // load a NIC's transmit side, the receivers its receive side).
   std::vector<int> railLoads();
+  std::vector<int> railLoads(Role role);
   bool broken() const;
 
   // relay.cpp: the relay route (RECCL_FAILOVER_ROUTE) and this rank's relay server.

@@ -162,7 +162,7 @@ void Failover::runJob(const Job& j) {
     } else {
       for (int t : tried) weights[t] = 0;
       if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
-      rail = pickRail(railLoads(), weights, -1);
+      rail = pickRail(railLoads(c->role), weights, -1);
       if (rail < 0 && j.reason == MigrateReason::kDegraded && cur == j.fromRail) {
         // A gray rail still carries bytes: with no healthy rail to move to, staying on it beats
         // any rail declared down and beats failing the communicator (a false DEGRADED on a
@@ -180,7 +180,7 @@ void Failover::runJob(const Job& j) {
         // up here, a fresh connection on it is worth a try before giving up.
         bool inBand = j.reason == MigrateReason::kStall || j.reason == MigrateReason::kSocketError;
         if (j.fromRail >= 0 && j.fromRail < nrails_ && !(inBand && railUp(j.fromRail))) any[j.fromRail] = 0;
-        rail = pickRail(railLoads(), any, -1);
+        rail = pickRail(railLoads(c->role), any, -1);
       }
     }
     if (rail < 0) {

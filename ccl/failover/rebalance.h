@@ -1,6 +1,10 @@
-// Which rail each TCP connection of a rank uses, from rail weights. Pure functions (unit-tested):
-// the failover layer calls them after a rail goes down (failover) and after it comes back
-// (fail-back), so surviving NICs share the load instead of one taking everything.
+// Which rail each TCP connection of a rank uses, from rail weights. Pure functions (unit-tested).
+// The failover layer calls pickRail for each connection it moves off a failed rail (counting the
+// connections of the same direction on each rail) and for each standby path (counting also the
+// standbys of the connections that share the connection's rail, which move together when it
+// fails), so that surviving NICs share the load instead of one taking everything; a fail-back
+// returns a connection to its own rail. assignRails is the same rule applied to a whole set at
+// once (the result those one-by-one picks reach from an even start).
 #pragma once
 
 #include <cstdint>

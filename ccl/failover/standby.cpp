@@ -33,6 +33,9 @@ constexpr uint64_t kCheckPeriodNs = 300'000'000;  // else a look at the standbys
 constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wait before the next
 constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
 constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
+// A standby in place is made anew on the best rail when its own rail costs more than this times
+// the best one's (standbyRailFor's (load + 1) / weight).
+constexpr double kReplaceStandbyCost = 1.25;
 
 // An idle standby has nothing in flight, so only keepalive can tell that it died: probe after
 // 1 s idle, every 1 s, give up after 3 unanswered (the kernel then errors the socket).
@@ -65,11 +68,22 @@ void closeStandby(UniqueFd& fd) noexcept {
 
 }  // namespace
 
-int Failover::standbyRailFor(Conn& c) {
+int Failover::standbyRailFor(Conn& c, std::pair<double, double>* score, int scoreRail) {
   auto w = railWeights(c.peer);
   int cur = c.rail.load();
   if (cur >= 0 && cur < nrails_) w[cur] = 0;
-  return pickRail(railLoads(), w, -1);
+  std::vector<int> load = railLoads(c.role);
+  for (auto& d : snapshot()) {
+    if (d.get() == &c || d->role != c.role || d->rail.load() != cur) continue;
+    int t = d->standbyTarget.load();
+    if (t >= 0 && t < nrails_) ++load[t];
+  }
+  int best = pickRail(load, w, -1);
+  if (score) {
+    auto cost = [&](int r) { return r >= 0 && r < nrails_ && w[r] > 0 ? (load[r] + 1) / w[r] : 0.0; };
+    *score = {cost(scoreRail), cost(best)};
+  }
+  return best;
 }
 
 uint64_t Failover::tendStandbys(uint64_t nowNs) {
@@ -90,10 +104,22 @@ uint64_t Failover::tendStandbys(uint64_t nowNs) {
         int sr = c->standbyRail;
         bool usable = sr != c->rail.load() && railUp(sr) && ((peerRails(c->peer) >> sr) & 1u) &&
                       standbyAlive(c->standby.get());
-        if (usable) continue;
-        RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired", rank_, connName(c->id).c_str(), sr);
+        // Placed when the loads were others (before a failover or fail-back moved connections):
+        // a standby whose rail now costs clearly more than the best one is made anew there, so
+        // the connections of a rail keep spreading when it fails. The margin keeps noise in the
+        // measured weights from moving standbys back and forth.
+        bool placed = true;
+        if (usable) {
+          std::pair<double, double> cost;
+          std::lock_guard pk(standbyPickMu_);
+          placed = standbyRailFor(*c, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second;
+        }
+        if (usable && placed) continue;
+        RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired%s", rank_, connName(c->id).c_str(), sr,
+                    usable ? " (another rail carries fewer of its rail's standbys)" : "");
         closeStandby(c->standby);
         c->standbyRail = -1;
+        c->standbyTarget.store(-1);
       }
       if (nowNs < c->standbyRetryNs) {
         next = std::min(next, c->standbyRetryNs);
@@ -119,8 +145,22 @@ uint64_t Failover::tendStandbys(uint64_t nowNs) {
 
 void Failover::makeStandby(Conn& c) {
   if (stop_.load() || broken() || c.port->failed()) return;
-  int rail = standbyRailFor(c);
+  int rail;
+  {
+    // Picked and claimed at once: standby jobs of the connections of one rail run side by side.
+    std::lock_guard pk(standbyPickMu_);
+    rail = standbyRailFor(c);
+    c.standbyTarget.store(rail);
+  }
   if (rail < 0) return;
+  // Every way out without a standby on `rail` gives the claim up.
+  struct Claim {
+    Conn& c;
+    bool kept = false;
+    ~Claim() {
+      if (!kept) c.standbyTarget.store(-1);
+    }
+  } claim{c};
   int peer = c.peer;
   const auto& pi = comm_.table_[peer];
   const auto& src = comm_.myNics_[rail];
@@ -167,9 +207,13 @@ void Failover::makeStandby(Conn& c) {
   armStandby(fd.get());
   std::lock_guard lk(c.sbMu);
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
-  if (c.standby || c.rail.load() == rail || !railUp(rail)) return closeStandby(fd);
+  if (c.standby || c.rail.load() == rail || !railUp(rail)) {
+    if (c.standby) claim.kept = true;  // the standby it has (its own claim) stays
+    return closeStandby(fd);
+  }
   c.standby = std::move(fd);
   c.standbyRail = rail;
+  claim.kept = true;
   RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d (%s)", rank_, connName(c.id).c_str(), rail,
               src.name.c_str());
 }
@@ -183,6 +227,7 @@ UniqueFd Failover::takeStandby(Conn& c, const Job& j, const std::set<int>& tried
     return UniqueFd();
   UniqueFd fd = std::move(c.standby);
   c.standbyRail = -1;
+  c.standbyTarget.store(-1);
   if (!standbyAlive(fd.get())) {
     RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d is dead; connecting instead", rank_,
                connName(c.id).c_str(), sr);
@@ -197,6 +242,7 @@ void Failover::dropStandbys(int rail) {
   for (auto& c : snapshot()) {
     std::lock_guard lk(c->sbMu);
     if (c->standby && c->standbyRail == rail) {
+      c->standbyTarget.store(-1);
       closeStandby(c->standby);
       c->standbyRail = -1;
     }

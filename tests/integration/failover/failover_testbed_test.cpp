@@ -204,7 +204,8 @@ TEST_F(Failover, InjectorFlapStormHostNicEveryCollective) {
 }
 
 // Every rail of host 0 down: no path is left; every rank errors within the failover timeout
-// (plus the stall time the far end needs to notice), nobody hangs.
+// (plus the stall time the far end needs to notice), nobody hangs, and each rank's communicator
+// is then aborted at once (recclCommAbort returns success within a second).
 TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
   Job j(testbed().name(),
         "RECCL_TIMEOUT_MS=60000 RECCL_STALL_TIMEOUT_MS=500 RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=60 "
@@ -226,6 +227,14 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
     // machine; the job's own timeouts are 60 s.
     EXPECT_LT(s, 3.0 + 5.0) << "rank " << r << " errored after " << s << " s\n" << t;
   }
+  std::regex aborted("aborted rank ([0-9]+): result ([0-9]+) \\([^)]*\\) in ([0-9]+) ms");
+  std::set<int> abortedRanks;
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), aborted); it != std::sregex_iterator(); ++it) {
+    abortedRanks.insert(std::stoi((*it)[1]));
+    EXPECT_EQ((*it)[2].str(), "0") << "recclCommAbort failed\n" << t;
+    EXPECT_LT(std::stoi((*it)[3]), 1000) << "abort took " << (*it)[3] << " ms\n" << t;
+  }
+  EXPECT_EQ(abortedRanks, (std::set<int>{0, 1})) << t;
 }
 
 // ---- link down mid-collective: every collective, each rail, sender and receiver side ----------
@@ -440,10 +449,11 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   const bool rail1WasGray = countMatches(t0, rail1Gray) > 0;
   link(false, 0, 1, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  if (!rail1WasGray)
+  if (!rail1WasGray) {
     EXPECT_TRUE(j.waitForMatch(toRail0, countMatches(j.text().substr(0, firstEnd), toRail0) + 1,
                                std::chrono::seconds(30)))
         << j.text();
+  }
   link(true, 0, 1, true);
   expectAllOk(j, 2);
   std::string t = j.text();
@@ -515,6 +525,43 @@ TEST_F(FailoverThreeRails, TwoFailuresDifferentRailsDifferentHosts) {
                 1)
           << dir << " ch " << ch << "\n"
           << t;
+}
+
+// ---- rebalancing: the displaced connections share the surviving rails ---------------------------
+//
+// 2 hosts x 3 rails, 4 channels: channel c's connections are on rail c % 3, so rail 0 carries
+// channels 0 and 3 (both directions) and rails 1 and 2 one channel each. When host 0 loses rail 0,
+// its two channels must not pile onto one surviving rail: one goes to rail 1, the other to rail 2
+// (equal weights, equal load), in each direction. Twice: after the fail-back the standbys were
+// placed while the connections sat elsewhere, and must have been spread again for the second.
+TEST_F(FailoverThreeRails, DisplacedChannelsShareTheSurvivingRails) {
+  Job j(testbed().name(), env("RECCL_NCHANNELS=4 WORKER_SECONDS=7 WORKER_COUNT=262144"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  link(false, 0, 0, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  link(true, 0, 0, true);
+  // Both directions of both channels back on rail 0, then time for the standbys' upkeep.
+  ASSERT_TRUE(j.waitForMatch("rank 0: fail-back of rank", 4, std::chrono::seconds(10))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  link(false, 0, 0, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  link(true, 0, 0, true);
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  for (const char* dir : {"0->1", "1->0"}) {
+    std::vector<std::set<int>> to(2);  // per fault: the rails channels 0 and 3 moved to
+    for (int ch : {0, 3}) {
+      std::regex r(std::string("rank 0: failover of rank ") + dir + " ch " + std::to_string(ch) + " -> rail ([0-9])");
+      size_t k = 0;
+      for (auto it = std::sregex_iterator(t.begin(), t.end(), r); it != std::sregex_iterator() && k < 2; ++it, ++k)
+        to[k].insert(std::stoi((*it)[1]));
+      ASSERT_EQ(k, 2u) << dir << " ch " << ch << ": two failovers expected\n" << t;
+    }
+    for (int k = 0; k < 2; ++k)
+      EXPECT_EQ(to[k], (std::set<int>{1, 2})) << dir << ", fault " << k + 1 << ": channels 0 and 3 on the same rail\n"
+                                              << t;
+  }
 }
 
 }  // namespace
