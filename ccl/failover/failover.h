@@ -117,6 +117,9 @@ class Failover {
     // land on their standbys together when it fails: the next standby's rail counts these
     // (standbyRailFor), so that they spread over the other rails.
     std::atomic<int> standbyTarget{-1};
+    // The rail a failover without a standby is moving it to (-1: none): counted by the next pick
+    // until the move is done (pickMoveRail), so that connections moving at once spread.
+    std::atomic<int> movingTo{-1};
     uint64_t standbyRetryNs = 0;            // after a failed try, not before this (CLOCK_MONOTONIC)
     std::atomic<bool> standbyMaking{false};  // a standby job is queued or running
   };
@@ -238,7 +241,10 @@ class Failover {
   // others that share c's rail (they move together when it fails). With `score`: that cost for
   // `score->first` and for the best rail, instead (tendStandbys' re-placement).
   int standbyRailFor(Conn& c, std::pair<double, double>* score = nullptr, int scoreRail = -1);
-  std::mutex standbyPickMu_;  // a standby's rail is picked and claimed (standbyTarget) under it
+  // A failover's rail when it has no standby: pickRail over the loads of c's direction plus the
+  // rails the others are moving to right now; claimed in c.movingTo.
+  int pickMoveRail(Conn& c, const std::vector<double>& weights);
+  std::mutex pickMu_;  // a rail is picked and claimed (standbyTarget, movingTo) under it
   // Takes c's standby if it is on a rail usable for this job and still alive.
   UniqueFd takeStandby(Conn& c, const Job& j, const std::set<int>& tried, int* rail);
   void dropStandbys(int rail);        // a rail went down here: its standbys (both kinds) go

@@ -162,7 +162,7 @@ void Failover::runJob(const Job& j) {
     } else {
       for (int t : tried) weights[t] = 0;
       if (j.fromRail >= 0 && j.fromRail < nrails_) weights[j.fromRail] = 0;
-      rail = pickRail(railLoads(c->role), weights, -1);
+      rail = pickMoveRail(*c, weights);
       if (rail < 0 && j.reason == MigrateReason::kDegraded && cur == j.fromRail) {
         // A gray rail still carries bytes: with no healthy rail to move to, staying on it beats
         // any rail declared down and beats failing the communicator (a false DEGRADED on a
@@ -180,7 +180,7 @@ void Failover::runJob(const Job& j) {
         // up here, a fresh connection on it is worth a try before giving up.
         bool inBand = j.reason == MigrateReason::kStall || j.reason == MigrateReason::kSocketError;
         if (j.fromRail >= 0 && j.fromRail < nrails_ && !(inBand && railUp(j.fromRail))) any[j.fromRail] = 0;
-        rail = pickRail(railLoads(c->role), any, -1);
+        rail = pickMoveRail(*c, any);
       }
     }
     if (rail < 0) {
@@ -196,6 +196,7 @@ void Failover::runJob(const Job& j) {
     Status err;
     bool viaStandby = static_cast<bool>(standby);
     Attempt a = attempt(*c, rail, j, deadline, std::move(standby), &err, &epoch, &resent, &tl);
+    c->movingTo.store(-1);  // done: committed (its rail counts now) or not
     if (a == Attempt::kDone) {
       if (viaStandby) standbyFailovers_.fetch_add(1);
       logMigration(*c, j, epoch, rail, resent, true, tl.commitNs, &tl);
@@ -631,6 +632,19 @@ void Failover::unrecoverable(Conn& c, const Status& s) {
   RECCL_WARN(kLogFailover, "%s", s.message().c_str());
   c.port->fail(s);
   comm_.breakComm(s);
+}
+
+int Failover::pickMoveRail(Conn& c, const std::vector<double>& weights) {
+  std::lock_guard pk(pickMu_);
+  std::vector<int> load = railLoads(c.role);
+  for (auto& d : snapshot()) {
+    if (d.get() == &c || d->role != c.role) continue;
+    int t = d->movingTo.load();
+    if (t >= 0 && t < nrails_ && t != d->rail.load()) ++load[t];
+  }
+  int r = pickRail(load, weights, -1);
+  c.movingTo.store(r);
+  return r;
 }
 
 void Failover::logMigration(const Conn& c, const Job& j, uint32_t epoch, int rail, uint64_t resent, bool initiated,

@@ -111,7 +111,7 @@ uint64_t Failover::tendStandbys(uint64_t nowNs) {
         bool placed = true;
         if (usable) {
           std::pair<double, double> cost;
-          std::lock_guard pk(standbyPickMu_);
+          std::lock_guard pk(pickMu_);
           placed = standbyRailFor(*c, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second;
         }
         if (usable && placed) continue;
@@ -148,7 +148,7 @@ void Failover::makeStandby(Conn& c) {
   int rail;
   {
     // Picked and claimed at once: standby jobs of the connections of one rail run side by side.
-    std::lock_guard pk(standbyPickMu_);
+    std::lock_guard pk(pickMu_);
     rail = standbyRailFor(c);
     c.standbyTarget.store(rail);
   }

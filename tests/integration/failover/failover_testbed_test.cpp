@@ -534,8 +534,14 @@ TEST_F(FailoverThreeRails, TwoFailuresDifferentRailsDifferentHosts) {
 // its two channels must not pile onto one surviving rail: one goes to rail 1, the other to rail 2
 // (equal weights, equal load), in each direction. Twice: after the fail-back the standbys were
 // placed while the connections sat elsewhere, and must have been spread again for the second.
-TEST_F(FailoverThreeRails, DisplacedChannelsShareTheSurvivingRails) {
-  Job j(testbed().name(), env("RECCL_NCHANNELS=4 WORKER_SECONDS=7 WORKER_COUNT=262144"), 120);
+// Without standbys (connect on fault), the moves run at once and must not all pick the same rail.
+class FailoverSpread : public FailoverThreeRails {
+ protected:
+  void expectDisplacedChannelsSpread(const std::string& extra);
+};
+
+void FailoverSpread::expectDisplacedChannelsSpread(const std::string& extra) {
+  Job j(testbed().name(), env("RECCL_NCHANNELS=4 WORKER_SECONDS=7 WORKER_COUNT=262144 " + extra), 120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   link(false, 0, 0, true);
@@ -562,6 +568,12 @@ TEST_F(FailoverThreeRails, DisplacedChannelsShareTheSurvivingRails) {
       EXPECT_EQ(to[k], (std::set<int>{1, 2})) << dir << ", fault " << k + 1 << ": channels 0 and 3 on the same rail\n"
                                               << t;
   }
+}
+
+TEST_F(FailoverSpread, DisplacedChannelsShareTheSurvivingRails) { expectDisplacedChannelsSpread(""); }
+
+TEST_F(FailoverSpread, DisplacedChannelsShareTheSurvivingRailsWithoutStandbys) {
+  expectDisplacedChannelsSpread("RECCL_FAILOVER_STANDBY=0");
 }
 
 }  // namespace
