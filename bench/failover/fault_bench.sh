@@ -50,7 +50,7 @@ TRACE_US=0
 TRACE_BURSTS=0
 TRACEFS_MOUNTED=0  # --trace-bursts mounted tracefs (cleanup unmounts it)
 
-usage() { sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -127,13 +127,22 @@ kdamond_cpu_ticks() {  # user + system clock ticks of every running kdamond thre
   echo "$t"
 }
 
+# SIGINT ends runqslower and bpftrace cleanly; a tracer that ignores it gets SIGTERM after 2 s.
+stop_tracer() {  # $1 pid
+  kill -INT "$1" 2>/dev/null || true
+  local i
+  for ((i = 0; i < 20; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
+  kill -TERM "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
 WORK="$(mktemp -d /tmp/reccl-fault-bench.XXXXXX)"
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   local st
   [[ -z "${TRACER:-}" ]] || { kill "$TRACER" 2>/dev/null || true; wait "$TRACER" 2>/dev/null || true; }
-  [[ -z "${BTRACER:-}" ]] || { kill -INT "$BTRACER" 2>/dev/null || true; wait "$BTRACER" 2>/dev/null || true; }
+  [[ -z "${BTRACER:-}" ]] || stop_tracer "$BTRACER"
   ((!TRACEFS_MOUNTED)) || umount /sys/kernel/tracing 2>/dev/null || echo "fault_bench.sh: could not unmount tracefs" >&2
   for st in "${DAMON_PAUSED[@]}"; do
     echo on >"$st" 2>/dev/null || echo "fault_bench.sh: could not turn DAMON back on: $st" >&2
@@ -155,6 +164,7 @@ cleanup() {
         cp "$WORK"/fault_*.log "$logs"/ && echo "fault_bench.sh: the fault runs' rank logs: $logs" >&2
         [[ ! -s "$WORK/waits.txt" ]] || cp "$WORK/waits.txt" "$logs"/
         [[ ! -s "$WORK/bursts.txt" ]] || cp "$WORK/bursts.txt" "$logs"/
+        [[ ! -s "$WORK/bursts.err" ]] || cp "$WORK/bursts.err" "$logs"/
       fi
       rm -rf "$WORK"
     fi
@@ -262,7 +272,7 @@ trace_start() {
   TRACER=$!
   sleep 0.5
 }
-trace_stop() {  # SIGINT ends runqslower and bpftrace cleanly; a tracer that ignores it gets SIGTERM after 2 s
+trace_stop() {
   if [[ -n "${BTRACER:-}" ]]; then
     stop_tracer "$BTRACER"
     BTRACER=
@@ -270,13 +280,6 @@ trace_stop() {  # SIGINT ends runqslower and bpftrace cleanly; a tracer that ign
   [[ -n "${TRACER:-}" ]] || return 0
   stop_tracer "$TRACER"
   TRACER=
-}
-stop_tracer() {  # $1 pid
-  kill -INT "$1" 2>/dev/null || true
-  local i
-  for ((i = 0; i < 20; i++)); do kill -0 "$1" 2>/dev/null || break; sleep 0.1; done
-  kill -TERM "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
 }
 for ((k = 0; k < ROUNDS; k++)); do
   loop_one "$k"

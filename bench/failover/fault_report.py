@@ -161,20 +161,24 @@ def lay_bursts(segments, tags, bursts):
     stall [fault, fault + stall] and sums up per source: how many faults over the goal had one, how
     many within it had one, and the stall without the faults that had one."""
     over, within, clean, by, held = 0, 0, [], {}, []
-    over_with, within_with = 0, 0
+    over_with, within_with, untraced = 0, 0, 0
     for seg, tag in zip(segments, tags):
         t0 = seg.get("t0_mono_ns")
         for f in seg.get("faults") or []:
             if f.get("stall_ms") is None or t0 is None or f.get("at_s") is None:
                 continue
+            if tag not in bursts:  # no trace of this run (its tracer never started): unknown, not "none"
+                untraced += 1
+                continue
             lo = t0 + int(round(f["at_s"] * 1e9))
             hi = lo + int(round(f["stall_ms"] * 1e6))
-            inside = [(s, e, name) for s, e, name in bursts.get(tag, []) if s < hi and e > lo]
+            inside = [(s, e, name) for s, e, name in bursts[tag] if s < hi and e > lo]
             hit = [(e - s, name) for s, e, name in inside]
             longest = max(hit) if hit else None
             f["kthread_burst_ms"] = longest[0] / 1e6 if longest else 0.0
             f["kthread_burst_thread"] = longest[1] if longest else None
-            # The CPU time those bursts took inside the stall (both CPUs summed).
+            # The CPU time those bursts took inside the stall, summed over the CPUs (so it may
+            # exceed the stall itself on a machine with more than one).
             f["kthread_cpu_in_stall_ms"] = sum(min(e, hi) - max(s, lo) for s, e, _ in inside) / 1e6
             if f["stall_ms"] > GOAL_STALL_MS and hit:
                 held.append(f["kthread_cpu_in_stall_ms"] / f["stall_ms"])
@@ -190,8 +194,9 @@ def lay_bursts(segments, tags, bursts):
                 clean.append(f["stall_ms"])
     return {"faults_over_goal": over, "over_goal_with_a_burst": over_with, "faults_within_goal": within,
             "within_goal_with_a_burst": within_with, "over_goal_by_thread": by,
-            # Over the goal and with a burst: the share of the stall the kernel threads held a CPU.
-            "over_goal_kthread_cpu_share_p50": median(held),
+            # Over the goal and with a burst: the kernel threads' CPU time inside the stall (summed
+            # over the CPUs) over the stall.
+            "over_goal_kthread_cpu_share_p50": median(held), "faults_untraced": untraced,
             "stall_ms_faults_without_a_burst": spread(clean)}
 
 
@@ -427,15 +432,16 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
         b = r["sources"][s].get("kthread_bursts")
         if b:
             c = b["stall_ms_faults_without_a_burst"]
-            print("%s: of %d faults over %.0f ms, %d had a kernel thread's burst in their stall (%s; kernel threads held a"
-                  " CPU for %s of such a stall at the median); of %d within it, %d did;"
-                  " stall without those faults p50 %s p99 %s max %s ms (%d faults)" % (
+            print("%s: of %d faults over %.0f ms, %d had a kernel thread's burst in their stall (%s; kernel threads' CPU"
+                  " time in such a stall, over the stall, at the median: %s); of %d within it, %d did;"
+                  " stall without those faults p50 %s p99 %s max %s ms (%d faults)%s" % (
                       s, b["faults_over_goal"], GOAL_STALL_MS, b["over_goal_with_a_burst"],
                       ", ".join("%s %d" % kv for kv in b["over_goal_by_thread"].items()) or "-",
                       "-" if b["over_goal_kthread_cpu_share_p50"] is None
                       else "%.0f %%" % (100 * b["over_goal_kthread_cpu_share_p50"]),
                       b["faults_within_goal"], b["within_goal_with_a_burst"], f2(c["p50"]), f2(c["p99"]),
-                      f2(c["max"]), c["n"]))
+                      f2(c["max"]), c["n"],
+                      "; %d faults in runs without a trace" % b["faults_untraced"] if b["faults_untraced"] else ""))
     print("ratios:")
     for k, v in ratios.items():
         goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""

@@ -110,10 +110,18 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
       stall = resumeEnd ? ms(*resumeEnd - F) : *firstStep;
       stalls.push_back(*stall);
       if (j["in_collective"].get<bool>()) stallsInColl.push_back(*stall);
-      if (s[ci].signalNs != sig0 && s[ci].signalNs && s[ci].commitNs >= s[ci].signalNs) {
+      // The signal and commit stamps come with the initiator's count; the passive end may have
+      // counted its side first: the first sample (before the next fault) whose signal moved.
+      size_t gi = s.size();
+      for (size_t i = si; i < s.size() && s[i].endNs < W; ++i)
+        if (s[i].signalNs != sig0 && s[i].signalNs && s[i].commitNs >= s[i].signalNs) {
+          gi = i;
+          break;
+        }
+      if (gi < s.size()) {
         // Signed: the in-band stall source dates its signal to the last ACK, before the fault.
-        detect = ms(int64_t(s[ci].signalNs) - F);
-        sw = ms(int64_t(s[ci].commitNs - s[ci].signalNs));
+        detect = ms(int64_t(s[gi].signalNs) - F);
+        sw = ms(int64_t(s[gi].commitNs - s[gi].signalNs));
         detects.push_back(*detect);
         switches.push_back(*sw);
         resumes.push_back(*stall - *detect - *sw);

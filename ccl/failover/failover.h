@@ -117,6 +117,7 @@ class Failover {
     // land on their standbys together when it fails: the next standby's rail counts these
     // (standbyRailFor), so that they spread over the other rails.
     std::atomic<int> standbyTarget{-1};
+    std::atomic<bool> standbyReplace{false};  // the next standby made replaces the one in place
     // The rail a failover without a standby is moving it to (-1: none): counted by the next pick
     // until the move is done (pickMoveRail), so that connections moving at once spread.
     std::atomic<int> movingTo{-1};

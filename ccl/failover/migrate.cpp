@@ -195,6 +195,10 @@ void Failover::runJob(const Job& j) {
     uint64_t resent = 0;
     Status err;
     bool viaStandby = static_cast<bool>(standby);
+    if (standby) {  // a move over a standby claims its rail as a pick does (pickMoveRail)
+      std::lock_guard pk(pickMu_);
+      c->movingTo.store(rail);
+    }
     Attempt a = attempt(*c, rail, j, deadline, std::move(standby), &err, &epoch, &resent, &tl);
     c->movingTo.store(-1);  // done: committed (its rail counts now) or not
     if (a == Attempt::kDone) {

@@ -36,6 +36,7 @@ constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (stand
 // A standby in place is made anew on the best rail when its own rail costs more than this times
 // the best one's (standbyRailFor's (load + 1) / weight).
 constexpr double kReplaceStandbyCost = 1.25;
+constexpr uint64_t kReplaceEveryNs = 2'000'000'000;  // at most one such re-placement try per 2 s
 
 // An idle standby has nothing in flight, so only keepalive can tell that it died: probe after
 // 1 s idle, every 1 s, give up after 3 unanswered (the kernel then errors the socket).
@@ -104,24 +105,31 @@ uint64_t Failover::tendStandbys(uint64_t nowNs) {
         int sr = c->standbyRail;
         bool usable = sr != c->rail.load() && railUp(sr) && ((peerRails(c->peer) >> sr) & 1u) &&
                       standbyAlive(c->standby.get());
-        // Placed when the loads were others (before a failover or fail-back moved connections):
-        // a standby whose rail now costs clearly more than the best one is made anew there, so
-        // the connections of a rail keep spreading when it fails. The margin keeps noise in the
-        // measured weights from moving standbys back and forth.
-        bool placed = true;
-        if (usable) {
+        if (!usable) {
+          RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired", rank_, connName(c->id).c_str(), sr);
+          closeStandby(c->standby);
+          c->standbyRail = -1;
+          c->standbyTarget.store(-1);
+        } else {
+          // Placed when the loads were others (before a failover or fail-back moved
+          // connections): a standby whose rail now costs clearly more than the best one is made
+          // anew there, so the connections of a rail keep spreading when it fails. The old one
+          // stays until the new one is in place (makeStandby swaps them); the margin and the
+          // pause after each try keep noise in the measured weights from moving standbys back
+          // and forth.
+          if (nowNs < c->standbyRetryNs) continue;
           std::pair<double, double> cost;
-          std::lock_guard pk(pickMu_);
-          placed = standbyRailFor(*c, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second;
+          {
+            std::lock_guard pk(pickMu_);
+            if (standbyRailFor(*c, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second) continue;
+          }
+          RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d to be made anew on a rail with fewer of its rail's standbys",
+                      rank_, connName(c->id).c_str(), sr);
+          c->standbyReplace.store(true);
+          c->standbyRetryNs = nowNs + kReplaceEveryNs;
         }
-        if (usable && placed) continue;
-        RECCL_TRACE(kLogFailover, "rank %d: standby of %s on rail %d retired%s", rank_, connName(c->id).c_str(), sr,
-                    usable ? " (another rail carries fewer of its rail's standbys)" : "");
-        closeStandby(c->standby);
-        c->standbyRail = -1;
-        c->standbyTarget.store(-1);
       }
-      if (nowNs < c->standbyRetryNs) {
+      if (!c->standbyReplace.load() && nowNs < c->standbyRetryNs) {
         next = std::min(next, c->standbyRetryNs);
         continue;
       }
@@ -152,15 +160,19 @@ void Failover::makeStandby(Conn& c) {
     rail = standbyRailFor(c);
     c.standbyTarget.store(rail);
   }
-  if (rail < 0) return;
-  // Every way out without a standby on `rail` gives the claim up.
+  // Every way out without a standby on `rail` gives the claim up: back to the standby the
+  // connection still has (a re-placement that failed keeps the old one), else none.
   struct Claim {
     Conn& c;
     bool kept = false;
     ~Claim() {
-      if (!kept) c.standbyTarget.store(-1);
+      if (kept) return;
+      std::lock_guard lk(c.sbMu);
+      c.standbyTarget.store(c.standby ? c.standbyRail : -1);
+      c.standbyReplace.store(false);
     }
   } claim{c};
+  if (rail < 0) return;
   int peer = c.peer;
   const auto& pi = comm_.table_[peer];
   const auto& src = comm_.myNics_[rail];
@@ -207,10 +219,17 @@ void Failover::makeStandby(Conn& c) {
   armStandby(fd.get());
   std::lock_guard lk(c.sbMu);
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
-  if (c.standby || c.rail.load() == rail || !railUp(rail)) {
-    if (c.standby) claim.kept = true;  // the standby it has (its own claim) stays
+  // A standby already there stays unless this one was made to replace it.
+  const bool replace = c.standbyReplace.exchange(false);
+  if ((c.standby && !replace) || c.rail.load() == rail || !railUp(rail)) {
+    c.standbyTarget.store(c.standby ? c.standbyRail : -1);
+    claim.kept = true;
     return closeStandby(fd);
   }
+  if (c.standby)
+    RECCL_TRACE(kLogFailover, "rank %d: standby of %s moves from rail %d to rail %d", rank_, connName(c.id).c_str(),
+                c.standbyRail, rail);
+  closeStandby(c.standby);
   c.standby = std::move(fd);
   c.standbyRail = rail;
   claim.kept = true;

@@ -216,11 +216,37 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   EXPECT_NEAR(m["max_ms"].get<double>(), 24.0, 1e-9);
   EXPECT_EQ(m["per_thread"]["kdamond"]["bursts"], 2);
   EXPECT_NEAR(m["per_thread"]["kdamond"]["total_ms"].get<double>(), 29.0, 1e-9);
+  EXPECT_EQ(b["faults_untraced"], 0);
   EXPECT_NE(text.find("bpf: of 2 faults over 10 ms, 1 had a kernel thread's burst in their stall (kdamond 1; kernel "
-                      "threads held a CPU for 63 % of such a stall at the median); of 2 within it, 1 did; stall "
-                      "without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)"),
+                      "threads' CPU time in such a stall, over the stall, at the median: 63 %); of 2 within it, 1 "
+                      "did; stall without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)\n"),
             std::string::npos)
       << text;
+}
+
+// A fault run whose tracer never started has no header in bursts.txt: its faults are unknown,
+// not counted as faults without a burst.
+TEST_F(FaultReport, AFaultRunWithoutATraceIsNotCountedAsWithoutBursts) {
+  meta(1, 2, {{"damon_kdamonds_on", 0}, {"damon_paused", false}, {"kdamond_cpu_ms", 0}, {"trace_waits_us", 0},
+              {"trace_bursts", true}});
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  write("base_loop_one_r0", loop({1.0}));
+  write("base_loop_one_r1", loop({1.0}));
+  json r0 = faults({30.0, 4.0}, 1.0);
+  r0["t0_mono_ns"] = 1000000000LL;
+  r0["faults"][0]["at_s"] = 1.0;
+  r0["faults"][1]["at_s"] = 2.0;
+  write("fault_bpf_r0", r0);
+  std::ofstream(dir_ / "bursts.txt") << "# fault_netlink_r0\nAttaching 2 probes...\n";
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& b = r["sources"]["bpf"]["kthread_bursts"];
+  EXPECT_EQ(b["faults_untraced"], 2);
+  EXPECT_EQ(b["faults_over_goal"], 0);
+  EXPECT_EQ(b["stall_ms_faults_without_a_burst"]["n"], 0);
+  EXPECT_NE(text.find("; 2 faults in runs without a trace"), std::string::npos) << text;
 }
 
 TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {

@@ -91,12 +91,15 @@ TEST(FaultTimeline, AFirstStepStampedBeforeTheFailoverIsCountedStillCounts) {
   // Seen in a 100-fault run: the fault lands between two calls (after iteration 5 ended at
   // 599 ms), the new path's first step is stamped at 600.5 ms, and the counters read at 601 ms
   // already hold that stamp but not yet the failover (counted with the commit's log line, after
-  // the path started), nor its signal; the next read (701 ms) holds both. The fault failed over.
+  // the path started), nor its signal; the next read (701 ms) holds the count (the passive end's,
+  // counted first), the one after (801 ms) the initiator's signal and commit stamps too. The
+  // fault failed over, with its signal and switch times.
   auto s = timeline(20, 0, 0);
   s[5].statsNs = 601 * kMs;
   for (auto& x : s) {
     if (x.statsNs >= 601 * kMs) x.firstStepNs = 600 * kMs + 500'000;
-    if (x.statsNs >= 700 * kMs) {
+    if (x.statsNs >= 700 * kMs) x.failovers = 1;
+    if (x.statsNs >= 800 * kMs) {
       x.failovers = 2;
       x.signalNs = 599 * kMs + 400'000;
       x.commitNs = 600 * kMs;

@@ -353,8 +353,6 @@ TEST(CclErrors, FailoverOffRunsWithoutItsThreads) {
   EXPECT_GE(on, off + 2 * 3) << "threads with failover " << on << ", without " << off;
 }
 
-// The failover control threads carry their names and, at normal scheduling, the slice of
-// RECCL_FAILOVER_SLICE_US (on a kernel with custom slices); values out of range refuse init.
 // A route that is not auto, direct or relay fails the communicator's set-up, naming the setting.
 TEST(CclErrors, AnUnknownFailoverRouteIsRefused) {
   for (const char* bad : {"sideways", "Direct"}) {  // (empty is unset: the default, auto)
@@ -370,6 +368,8 @@ TEST(CclErrors, AnUnknownFailoverRouteIsRefused) {
   EXPECT_TRUE(c.ok()) << c.error();
 }
 
+// The failover control threads carry their names and, at normal scheduling, the slice of
+// RECCL_FAILOVER_SLICE_US (on a kernel with custom slices); values out of range refuse init.
 TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
   // se.slice (ns) of each of this process's threads called `name`.
   auto slices = [](const std::string& name) {
