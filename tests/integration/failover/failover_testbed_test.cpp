@@ -172,7 +172,8 @@ TEST_F(Failover, DownThenUpRepeatedFailsBack) {
   EXPECT_GE(sumField(t, "failbacks"), 2u) << t;
 }
 
-// A flap storm: the switch port toggles every 30 ms for a second; results stay exact.
+// A flap storm: the switch port toggles every 30 ms for a second; the storm is acted on (rail 0
+// down, both directions moved) and results stay exact.
 TEST_F(Failover, FlapStorm) {
   Job j(testbed().name(), env("WORKER_ITERS=200 WORKER_COUNT=262144"), 120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
@@ -183,6 +184,10 @@ TEST_F(Failover, FlapStorm) {
   }
   link(true, 0, 0, true);
   expectAllOk(j, 2);
+  // The storm was seen and acted on: rail 0 went down at rank 0 and both directions moved.
+  std::string t = j.text();
+  EXPECT_GE(countMatches(t, "rank 0: rail 0 \\(rail0\\) down"), 1) << t;
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
 }
 
 // A storm made by the injector: 50 flaps in 1 s of host 1's own NIC on rail 1 (`reccl inject flap`,
