@@ -185,20 +185,11 @@ std::vector<double> Failover::railWeights(int peer) {
   return weightsFromThroughput(measuredBps(), both);
 }
 
-std::vector<int> Failover::railLoads() {
+std::vector<int> Failover::railLoads(std::optional<Role> role) {
   std::vector<int> load(nrails_, 0);
   for (auto& c : snapshot()) {
     int r = c->rail.load();
-    if (r >= 0 && r < nrails_) ++load[r];
-  }
-  return load;
-}
-
-std::vector<int> Failover::railLoads(Role role) {
-  std::vector<int> load(nrails_, 0);
-  for (auto& c : snapshot()) {
-    int r = c->rail.load();
-    if (c->role == role && r >= 0 && r < nrails_) ++load[r];
+    if ((!role || c->role == *role) && r >= 0 && r < nrails_) ++load[r];
   }
   return load;
 }

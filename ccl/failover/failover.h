@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -269,8 +270,7 @@ class Failover {
   std::vector<double> railWeights(int peer);
   // Connections per rail: all of this rank's, or those where this rank has `role` (the senders
   // load a NIC's transmit side, the receivers its receive side).
-  std::vector<int> railLoads();
-  std::vector<int> railLoads(Role role);
+  std::vector<int> railLoads(std::optional<Role> role = std::nullopt);
   bool broken() const;
 
   // relay.cpp: the relay route (RECCL_FAILOVER_ROUTE) and this rank's relay server.
