@@ -113,6 +113,11 @@ def paired_rounds(segments, loops):
     return rows
 
 
+def fold(name):
+    """kdamond.0 -> kdamond, ksoftirqd/1 -> ksoftirqd, kworker/0:1-mm -> kworker."""
+    return re.split(r"[/.]", name)[0]
+
+
 def waits_report(path):
     """runqslower -P lines: the reccl threads' waits for a CPU, and per task name (numbered kernel
     threads folded: kdamond.0, ksoftirqd/1) how often the CPU came from it."""
@@ -126,7 +131,7 @@ def waits_report(path):
             continue
         lat.append(int(m.group(2)))
         holder = m.group(3).strip()
-        name = holder if holder.startswith("reccl") else re.split(r"[/.]", holder)[0]
+        name = holder if holder.startswith("reccl") else fold(holder)
         prev[name] = prev.get(name, 0) + 1
     top = dict(sorted(prev.items(), key=lambda kv: -kv[1])[:8])
     return {"reccl_waits": len(lat), "max_us": max(lat) if lat else 0,
@@ -149,11 +154,6 @@ def read_bursts(path):
             continue
         cur.append((int(p[2]), int(p[3]), p[4].strip()))
     return runs
-
-
-def fold(name):
-    """kdamond.0 -> kdamond, ksoftirqd/1 -> ksoftirqd, kworker/0:1-mm -> kworker."""
-    return re.split(r"[/.]", name)[0]
 
 
 def lay_bursts(segments, tags, bursts):

@@ -63,6 +63,13 @@ class FaultReport : public ::testing::Test {
     return {{"faults", fs}, {"summary", sum}, {"counters", counters}, {"out_of_bounds", 0}, {"status", "ok"}};
   }
 
+  // A fault run on CLOCK_MONOTONIC: its t0 and each fault's time after it (s), for the bursts.
+  static json timed(json run, int64_t t0Ns, const std::vector<double>& atS) {
+    run["t0_mono_ns"] = t0Ns;
+    for (size_t i = 0; i < atS.size(); ++i) run["faults"][i]["at_s"] = atS[i];
+    return run;
+  }
+
   void meta(int rounds, int nfaults, json machine = nullptr) {
     json m = {{"sources", {"bpf"}}, {"faults", nfaults}, {"rounds", rounds}, {"size", "1M"}, {"down_ms", 400},
               {"period_ms", 1100}, {"gloo", false}, {"gloo_timeout_ms", 3000}, {"gloo_iters", 1500},
@@ -173,15 +180,8 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   for (int k = 0; k < 3; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
   // Round 0: t0 = 1 s; faults at +1 s (stall 30 ms) and +2 s (stall 4 ms). Round 1: t0 = 10 s;
   // faults at +1 s (stall 12 ms) and +2 s (stall 5 ms).
-  json r0 = faults({30.0, 4.0}, 1.0), r1 = faults({12.0, 5.0}, 1.0);
-  r0["t0_mono_ns"] = 1000000000LL;
-  r1["t0_mono_ns"] = 10000000000LL;
-  for (json* r : {&r0, &r1}) {
-    (*r)["faults"][0]["at_s"] = 1.0;
-    (*r)["faults"][1]["at_s"] = 2.0;
-  }
-  write("fault_bpf_r0", r0);
-  write("fault_bpf_r1", r1);
+  write("fault_bpf_r0", timed(faults({30.0, 4.0}, 1.0), 1000000000LL, {1.0, 2.0}));
+  write("fault_bpf_r1", timed(faults({12.0, 5.0}, 1.0), 10000000000LL, {1.0, 2.0}));
   std::ofstream(dir_ / "bursts.txt")
       << "# fault_bpf_r0\n"
       << "Attaching 2 probes...\n"
@@ -233,11 +233,7 @@ TEST_F(FaultReport, AFaultRunWithoutATraceIsNotCountedAsWithoutBursts) {
   write("base_two", plain(1.0));
   write("base_loop_one_r0", loop({1.0}));
   write("base_loop_one_r1", loop({1.0}));
-  json r0 = faults({30.0, 4.0}, 1.0);
-  r0["t0_mono_ns"] = 1000000000LL;
-  r0["faults"][0]["at_s"] = 1.0;
-  r0["faults"][1]["at_s"] = 2.0;
-  write("fault_bpf_r0", r0);
+  write("fault_bpf_r0", timed(faults({30.0, 4.0}, 1.0), 1000000000LL, {1.0, 2.0}));
   std::ofstream(dir_ / "bursts.txt") << "# fault_netlink_r0\nAttaching 2 probes...\n";
   json r;
   std::string text;
