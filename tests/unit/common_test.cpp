@@ -66,6 +66,76 @@ TEST(Params, EnvironmentOverridesDefaultAndBadValueFallsBack) {
   EXPECT_EQ(params::ChunkSize(), 512 * 1024);
 }
 
+TEST(Params, EveryDefaultIsAllowed) {
+  ASSERT_GE(params::table().size(), 40u);
+  for (const auto& p : params::table()) {
+    if (!*p.def) continue;
+    EXPECT_TRUE(params::checkValue(p.env, p.kind, p.allowed, p.def).ok()) << p.env << "=" << p.def;
+  }
+}
+
+// Every kind of bad value is refused naming the variable, the value and what is allowed; the
+// table's own syntax (every range parses) is checked on the way.
+TEST(Params, InvalidValuesAreRefusedNamingVariableValueAndRange) {
+  for (const auto& p : params::table()) {
+    std::string kind = p.kind;
+    std::vector<std::string> bad;
+    if (kind == "Int") bad = {"abc", "12X", ""};
+    if (kind == "Bool") bad = {"maybe", "2"};
+    if (kind == "Str" && *p.allowed) bad = {"bogus-value"};
+    for (const auto& v : bad) {
+      if (v.empty()) continue;
+      Status s = params::checkValue(p.env, p.kind, p.allowed, v);
+      EXPECT_EQ(s.code(), Errc::kInvalidUsage) << p.env << "=" << v;
+      EXPECT_NE(s.message().find(std::string(p.env) + "=" + v), std::string::npos) << s.message();
+    }
+  }
+  struct Case {
+    const char* env;
+    const char* value;
+    bool ok;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"RECCL_TIMEOUT_MS", "-1", false, "at least 1 ms"},
+      {"RECCL_TIMEOUT_MS", "0", false, "at least 1 ms"},
+      {"RECCL_TIMEOUT_MS", "1", true, ""},
+      {"RECCL_FAILOVER_TIMEOUT_MS", "-5", false, "at least 1 ms"},
+      {"RECCL_CHUNK_SIZE", "4100", false, "a multiple of 64"},
+      {"RECCL_CHUNK_SIZE", "1K", false, "4K to 64M"},
+      {"RECCL_CHUNK_SIZE", "1M", true, ""},
+      {"RECCL_SLOTS", "257", false, "1 to 256"},
+      {"RECCL_FAILOVER_SLICE_US", "50", false, "0, or 100 to 100000 us"},
+      {"RECCL_FAILOVER_SLICE_US", "0", true, ""},
+      {"RECCL_FAILOVER_SLICE_US", "100", true, ""},
+      {"RECCL_FAILOVER_RT_PRIO", "100", false, "0 to 99"},
+      {"RECCL_ALGO", "RING", false, "expected one of ring, rd"},
+      {"RECCL_ALGO", "", true, ""},
+      {"RECCL_DEBUG", "info", true, ""},
+      {"RECCL_DETECTOR", "ebpf", false, "auto, daemon, bpf, netlink, poll, none"},
+      {"RECCL_SHM_DISABLE", "yes", true, ""},
+  };
+  for (const auto& c : cases) {
+    const params::ParamInfo* p = nullptr;
+    for (const auto& e : params::table())
+      if (std::string(e.env) == c.env) p = &e;
+    ASSERT_NE(p, nullptr) << c.env;
+    Status s = params::checkValue(p->env, p->kind, p->allowed, c.value);
+    EXPECT_EQ(s.ok(), c.ok) << c.env << "=" << c.value << ": " << s.message();
+    if (!c.ok) EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+  }
+}
+
+TEST(Params, ValidateAllFindsASetVariableOutOfRange) {
+  EXPECT_TRUE(params::validateAll().ok());
+  setenv("RECCL_STALL_TIMEOUT_MS", "-3", 1);
+  Status s = params::validateAll();
+  unsetenv("RECCL_STALL_TIMEOUT_MS");
+  EXPECT_EQ(s.code(), Errc::kInvalidUsage);
+  EXPECT_NE(s.message().find("RECCL_STALL_TIMEOUT_MS=-3"), std::string::npos) << s.message();
+  EXPECT_TRUE(params::validateAll().ok());
+}
+
 TEST(Log, LevelAndSubsystemFilter) {
   std::vector<std::string> lines;
   logSetSink([&](LogLevel, std::string_view l) { lines.emplace_back(l); });
