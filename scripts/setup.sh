@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   clang llvm libclang-rt-14-dev
   libbpf-dev bpftool libelf-dev zlib1g-dev
-  liburing-dev libmnl-dev
+  liburing-dev libmnl-dev libsodium-dev
   libibverbs-dev rdma-core ibverbs-utils
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   iproute2 iputils-ping iperf3 procps psmisc kmod

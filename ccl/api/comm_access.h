@@ -2,8 +2,12 @@
 #pragma once
 
 #include "core/comm.h"
+#include "core/launch_env.h"
 #include "reccl/reccl.h"
 
 namespace reccl::api {
 core::Comm* commImpl(recclComm_t comm) noexcept;
+// recclCommInitFromEnv's work after the environment is parsed (tests run ranks as threads with
+// an environment each).
+recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env);
 }  // namespace reccl::api

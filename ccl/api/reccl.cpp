@@ -139,11 +139,12 @@ uint64_t randomU64() {
   return v;
 }
 
-recclResult_t initRank(recclComm_t* comm, int nranks, const reccl::core::UniqueIdData& id, int rank) {
+recclResult_t initRank(recclComm_t* comm, int nranks, const reccl::core::UniqueIdData& id, int rank,
+                       std::shared_ptr<reccl::core::BootstrapRoot> root = nullptr) {
   reccl::core::CommOptions opts;
   Status s = reccl::core::CommOptions::fromEnv(&opts);
   if (!s.ok()) return fail(s);
-  auto c = reccl::core::Comm::create(opts, id, nranks, rank);
+  auto c = reccl::core::Comm::create(opts, id, nranks, rank, std::move(root));
   if (!c.ok()) return fail(c.status().Wrap("rank " + std::to_string(rank) + " init"));
   *comm = new recclComm{std::move(c).value()};
   return recclSuccess;
@@ -206,12 +207,17 @@ recclResult_t recclGetUniqueId(recclUniqueId* uniqueId) {
     }
     if (!want.empty() && !found)
       return fail(recclInvalidArgument, "RECCL_BOOTSTRAP_IFNAME=" + want + " names no interface with an IPv4 address");
+    // The unique id carries a random bootstrap key: whoever the application hands it to may join.
     reccl::core::UniqueIdData id;
-    id.secret = randomU64();
-    id.commId = randomU64();
+    id.jobId = randomU64();
+    id.bootKey = reccl::core::randomKey();
     reccl::transport::Endpoint bound;
-    auto root = reccl::core::BootstrapRoot::start(addr, 0, id.secret, id.commId,
-                                                  reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs() + kRootGraceMs), &bound);
+    reccl::core::BootstrapConfig cfg;
+    cfg.addr = addr;
+    cfg.jobId = id.jobId;
+    cfg.bootKey = id.bootKey;
+    cfg.deadline = reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs() + kRootGraceMs);
+    auto root = reccl::core::BootstrapRoot::start(cfg, &bound);
     if (!root.ok()) return fail(root.status().Wrap("bootstrap root"));
     id.addr = bound.addr;
     id.port = bound.port;
@@ -244,18 +250,7 @@ recclResult_t recclCommInitFromEnv(recclComm_t* comm) {
     *comm = nullptr;
     auto env = reccl::core::parseLaunchEnv([](const char* n) { return getenv(n); });
     if (!env.ok()) return fail(env.status());
-    auto addr = reccl::transport::resolveIpv4(env->rootHost);
-    if (!addr.ok()) return fail(addr.status());
-    reccl::core::UniqueIdData id{*addr, env->rootPort, env->secret, env->commId};
-    if (env->rank == 0) {
-      auto root = reccl::core::BootstrapRoot::start(htonl(INADDR_ANY), env->rootPort, env->secret, env->commId,
-                                                    reccl::Deadline::afterMs(reccl::params::BootstrapTimeoutMs() + kRootGraceMs),
-                                                    nullptr);
-      if (!root.ok()) return fail(root.status().Wrap("bootstrap root on port " + std::to_string(env->rootPort)));
-    }
-    RECCL_INFO(reccl::kLogInit, "init from %s environment: rank %d of %d, root %s:%u", env->source.c_str(), env->rank,
-               env->nranks, env->rootHost.c_str(), env->rootPort);
-    return initRank(comm, env->nranks, id, env->rank);
+    return reccl::api::initFromLaunchEnv(comm, *env);
   });
 }
 
@@ -500,4 +495,36 @@ recclResult_t recclGroupEnd(void) {
 
 namespace reccl::api {
 core::Comm* commImpl(recclComm_t comm) noexcept { return comm ? comm->impl.get() : nullptr; }
+
+recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
+  return guarded([&]() -> recclResult_t {
+    *comm = nullptr;
+    auto addr = transport::resolveIpv4(env.rootHost);
+    if (!addr.ok()) return fail(addr.status());
+    core::UniqueIdData id{*addr, env.rootPort, env.jobId, env.bootKey};
+    std::shared_ptr<core::BootstrapRoot> root;
+    if (env.rank == 0) {
+      // Rank 0 holds the launcher's address for its communicator's lifetime, so a second job on
+      // it fails at once and a rank of one that reaches this root fails both.
+      core::BootstrapConfig cfg;
+      cfg.addr = htonl(INADDR_ANY);
+      cfg.port = env.rootPort;
+      cfg.jobId = env.jobId;
+      cfg.bootKey = env.bootKey;
+      cfg.deadline = Deadline::afterMs(params::BootstrapTimeoutMs() + kRootGraceMs);
+      cfg.lingerUntilStopped = true;
+      auto r = core::BootstrapRoot::start(cfg, nullptr);
+      if (!r.ok()) return fail(r.status().Wrap("rank 0: bootstrap root on port " + std::to_string(env.rootPort)));
+      root = std::move(r).value();
+    }
+    RECCL_INFO(kLogInit, "init from %s environment: rank %d of %d, root %s:%u, job secret %s", env.source.c_str(),
+               env.rank, env.nranks, env.rootHost.c_str(), env.rootPort,
+               env.secretFrom.empty() ? "none (open bootstrap)" : env.secretFrom.c_str());
+    core::wipeKey(env.bootKey);
+    recclResult_t rc = initRank(comm, env.nranks, id, env.rank, std::move(root));
+    core::wipeKey(id.bootKey);
+    return rc;
+  });
+}
+
 }  // namespace reccl::api

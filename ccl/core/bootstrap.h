@@ -1,14 +1,24 @@
-// Rendezvous: a root gathers every rank's RankInfo and sends the full table back. Every
-// connection starts with a hello carrying the job secret; strangers and foreign jobs are refused
-// (closed) without disturbing the ranks that belong.
+// Rendezvous: a root gathers every rank's RankInfo and sends the full table back, with the
+// communicator's key and id sealed for each rank (core/auth.h). Every connection starts with
+// the root's challenge; a rank answers with its hello and a MAC under the job's bootstrap key.
+// Strangers, foreign jobs and wrong secrets are refused with a message saying why, without
+// disturbing the ranks that belong.
+//
+// Two jobs that share a rendezvous address and world size look alike on the wire. They never
+// merge: the root's listener is exclusive (the second job's rank 0 cannot bind it), and any rank
+// that claims a rank already taken fails the bootstrap, or, once the communicator formed, the
+// communicator (a root kept for the communicator's lifetime sees such late claims).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
+#include "core/auth.h"
 #include "core/wire.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/status.h"
@@ -17,33 +27,71 @@
 
 namespace reccl::core {
 
-struct BootstrapStats {
-  std::atomic<uint64_t> refused{0};
+struct BootstrapConfig {
+  uint32_t addr = 0;  // network order; 0: any
+  uint16_t port = 0;  // 0: pick one
+  uint64_t jobId = 0;
+  Key bootKey{};
+  Deadline deadline = Deadline::never();  // for the rank table to go out
+  // Keep serving after the table went out (refusing everyone, failing the communicator on a
+  // late claim of this job's ranks) until stop(): for roots at a launcher's fixed address.
+  bool lingerUntilStopped = false;
 };
 
-// Runs the root side in a background thread until every rank got the table or the deadline
-// passes. The listening socket is created up front so its address can be handed out.
 class BootstrapRoot {
  public:
-  // addr/port 0 pick an address/port; `bound` receives the endpoint.
-  static Result<std::shared_ptr<BootstrapRoot>> start(uint32_t addr, uint16_t port, uint64_t secret,
-                                                      uint64_t commId, Deadline deadline,
-                                                      transport::Endpoint* bound);
+  // The listening socket is created (exclusively) before this returns, so its address can be
+  // handed out; `bound` receives it.
+  static Result<std::shared_ptr<BootstrapRoot>> start(const BootstrapConfig& cfg, transport::Endpoint* bound);
+  ~BootstrapRoot();
+  BootstrapRoot(const BootstrapRoot&) = delete;
+  BootstrapRoot& operator=(const BootstrapRoot&) = delete;
+
+  // Called (from the root's thread) when a rank of this job claims a rank after the table went
+  // out: another job is on this address. A claim that came before the hook was set is reported
+  // at once. Set to empty before its target goes away.
+  void onLateClaim(std::function<void(const Status&)> fn);
+  // Stops the thread and closes the listener; waits for the thread unless called from it.
+  void stop();
   // Process-wide count of refused connections (for tests).
   static uint64_t refusedTotal();
 
  private:
-  void run(int nranksHint);
+  struct Client;
+  BootstrapRoot() = default;
+  void run();
+  void onAccept();
+  void onReadable(Client& c);
+  void onHello(Client& c, const Hello& h);
+  void refuse(Client& c, const std::string& why);
+  void failAll(const std::string& why);
+  void sendTables();
+
+  BootstrapConfig cfg_;
   UniqueFd listen_;
-  uint64_t secret_ = 0;
-  uint64_t commId_ = 0;
-  Deadline deadline_ = Deadline::never();
+  UniqueFd stopEvent_;
+  std::thread thread_;
+  std::mutex lateMu_;
+  std::function<void(const Status&)> late_;
+  Status lateClaim_;  // the first late claim, kept for a hook set after it
+  // Root thread only:
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<Client*> owner_;  // rank -> its client
+  int nranks_ = 0;
+  int have_ = 0;
+  bool tableSent_ = false;
+  bool failed_ = false;
 };
 
-// Client side: connects to the root, sends hello + this rank's info, returns the table.
-// makeInfo gets the local address used towards the root (to exclude the bootstrap NIC).
-Result<std::vector<RankInfo>> bootstrapExchange(const transport::Endpoint& root, const Hello& hello,
-                                                const std::function<Result<RankInfo>(uint32_t localAddr)>& makeInfo,
-                                                Deadline deadline);
+// Client side: connects to the root, authenticates, sends this rank's info, returns the table
+// and the communicator's key and id. makeInfo gets the local address used towards the root (to
+// exclude the bootstrap NIC).
+struct BootstrapResult {
+  std::vector<RankInfo> table;
+  CommSecret comm;
+};
+Result<BootstrapResult> bootstrapExchange(const transport::Endpoint& root, const UniqueIdData& id, int rank,
+                                          int nranks, const std::function<Result<RankInfo>(uint32_t localAddr)>& makeInfo,
+                                          Deadline deadline);
 
 }  // namespace reccl::core

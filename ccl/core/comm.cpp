@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/bootstrap.h"
+#include "core/handshake.h"
 #include "failover/failover.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
@@ -31,10 +32,10 @@ std::string hex32(uint64_t v) {
   return buf;
 }
 
-Status sendHelloAndWait(int fd, const Hello& h, Deadline d, HelloReply* reply) {
-  std::array<std::byte, kHelloBytes> hb;
-  encodeHello(h, hb);
-  RECCL_TRY(transport::sendAll(fd, hb, d).Wrap("hello"));
+Status sendHelloAndWait(int fd, const Hello& h, const Key& key, Deadline d, HelloReply* reply) {
+  ByteIo io = socketIo(fd, d);
+  RECCL_ASSIGN_OR_RETURN(Session session, sendAuthHello(io, h, key, AuthPurpose::kData));
+  RECCL_TRY(readProof(io, key, session).Wrap("rank " + std::to_string(h.dstRank)));
   std::array<std::byte, kHelloReplyBytes> rb;
   RECCL_TRY(transport::recvAll(fd, rb, d).Wrap("hello reply from rank " + std::to_string(h.dstRank)));
   RECCL_ASSIGN_OR_RETURN(*reply, decodeHelloReply(rb));
@@ -47,42 +48,36 @@ Status sendHelloAndWait(int fd, const Hello& h, Deadline d, HelloReply* reply) {
 }  // namespace
 
 Status CommOptions::fromEnv(CommOptions* o) {
-  int64_t chunk = params::ChunkSize();
-  if (chunk < 4096 || chunk > (64 << 20) || chunk % 64 != 0)
-    return Status(Errc::kInvalidArgument, "RECCL_CHUNK_SIZE=" + std::to_string(chunk) +
-                                              " must be a multiple of 64 between 4K and 64M");
-  int64_t slots = params::Slots();
-  if (slots < 1 || slots > 256) return Status(Errc::kInvalidArgument, "RECCL_SLOTS must be in [1, 256]");
-  int64_t nch = params::NChannels();
-  if (nch < 0 || nch > 16) return Status(Errc::kInvalidArgument, "RECCL_NCHANNELS must be in [0, 16]");
-  o->chunkBytes = static_cast<size_t>(chunk);
-  o->slots = static_cast<uint32_t>(slots);
-  o->nchannels = static_cast<int>(nch);
-  int64_t threads = params::ChannelThreads();
-  if (threads < 0 || threads > 16) return Status(Errc::kInvalidArgument, "RECCL_CHANNEL_THREADS must be in [0, 16]");
-  o->channelThreads = static_cast<int>(threads);
+  // Every RECCL_* variable against its type and range (params.def), on every rank, before
+  // anything starts: a bad value is an error naming it, never a default in disguise.
+  RECCL_TRY(params::validateAll());
+  o->chunkBytes = static_cast<size_t>(params::ChunkSize());
+  o->slots = static_cast<uint32_t>(params::Slots());
+  o->nchannels = static_cast<int>(params::NChannels());
+  o->channelThreads = static_cast<int>(params::ChannelThreads());
   o->shmDisable = params::ShmDisable();
-  o->timeoutMs = std::max<int64_t>(1, params::TimeoutMs());
-  o->bootstrapTimeoutMs = std::max<int64_t>(1, params::BootstrapTimeoutMs());
+  o->timeoutMs = params::TimeoutMs();
+  o->bootstrapTimeoutMs = params::BootstrapTimeoutMs();
   o->nics = params::Nics();
-  o->smallMsgBytes = static_cast<size_t>(std::max<int64_t>(0, params::SmallMsgBytes()));
-  o->directRecvMinBytes = static_cast<size_t>(std::max<int64_t>(0, params::DirectRecvMinBytes()));
-  o->directSendMinBytes = static_cast<size_t>(std::max<int64_t>(0, params::DirectSendMinBytes()));
+  o->smallMsgBytes = static_cast<size_t>(params::SmallMsgBytes());
+  o->directRecvMinBytes = static_cast<size_t>(params::DirectRecvMinBytes());
+  o->directSendMinBytes = static_cast<size_t>(params::DirectSendMinBytes());
   o->algo = params::Algo();
-  if (!o->algo.empty() && o->algo != "ring" && o->algo != "rd")
-    return Status(Errc::kInvalidArgument, "RECCL_ALGO=" + o->algo + " is not ring or rd");
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank) {
+Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank,
+                                            std::shared_ptr<BootstrapRoot> root) {
   std::unique_ptr<Comm> c(new Comm());
   c->opts_ = opts;
+  c->root_ = std::move(root);
   Status s = c->init(id, nranks, rank);
   if (!s.ok()) {
     c->env_.aborted.store(true);
     c->broken_.store(true);
     return s;
   }
+  if (c->root_) c->root_->onLateClaim([raw = c.get()](const Status& why) { raw->breakComm(why); });
   return c;
 }
 
@@ -90,8 +85,6 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   rank_ = rank;
   nranks_ = nranks;
   env_.waitSpinNs = std::max<int64_t>(0, params::WaitSpinUs()) * 1000;
-  secret_ = id.secret;
-  commId_ = id.commId;
   Deadline deadline = Deadline::afterMs(opts_.bootstrapTimeoutMs);
 
   static std::once_flag sweep;
@@ -100,15 +93,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   stopEvent_.reset(eventfd(0, EFD_CLOEXEC));
   if (!stopEvent_) return Status::FromErrno(errno, "eventfd");
   RECCL_ASSIGN_OR_RETURN(engine_, transport::SocketEngine::create("reccl-progress"));
-  listener_ = std::thread([this] { listenLoop(); });
 
-  Hello hello;
-  hello.kind = HelloKind::kBootstrap;
-  hello.secret = secret_;
-  hello.commId = commId_;
-  hello.srcRank = rank;
-  hello.dstRank = -1;
-  hello.nranks = nranks;
   auto makeInfo = [&](uint32_t localAddr) -> Result<RankInfo> {
     auto all = listNics();
     std::string bootNic = nicWithAddress(all, localAddr);
@@ -132,7 +117,14 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     return info;
   };
   transport::Endpoint root{id.addr, id.port};
-  RECCL_ASSIGN_OR_RETURN(table_, bootstrapExchange(root, hello, makeInfo, deadline));
+  RECCL_ASSIGN_OR_RETURN(BootstrapResult boot, bootstrapExchange(root, id, rank, nranks, makeInfo, deadline));
+  table_ = std::move(boot.table);
+  key_ = boot.comm.key;
+  commId_ = boot.comm.commId;
+  wipeKey(boot.comm.key);
+  // Peers connect as soon as they hold the table; until now their connections waited in the
+  // listen backlog, since without the key no hello can be checked.
+  listener_ = std::thread([this] { listenLoop(); });
   topo_ = computeTopology(table_, rank);
   // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
   opts_.chunkBytes = table_[0].chunkBytes;
@@ -181,6 +173,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
 }
 
 Comm::~Comm() {
+  if (root_) root_->stop();  // its late-claim hook points here
   if (!broken_.load() && engine_) flushSends();
   if (listener_.joinable()) {
     uint64_t one = 1;
@@ -202,6 +195,7 @@ Comm::~Comm() {
     incoming_.clear();
   }
   engine_.reset();
+  wipeKey(key_);
 }
 
 void Comm::flushSends() {
@@ -415,7 +409,7 @@ Status Comm::runParallel(int n, const std::function<Status(int)>& fn) {
 
 Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   std::lock_guard lk(sendMu_);
-  auto key = Key(peer, channel);
+  auto key = PortKey(peer, channel);
   if (auto it = sends_.find(key); it != sends_.end()) return it->second.get();
   if (broken_.load()) return asyncError();
   if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
@@ -424,7 +418,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   const RankInfo& pi = table_[peer];
   bool shm = topo_.hostOf[peer] == topo_.hostOf[rank_] && !opts_.shmDisable && !(pi.flags & kFlagShmDisable);
   Hello h;
-  h.secret = secret_;
+  h.jobId = 0;
   h.commId = commId_;
   h.srcRank = rank_;
   h.dstRank = peer;
@@ -459,7 +453,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
            std::to_string(channel) + " (" + dst.str() + ")";
   }
   HelloReply reply;
-  Status s = sendHelloAndWait(fd.get(), h, d, &reply);
+  Status s = sendHelloAndWait(fd.get(), h, key_, d, &reply);
   if (shm) transport::unlinkShm(shmName);  // the peer unlinked it already; this covers failures
   RECCL_TRY(s.Wrap("connecting to rank " + std::to_string(peer)));
   auto port = std::make_unique<channel::SendPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
@@ -479,7 +473,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
 
 Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
   std::lock_guard lk(recvMu_);
-  auto key = Key(peer, channel);
+  auto key = PortKey(peer, channel);
   if (auto it = recvs_.find(key); it != recvs_.end()) return it->second.get();
   if (broken_.load()) return asyncError();
   if (peer < 0 || peer >= nranks_ || peer == rank_ || channel < 0 || channel >= topo_.nchannels)
@@ -536,10 +530,16 @@ void Comm::listenLoop() {
   pthread_setname_np(pthread_self(), "reccl-listener");
   struct Pending {
     UniqueFd fd;
+    Nonce serverNonce{};
     std::vector<std::byte> buf;
     Deadline by = Deadline::never();
   };
   std::vector<Pending> pending;
+  auto refuse = [&](Pending& p, const std::string& why) {
+    refused_.fetch_add(1);
+    if (!why.empty()) RECCL_WARN(kLogNet, "rank %d refused a data connection: %s", rank_, why.c_str());
+    p.fd.reset();
+  };
   for (;;) {
     std::vector<pollfd> pfds;
     pfds.push_back({stopEvent_.get(), POLLIN, 0});
@@ -554,36 +554,35 @@ void Comm::listenLoop() {
     size_t npoll = pending.size();
     if (pfds[1].revents & POLLIN) {
       UniqueFd fd(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
-      if (fd) pending.push_back({std::move(fd), {}, Deadline::after(kHelloGrace)});
+      if (fd) {
+        auto nonce = sendChallenge(fd.get(), AuthPurpose::kData);
+        if (nonce.ok()) pending.push_back({std::move(fd), *nonce, {}, Deadline::after(kHelloGrace)});
+      }
     }
     for (size_t i = 0; i < pending.size(); ++i) {
       auto& p = pending[i];
       if (!p.fd) continue;
       if (p.by.expired()) {
-        refused_.fetch_add(1);
-        RECCL_WARN(kLogNet, "rank %d refused a data connection: no hello in time", rank_);
-        p.fd.reset();
+        refuse(p, "no hello in time");
         continue;
       }
       if (i >= npoll || !(pfds[i + 2].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      std::byte tmp[kHelloBytes];
-      ssize_t n = recv(p.fd.get(), tmp, kHelloBytes - p.buf.size(), MSG_DONTWAIT);
+      std::byte tmp[kAuthHelloBytes];
+      ssize_t n = recv(p.fd.get(), tmp, kAuthHelloBytes - p.buf.size(), MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
-        refused_.fetch_add(1);
-        p.fd.reset();
+        refuse(p, "");
         continue;
       }
       if (n < 0) continue;
       p.buf.insert(p.buf.end(), tmp, tmp + n);
-      if (p.buf.size() < kHelloBytes) continue;
-      auto h = decodeHello(p.buf);
-      Status s = h.ok() ? acceptHello(*h, secret_, commId_, nranks_, rank_) : h.status();
+      if (p.buf.size() < kAuthHelloBytes) continue;
+      auto h = openAuthHello(p.buf, key_, p.serverNonce);
+      Status s = h.ok() ? acceptHello(*h, commId_, nranks_, rank_) : h.status();
       if (s.ok() && h->kind == HelloKind::kBootstrap) s = Status(Errc::kProtocol, "bootstrap hello on a data port");
+      // The proof goes before anything else the connecting side reads (reply, migration reply).
+      if (s.ok()) s = sendProof(p.fd.get(), key_, h->nonce, p.serverNonce, Deadline::after(kHelloGrace));
       if (s.ok()) s = handleHello(std::move(p.fd), *h);
-      if (!s.ok()) {
-        refused_.fetch_add(1);
-        RECCL_WARN(kLogNet, "rank %d refused a data connection: %s", rank_, s.message().c_str());
-      }
+      if (!s.ok()) refuse(p, s.message());
       p.fd.reset();
     }
     std::erase_if(pending, [](const Pending& p) { return !p.fd; });
@@ -618,7 +617,7 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
     }
     in.shm = std::move(m).value();
   }
-  Key key(h.srcRank, static_cast<int>(h.channel));
+  PortKey key(h.srcRank, static_cast<int>(h.channel));
   {
     std::lock_guard lk(inMu_);
     if (incoming_.count(key)) return Status(Errc::kProtocol, "duplicate connection from rank " + std::to_string(h.srcRank));

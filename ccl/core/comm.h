@@ -16,6 +16,7 @@
 
 #include "channel/channel_set.h"
 #include "channel/port.h"
+#include "core/auth.h"
 #include "core/topology.h"
 #include "core/wire.h"
 #include "reccl/common/status.h"
@@ -28,6 +29,8 @@ class Failover;
 }
 
 namespace reccl::core {
+
+class BootstrapRoot;
 
 // Settings of one communicator; fromEnv() reads the RECCL_* table.
 struct CommOptions {
@@ -72,8 +75,11 @@ struct CommStats {
 
 class Comm final : public channel::ChannelSet {
  public:
-  // Joins the communicator described by `id` as `rank` of `nranks`.
-  static Result<std::unique_ptr<Comm>> create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank);
+  // Joins the communicator described by `id` as `rank` of `nranks`. `root`, when given, is the
+  // bootstrap root this rank started at a launcher's fixed address: the communicator keeps it
+  // (the address stays taken) and fails when it reports a late claim (two jobs on one address).
+  static Result<std::unique_ptr<Comm>> create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank,
+                                              std::shared_ptr<BootstrapRoot> root = nullptr);
   ~Comm() override;
 
   // channel::ChannelSet
@@ -113,7 +119,7 @@ class Comm final : public channel::ChannelSet {
     Hello hello;
     channel::ConnMemory shm;
   };
-  using Key = std::pair<int, int>;  // (peer, channel)
+  using PortKey = std::pair<int, int>;  // (peer, channel)
 
   Comm() = default;
   Status init(const UniqueIdData& id, int nranks, int rank);
@@ -134,8 +140,9 @@ class Comm final : public channel::ChannelSet {
   CommOptions opts_;
   int rank_ = 0;
   int nranks_ = 0;
-  uint64_t secret_ = 0;
+  Key key_{};           // the communicator's key (from the root): every connection proves it
   uint64_t commId_ = 0;
+  std::shared_ptr<BootstrapRoot> root_;
   std::vector<RankInfo> table_;
   Topology topo_;
   std::vector<NicInfo> myNics_;
@@ -146,9 +153,9 @@ class Comm final : public channel::ChannelSet {
   std::unique_ptr<failover::Failover> failover_;  // monitor thread + migration (ccl/failover/)
 
   std::mutex sendMu_;
-  std::map<Key, std::unique_ptr<channel::SendPort>> sends_;
+  std::map<PortKey, std::unique_ptr<channel::SendPort>> sends_;
   std::mutex recvMu_;
-  std::map<Key, std::unique_ptr<channel::RecvPort>> recvs_;
+  std::map<PortKey, std::unique_ptr<channel::RecvPort>> recvs_;
 
   // Data listener: accepts connections, checks their hello, parks them for recvPort().
   UniqueFd listen_;
@@ -157,7 +164,7 @@ class Comm final : public channel::ChannelSet {
   std::thread listener_;
   std::mutex inMu_;
   std::condition_variable inCv_;
-  std::map<Key, Incoming> incoming_;
+  std::map<PortKey, Incoming> incoming_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> shmSerial_{0};
 

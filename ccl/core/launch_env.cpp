@@ -1,8 +1,15 @@
 #include "core/launch_env.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 
 #include "reccl/common/params.h"
+#include "reccl/common/unique_fd.h"
 
 namespace reccl::core {
 namespace {
@@ -11,9 +18,13 @@ Result<int> parseInt(const EnvLookup& env, const char* name, int lo, int hi) {
   const char* v = env(name);
   if (!v || !*v) return Status(Errc::kNotFound, std::string(name) + " is not set");
   char* end = nullptr;
+  errno = 0;
   long x = std::strtol(v, &end, 10);
-  if (*end != '\0' || x < lo || x > hi)
-    return Status(Errc::kInvalidArgument, std::string(name) + "=" + v + " is not a valid number");
+  if (*end != '\0' || end == v || errno == ERANGE)
+    return Status(Errc::kInvalidUsage, std::string(name) + "=" + v + " is not a whole number");
+  if (x < lo || x > hi)
+    return Status(Errc::kInvalidUsage, std::string(name) + "=" + v + " is out of range [" + std::to_string(lo) + ", " +
+                                           std::to_string(hi) + "]");
   return static_cast<int>(x);
 }
 
@@ -55,7 +66,7 @@ Result<LaunchEnv> parseLaunchEnv(const EnvLookup& env) {
     }
   }
   if (!src)
-    return Status(Errc::kNotFound,
+    return Status(Errc::kInvalidUsage,
                   "no launcher environment: set RANK/WORLD_SIZE (torchrun), OMPI_COMM_WORLD_*, PMI_* or SLURM_*");
   out.source = src->name;
   RECCL_ASSIGN_OR_RETURN(out.nranks, parseInt(env, src->size, 1, 1 << 16));
@@ -69,37 +80,74 @@ Result<LaunchEnv> parseLaunchEnv(const EnvLookup& env) {
     std::string s(commId);
     auto colon = s.rfind(':');
     if (colon == std::string::npos || colon == 0)
-      return Status(Errc::kInvalidArgument, "RECCL_COMM_ID=" + s + " is not host:port");
+      return Status(Errc::kInvalidUsage, "RECCL_COMM_ID=" + s + " is not host:port");
     out.rootHost = s.substr(0, colon);
     portText = s.substr(colon + 1);
   } else {
     const char* a = env("MASTER_ADDR");
     const char* p = env("MASTER_PORT");
     if (!a || !*a || !p || !*p)
-      return Status(Errc::kNotFound, "no rendezvous address: set MASTER_ADDR and MASTER_PORT, or RECCL_COMM_ID=host:port");
+      return Status(Errc::kInvalidUsage,
+                    "no rendezvous address: set MASTER_ADDR and MASTER_PORT, or RECCL_COMM_ID=host:port");
     out.rootHost = a;
     portText = p;
   }
   char* end = nullptr;
   long port = std::strtol(portText.c_str(), &end, 10);
   if (portText.empty() || *end != '\0' || port < 1 || port > 65535)
-    return Status(Errc::kInvalidArgument, "rendezvous port " + portText + " is not a valid port");
+    return Status(Errc::kInvalidUsage, "rendezvous port " + portText + " is not a port number in [1, 65535]");
   out.rootPort = static_cast<uint16_t>(port);
 
-  // Every rank must derive the same secret without talking to the others: an explicit
-  // RECCL_JOB_SECRET, else the launcher's job identity. It keeps strays and other jobs out; it
-  // is not a defence against someone who can read this job's environment.
-  std::string material;
-  if (const char* js = env("RECCL_JOB_SECRET"); js && *js) {
-    material = js;
-  } else {
-    material = out.rootHost + ":" + portText + "/" + std::to_string(out.nranks);
-    for (const char* id : {"TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID"})
-      if (const char* v = env(id); v && *v) material += std::string("/") + v;
+  // Every rank derives the same job id without talking to the others: the rendezvous address,
+  // the world size and whatever job identity the launcher gives. It tells jobs apart; the
+  // secret, when there is one, is what keeps others out.
+  std::string material = out.rootHost + ":" + portText + "/" + std::to_string(out.nranks);
+  for (const char* id : {"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "SLURM_JOB_ID", "SLURM_STEP_ID",
+                         "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID"})
+    if (const char* v = env(id); v && *v) material += std::string("/") + id + "=" + v;
+  out.jobId = fnv1a64("job:" + material);
+
+  const char* inline_ = env("RECCL_JOB_SECRET");
+  const char* file = env("RECCL_JOB_SECRET_FILE");
+  if (inline_ && *inline_ && file && *file)
+    return Status(Errc::kInvalidUsage, "RECCL_JOB_SECRET and RECCL_JOB_SECRET_FILE are both set: set one");
+  std::string secret;
+  if (inline_ && *inline_) {
+    secret = inline_;
+    out.secretFrom = "RECCL_JOB_SECRET";
+  } else if (file && *file) {
+    auto s = readJobSecretFile(file);
+    if (!s.ok()) return Status(Errc::kInvalidUsage, "RECCL_JOB_SECRET_FILE=" + std::string(file) + ": " + s.status().message());
+    secret = std::move(s).value();
+    out.secretFrom = "RECCL_JOB_SECRET_FILE";
   }
-  out.secret = fnv1a64("secret:" + material);
-  out.commId = fnv1a64("comm:" + material);
+  if (!secret.empty()) {
+    out.bootKey = deriveJobKey(std::as_bytes(std::span(secret.data(), secret.size())));
+    std::fill(secret.begin(), secret.end(), '\0');
+  }
   return out;
+}
+
+Result<std::string> readJobSecretFile(const std::string& path) {
+  // O_NONBLOCK: a FIFO in its place must not hang the rank in open().
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK));
+  if (fd.get() < 0) return Status::FromErrno(errno, "cannot open");
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return Status::FromErrno(errno, "cannot stat");
+  if (!S_ISREG(st.st_mode)) return Status(Errc::kInvalidArgument, "not a regular file");
+  if (st.st_uid != geteuid()) return Status(Errc::kPermission, "not owned by this user (uid " + std::to_string(geteuid()) + ")");
+  if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+    char mode[8];
+    snprintf(mode, sizeof(mode), "%03o", st.st_mode & 0777);
+    return Status(Errc::kPermission, std::string("its group or others have access (mode ") + mode + "): chmod 600 it");
+  }
+  if (st.st_size < 1 || st.st_size > 4096) return Status(Errc::kInvalidArgument, "must hold 1 B to 4 KiB");
+  std::string s(static_cast<size_t>(st.st_size), '\0');
+  ssize_t n = pread(fd.get(), s.data(), s.size(), 0);
+  if (n != st.st_size) return Status::FromErrno(n < 0 ? errno : EIO, "cannot read");
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+  if (s.empty()) return Status(Errc::kInvalidArgument, "holds only a newline");
+  return s;
 }
 
 }  // namespace reccl::core

@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 
+#include "core/auth.h"
 #include "reccl/common/status.h"
 
 namespace reccl::core {
@@ -21,13 +22,21 @@ struct LaunchEnv {
   std::string rootHost;
   uint16_t rootPort = 0;
   std::string source;   // "torchrun", "ompi", "pmi", "slurm"
-  uint64_t secret = 0;  // per-job secret every rank derives identically
-  uint64_t commId = 0;
+  // Public: what every rank of the job derives alike (rendezvous address, world size, the
+  // launcher's job id); it tells jobs apart and proves nothing.
+  uint64_t jobId = 0;
+  // From RECCL_JOB_SECRET or RECCL_JOB_SECRET_FILE; all zero without (an open bootstrap).
+  Key bootKey{};
+  std::string secretFrom;  // the variable it came from, or empty
 };
 
 using EnvLookup = std::function<const char*(const char*)>;
-// Pure: takes the environment as a lookup function (tests pass a map).
+// Takes the environment as a lookup function (tests pass a map); reads the file that
+// RECCL_JOB_SECRET_FILE names, refusing one that others may read.
 Result<LaunchEnv> parseLaunchEnv(const EnvLookup& env);
+// The secret in `path`: a regular file owned by this user, with no group or other access,
+// 1 B to 4 KiB (trailing newlines dropped).
+Result<std::string> readJobSecretFile(const std::string& path);
 
 uint64_t fnv1a64(const std::string& s) noexcept;
 

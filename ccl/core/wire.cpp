@@ -70,19 +70,20 @@ constexpr uint32_t kRankInfoMagic = 0x464e4952;   // "RINF"
 constexpr uint32_t kRankTableMagic = 0x4c425452;  // "RTBL"
 constexpr uint32_t kUniqueIdMagic = 0x44495552;   // "RUID"
 constexpr uint32_t kReplyMagic = 0x504c5252;      // "RRLP"
+constexpr uint32_t kRootFrameMagic = 0x46544252;  // "RBTF"
 
 }  // namespace
 
-// Hello layout: 0 magic | 4 version u16 | 6 kind u16 | 8 secret u64 | 16 commId u64 |
+// Hello layout: 0 magic | 4 version u16 | 6 kind u16 | 8 job id u64 | 16 commId u64 |
 // 24 src i32 | 28 dst i32 | 32 nranks i32 | 36 channel u32 | 40 epoch u32 | 44 name len u8 |
-// 45..108 name | rest zero.
+// 45..108 name | 108..124 nonce | rest zero.
 void encodeHello(const Hello& h, std::span<std::byte, kHelloBytes> out) noexcept {
   std::byte* p = out.data();
   std::memset(p, 0, kHelloBytes);
   put<uint32_t>(p, 0, kHelloMagic);
   put<uint16_t>(p, 4, kProtocolVersion);
   put<uint16_t>(p, 6, static_cast<uint16_t>(h.kind));
-  put<uint64_t>(p, 8, h.secret);
+  put<uint64_t>(p, 8, h.jobId);
   put<uint64_t>(p, 16, h.commId);
   put<int32_t>(p, 24, h.srcRank);
   put<int32_t>(p, 28, h.dstRank);
@@ -92,6 +93,7 @@ void encodeHello(const Hello& h, std::span<std::byte, kHelloBytes> out) noexcept
   size_t n = std::min(h.shmName.size(), kShmNameMax);
   put<uint8_t>(p, 44, static_cast<uint8_t>(n));
   std::memcpy(p + 45, h.shmName.data(), n);
+  std::memcpy(p + 108, h.nonce.data(), h.nonce.size());
 }
 
 Result<Hello> decodeHello(std::span<const std::byte> in) {
@@ -104,7 +106,7 @@ Result<Hello> decodeHello(std::span<const std::byte> in) {
   uint16_t kind = get<uint16_t>(p, 6);
   if (kind < 1 || kind > 3) return bad("hello: unknown kind " + std::to_string(kind));
   h.kind = static_cast<HelloKind>(kind);
-  h.secret = get<uint64_t>(p, 8);
+  h.jobId = get<uint64_t>(p, 8);
   h.commId = get<uint64_t>(p, 16);
   h.srcRank = get<int32_t>(p, 24);
   h.dstRank = get<int32_t>(p, 28);
@@ -124,11 +126,11 @@ Result<Hello> decodeHello(std::span<const std::byte> in) {
   } else if (n != 0) {
     return bad("hello: unexpected shm name");
   }
+  std::memcpy(h.nonce.data(), p + 108, h.nonce.size());
   return h;
 }
 
-Status acceptHello(const Hello& h, uint64_t secret, uint64_t commId, int nranks, int myRank) {
-  if (h.secret != secret) return Status(Errc::kPermission, "hello: foreign job secret");
+Status acceptHello(const Hello& h, uint64_t commId, int nranks, int myRank) {
   if (h.commId != commId) return Status(Errc::kPermission, "hello: foreign communicator");
   if (h.nranks != nranks)
     return Status(Errc::kProtocol, "hello: nranks " + std::to_string(h.nranks) + " != " + std::to_string(nranks));
@@ -140,6 +142,27 @@ Status acceptHello(const Hello& h, uint64_t secret, uint64_t commId, int nranks,
   if (h.kind != HelloKind::kBootstrap && h.srcRank == myRank)
     return Status(Errc::kProtocol, "hello: from myself");
   return Status::Ok();
+}
+
+Session sealHello(Hello hello, const Key& key, const Nonce& serverNonce, std::span<std::byte, kAuthHelloBytes> out) {
+  Session s;
+  s.server = serverNonce;
+  s.client = randomNonce();
+  hello.nonce = s.client;
+  auto hb = out.first<kHelloBytes>();
+  encodeHello(hello, hb);
+  Tag t = helloTag(key, serverNonce, hb);
+  std::memcpy(out.data() + kHelloBytes, t.data(), t.size());
+  return s;
+}
+
+Result<Hello> openAuthHello(std::span<const std::byte> bytes, const Key& key, const Nonce& serverNonce) {
+  if (bytes.size() != kAuthHelloBytes) return bad("hello: wrong size");
+  auto hello = bytes.first(kHelloBytes);
+  RECCL_ASSIGN_OR_RETURN(Hello h, decodeHello(hello));
+  if (!verifyHelloTag(key, serverNonce, hello, bytes.subspan(kHelloBytes)))
+    return Status(Errc::kPermission, "hello: authentication failed (not this communicator's key)");
+  return h;
 }
 
 void encodeHelloReply(const HelloReply& r, std::span<std::byte, kHelloReplyBytes> out) noexcept {
@@ -164,6 +187,33 @@ Result<HelloReply> decodeHelloReply(std::span<const std::byte> in) {
   return r;
 }
 
+void encodeRootFrameHeader(const RootFrameHeader& h, std::span<std::byte, kRootFrameHeaderBytes> out) noexcept {
+  std::byte* p = out.data();
+  put<uint32_t>(p, 0, kRootFrameMagic);
+  put<uint16_t>(p, 4, static_cast<uint16_t>(h.type));
+  put<uint16_t>(p, 6, 0);
+  put<uint32_t>(p, 8, h.length);
+}
+
+Result<RootFrameHeader> decodeRootFrameHeader(std::span<const std::byte> in, size_t maxTable) {
+  if (in.size() != kRootFrameHeaderBytes) return bad("bootstrap frame: wrong size");
+  const std::byte* p = in.data();
+  if (get<uint32_t>(p, 0) != kRootFrameMagic) return bad("bootstrap frame: bad magic");
+  RootFrameHeader h;
+  uint16_t type = get<uint16_t>(p, 4);
+  h.length = get<uint32_t>(p, 8);
+  if (type == static_cast<uint16_t>(RootFrame::kRefused)) {
+    if (h.length > kMaxRefusalBytes) return bad("bootstrap frame: refusal too long");
+  } else if (type == static_cast<uint16_t>(RootFrame::kTable)) {
+    if (h.length < 4 + kSealedCommSecretBytes + kTagBytes || h.length > maxTable)
+      return bad("bootstrap frame: bad table length " + std::to_string(h.length));
+  } else {
+    return bad("bootstrap frame: unknown type " + std::to_string(type));
+  }
+  h.type = static_cast<RootFrame>(type);
+  return h;
+}
+
 void encodeUniqueId(const UniqueIdData& u, std::span<std::byte, kUniqueIdBytes> out) noexcept {
   std::byte* p = out.data();
   std::memset(p, 0, kUniqueIdBytes);
@@ -171,20 +221,20 @@ void encodeUniqueId(const UniqueIdData& u, std::span<std::byte, kUniqueIdBytes> 
   put<uint16_t>(p, 4, kProtocolVersion);
   put<uint32_t>(p, 8, u.addr);
   put<uint16_t>(p, 12, u.port);
-  put<uint64_t>(p, 16, u.secret);
-  put<uint64_t>(p, 24, u.commId);
+  put<uint64_t>(p, 16, u.jobId);
+  std::memcpy(p + 24, u.bootKey.data(), u.bootKey.size());
 }
 
 Result<UniqueIdData> decodeUniqueId(std::span<const std::byte> in) {
-  if (in.size() < 32) return Status(Errc::kInvalidArgument, "commId: too short");
+  if (in.size() < 24 + kKeyBytes) return Status(Errc::kInvalidArgument, "commId: too short");
   const std::byte* p = in.data();
   if (get<uint32_t>(p, 0) != kUniqueIdMagic || get<uint16_t>(p, 4) != kProtocolVersion)
     return Status(Errc::kInvalidArgument, "commId: not made by recclGetUniqueId");
   UniqueIdData u;
   u.addr = get<uint32_t>(p, 8);
   u.port = get<uint16_t>(p, 12);
-  u.secret = get<uint64_t>(p, 16);
-  u.commId = get<uint64_t>(p, 24);
+  u.jobId = get<uint64_t>(p, 16);
+  std::memcpy(u.bootKey.data(), p + 24, u.bootKey.size());
   if (u.port == 0) return Status(Errc::kInvalidArgument, "commId: no root port");
   return u;
 }

@@ -9,13 +9,17 @@
 #include <string>
 #include <vector>
 
+#include "core/auth.h"
 #include "reccl/common/status.h"
 
 namespace reccl::core {
 
 inline constexpr uint32_t kHelloMagic = 0x4c4c4852;  // "RHLL"
-inline constexpr uint16_t kProtocolVersion = 2;
+// 3: every connection authenticated by challenge and MAC (core/auth.h); the hello carries the
+// public job id where it carried a launcher-derived secret.
+inline constexpr uint16_t kProtocolVersion = 3;
 inline constexpr size_t kHelloBytes = 128;
+inline constexpr size_t kAuthHelloBytes = kHelloBytes + kTagBytes;  // hello + its MAC
 inline constexpr size_t kHelloReplyBytes = 24;
 inline constexpr size_t kShmNameMax = 63;
 inline constexpr int kMaxRanks = 1 << 16;
@@ -24,21 +28,34 @@ enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3 };
 
 struct Hello {
   HelloKind kind = HelloKind::kBootstrap;
-  uint64_t secret = 0;
-  uint64_t commId = 0;
+  uint64_t jobId = 0;   // public: tells jobs apart, proves nothing (the MAC does)
+  uint64_t commId = 0;  // 0 in a bootstrap hello (the root draws it)
   int32_t srcRank = 0;
   int32_t dstRank = 0;  // -1 for bootstrap
   int32_t nranks = 0;
   uint32_t channel = 0;
   uint32_t epoch = 1;
   std::string shmName;  // kShmData only
+  Nonce nonce{};        // the connecting side's nonce: the acceptor's proof covers it
 };
 
 void encodeHello(const Hello& h, std::span<std::byte, kHelloBytes> out) noexcept;
 // Syntax only: magic, version, kind, bounded fields, shm name charset.
 Result<Hello> decodeHello(std::span<const std::byte> in);
-// Semantics: the hello belongs to this job and communicator and names a valid peer.
-Status acceptHello(const Hello& h, uint64_t secret, uint64_t commId, int nranks, int myRank);
+// Semantics: the hello belongs to this communicator and names a valid peer (its MAC is checked
+// apart, by the connection's acceptor: core/handshake.h).
+Status acceptHello(const Hello& h, uint64_t commId, int nranks, int myRank);
+
+// The authenticated hello (core/auth.h): the hello and its MAC over the acceptor's challenge.
+// The connecting side's two nonces, for the acceptor's proof.
+struct Session {
+  Nonce client{};
+  Nonce server{};
+};
+// Encodes the hello (its nonce drawn here) and its MAC over the acceptor's nonce into `out`.
+Session sealHello(Hello hello, const Key& key, const Nonce& serverNonce, std::span<std::byte, kAuthHelloBytes> out);
+// Decodes an authenticated hello and checks its MAC (syntax, then the key).
+Result<Hello> openAuthHello(std::span<const std::byte> bytes, const Key& key, const Nonce& serverNonce);
 
 enum class ReplyStatus : uint32_t { kOk = 0, kRefused = 1, kShmFailed = 2 };
 struct HelloReply {
@@ -49,12 +66,27 @@ struct HelloReply {
 void encodeHelloReply(const HelloReply& r, std::span<std::byte, kHelloReplyBytes> out) noexcept;
 Result<HelloReply> decodeHelloReply(std::span<const std::byte> in);
 
-// recclUniqueId content.
+// Root → rank messages after the challenge: 0 magic "RBTF" u32 | 4 type u16 | 6 zero u16 |
+// 8 length u32 | payload. A refusal's payload is its reason (text); a table's is
+// [u32 table length][rank table][sealed communicator secret][table tag].
+enum class RootFrame : uint16_t { kTable = 1, kRefused = 2 };
+inline constexpr size_t kRootFrameHeaderBytes = 12;
+inline constexpr size_t kMaxRefusalBytes = 512;
+struct RootFrameHeader {
+  RootFrame type = RootFrame::kTable;
+  uint32_t length = 0;
+};
+void encodeRootFrameHeader(const RootFrameHeader& h, std::span<std::byte, kRootFrameHeaderBytes> out) noexcept;
+// maxTable bounds a table's length (the ranks' record limit times the rank count).
+Result<RootFrameHeader> decodeRootFrameHeader(std::span<const std::byte> in, size_t maxTable);
+
+// recclUniqueId content (or what the launcher environment gives): where the root listens, the
+// job's public id and the bootstrap key (a secret: whoever holds the unique id may join).
 struct UniqueIdData {
   uint32_t addr = 0;  // root IPv4, network order
   uint16_t port = 0;
-  uint64_t secret = 0;
-  uint64_t commId = 0;
+  uint64_t jobId = 0;
+  Key bootKey{};      // all zero: no job secret (the bootstrap is open to whoever reaches it)
 };
 inline constexpr size_t kUniqueIdBytes = 128;
 void encodeUniqueId(const UniqueIdData& u, std::span<std::byte, kUniqueIdBytes> out) noexcept;

@@ -218,7 +218,6 @@ void Failover::fillStats(core::CommStats* s) const {
 core::Hello Failover::dataHello(int dstRank, uint32_t channel, uint32_t epoch) const {
   core::Hello h;
   h.kind = core::HelloKind::kTcpData;
-  h.secret = comm_.secret_;
   h.commId = comm_.commId_;
   h.srcRank = rank_;
   h.dstRank = dstRank;

@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "channel/port.h"
+#include "core/handshake.h"
 #include "core/wire.h"
 #include "failover/migrate_wire.h"
 #include "failover/relay_paths.h"
@@ -140,10 +141,7 @@ class Failover {
     bool standby = false;    // the path was a pre-connected standby
   };
   // The two directions of a handshake's byte stream (a socket, or the relay pipe).
-  struct HandshakeIo {
-    std::function<Status(std::span<const std::byte>)> send;
-    std::function<Status(std::span<std::byte>)> recv;
-  };
+  using HandshakeIo = core::ByteIo;
   // A standby path the peer opened to this rank (this rank answers on it).
   struct PassiveStandby {
     UniqueFd fd;

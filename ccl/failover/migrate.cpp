@@ -272,8 +272,7 @@ Failover::Attempt Failover::attempt(Conn& c, int rail, const Job& j, Deadline de
   // leave the peer on a path this end has closed (seen: both ends' communicators failed).
   Deadline dl = Deadline::afterMs(kAttemptMs);
   int raw = fd.get();
-  HandshakeIo io{[raw, dl](std::span<const std::byte> b) { return transport::sendAll(raw, b, dl); },
-                 [raw, dl](std::span<std::byte> b) { return transport::recvAll(raw, b, dl); }};
+  HandshakeIo io = core::socketIo(raw, dl);
   Attempt a = handshake(c, rail, j, withHello, io, std::move(fd), nullptr, err, epochOut, resentOut, tl);
   if (a == Attempt::kFailed) *err = err->Wrap("migration handshake on rail " + std::to_string(rail));
   return a;
@@ -310,20 +309,24 @@ Failover::Attempt Failover::handshake(Conn& c, int rail, const Job& j, bool with
   req.epoch = epoch;
   req.railsUp = railsUp_.load();
 
-  // The usual data hello (secret, communicator, ranks; the epoch marks a migration) unless the
-  // path is a standby, whose hello went at its opening.
-  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
-  size_t off = 0;
+  // The usual authenticated data hello (communicator, ranks; the epoch marks a migration) unless
+  // the path is a standby, whose hello went at its opening; the request rides behind it.
+  std::array<std::byte, kMigrateRequestBytes> out;
+  encodeMigrateRequest(req, out);
+  Status s;
   if (withHello) {
-    core::Hello h = dataHello(peer, c.id.channel, epoch);
-    core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
-    off = core::kHelloBytes;
+    auto session = core::sendAuthHello(io, dataHello(peer, c.id.channel, epoch), comm_.key_, core::AuthPurpose::kData, out);
+    s = session.status();
+    if (s.ok()) {
+      tl->sentNs = monotonicNs();
+      s = core::readProof(io, comm_.key_, *session);
+    }
+  } else {
+    s = io.send(out);
+    if (s.ok()) tl->sentNs = monotonicNs();
   }
-  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + off, kMigrateRequestBytes));
-  Status s = io.send(std::span<const std::byte>(out.data(), off + kMigrateRequestBytes));
-  tl->sentNs = monotonicNs();
   std::array<std::byte, kMigrateReplyBytes> rb;
-  bool sent = s.ok();
+  bool sent = tl->sentNs != 0;
   if (s.ok()) s = io.recv(rb);
   tl->replyNs = monotonicNs();
   if (!s.ok()) {

@@ -24,8 +24,12 @@ namespace {
 
 constexpr int64_t kAttemptMs = 1000;
 
-// Connects to `name` in the abstract namespace and sends one message with three descriptors.
-Result<UniqueFd> openControl(const std::string& name, std::span<const std::byte> msg, const int (&fds)[3]) {
+// Connects to the relay rank's control socket (abstract namespace), answers its challenge with
+// one message (the sealed hello, `open`, the three descriptors) and returns the socket with the
+// session whose proof the reply carries.
+Result<UniqueFd> openControl(const std::string& name, const core::Hello& hello, const core::Key& key,
+                             std::span<const std::byte> open, const int (&fds)[3], Deadline dl,
+                             core::Session* session) {
   UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   if (!s) return Status::FromErrno(errno, "relay control: socket");
   sockaddr_un a{};
@@ -35,8 +39,17 @@ Result<UniqueFd> openControl(const std::string& name, std::span<const std::byte>
   auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
   if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) != 0)
     return Status::FromErrno(errno, "relay control: connect @" + name);
+  std::array<std::byte, core::kChallengeBytes> ch;
+  pollfd pf{s.get(), POLLIN, 0};
+  if (::poll(&pf, 1, std::max(0, dl.remainingMsForPoll())) <= 0 ||
+      ::recv(s.get(), ch.data(), ch.size(), MSG_DONTWAIT) != static_cast<ssize_t>(ch.size()))
+    return Status(Errc::kTimeout, "relay control: no challenge from @" + name);
+  RECCL_ASSIGN_OR_RETURN(core::Nonce server, core::decodeChallenge(ch, core::AuthPurpose::kRelay));
+  std::vector<std::byte> msg(core::kAuthHelloBytes + open.size());
+  *session = core::sealHello(hello, key, server, std::span<std::byte, core::kAuthHelloBytes>(msg.data(), core::kAuthHelloBytes));
+  std::memcpy(msg.data() + core::kAuthHelloBytes, open.data(), open.size());
   alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))] = {};
-  iovec iov{const_cast<std::byte*>(msg.data()), msg.size()};
+  iovec iov{msg.data(), msg.size()};
   msghdr m{};
   m.msg_iov = &iov;
   m.msg_iovlen = 1;
@@ -64,7 +77,7 @@ Status Failover::startRelay() {
   RelayServerConfig cfg;
   cfg.rank = rank_;
   cfg.nranks = comm_.nranks_;
-  cfg.secret = comm_.secret_;
+  cfg.key = comm_.key_;
   cfg.commId = comm_.commId_;
   cfg.pid = comm_.table_[rank_].pid;
   cfg.hostOf = comm_.topo_.hostOf;
@@ -197,16 +210,16 @@ Failover::Attempt Failover::relayAttempt(Conn& c, int via, int rail, const Job& 
   link.via = via;
 
   // 1. Ask the relay to connect to the peer on `rail`.
-  core::Hello rh = dataHello(via, c.id.channel, 1);
-  std::array<std::byte, core::kHelloBytes + kRelayOpenBytes> om;
-  core::encodeHello(rh, std::span<std::byte, core::kHelloBytes>(om.data(), core::kHelloBytes));
+  std::array<std::byte, kRelayOpenBytes> om;
   RelayOpen open;
   open.conn = c.id;
   open.peer = peer;
   open.rail = static_cast<uint16_t>(rail);
-  encodeRelayOpen(open, std::span<std::byte, kRelayOpenBytes>(om.data() + core::kHelloBytes, kRelayOpenBytes));
+  encodeRelayOpen(open, om);
   int fds[3] = {link.pipe.memFd(), link.pipe.originWakeFd(), link.pipe.relayWakeFd()};
-  auto ctrl = openControl(RelayServer::socketName(comm_.table_[via].pid, comm_.commId_, via), om, fds);
+  core::Session session;
+  auto ctrl = openControl(RelayServer::socketName(comm_.table_[via].pid, comm_.commId_, via),
+                          dataHello(via, c.id.channel, 1), comm_.key_, om, fds, dl, &session);
   if (!ctrl.ok()) {
     *err = ctrl.status();
     return Attempt::kFailed;
@@ -215,18 +228,25 @@ Failover::Attempt Failover::relayAttempt(Conn& c, int via, int rail, const Job& 
   {
     pollfd pf{link.ctrl.get(), POLLIN, 0};
     int rc = ::poll(&pf, 1, std::max(0, dl.remainingMsForPoll()));
-    std::array<std::byte, kRelayReplyBytes + 1> rb;
+    std::array<std::byte, core::kTagBytes + kRelayReplyBytes + 1> rb;
     ssize_t n = rc > 0 ? ::recv(link.ctrl.get(), rb.data(), rb.size(), MSG_DONTWAIT) : -1;
     if (n <= 0) {
       *err = Status(Errc::kTimeout, "relay rank " + std::to_string(via) + " did not answer");
       return Attempt::kFailed;
     }
-    auto rep = decodeRelayReply(std::span<const std::byte>(rb.data(), static_cast<size_t>(n)));
+    // An answer with the proof leads with it; one without (the hello was refused) is a refusal.
+    auto body = std::span<const std::byte>(rb.data(), static_cast<size_t>(n));
+    bool proven = body.size() == core::kTagBytes + kRelayReplyBytes;
+    if (proven && !core::verifyProofTag(comm_.key_, session.client, session.server, body.first(core::kTagBytes))) {
+      *err = Status(Errc::kPermission, "relay rank " + std::to_string(via) + " does not hold this communicator's key");
+      return Attempt::kFailed;
+    }
+    auto rep = decodeRelayReply(proven ? body.subspan(core::kTagBytes) : body);
     if (!rep.ok()) {
       *err = rep.status();
       return Attempt::kFailed;
     }
-    if (rep->status != RelayStatus::kOk) {
+    if (rep->status != RelayStatus::kOk || !proven) {
       *err = Status(Errc::kLinkFailure, "relay rank " + std::to_string(via) + ": " + relayStatusName(rep->status));
       return Attempt::kFailed;
     }

@@ -12,7 +12,9 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstring>
+#include <optional>
 
+#include "core/handshake.h"
 #include "core/wire.h"
 #include "failover/relay_wire.h"
 #include "reccl/common/log.h"
@@ -74,8 +76,18 @@ void RelayServer::acceptLoop() {
 }
 
 void RelayServer::serve(UniqueFd ctrl) {
-  // One message: hello + open, with the pipe's memfd and the two eventfds attached.
-  std::array<std::byte, core::kHelloBytes + kRelayOpenBytes + 1> buf{};
+  // Only this user's processes may ask (the abstract socket is open to the whole network
+  // namespace); they then prove the communicator's key like any connection.
+  ucred cred{};
+  socklen_t clen = sizeof(cred);
+  if (getsockopt(ctrl.get(), SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0 || cred.uid != geteuid()) {
+    RECCL_WARN(kLogFailover, "rank %d: relay request from uid %u refused: not this job's user", cfg_.rank, cred.uid);
+    return;
+  }
+  auto nonce = core::sendChallenge(ctrl.get(), core::AuthPurpose::kRelay);
+  if (!nonce.ok()) return;
+  // One message: authenticated hello + open, with the pipe's memfd and the two eventfds attached.
+  std::array<std::byte, core::kAuthHelloBytes + kRelayOpenBytes + 1> buf{};
   alignas(cmsghdr) char cbuf[CMSG_SPACE(3 * sizeof(int))] = {};
   iovec iov{buf.data(), buf.size()};
   msghdr msg{};
@@ -100,24 +112,31 @@ void RelayServer::serve(UniqueFd ctrl) {
   }
   RelayReply reply;
   reply.railsUp = cfg_.railsUp();
+  std::optional<core::Tag> proof;  // once the hello is authenticated, every answer carries it
   auto answer = [&](RelayStatus st, const std::string& why) {
     reply.status = st;
-    std::array<std::byte, kRelayReplyBytes> rb;
-    encodeRelayReply(reply, rb);
-    (void)::send(ctrl.get(), rb.data(), rb.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    std::array<std::byte, core::kTagBytes + kRelayReplyBytes> out;
+    size_t off = 0;
+    if (proof) {
+      std::memcpy(out.data(), proof->data(), proof->size());
+      off = proof->size();
+    }
+    encodeRelayReply(reply, std::span<std::byte, kRelayReplyBytes>(out.data() + off, kRelayReplyBytes));
+    (void)::send(ctrl.get(), out.data(), off + kRelayReplyBytes, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (st != RelayStatus::kOk)
       RECCL_WARN(kLogFailover, "rank %d: relay request refused: %s", cfg_.rank, why.c_str());
   };
-  if (n != static_cast<ssize_t>(core::kHelloBytes + kRelayOpenBytes) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
+  if (n != static_cast<ssize_t>(core::kAuthHelloBytes + kRelayOpenBytes) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)))
     return answer(RelayStatus::kRefused, "malformed request (" + std::to_string(n) + " bytes)");
-  auto h = core::decodeHello(std::span<const std::byte>(buf.data(), core::kHelloBytes));
-  Status ok = h.ok() ? core::acceptHello(*h, cfg_.secret, cfg_.commId, cfg_.nranks, cfg_.rank) : h.status();
+  auto h = core::openAuthHello(std::span<const std::byte>(buf.data(), core::kAuthHelloBytes), cfg_.key, *nonce);
+  Status ok = h.ok() ? core::acceptHello(*h, cfg_.commId, cfg_.nranks, cfg_.rank) : h.status();
   if (!ok.ok()) return answer(RelayStatus::kRefused, ok.message());
+  proof = core::proofTag(cfg_.key, h->nonce, *nonce);
   int origin = h->srcRank;
   if (origin < 0 || origin >= cfg_.nranks) return answer(RelayStatus::kRefused, "bad source rank");
   if (cfg_.hostOf[origin] != cfg_.hostOf[cfg_.rank])
     return answer(RelayStatus::kRefused, "rank " + std::to_string(origin) + " is not on this host");
-  auto open = decodeRelayOpen(std::span<const std::byte>(buf.data() + core::kHelloBytes, kRelayOpenBytes), origin,
+  auto open = decodeRelayOpen(std::span<const std::byte>(buf.data() + core::kAuthHelloBytes, kRelayOpenBytes), origin,
                               cfg_.nranks);
   if (!open.ok()) return answer(RelayStatus::kRefused, open.status().message());
   if (fds.size() != 3) return answer(RelayStatus::kRefused, "expected 3 descriptors, got " + std::to_string(fds.size()));

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/auth.h"
 #include "failover/migrate_wire.h"
 #include "failover/relay_pipe.h"
 #include "reccl/common/status.h"
@@ -30,7 +31,7 @@ namespace reccl::failover {
 struct RelayServerConfig {
   int rank = 0;
   int nranks = 0;
-  uint64_t secret = 0;
+  core::Key key{};  // the communicator's: a relay request proves it
   uint64_t commId = 0;
   uint32_t pid = 0;
   std::vector<int> hostOf;                    // rank -> host index

@@ -202,13 +202,14 @@ void Failover::makeStandby(Conn& c) {
   req.rail = static_cast<uint16_t>(rail);
   req.epoch = marker;
   req.railsUp = railsUp_.load();
-  std::array<std::byte, core::kHelloBytes + kMigrateRequestBytes> out;
-  core::encodeHello(h, std::span<std::byte, core::kHelloBytes>(out.data(), core::kHelloBytes));
-  encodeMigrateRequest(req, std::span<std::byte, kMigrateRequestBytes>(out.data() + core::kHelloBytes,
-                                                                        kMigrateRequestBytes));
-  Status s = transport::sendAll(fd.get(), out, dl);
+  std::array<std::byte, kMigrateRequestBytes> out;
+  encodeMigrateRequest(req, out);
+  core::ByteIo io = core::socketIo(fd.get(), dl);
+  auto session = core::sendAuthHello(io, h, comm_.key_, core::AuthPurpose::kData, out);
+  Status s = session.status();
+  if (s.ok()) s = core::readProof(io, comm_.key_, *session);
   std::array<std::byte, kMigrateReplyBytes> rb;
-  if (s.ok()) s = transport::recvAll(fd.get(), rb, dl);
+  if (s.ok()) s = io.recv(rb);
   if (!s.ok()) return retryAfter(kRetryNs, s);
   auto rep = decodeMigrateReply(rb);
   if (!rep.ok()) return retryAfter(kRetryNs, rep.status());

@@ -5,7 +5,6 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,23 +23,20 @@
 
 #include "api/comm_access.h"
 #include "ccl_test_util.h"
+#include "worker_procs.h"
 #include "core/bootstrap.h"
 #include "core/wire.h"
-
-extern char** environ;
 
 namespace {
 
 using reccl::test::Comms;
+using reccl::test::freePort;
+using reccl::test::rawConnect;
 using reccl::test::ScopedEnv;
+using reccl::test::Workers;
 using Ms = std::chrono::milliseconds;
 
 std::string lastError() { return recclGetLastError(nullptr); }
-
-std::string readAll(const std::string& path) {
-  std::ifstream f(path);
-  return std::string(std::istreambuf_iterator<char>(f), {});
-}
 
 TEST(CclErrors, BadArgumentsNameTheArgument) {
   Comms comms(2);
@@ -189,19 +185,6 @@ TEST(CclErrors, BootstrapTimesOutWhenRanksAreMissing) {
   EXPECT_EQ(c, nullptr);
 }
 
-int rawConnect(uint32_t addr, uint16_t port) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = addr;
-  sa.sin_port = htons(port);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 TEST(CclErrors, StrangersOnTheBootstrapPortAreRefused) {
   recclUniqueId id;
   ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
@@ -209,21 +192,21 @@ TEST(CclErrors, StrangersOnTheBootstrapPortAreRefused) {
       std::span<const std::byte>(reinterpret_cast<const std::byte*>(id.internal), sizeof(id.internal)));
   ASSERT_TRUE(data.ok());
   uint64_t before = reccl::core::BootstrapRoot::refusedTotal();
-  // Garbage, a well-formed hello with a foreign secret, and one that says nothing.
+  // Garbage, a well-formed hello without the unique id's key (its MAC is all zero), and one that
+  // says nothing.
   int junk = rawConnect(data->addr, data->port);
   ASSERT_GE(junk, 0);
-  std::array<std::byte, 128> garbage;
+  std::array<std::byte, reccl::core::kAuthHelloBytes> garbage;
   garbage.fill(std::byte{0x5a});
-  ASSERT_EQ(send(junk, garbage.data(), garbage.size(), 0), 128);
+  ASSERT_EQ(send(junk, garbage.data(), garbage.size(), 0), static_cast<ssize_t>(garbage.size()));
   int foreign = rawConnect(data->addr, data->port);
   reccl::core::Hello h;
-  h.secret = data->secret ^ 1;
-  h.commId = data->commId;
+  h.jobId = data->jobId;
   h.srcRank = 0;
   h.dstRank = -1;
   h.nranks = 2;
-  std::array<std::byte, reccl::core::kHelloBytes> hb;
-  reccl::core::encodeHello(h, hb);
+  std::array<std::byte, reccl::core::kAuthHelloBytes> hb{};
+  reccl::core::encodeHello(h, std::span<std::byte, reccl::core::kHelloBytes>(hb.data(), reccl::core::kHelloBytes));
   ASSERT_EQ(send(foreign, hb.data(), hb.size(), 0), static_cast<ssize_t>(hb.size()));
   int idle = rawConnect(data->addr, data->port);
   ASSERT_GE(idle, 0);
@@ -280,6 +263,31 @@ TEST(CclErrors, StrangersOnTheDataPortAreRefused) {
   EXPECT_EQ(rcs[0], recclSuccess);
   EXPECT_EQ(rcs[1], recclSuccess);
   close(junk);
+}
+
+// A value outside its range fails init on every rank with recclInvalidUsage naming the variable,
+// before anything connects: never a default in its place, never a failure at the first barrier.
+TEST(CclErrors, InvalidParametersFailInitOnEveryRank) {
+  for (const char* bad : {"-1", "0"}) {
+    ScopedEnv timeout("RECCL_TIMEOUT_MS", bad);
+    recclUniqueId id;
+    ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+    std::vector<recclComm_t> comms(2, nullptr);
+    std::vector<recclResult_t> rcs(2);
+    std::vector<std::string> errs(2);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < 2; ++r)
+      ts.emplace_back([&, r] {
+        rcs[r] = recclCommInitRank(&comms[r], 2, id, r);
+        errs[r] = lastError();
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(rcs[r], recclInvalidUsage) << "rank " << r;
+      EXPECT_NE(errs[r].find(std::string("RECCL_TIMEOUT_MS=") + bad), std::string::npos) << errs[r];
+      EXPECT_EQ(comms[r], nullptr);
+    }
+  }
 }
 
 TEST(CclErrors, ConcurrentCommunicators) {
@@ -359,9 +367,9 @@ TEST(CclErrors, AnUnknownFailoverRouteIsRefused) {
     ScopedEnv f("RECCL_FAILOVER_ROUTE", bad);
     Comms c(2);
     EXPECT_FALSE(c.ok()) << "RECCL_FAILOVER_ROUTE=" << bad;
-    EXPECT_NE(c.error().find(std::string("RECCL_FAILOVER_ROUTE=") + bad + " is not auto, direct or relay"),
-              std::string::npos)
+    EXPECT_NE(c.error().find(std::string("RECCL_FAILOVER_ROUTE=") + bad + " is not valid"), std::string::npos)
         << c.error();
+    EXPECT_NE(c.error().find("auto, direct, relay"), std::string::npos) << c.error();
   }
   ScopedEnv f("RECCL_FAILOVER_ROUTE", "direct");
   Comms c(2);
@@ -378,9 +386,9 @@ TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
       while (dirent* e = readdir(d)) {
         if (e->d_name[0] == '.') continue;
         std::string dir = std::string("/proc/self/task/") + e->d_name;
-        std::string comm = readAll(dir + "/comm");
+        std::string comm = reccl::test::readFile(dir + "/comm");
         if (comm != name + "\n") continue;
-        std::string sched = readAll(dir + "/sched");
+        std::string sched = reccl::test::readFile(dir + "/sched");
         size_t at = sched.find("se.slice");
         if (at != std::string::npos) out.push_back(std::atoll(sched.c_str() + sched.find(':', at) + 1));
       }
@@ -437,68 +445,6 @@ TEST(CclErrors, FailoverThreadsTakeTheirSliceAndBadValuesAreRefused) {
 
 // Ranks as processes started from the launcher environment (torchrun variables); one is killed
 // mid-collective and the others must fail within RECCL_TIMEOUT_MS.
-class Workers {
- public:
-  pid_t spawn(int rank, int n, uint16_t port, const std::vector<std::string>& extra) {
-    std::vector<std::string> env;
-    for (char** e = environ; *e; ++e) env.emplace_back(*e);
-    env.push_back("RANK=" + std::to_string(rank));
-    env.push_back("WORLD_SIZE=" + std::to_string(n));
-    env.push_back("MASTER_ADDR=127.0.0.1");
-    env.push_back("MASTER_PORT=" + std::to_string(port));
-    for (auto& x : extra) env.push_back(x);
-    std::vector<char*> envp;
-    for (auto& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string path = RECCL_TEST_WORKER_PATH;
-    char* argv[] = {path.data(), nullptr};
-    pid_t pid = -1;
-    if (posix_spawn(&pid, path.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
-    pids_.push_back(pid);
-    return pid;
-  }
-  // Exit code, or -1 if it did not exit by the deadline (then it is killed).
-  int wait(pid_t pid, Ms limit) {
-    auto until = std::chrono::steady_clock::now() + limit;
-    for (;;) {
-      int st = 0;
-      if (waitpid(pid, &st, WNOHANG) == pid) {
-        forget(pid);
-        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      }
-      if (std::chrono::steady_clock::now() > until) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        forget(pid);
-        return -1;
-      }
-      std::this_thread::sleep_for(Ms(5));
-    }
-  }
-  ~Workers() {
-    for (pid_t p : pids_) {
-      kill(p, SIGKILL);
-      waitpid(p, nullptr, 0);
-    }
-  }
-
- private:
-  void forget(pid_t p) { std::erase(pids_, p); }
-  std::vector<pid_t> pids_;
-};
-
-uint16_t freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
-
 TEST(CclErrors, ProcessesFromTorchrunEnvironment) {
   Workers w;
   uint16_t port = freePort();

@@ -19,8 +19,9 @@ using namespace reccl;
 TEST(CclWire, HelloRoundTripAndRejects) {
   core::Hello h;
   h.kind = core::HelloKind::kShmData;
-  h.secret = 0x1234;
+  h.jobId = 0x1234;
   h.commId = 77;
+  h.nonce[3] = std::byte{9};
   h.srcRank = 3;
   h.dstRank = 1;
   h.nranks = 4;
@@ -32,10 +33,12 @@ TEST(CclWire, HelloRoundTripAndRejects) {
   ASSERT_TRUE(d.ok()) << d.status().message();
   EXPECT_EQ(d->shmName, h.shmName);
   EXPECT_EQ(d->srcRank, 3);
-  EXPECT_TRUE(core::acceptHello(*d, 0x1234, 77, 4, 1).ok());
-  EXPECT_EQ(core::acceptHello(*d, 0x1235, 77, 4, 1).code(), Errc::kPermission);
-  EXPECT_EQ(core::acceptHello(*d, 0x1234, 78, 4, 1).code(), Errc::kPermission);
-  EXPECT_FALSE(core::acceptHello(*d, 0x1234, 77, 4, 2).ok());
+  EXPECT_EQ(d->jobId, 0x1234u);
+  EXPECT_EQ(d->nonce, h.nonce);
+  EXPECT_TRUE(core::acceptHello(*d, 77, 4, 1).ok());
+  EXPECT_EQ(core::acceptHello(*d, 78, 4, 1).code(), Errc::kPermission);
+  EXPECT_FALSE(core::acceptHello(*d, 77, 5, 1).ok());
+  EXPECT_FALSE(core::acceptHello(*d, 77, 4, 2).ok());
   EXPECT_FALSE(core::decodeHello(std::span(b).first(100)).ok());
   auto bad = b;
   bad[0] = std::byte{0};
@@ -272,7 +275,8 @@ TEST(CclLaunchEnv, Launchers) {
   EXPECT_EQ(t->nranks, 4);
   EXPECT_EQ(t->rootPort, 29500);
   auto t2 = run({{"RANK", "3"}, {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "10.0.0.1"}, {"MASTER_PORT", "29500"}});
-  EXPECT_EQ(t->secret, t2->secret);  // every rank derives the same secret
+  EXPECT_EQ(t->jobId, t2->jobId);  // every rank derives the same job id
+  EXPECT_TRUE(core::isZeroKey(t->bootKey));  // and without a secret, no key
   auto o = run({{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"RECCL_COMM_ID", "h:1234"}});
   ASSERT_TRUE(o.ok());
   EXPECT_EQ(o->source, "ompi");
