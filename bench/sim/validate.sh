@@ -13,7 +13,9 @@
 # the rails and the traffic stays where it was moved: policy reccl-no-failback).
 # Options: --build DIR (build), --faults N per source (30), --sources "bpf none", --size BYTES
 # (8M), --seed S (1; the plan's), --sim-seeds N (20; stall draws averaged), --tolerance PCT (15),
-# --out FILE (sim_validation.json; the work files go to FILE.d/), --keep (leave the testbed).
+# --out FILE (sim_validation.json; the work files go to FILE.d/), --keep (leave the testbed),
+# --fifo PRIO (both ranks under SCHED_FIFO PRIO via chrt: steadier loop times on a machine that
+# others load; the loop's speed otherwise swings by half within seconds).
 # Exit: 0 every source within the tolerance, 1 a run failed or a source is off, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -27,6 +29,7 @@ SIM_SEEDS=20
 TOL=15
 OUT=sim_validation.json
 KEEP=0
+FIFO=0
 NAME="sv$$"
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -41,12 +44,19 @@ while [[ $# -gt 0 ]]; do
     --tolerance) TOL="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --fifo) FIFO="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "validate.sh: unknown argument $1 (try --help)" >&2; exit 64 ;;
   esac
 done
 num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "validate.sh: $1: a positive number, got '$2'" >&2; exit 64; }; }
 num --faults "$FAULTS"; num --seed "$SEED"; num --sim-seeds "$SIM_SEEDS"; num --tolerance "$TOL"
+[[ "$FIFO" =~ ^([0-9]|[1-9][0-9])$ ]] || { echo "validate.sh: --fifo: a priority 1-99, got '$FIFO'" >&2; exit 64; }
+SCHED=()
+if ((FIFO > 0)); then
+  command -v chrt >/dev/null || { echo "validate.sh: --fifo needs chrt (util-linux)" >&2; exit 77; }
+  SCHED=(chrt -f "$FIFO")
+fi
 for s in $SOURCES; do
   [[ $s == bpf || $s == none ]] || { echo "validate.sh: --sources: bpf or none, got $s" >&2; exit 64; }
 done
@@ -82,7 +92,9 @@ step "testbed $NAME: 2 hosts x 2 rails"
 "$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
 
 # The settings of bench/failover/fault_bench.sh: in-band stall check at 200 ms, hold-down 300 ms,
-# damping that forgets within ~1 s. The simulation gets the same hold-down and half-life.
+# damping that forgets within ~1 s. The simulation gets the same hold-down and half-life. 100
+# warm-up calls: the first second of a loop runs at half speed (TCP windows still growing), which
+# would bias the fault-free iteration time taken before the first fault.
 HOLD_MS=300
 HALF_MS=200
 FAULT_ENV=(RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=$HOLD_MS RECCL_DAMPING_HALFLIFE_MS=$HALF_MS)
@@ -95,8 +107,8 @@ for src in $SOURCES; do
   mkdir -p "$d"
   python3 "$PY" plan "$d/plan.json" --netns "$NAME-h0" --faults "$FAULTS" --seed "$SEED" "${alt[@]}"
   step "RECCL_DETECTOR=$src: $FAULTS link-downs of $NAME-h0's rail (switch side), allreduce $SIZE in a loop"
-  "$RECCL" testbed run --name "$NAME" --timeout 900 -- /usr/bin/env RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" \
-    "$BIN/reccl-bench" --fault-plan "$d/plan.json" -e "$SIZE" -w 3 -n 5 --fault-tail-ms 1500 \
+  "$RECCL" testbed run --name "$NAME" --timeout 900 -- "${SCHED[@]}" /usr/bin/env RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" \
+    "$BIN/reccl-bench" --fault-plan "$d/plan.json" -e "$SIZE" -w 100 -n 5 --fault-tail-ms 1500 \
     --json "$d/run.json" >"$d/run.log" 2>&1 ||
     { tail -20 "$d/run.log" >&2; echo "validate.sh: the fault run ($src) failed" >&2; exit 1; }
   grep '^\[rank 0\] # stall' "$d/run.log" | sed 's/^\[rank 0\] //' >&2 || true

@@ -10,10 +10,11 @@ using nlohmann::json;
 // The parts of a `reccl-bench --fault-plan --json` file the simulator reads (the rest omitted).
 json benchRun() {
   return json::parse(R"({"tool": "reccl-bench", "mode": "fault-plan",
-    "faults": [{"index": 0, "failover": true, "stall_ms": 12.0},
-               {"index": 1, "failover": true, "stall_ms": 30.0},
+    "environment": {"env": {"RECCL_HOLDDOWN_MS": "300"}},
+    "faults": [{"index": 0, "failover": true, "stall_ms": 12.0, "recover_at_s": 1.0, "failed_back_at_s": 1.35},
+               {"index": 1, "failover": true, "stall_ms": 30.0, "recover_at_s": 3.0, "failed_back_at_s": null},
                {"index": 2, "failover": false, "stall_ms": null},
-               {"index": 3, "failover": true, "stall_ms": 8.0}],
+               {"index": 3, "failover": true, "stall_ms": 8.0, "recover_at_s": 5.0, "failed_back_at_s": 5.32}],
     "summary": {"signal_after_fault_ms": {"n": 3, "p50": 0.12},
                 "ratios": {"degraded_over_before": 0.8, "after_over_before": 1.0}}})");
 }
@@ -29,6 +30,10 @@ TEST(SimBenchCosts, ReadsStallsDetectionAndBandwidth) {
   EXPECT_DOUBLE_EQ(c.stallS.quantile(0.99), 0.030);
   EXPECT_DOUBLE_EQ(c.detectS, 0.00012);
   EXPECT_DOUBLE_EQ(c.bwAfter, 0.8);
+  // Recovery -> back on the link, less the run's 300 ms hold-down.
+  EXPECT_EQ(c.failBacks, 2);
+  EXPECT_NEAR(c.failBackDelayS.quantile(0.0), 0.02, 1e-12);
+  EXPECT_NEAR(c.failBackDelayS.quantile(0.99), 0.05, 1e-12);
 
   Scenario s = defaultScenario();
   applyBenchCosts(s, c);
@@ -37,8 +42,19 @@ TEST(SimBenchCosts, ReadsStallsDetectionAndBandwidth) {
     EXPECT_DOUBLE_EQ(p->stallS.quantile(0.5), 0.012) << name;
     EXPECT_DOUBLE_EQ(p->failBackStallS.quantile(0.5), 0.012) << name;
     EXPECT_DOUBLE_EQ(p->bwAfter, 0.8) << name;
+    EXPECT_NEAR(p->failBackDelayS.quantile(0.99), 0.05, 1e-12) << name;
   }
   EXPECT_DOUBLE_EQ(findPolicy(s, "vccl")->bwAfter, 0.766);
+}
+
+TEST(SimBenchCosts, WithoutItsHoldDownTheRunHadTheLibrarysDefault) {
+  json j = benchRun();
+  j.erase("environment");
+  j["faults"][0]["failed_back_at_s"] = 2.2;  // 1.2 s after recovery; the default hold-down is 1 s
+  auto r = readBenchCosts(j);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NEAR(r.value().failBackDelayS.quantile(0.99), 0.2, 1e-12);
+  EXPECT_EQ(r.value().failBackDelayS.quantile(0.0), 0.0);  // 5.32 - 5.0 - 1.0 < 0: none
 }
 
 TEST(SimBenchCosts, CapsBandwidthAtOneAndDetectionAtZero) {

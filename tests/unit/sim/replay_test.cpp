@@ -133,6 +133,17 @@ TEST(SimReplay, ADownShorterThanDetectionStallsToTheNextRetry) {
   EXPECT_NEAR(reccl.loss, kStall + (5 + 1.0 - kStall) * (1 - rate(0.875)) + kFailBack, 1e-6);
 }
 
+TEST(SimReplay, AFaultWhileTheFailBackConnectsFindsTheLinkOutOfUse) {
+  Scenario s = oneHost();
+  for (auto& p : s.policies) p.failBackDelayS = Dist::constant(0.5);
+  // Up at 1010, declared up at 1011, back in use at 1011.5 - but down again at 1011.2 for 1 s:
+  // no second failover; back in use at 1012.2 + 1 + 0.5.
+  Outcome o = run(s, "reccl", {down(1000, 0, 10), down(1011.2, 0, 1)});
+  EXPECT_EQ(o.run.failovers, 1);
+  EXPECT_EQ(o.run.failbacks, 1);
+  EXPECT_NEAR(o.loss, kStall + (1013.7 - 1000 - kStall) * (1 - rate(0.875)) + kFailBack, 1e-6);
+}
+
 TEST(SimReplay, AFlapStormFailsOverOnceAndBackOnceAfterDamping) {
   FaultEvent flap;
   flap.atS = 1000;

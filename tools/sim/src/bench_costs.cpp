@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+
+#include "library_defaults.h"
 
 namespace reccl::sim {
 
@@ -44,7 +47,14 @@ Result<BenchCosts> readBenchCosts(const json& j) {
   if (!faults->is_array()) return missing("faults", "must be an array");
 
   BenchCosts c;
-  std::vector<double> stalls;
+  // The run's hold-down, to tell the fail-back's own delay from the wait the run asked for.
+  double holdS = double(libraryDefault("RECCL_HOLDDOWN_MS")) / 1e3;
+  if (j.contains("environment") && j["environment"].is_object() && j["environment"].contains("env")) {
+    const json& env = j["environment"]["env"];
+    if (env.is_object() && env.contains("RECCL_HOLDDOWN_MS") && env["RECCL_HOLDDOWN_MS"].is_string())
+      holdS = std::strtod(env["RECCL_HOLDDOWN_MS"].get<std::string>().c_str(), nullptr) / 1e3;
+  }
+  std::vector<double> stalls, delays;
   for (size_t i = 0; i < faults->size(); ++i) {
     const json& f = (*faults)[i];
     const std::string where = "faults[" + std::to_string(i) + "]";
@@ -58,10 +68,16 @@ Result<BenchCosts> readBenchCosts(const json& j) {
     if (f["failover"].get<bool>() && s.is_number()) {
       ++c.faultsWithFailover;
       stalls.push_back(s.get<double>() / 1e3);
+      const json* rec = f.contains("recover_at_s") ? &f["recover_at_s"] : nullptr;
+      const json* back = f.contains("failed_back_at_s") ? &f["failed_back_at_s"] : nullptr;
+      if (rec && back && rec->is_number() && back->is_number())
+        delays.push_back(std::max(0.0, back->get<double>() - rec->get<double>() - holdS));
     }
   }
   if (stalls.empty()) return missing("faults[].stall_ms", "no fault failed over with a measured stall");
   c.stallS = Dist::empirical(std::move(stalls));
+  c.failBacks = int(delays.size());
+  if (!delays.empty()) c.failBackDelayS = Dist::empirical(std::move(delays));
 
   RECCL_ASSIGN_OR_RETURN(double detectMs, numberAt(j, {"summary", "signal_after_fault_ms", "p50"},
                                                    "summary.signal_after_fault_ms.p50"));
@@ -79,6 +95,7 @@ void applyBenchCosts(Scenario& s, const BenchCosts& c) {
     p.detectS = c.detectS;
     p.stallS = c.stallS;
     p.failBackStallS = c.stallS;
+    p.failBackDelayS = c.failBackDelayS;
     p.bwAfter = c.bwAfter;
   }
 }

@@ -70,6 +70,12 @@ Status plotLossVsSize(const std::vector<SizeOutcome>& r, const std::string& titl
     << "set logscale xy\nset grid xtics ytics mytics\nset key top left\n"
     << "set format x \"%.0f\"\nset xlabel \"GPUs in the job\"\n"
     << "set ylabel \"GPU-hours lost to last-hop link faults (mean, 95 % CI over seeds)\"\n";
+  int64_t fewest = r.front().gpus, most = r.front().gpus;
+  for (const auto& so : r) {
+    fewest = std::min(fewest, so.gpus);
+    most = std::max(most, so.gpus);
+  }
+  g << "set xrange [" << double(fewest) / 1.5 << ":" << double(most) * 1.5 << "]\n";
   const size_t np = r[0].policies.size();
   for (size_t i = 0; i < np; ++i) {
     g << "$p" << i << " << EOD\n";

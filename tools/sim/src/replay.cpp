@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -37,7 +38,7 @@ uint64_t linkId(uint32_t h, uint32_t n) { return (uint64_t(h) << 8) | n; }
 // The k-th down of a flap episode gets its own quantile, spread from the episode's.
 double spread(double u, uint32_t k) { return std::fmod(u + k * 0.6180339887498949, 1.0); }
 
-enum class Ev : uint8_t { kDetect, kLinkUp, kTick, kPrune, kFlapDown, kGrayDetect, kGrayEnd, kGrayClear };
+enum class Ev : uint8_t { kDetect, kLinkUp, kTick, kPrune, kFailBack, kFlapDown, kGrayDetect, kGrayEnd, kGrayClear };
 
 struct Pending {
   double at;
@@ -58,6 +59,7 @@ struct HostState {
   uint64_t avoid = 0;      // out of use (failed over from, not failed back yet)
   uint64_t gray = 0;       // losing packets
   uint64_t grayAvoid = 0;  // out of use because of gray loss
+  double bw = 1;            // its share of fault-free bandwidth
   bool clean() const { return !(down | avoid | gray | grayAvoid); }
 };
 
@@ -159,6 +161,7 @@ class Replay {
     // over, and whatever was still pending belongs to the old incarnation.
     ++epoch_;
     hosts_.clear();
+    slow_.clear();
     links_.clear();
     if (p_) machine_ = LinkStateMachine(p_->linkState);
     tickAt_ = kNoTick;
@@ -188,18 +191,21 @@ class Replay {
     return bw;
   }
 
-  void updateRate() {
-    double bw = 1;
-    for (auto it = hosts_.begin(); it != hosts_.end();) {
-      if (it->second.clean()) {
-        it = hosts_.erase(it);
-        continue;
-      }
-      bw = std::min(bw, hostBandwidth(it->second));
-      ++it;
+  // After a change to host h: its bandwidth share, the job's rate (set by the slowest host) and
+  // whether the host needs tracking at all. Logarithmic in the hosts in trouble.
+  void refresh(uint32_t h) {
+    auto it = hosts_.find(h);
+    if (it == hosts_.end()) return;
+    HostState& hs = it->second;
+    const double bw = hostBandwidth(hs);
+    if (bw != hs.bw) {
+      if (hs.bw < 1) slow_.erase(slow_.find(hs.bw));
+      if (bw < 1) slow_.insert(bw);
+      hs.bw = bw;
+      const double worst = slow_.empty() ? 1.0 : *slow_.begin(), c = s_.job.commShare;
+      rate_ = worst >= 1 ? 1.0 : 1.0 / ((1 - c) + c / worst);
     }
-    const double c = s_.job.commShare;
-    rate_ = bw >= 1 ? 1.0 : 1.0 / ((1 - c) + c / bw);
+    if (hs.clean()) hosts_.erase(it);
   }
 
   void push(double at, Ev type, uint32_t h, uint32_t n, uint64_t arg = 0, uint32_t sub = 0) {
@@ -292,7 +298,7 @@ class Replay {
     ++st_.failovers;
     const LinkFault& lf = links_[linkId(h, n)];
     block(lf.faultAt + std::max(p_->stallS.quantile(lf.u), p_->detectS));
-    updateRate();
+    refresh(h);
   }
 
   void onLinkUp(uint32_t h, uint32_t n) {
@@ -302,7 +308,18 @@ class Replay {
     hs.down &= ~bit(n);
     if (p_->failBack) feed(RECCL_LINK_KIND_CARRIER_UP, h, n);
     if (!(hs.avoid & bit(n)) && now_ >= lit->second.grayUntil) links_.erase(lit);
-    updateRate();
+    refresh(h);
+  }
+
+  // The link may carry traffic again: it does once the new connection is set up.
+  void requestFailBack(uint32_t h, uint32_t n) {
+    double u2 = 0.5;
+    if (auto lit = links_.find(linkId(h, n)); lit != links_.end()) u2 = lit->second.u2;
+    double delay = p_->failBackDelayS.quantile(spread(u2, 1));
+    if (delay <= 0)
+      failBack(h, n);
+    else
+      push(now_ + delay, Ev::kFailBack, h, n);
   }
 
   void failBack(uint32_t h, uint32_t n) {
@@ -319,7 +336,7 @@ class Replay {
       if (now_ >= lit->second.grayUntil) links_.erase(lit);
     }
     block(now_ + p_->failBackStallS.quantile(u2));
-    updateRate();
+    refresh(h);
   }
 
   // --- the detector's state machine: hold-down and damping before a fail-back -----------------
@@ -340,7 +357,7 @@ class Replay {
   void onMachine(const std::vector<LinkEvent>& events) {
     for (const auto& e : events) {
       if (e.type != LinkEventType::kLinkUp) continue;  // downs: the detection itself acts
-      failBack(e.link.netnsIno, e.link.ifindex);
+      requestFailBack(e.link.netnsIno, e.link.ifindex);
       // Its penalty is forgotten once decayed a thousandfold; then the link leaves the machine.
       push(now_ + 10 * double(p_->linkState.damping.halfLifeNs) / 1e9, Ev::kPrune, e.link.netnsIno, e.link.ifindex);
     }
@@ -379,7 +396,7 @@ class Replay {
     lf.u2 = u2;
     push(now_ + d, Ev::kGrayEnd, h, n);
     if (p_->grayDetectS && !(hs.avoid & bit(n))) push(now_ + *p_->grayDetectS, Ev::kGrayDetect, h, n);
-    updateRate();
+    refresh(h);
   }
 
   void onGrayDetect(uint32_t h, uint32_t n) {
@@ -394,7 +411,7 @@ class Replay {
     hs.grayAvoid |= me;
     ++st_.failovers;
     block(now_ + p_->stallS.quantile(links_[linkId(h, n)].u));
-    updateRate();
+    refresh(h);
   }
 
   void onGrayEnd(uint32_t h, uint32_t n) {
@@ -404,7 +421,7 @@ class Replay {
     hs.gray &= ~bit(n);
     if ((hs.grayAvoid & bit(n)) && p_->failBack) push(now_ + p_->grayClearS, Ev::kGrayClear, h, n);
     if (!(hs.avoid & bit(n)) && !(hs.down & bit(n))) links_.erase(lit);
-    updateRate();
+    refresh(h);
   }
 
   void onGrayClear(uint32_t h, uint32_t n) {
@@ -415,7 +432,7 @@ class Replay {
     if (!(hs.grayAvoid & me) || (hs.gray & me)) return;
     hs.grayAvoid &= ~me;
     if (hs.down & me) return;  // down meanwhile: the down's own fail-back brings it back
-    failBack(h, n);
+    requestFailBack(h, n);
   }
 
   void handle(const Pending& ev) {
@@ -424,6 +441,7 @@ class Replay {
       case Ev::kLinkUp: onLinkUp(ev.host, ev.nic); break;
       case Ev::kTick: onTick(ev.arg); break;
       case Ev::kPrune: onPrune(ev.host, ev.nic); break;
+      case Ev::kFailBack: failBack(ev.host, ev.nic); break;
       case Ev::kFlapDown: {
         const FaultEvent* e = faults_.at(size_t(ev.arg));
         down(ev.host, ev.nic, e->durationS, spread(e->u, ev.sub), spread(e->u2, ev.sub));
@@ -443,7 +461,8 @@ class Replay {
   RunStats st_;
   std::priority_queue<Pending, std::vector<Pending>, Later> q_;
   uint64_t seq_ = 0, epoch_ = 0, tickAt_ = kNoTick;
-  std::unordered_map<uint32_t, HostState> hosts_;
+  std::unordered_map<uint32_t, HostState> hosts_;  // hosts with a link not as new
+  std::multiset<double> slow_;                     // bandwidth shares below 1, one per host
   std::unordered_map<uint64_t, LinkFault> links_;
   double now_ = 0, blockedUntil_ = 0, restartingUntil_ = 0;
   double work_ = 0, ckptWork_ = 0, nextCkptAt_ = 0, ckptLeft_ = 0;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "json_fields.h"
+#include "library_defaults.h"
 
 namespace reccl::sim {
 
@@ -89,10 +90,12 @@ std::vector<PolicyParams> builtinPolicies() {
   p.failover = true;
   p.detectS = 0.00012;
   p.stallS = Dist::logNormal(0.0139, 0.320);
-  p.failBack = true;  // linkState: the detector's defaults (params.def: 1 s hold-down, damping)
+  p.failBack = true;
+  p.linkState = libraryLinkState();  // params.def: hold-down, flap damping
   p.failBackStallS = p.stallS;
+  // The retransmit window (RECCL_RETRANS_WINDOW_MS, 500 ms) and at most one report a second.
   p.grayDetectS = 1.0;
-  p.grayClearS = 5.0;
+  p.grayClearS = double(libraryDefault("RECCL_DEGRADED_CLEAR_MS")) / 1e3;
   out.push_back(p);
 
   p.name = "reccl-no-failback";
@@ -145,6 +148,7 @@ Status applyPolicy(JsonFields& f, PolicyParams& p) {
     if (dp.maxPenalty < dp.suppressThreshold) return {Errc::kInvalidArgument, g.path("max") + ": must be at least suppress"};
   }
   f.dist("fail_back_stall_s", p.failBackStallS);
+  f.dist("fail_back_delay_s", p.failBackDelayS);
   if (const json* g = f.get("gray_detect_s")) {
     if (g->is_null())
       p.grayDetectS.reset();
@@ -322,6 +326,7 @@ json scenarioToJson(const Scenario& s) {
                     {"max", d.maxPenalty},
                     {"half_life_s", double(d.halfLifeNs) / 1e9}}},
                   {"fail_back_stall_s", p.failBackStallS.toJson()},
+                  {"fail_back_delay_s", p.failBackDelayS.toJson()},
                   {"gray_detect_s", p.grayDetectS ? json(*p.grayDetectS) : json(nullptr)},
                   {"gray_clear_s", p.grayClearS}});
   }

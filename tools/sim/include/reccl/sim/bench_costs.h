@@ -8,6 +8,10 @@
 //                                                  which dates its signal to the last ACK: 0)
 //   summary.ratios.degraded_over_before            bandwidth kept after failover (capped at 1:
 //                                                  a failover cannot make the loop faster)
+// and where present (a run whose links came back):
+//   faults[].recover_at_s, faults[].failed_back_at_s   recovery -> traffic back on the link, less
+//   environment.env.RECCL_HOLDDOWN_MS                  the run's hold-down (default: the library's),
+//                                                      as a sample of the fail-back's own delay
 #pragma once
 
 #include <string>
@@ -22,6 +26,8 @@ namespace reccl::sim {
 
 struct BenchCosts {
   Dist stallS;  // empirical, seconds
+  Dist failBackDelayS = Dist::constant(0);
+  int failBacks = 0;  // faults with a measured fail-back
   double detectS = 0;
   double bwAfter = 1;
   int faults = 0;
@@ -30,8 +36,8 @@ struct BenchCosts {
 
 Result<BenchCosts> readBenchCosts(const nlohmann::json& j);
 
-// Sets detect_s, stall_s, fail_back_stall_s (the same sample: a fail-back is the same migration)
-// and bw_after of the policies named reccl and reccl-no-failback.
+// Sets detect_s, stall_s, fail_back_stall_s (the same sample: a fail-back is the same migration),
+// fail_back_delay_s and bw_after of the policies named reccl and reccl-no-failback.
 void applyBenchCosts(Scenario& s, const BenchCosts& c);
 
 }  // namespace reccl::sim

@@ -67,6 +67,9 @@ struct PolicyParams {
   bool failBack = false;
   detector::StateMachineParams linkState;  // hold-down and flap damping before a fail-back
   Dist failBackStallS;
+  // The link declared up (hold-down and damping passed) -> traffic moving back onto it: the new
+  // connection's setup. A fault in between finds the link still out of use.
+  Dist failBackDelayS = Dist::constant(0);
   std::optional<double> grayDetectS;  // empty: gray loss is not seen
   double grayClearS = 5;              // no loss this long -> the gray link is used again
 };
