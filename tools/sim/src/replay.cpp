@@ -191,6 +191,12 @@ class Replay {
     return bw;
   }
 
+  // Host h's state when it has a link not as new, else null.
+  HostState* tracked(uint32_t h) {
+    auto it = hosts_.find(h);
+    return it == hosts_.end() ? nullptr : &it->second;
+  }
+
   // After a change to host h: its bandwidth share, the job's rate (set by the slowest host) and
   // whether the host needs tracking at all. Logarithmic in the hosts in trouble.
   void refresh(uint32_t h) {
@@ -237,12 +243,16 @@ class Replay {
     }
   }
 
-  void down(uint32_t h, uint32_t n, double d, double u, double u2) {
+  // Counts a link fault; false when the job is restarting (the restart places it on healthy hosts).
+  bool meet() {
     ++st_.linkFaults;
-    if (now_ < restartingUntil_) {
-      ++st_.ignoredFaults;
-      return;
-    }
+    if (now_ >= restartingUntil_) return true;
+    ++st_.ignoredFaults;
+    return false;
+  }
+
+  void down(uint32_t h, uint32_t n, double d, double u, double u2) {
+    if (!meet()) return;
     HostState& hs = hosts_[h];
     LinkFault& lf = links_[linkId(h, n)];
     const bool inUse = !(hs.avoid & bit(n));
@@ -269,10 +279,10 @@ class Replay {
   }
 
   void onDetect(uint32_t h, uint32_t n) {
-    auto it = hosts_.find(h);
-    if (it == hosts_.end() || !(it->second.down & bit(n))) return;
+    HostState* hs = tracked(h);
+    if (!hs || !(hs->down & bit(n))) return;
     if (p_->failBack) feed(RECCL_LINK_KIND_CARRIER_DOWN, h, n);
-    if (!(it->second.avoid & bit(n))) failover(h, n);
+    if (!(hs->avoid & bit(n))) failover(h, n);
   }
 
   void failover(uint32_t h, uint32_t n) {
@@ -323,9 +333,9 @@ class Replay {
   }
 
   void failBack(uint32_t h, uint32_t n) {
-    auto it = hosts_.find(h);
-    if (it == hosts_.end()) return;
-    HostState& hs = it->second;
+    HostState* found = tracked(h);
+    if (!found) return;
+    HostState& hs = *found;
     const uint64_t me = bit(n);
     if (!(hs.avoid & me) || (hs.down & me) || (hs.grayAvoid & me)) return;
     hs.avoid &= ~me;
@@ -383,11 +393,7 @@ class Replay {
 
   // --- gray loss ------------------------------------------------------------------------------
   void gray(uint32_t h, uint32_t n, double d, double u, double u2) {
-    ++st_.linkFaults;
-    if (now_ < restartingUntil_) {
-      ++st_.ignoredFaults;
-      return;
-    }
+    if (!meet()) return;
     HostState& hs = hosts_[h];
     LinkFault& lf = links_[linkId(h, n)];
     hs.gray |= bit(n);
@@ -400,15 +406,13 @@ class Replay {
   }
 
   void onGrayDetect(uint32_t h, uint32_t n) {
-    auto it = hosts_.find(h);
-    if (it == hosts_.end()) return;
-    HostState& hs = it->second;
     const uint64_t me = bit(n);
-    if (!(hs.gray & me) || (hs.avoid & me)) return;
+    HostState* hs = tracked(h);
     // A gray link still carries bytes: moved off only when a healthy one is in use to take them.
-    if (!(groupMask(n) & ~hs.avoid & ~hs.down & ~hs.gray & ~me)) return;
-    hs.avoid |= me;
-    hs.grayAvoid |= me;
+    if (!hs || !(hs->gray & me) || (hs->avoid & me) || !(groupMask(n) & ~hs->avoid & ~hs->down & ~hs->gray & ~me))
+      return;
+    hs->avoid |= me;
+    hs->grayAvoid |= me;
     ++st_.failovers;
     block(now_ + p_->stallS.quantile(links_[linkId(h, n)].u));
     refresh(h);
@@ -425,13 +429,11 @@ class Replay {
   }
 
   void onGrayClear(uint32_t h, uint32_t n) {
-    auto it = hosts_.find(h);
-    if (it == hosts_.end()) return;
-    HostState& hs = it->second;
     const uint64_t me = bit(n);
-    if (!(hs.grayAvoid & me) || (hs.gray & me)) return;
-    hs.grayAvoid &= ~me;
-    if (hs.down & me) return;  // down meanwhile: the down's own fail-back brings it back
+    HostState* hs = tracked(h);
+    if (!hs || !(hs->grayAvoid & me) || (hs->gray & me)) return;
+    hs->grayAvoid &= ~me;
+    if (hs->down & me) return;  // down meanwhile: the down's own fail-back brings it back
     requestFailBack(h, n);
   }
 

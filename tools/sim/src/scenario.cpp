@@ -33,6 +33,23 @@ detector::StateMachineParams noDamping(double holdDownS) {
   return p;
 }
 
+// A peer that moves the traffic onto another NIC of the host once it sees the fault (the switch
+// itself free), and back a second after the link returns.
+PolicyParams backupNic(std::string name, std::string summary, double detectS, double retryS, double bwAfter) {
+  PolicyParams p;
+  p.name = std::move(name);
+  p.summary = std::move(summary);
+  p.failover = true;
+  p.detectS = detectS;
+  p.retryS = retryS;
+  p.stallS = Dist::constant(detectS);
+  p.bwAfter = bwAfter;
+  p.failBack = true;
+  p.linkState = noDamping(1.0);
+  p.failBackStallS = Dist::constant(0);
+  return p;
+}
+
 std::vector<PolicyParams> builtinPolicies() {
   std::vector<PolicyParams> out;
   PolicyParams p;
@@ -56,31 +73,10 @@ std::vector<PolicyParams> builtinPolicies() {
   p.failBackStallS = Dist::constant(0);
   out.push_back(p);
 
-  p = {};
-  p.name = "vccl";
-  p.summary = "VCCL-like backup QP on another NIC: IB timeout ~7.5 s, 76.6 % bandwidth after";
-  p.failover = true;
-  p.detectS = kVcclDetectS;
-  p.retryS = kVcclRetryS;
-  p.stallS = Dist::constant(kVcclDetectS);
-  p.bwAfter = 0.766;
-  p.failBack = true;
-  p.linkState = noDamping(1.0);
-  p.failBackStallS = Dist::constant(0);
-  out.push_back(p);
-
-  p = {};
-  p.name = "r2ccl";
-  p.summary = "R2CCL-like rollback onto a backup NIC: detection in seconds, 85-93 % bandwidth after";
-  p.failover = true;
-  p.detectS = 2.0;
-  p.retryS = kNcclRetryS;
-  p.stallS = Dist::constant(2.0);
-  p.bwAfter = 0.89;
-  p.failBack = true;
-  p.linkState = noDamping(1.0);
-  p.failBackStallS = Dist::constant(0);
-  out.push_back(p);
+  out.push_back(backupNic("vccl", "VCCL-like backup QP on another NIC: IB timeout ~7.5 s, 76.6 % bandwidth after",
+                           kVcclDetectS, kVcclRetryS, 0.766));
+  out.push_back(backupNic("r2ccl", "R2CCL-like rollback onto a backup NIC: detection in seconds, 85-93 % bandwidth after",
+                           2.0, kNcclRetryS, 0.89));
 
   // docs/benchmarks.md, failover under last-hop faults, BPF detector (2026-11-29): fault -> first
   // signal p50 0.12 ms, stall p50 13.9 ms, p99 320 ms. --costs replaces these with a run's own.
