@@ -93,8 +93,7 @@ step "testbed $NAME: 2 hosts x 2 rails"
 
 # The settings of bench/failover/fault_bench.sh: in-band stall check at 200 ms, hold-down 300 ms,
 # damping that forgets within ~1 s. The simulation gets the same hold-down and half-life. 100
-# warm-up calls: the first second of a loop runs at half speed (TCP windows still growing), which
-# would bias the fault-free iteration time taken before the first fault.
+# warm-up calls: the first second of a loop runs at half speed (TCP windows still growing).
 HOLD_MS=300
 HALF_MS=200
 FAULT_ENV=(RECCL_STALL_TIMEOUT_MS=200 RECCL_HOLDDOWN_MS=$HOLD_MS RECCL_DAMPING_HALFLIFE_MS=$HALF_MS)
