@@ -61,6 +61,7 @@ TEST_P(VerbsLabAcks, StepsMoveBitExactOverBothRails) {
   const uint64_t t0 = monotonicNs();
   {
     Streams run(*ds, peer_->rank(), steps, 60'000);
+    run.join();
   }
   const double secs = (monotonicNs() - t0) / 1e9;
   uint64_t bytes = 0;

@@ -99,6 +99,13 @@ struct EngineDetach {
 Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevice>> rails, Peer& peer,
                   VerbsProgress& engine, VerbsPathOptions opts);
 
+// Aborts every wait of the ports sharing `env` when it goes: declared after a Streams, so that a
+// failed assertion does not leave the stream threads waiting out their deadlines.
+struct AbortOnExit {
+  channel::PortEnv& env;
+  ~AbortOnExit() { env.aborted.store(true); }
+};
+
 // Sends `steps` steps on d.send and checks `steps` steps from d.recv on two threads; each wait
 // has `waitMs`. join() fills d.sendResult / d.recvResult.
 class Streams {

@@ -58,6 +58,8 @@ struct BadField {
   const char* message;
 };
 
+void PrintTo(const BadField& b, std::ostream* os) { *os << b.name; }
+
 class VerbsConnInfoRejects : public ::testing::TestWithParam<BadField> {};
 
 TEST_P(VerbsConnInfoRejects, NamesTheField) {
