@@ -250,15 +250,28 @@ TEST_F(VerbsLab, RailPullFailsItsQpsAndTheConnectionsMoveToTheOtherRail) {
   // Both ends move rail0's connections onto rail1 the way failover would.
   ASSERT_TRUE(peer_->barrier(0x30ed).ok());
   const uint64_t moveStart = monotonicNs();
+  std::vector<double> resumed;
   for (size_t i = 0; i < rail1; ++i) {
     // The new QPs take rail1's settings: under TCG a healthy link's round trip can exceed the
     // smallest timeouts (16.8 ms x 2 at 12:1), and the moved streams must finish.
     ds[i]->settings = ds[rail1]->settings;
-    Status s = moveDuplex(*ds[i], 1, rails_, *peer_, *engine_, {});
+    uint64_t at = 0;
+    Status s = moveDuplex(*ds[i], 1, rails_, *peer_, *engine_, {}, &at);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    resumed.push_back(msAfter(at, moveStart));
+  }
+  for (size_t i = 0; i < rail1; ++i) {
+    Status s = retireOld(*ds[i]);
     ASSERT_TRUE(s.ok()) << s.ToString();
   }
-  printf("@@verbs move rank=%d %zu connections onto rail1 in %.1f ms (drain, new QPs, exchange, resend)\n", rank, rail1,
-         msAfter(monotonicNs(), moveStart));
+  std::ostringstream moved;
+  moved.precision(1);
+  for (double r : resumed) moved << std::fixed << " " << r;
+  printf("@@verbs move rank=%d %zu connections onto rail1, one after the other: resumed at%s ms; all old QPs retired "
+         "(drained, destroyed) by %.1f ms\n", rank, rail1, moved.str().c_str(), msAfter(monotonicNs(), moveStart));
+  // The retired QPs are gone from the kernel, not kept until their ports go; rail1's remain.
+  EXPECT_EQ(rdmaResources("qp", rails_[0]->port().device), 0);
+  EXPECT_EQ(rdmaResources("qp", rails_[1]->port().device), 2 * static_cast<int>(ds.size()));
   run.join();
   for (auto& d : ds) {
     EXPECT_TRUE(d->sendResult.ok()) << "stream " << d->stream << ": " << d->sendResult.ToString();

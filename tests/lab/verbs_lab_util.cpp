@@ -65,6 +65,22 @@ Status Peer::barrier(uint64_t tag, int timeoutMs) {
   return Status::Ok();
 }
 
+int rdmaResources(const std::string& kind, const std::string& dev) {
+  FILE* f = popen(("rdma resource show " + kind + " 2>/dev/null").c_str(), "r");
+  if (!f) return -1;
+  const std::string mine = " pid " + std::to_string(getpid()) + " ";
+  int n = 0;
+  char line[512];
+  while (fgets(line, sizeof(line), f)) {
+    std::string l(line);
+    // "link rxe_rail0/1 lqpn 17 ..." (qp) or "dev rxe_rail0 mrn 3 ..." (mr)
+    if (l.find(mine) != std::string::npos &&
+        (l.find(" " + dev + "/") != std::string::npos || l.find(" " + dev + " ") != std::string::npos))
+      ++n;
+  }
+  return pclose(f) == 0 ? n : -1;
+}
+
 Result<std::vector<std::unique_ptr<RailDevice>>> openRails(int timeoutMs) {
   std::vector<std::string> names;
   std::istringstream in(getenv("LAB_RAIL_NICS") ? getenv("LAB_RAIL_NICS") : "");
@@ -239,11 +255,11 @@ EngineDetach::~EngineDetach() {
 }
 
 Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevice>> rails, Peer& peer,
-                  VerbsProgress& engine, VerbsPathOptions opts) {
+                  VerbsProgress& engine, VerbsPathOptions opts, uint64_t* resumedNs) {
   for (VerbsPath* old : {static_cast<VerbsPath*>(d.sendPath), static_cast<VerbsPath*>(d.recvPath)}) {
     engine.remove(old);
-    old->shutdown();
-    RECCL_TRY(old->drain(Deadline::afterMs(10'000)).Wrap(old->describe()));
+    old->shutdown();  // ERR at once; destroying the QP can take long (rxe: up to ~1 s): retireOld()
+    d.oldPaths.push_back(old);
   }
   // Both ends' old QPs are in ERR: nothing of theirs can land any more.
   RECCL_TRY(peer.barrier(0x30fe0000 + d.stream));
@@ -264,12 +280,19 @@ Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevic
   RECCL_ASSIGN_OR_RETURN(NewPaths p, connectPair(d, std::move(q), theirs, opts, peerApplied, 0));
   d.sendPath = p.send.get();
   d.recvPath = p.recv.get();
-  d.send->setPath(std::move(p.send));
+  d.send->setPath(std::move(p.send));  // the ports keep the old paths (retired) until they go
   d.recv->setPath(std::move(p.recv));
   RECCL_TRY(peer.barrier(0x30ff0000 + d.stream));
   RECCL_TRY(engine.add(d.sendPath));
   RECCL_TRY(engine.add(d.recvPath));
   d.sendPath->notifyPosted();  // the resend from the slots
+  if (resumedNs) *resumedNs = monotonicNs();
+  return Status::Ok();
+}
+
+Status retireOld(Duplex& d) {
+  for (VerbsPath* old : d.oldPaths) RECCL_TRY(old->retire(Deadline::afterMs(10'000)));
+  d.oldPaths.clear();
   return Status::Ok();
 }
 
@@ -356,6 +379,10 @@ void VerbsLab::closeAll(std::vector<std::unique_ptr<Duplex>>& ds) {
   for (auto& r : regs) {
     Status s = r->close();
     EXPECT_TRUE(s.ok()) << s.ToString();
+  }
+  for (auto& r : rails_) {
+    EXPECT_EQ(rdmaResources("qp", r->port().device), 0) << r->port().device;
+    EXPECT_EQ(rdmaResources("mr", r->port().device), 0) << r->port().device;
   }
   for (auto& r : rails_) {
     Status s = r->close();

@@ -47,6 +47,11 @@ class Peer {
   UniqueFd fd_;
 };
 
+// How many `kind` objects ("qp", "mr", ...) of this process the kernel lists on device `dev`
+// (`rdma resource show KIND`): kernel-side proof that something was destroyed. -1 when the
+// tool fails.
+int rdmaResources(const std::string& kind, const std::string& dev);
+
 // The VM's rail devices (LAB_RAIL_NICS), once each rail's IPv4 GID exists and its port is ACTIVE.
 Result<std::vector<std::unique_ptr<RailDevice>>> openRails(int timeoutMs = 20'000);
 
@@ -69,6 +74,7 @@ struct Duplex {
   std::unique_ptr<ConnRegistration> sendReg, recvReg;
   VerbsSendPath* sendPath = nullptr;  // owned by the ports
   VerbsRecvPath* recvPath = nullptr;
+  std::vector<VerbsPath*> oldPaths;  // shut down by moveDuplex, kept by the ports, not yet retired
   std::atomic<uint64_t> posted{0}, verified{0};
   Status sendResult, recvResult;
 };
@@ -93,11 +99,14 @@ struct EngineDetach {
   ~EngineDetach();
 };
 
-// Moves `d` onto rail `rail` the way failover would: both ends' old paths out of the engine,
-// shut down and drained; new QPs exchanged with the receiver's applied step; epochs bumped;
-// the sender resends from the receiver's applied step + 1 out of its slots (nothing registered).
+// Moves `d` onto rail `rail` the way failover would: both ends' old paths out of the engine and
+// shut down (ERR); new QPs exchanged with the receiver's applied step; epochs bumped; the sender
+// resends from the receiver's applied step + 1 out of its slots (nothing registered).
+// `resumedNs`: when the new paths started.
 Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevice>> rails, Peer& peer,
-                  VerbsProgress& engine, VerbsPathOptions opts);
+                  VerbsProgress& engine, VerbsPathOptions opts, uint64_t* resumedNs = nullptr);
+// Off the critical path after moves: the old paths retired (drained, QPs destroyed).
+Status retireOld(Duplex& d);
 
 // Aborts every wait of the ports sharing `env` when it goes: declared after a Streams, so that a
 // failed assertion does not leave the stream threads waiting out their deadlines.

@@ -15,14 +15,16 @@ RcQp::Depth depthForSlots(uint32_t slots) noexcept {
 
 VerbsPath::VerbsPath(channel::PortBase* port, std::unique_ptr<RcQp> qp, const ConnRegistration* reg,
                      const ConnInfo& remote, std::string desc, VerbsPathOptions opts, bool isSender)
-    : port_(port), qp_(std::move(qp)), reg_(reg), remote_(remote), desc_(std::move(desc)), opts_(opts),
-      isSender_(isSender) {}
+    : port_(port), qp_(std::move(qp)), rail_(qp_->rail()), qpn_(qp_->qpn()), reg_(reg), remote_(remote),
+      desc_(std::move(desc)), opts_(opts), isSender_(isSender) {}
 
 VerbsPath::~VerbsPath() = default;
 
 void VerbsPath::shutdown() noexcept {
+  std::lock_guard lk(postMu_);
   shutdown_.store(true, std::memory_order_release);
   dead_.store(true, std::memory_order_release);
+  if (!qp_) return;
   Status s = qp_->toError();
   if (!s.ok()) RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
 }
@@ -42,7 +44,7 @@ void VerbsPath::onError(const ibv_wc& wc) noexcept {
   dead_.store(true, std::memory_order_release);
   const bool recv = wc.wr_id & kRecvWrId;
   Status s(Errc::kLinkFailure, desc_ + ": " + (recv ? "receive" : isSender_ ? "step write" : "ack write") +
-                                   " failed on qp " + std::to_string(qp_->qpn()) + ": " + ibv_wc_status_str(wc.status) +
+                                   " failed on qp " + std::to_string(qpn_) + ": " + ibv_wc_status_str(wc.status) +
                                    " (vendor error 0x" + [&] {
                                      char b[16];
                                      snprintf(b, sizeof(b), "%x", wc.vendor_err);
@@ -53,10 +55,13 @@ void VerbsPath::onError(const ibv_wc& wc) noexcept {
   port_->pathFailed(this, isSender_, s);
 }
 
-Status VerbsPath::drain(Deadline deadline) {
-  dead_.store(true, std::memory_order_release);
-  shutdown_.store(true, std::memory_order_release);
-  return qp_->drain(deadline, [](const ibv_wc&) {});
+Status VerbsPath::retire(Deadline deadline) {
+  shutdown();  // no post touches the QP after this
+  if (!qp_) return Status::Ok();
+  RECCL_TRY(qp_->drain(deadline, [](const ibv_wc&) {}).Wrap(desc_));
+  std::lock_guard lk(postMu_);
+  qp_.reset();
+  return Status::Ok();
 }
 
 }  // namespace reccl::transport::verbs

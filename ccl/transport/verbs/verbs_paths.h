@@ -21,7 +21,7 @@
 // across paths; resending them is harmless (same bytes, counted as duplicates).
 //
 // Threads: notifyPosted/notifyConsumed from the algorithm's thread (they post directly),
-// progress() from one progress thread; drain() only once the path left its engine.
+// progress() from one progress thread; retire() only once the path left its engine.
 #pragma once
 
 #include <atomic>
@@ -68,8 +68,9 @@ class VerbsPath : public channel::Path {
   void shutdown() noexcept override;
   std::string describe() const override { return desc_; }
 
+  // The QP, until retire().
   RcQp& qp() noexcept { return *qp_; }
-  int rail() const noexcept { return qp_->rail(); }
+  int rail() const noexcept { return rail_; }
 
   struct Failure {
     uint64_t ns = 0;  // CLOCK_MONOTONIC when the error completion was polled
@@ -78,9 +79,12 @@ class VerbsPath : public channel::Path {
   };
   // The first completion error (not a flush after shutdown()), if any.
   std::optional<Failure> failure() const;
-  // After shutdown() or a failure, with the path out of its engine: polls until every posted
-  // request has completed, so the QP can be destroyed without work in flight.
-  Status drain(Deadline deadline);
+  // Out of its engine (VerbsProgress::remove), before or after a failure: shuts the path down,
+  // polls until every posted request has completed (flushed), then destroys the QP and its CQ.
+  // What stays is a husk the port may keep among its retired paths (a late notify does nothing),
+  // without kernel resources. kTimeout when the flushes do not come by the deadline (the QP is
+  // then kept, in ERR).
+  Status retire(Deadline deadline);
 
  protected:
   VerbsPath(channel::PortBase* port, std::unique_ptr<RcQp> qp, const ConnRegistration* reg, const ConnInfo& remote,
@@ -90,7 +94,12 @@ class VerbsPath : public channel::Path {
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
 
   channel::PortBase* port_;
+  // Posting (the algorithm's thread and the progress thread) holds it; retire() takes it to
+  // take the QP away.
+  std::mutex postMu_;
   std::unique_ptr<RcQp> qp_;
+  int rail_;
+  uint32_t qpn_;
   const ConnRegistration* reg_;
   ConnInfo remote_;
   std::string desc_;
@@ -128,7 +137,6 @@ class VerbsSendPath final : public VerbsPath {
   void publishAck() noexcept;
   channel::SendPort* sendPort() const noexcept { return static_cast<channel::SendPort*>(port_); }
 
-  std::mutex txMu_;
   std::atomic<uint64_t> sent_{0};       // steps handed to the QP
   std::atomic<uint64_t> writeDone_{0};  // steps whose write completed (progress thread)
   uint64_t heldAck_ = 0;                // the receiver's latest ack (progress thread)
@@ -156,8 +164,7 @@ class VerbsRecvPath final : public VerbsPath {
   void onStep(uint32_t imm) noexcept;
   channel::RecvPort* recvPort() const noexcept { return static_cast<channel::RecvPort*>(port_); }
 
-  std::mutex ackMu_;
-  uint64_t ackPosted_ = 0;  // the latest applied step an ack was posted for (ackMu_)
+  uint64_t ackPosted_ = 0;  // the latest applied step an ack was posted for (postMu_)
 };
 
 }  // namespace reccl::transport::verbs

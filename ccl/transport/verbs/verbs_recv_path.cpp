@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "channel/step_header.h"
 
@@ -29,40 +30,43 @@ Result<std::unique_ptr<VerbsRecvPath>> VerbsRecvPath::create(channel::RecvPort* 
 }
 
 void VerbsRecvPath::postAck() noexcept {
-  std::lock_guard lk(ackMu_);
-  if (dead()) return;
-  const uint64_t applied = recvPort()->applied();
-  if (applied <= ackPosted_) return;
-  // A full send queue holds acks not yet completed; the next progress() posts the latest value
-  // (acks are cumulative, so skipping one loses nothing).
-  if (qp_->sendsOutstanding() >= qp_->depth().send) return;
-  ibv_send_wr wr{};
-  wr.wr_id = kAckWrId | applied;
-  wr.wr.rdma.remote_addr = remote_.addr;
-  wr.wr.rdma.rkey = remote_.rkey;
-  ibv_sge sge{reinterpret_cast<uint64_t>(&applied), sizeof(applied), 0};
-  if (opts_.ack == AckMode::kImm) {
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(static_cast<uint32_t>(applied));
-    wr.num_sge = 0;
-  } else {
-    // Inline: the value is copied at post time, so it needs no registered buffer.
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.send_flags = IBV_SEND_INLINE;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
+  // A refused post is reported after the lock: the failover hook may shut this path down.
+  std::optional<ibv_wc> refused;
+  {
+    std::lock_guard lk(postMu_);
+    if (dead()) return;
+    const uint64_t applied = recvPort()->applied();
+    if (applied <= ackPosted_) return;
+    // A full send queue holds acks not yet completed; the next progress() posts the latest value
+    // (acks are cumulative, so skipping one loses nothing).
+    if (qp_->sendsOutstanding() >= qp_->depth().send) return;
+    ibv_send_wr wr{};
+    wr.wr_id = kAckWrId | applied;
+    wr.wr.rdma.remote_addr = remote_.addr;
+    wr.wr.rdma.rkey = remote_.rkey;
+    ibv_sge sge{reinterpret_cast<uint64_t>(&applied), sizeof(applied), 0};
+    if (opts_.ack == AckMode::kImm) {
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htonl(static_cast<uint32_t>(applied));
+      wr.num_sge = 0;
+    } else {
+      // Inline: the value is copied at post time, so it needs no registered buffer.
+      wr.opcode = IBV_WR_RDMA_WRITE;
+      wr.send_flags = IBV_SEND_INLINE;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+    }
+    if (Status st = qp_->post(wr); !st.ok()) {
+      if (shutdown_.load(std::memory_order_acquire)) return;
+      RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), st.message().c_str());
+      refused = ibv_wc{};
+      refused->wr_id = wr.wr_id;
+      refused->status = IBV_WC_LOC_QP_OP_ERR;
+    } else {
+      ackPosted_ = applied;
+    }
   }
-  Status st = qp_->post(wr);
-  if (!st.ok()) {
-    if (shutdown_.load(std::memory_order_acquire)) return;
-    RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), st.message().c_str());
-    ibv_wc wc{};
-    wc.wr_id = wr.wr_id;
-    wc.status = IBV_WC_LOC_QP_OP_ERR;
-    onError(wc);
-    return;
-  }
-  ackPosted_ = applied;
+  if (refused) onError(*refused);
 }
 
 void VerbsRecvPath::onStep(uint32_t imm) noexcept {
@@ -107,6 +111,7 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
 }
 
 int VerbsRecvPath::progress() noexcept {
+  if (!qp_) return 0;  // retired
   ibv_wc wc[16];
   int n = qp_->poll(wc);
   if (n < 0) {

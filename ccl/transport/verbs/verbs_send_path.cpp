@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "channel/conn_memory.h"
 
@@ -30,39 +31,42 @@ Result<std::unique_ptr<VerbsSendPath>> VerbsSendPath::create(channel::SendPort* 
 }
 
 void VerbsSendPath::postSteps() noexcept {
-  std::lock_guard lk(txMu_);
-  channel::SendPort* port = sendPort();
-  const uint64_t posted = port->posted();
-  const uint32_t slots = port->slots();
-  const size_t stride = channel::slotStride(port->chunkBytes());
-  for (uint64_t s = sent_.load(std::memory_order_relaxed) + 1; s <= posted; ++s) {
-    if (dead()) return;
-    if (qp_->sendsOutstanding() >= qp_->depth().send) return;  // progress() posts the rest
-    std::span<const std::byte> frame = port->frame(s);
-    // The receiver takes the epoch of the path in force; a resent step still carries the old one.
-    channel::stampFrameEpoch(port->memory().slotFrame(s), port->epoch());
-    ibv_sge sge{reinterpret_cast<uint64_t>(frame.data()), static_cast<uint32_t>(frame.size()), lkey_};
-    ibv_send_wr wr{};
-    wr.wr_id = s;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-    wr.imm_data = htonl(static_cast<uint32_t>(s));
-    wr.wr.rdma.remote_addr = remote_.addr + ((s - 1) % slots) * stride;
-    wr.wr.rdma.rkey = remote_.rkey;
-    Status st = qp_->post(wr);
-    if (!st.ok()) {
-      ibv_wc wc{};
-      wc.wr_id = s;
-      wc.status = IBV_WC_LOC_QP_OP_ERR;  // a post refused outside a full queue: the QP is broken
-      if (!shutdown_.load(std::memory_order_acquire)) {
-        RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), st.message().c_str());
-        onError(wc);
+  // A refused post is reported after the lock: the failover hook may shut this path down.
+  std::optional<ibv_wc> refused;
+  {
+    std::lock_guard lk(postMu_);
+    channel::SendPort* port = sendPort();
+    const uint64_t posted = port->posted();
+    const uint32_t slots = port->slots();
+    const size_t stride = channel::slotStride(port->chunkBytes());
+    for (uint64_t s = sent_.load(std::memory_order_relaxed) + 1; s <= posted; ++s) {
+      if (dead()) break;
+      if (qp_->sendsOutstanding() >= qp_->depth().send) break;  // progress() posts the rest
+      std::span<const std::byte> frame = port->frame(s);
+      // The receiver takes the epoch of the path in force; a resent step still carries the old one.
+      channel::stampFrameEpoch(port->memory().slotFrame(s), port->epoch());
+      ibv_sge sge{reinterpret_cast<uint64_t>(frame.data()), static_cast<uint32_t>(frame.size()), lkey_};
+      ibv_send_wr wr{};
+      wr.wr_id = s;
+      wr.sg_list = &sge;
+      wr.num_sge = 1;
+      wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+      wr.imm_data = htonl(static_cast<uint32_t>(s));
+      wr.wr.rdma.remote_addr = remote_.addr + ((s - 1) % slots) * stride;
+      wr.wr.rdma.rkey = remote_.rkey;
+      if (Status st = qp_->post(wr); !st.ok()) {
+        if (!shutdown_.load(std::memory_order_acquire)) {
+          RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), st.message().c_str());
+          refused = ibv_wc{};
+          refused->wr_id = s;
+          refused->status = IBV_WC_LOC_QP_OP_ERR;  // a post refused with room in the queue: the QP is broken
+        }
+        break;
       }
-      return;
+      sent_.store(s, std::memory_order_release);
     }
-    sent_.store(s, std::memory_order_release);
   }
+  if (refused) onError(*refused);
 }
 
 bool VerbsSendPath::needsPolling() const noexcept {
@@ -76,6 +80,7 @@ void VerbsSendPath::publishAck() noexcept {
 }
 
 int VerbsSendPath::progress() noexcept {
+  if (!qp_) return 0;  // retired
   ibv_wc wc[16];
   int n = qp_->poll(wc);
   if (n < 0) {
