@@ -15,12 +15,10 @@ Result<std::unique_ptr<RailDevice>> RailDevice::open(int rail, const RailNic& ni
   d->rail_ = rail;
   d->netdev_ = nic.name;
   d->port_ = port;
-  int n = 0;
-  std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&n), ibv_free_device_list);
-  if (!list) return Status::FromErrno(errno, "rdma: ibv_get_device_list");
-  for (int i = 0; i < n && !d->ctx_; ++i)
-    if (port.device == ibv_get_device_name(list.get()[i])) {
-      ibv_context* ctx = ibv_open_device(list.get()[i]);
+  RECCL_ASSIGN_OR_RETURN(DeviceList list, DeviceList::get());
+  for (ibv_device* device : list.devices())
+    if (!d->ctx_ && port.device == ibv_get_device_name(device)) {
+      ibv_context* ctx = ibv_open_device(device);
       if (!ctx) return Status::FromErrno(errno, "rdma: open " + port.device);
       d->ctx_ = Context(ctx, "device context");
     }

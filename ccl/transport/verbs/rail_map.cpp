@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <memory>
 
 #include "reccl/common/log.h"
+#include "transport/verbs/verbs_handle.h"
 
 namespace reccl::transport::verbs {
 
@@ -99,34 +99,29 @@ Result<RailPort> mapRail(const RdmaInventory& inv, const RailNic& nic, int force
 
 Result<RdmaInventory> readRdmaInventory() {
   RdmaInventory inv;
-  int n = 0;
-  std::unique_ptr<ibv_device*, void (*)(ibv_device**)> list(ibv_get_device_list(&n), ibv_free_device_list);
-  if (!list) {
-    // No verbs driver or no device is what most machines have: an empty inventory.
-    if (errno == ENOSYS || errno == ENODEV || errno == ENOENT) return inv;
-    return Status::FromErrno(errno, "rdma: ibv_get_device_list");
-  }
-  for (int i = 0; i < n; ++i) {
-    const char* name = ibv_get_device_name(list.get()[i]);
-    ibv_context* ctx = ibv_open_device(list.get()[i]);
+  RECCL_ASSIGN_OR_RETURN(DeviceList list, DeviceList::get());
+  for (ibv_device* device : list.devices()) {
+    const char* name = ibv_get_device_name(device);
+    Context ctx(ibv_open_device(device), "device context");
     if (!ctx) {
       RECCL_WARN(kLogNet, "rdma: open %s: %s", name, strerror(errno));
       continue;
     }
     ibv_device_attr dev{};
-    if (int rc = ibv_query_device(ctx, &dev); rc != 0) {
+    if (int rc = ibv_query_device(ctx.get(), &dev); rc != 0) {
       RECCL_WARN(kLogNet, "rdma: query %s: %s", name, strerror(rc));
-      ibv_close_device(ctx);
       continue;
     }
+    size_t gids = 0;
     for (uint8_t port = 1; port <= dev.phys_port_cnt; ++port) {
       ibv_port_attr pa{};
-      if (ibv_query_port(ctx, port, &pa) != 0) continue;
+      if (ibv_query_port(ctx.get(), port, &pa) != 0) continue;
+      gids += static_cast<size_t>(pa.gid_tbl_len);
       inv.ports.push_back({name, port, pa.state == IBV_PORT_ACTIVE, ibv_port_state_str(pa.state), pa.active_mtu,
                            pa.link_layer == IBV_LINK_LAYER_INFINIBAND ? pa.lid : uint16_t{0}});
     }
-    std::vector<ibv_gid_entry> entries(std::max<int>(dev.phys_port_cnt, 1) * 256);
-    ssize_t got = ibv_query_gid_table(ctx, entries.data(), entries.size(), 0);
+    std::vector<ibv_gid_entry> entries(std::max<size_t>(gids, 1));
+    ssize_t got = ibv_query_gid_table(ctx.get(), entries.data(), entries.size(), 0);
     if (got < 0) {
       RECCL_WARN(kLogNet, "rdma: GID table of %s: %s", name, strerror(static_cast<int>(-got)));
     } else {
@@ -144,7 +139,6 @@ Result<RdmaInventory> readRdmaInventory() {
         inv.gids.push_back(std::move(r));
       }
     }
-    ibv_close_device(ctx);
   }
   return inv;
 }

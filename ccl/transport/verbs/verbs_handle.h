@@ -6,7 +6,9 @@
 
 #include <infiniband/verbs.h>
 
-#include <cstring>
+#include <cerrno>
+#include <span>
+#include <string>
 #include <utility>
 
 #include "reccl/common/log.h"
@@ -52,6 +54,35 @@ class VerbsHandle {
  private:
   T* p_ = nullptr;
   const char* what_ = "verbs object";
+};
+
+// The verbs devices of this machine (ibv_get_device_list); freed with the owner.
+class DeviceList {
+ public:
+  // No verbs driver or no device is what most machines have: an empty list, not an error.
+  static Result<DeviceList> get() {
+    DeviceList d;
+    int n = 0;
+    d.list_ = ibv_get_device_list(&n);
+    if (!d.list_) {
+      if (errno == ENOSYS || errno == ENODEV || errno == ENOENT) return d;
+      return Status::FromErrno(errno, "rdma: ibv_get_device_list");
+    }
+    d.n_ = n;
+    return d;
+  }
+  DeviceList(DeviceList&& o) noexcept : list_(std::exchange(o.list_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceList& operator=(DeviceList&&) = delete;
+  DeviceList(const DeviceList&) = delete;
+  ~DeviceList() {
+    if (list_) ibv_free_device_list(list_);
+  }
+  std::span<ibv_device* const> devices() const noexcept { return {list_, static_cast<size_t>(n_)}; }
+
+ private:
+  DeviceList() = default;
+  ibv_device** list_ = nullptr;
+  int n_ = 0;
 };
 
 using Context = VerbsHandle<ibv_context, ibv_close_device>;

@@ -91,6 +91,27 @@ class VerbsPath : public channel::Path {
             std::string desc, VerbsPathOptions opts, bool isSender);
   // Records and reports a failed completion (flushes after shutdown() are expected, not errors).
   void onError(const ibv_wc& wc) noexcept;
+  // Polls the QP (nothing once retired): each failed completion goes to onError, each successful
+  // one to `done`. Returns the completions polled.
+  template <typename F>
+  int pollCompletions(F done) noexcept {
+    if (!qp_) return 0;
+    ibv_wc wc[16];
+    int n = qp_->poll(wc);
+    if (n < 0) {
+      ibv_wc bad{};
+      bad.status = IBV_WC_GENERAL_ERR;
+      onError(bad);
+      return 0;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status == IBV_WC_SUCCESS)
+        done(wc[i]);
+      else
+        onError(wc[i]);
+    }
+    return n;
+  }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
 
   channel::PortBase* port_;

@@ -111,22 +111,9 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
 }
 
 int VerbsRecvPath::progress() noexcept {
-  if (!qp_) return 0;  // retired
-  ibv_wc wc[16];
-  int n = qp_->poll(wc);
-  if (n < 0) {
-    ibv_wc bad{};
-    bad.status = IBV_WC_GENERAL_ERR;
-    onError(bad);
-    return 0;
-  }
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].status != IBV_WC_SUCCESS) {
-      onError(wc[i]);
-      continue;
-    }
-    if ((wc[i].wr_id & kRecvWrId) && !dead()) onStep(ntohl(wc[i].imm_data));
-  }
+  int n = pollCompletions([&](const ibv_wc& wc) {
+    if ((wc.wr_id & kRecvWrId) && !dead()) onStep(ntohl(wc.imm_data));
+  });
   postAck();  // one the send queue had no room for
   return n;
 }

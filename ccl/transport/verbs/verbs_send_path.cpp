@@ -80,38 +80,26 @@ void VerbsSendPath::publishAck() noexcept {
 }
 
 int VerbsSendPath::progress() noexcept {
-  if (!qp_) return 0;  // retired
-  ibv_wc wc[16];
-  int n = qp_->poll(wc);
-  if (n < 0) {
-    ibv_wc bad{};
-    bad.status = IBV_WC_GENERAL_ERR;
-    onError(bad);
-    return 0;
-  }
   const uint64_t posted = sendPort()->posted();
-  for (int i = 0; i < n; ++i) {
-    if (wc[i].status != IBV_WC_SUCCESS) {
-      onError(wc[i]);
-      continue;
+  int n = pollCompletions([&](const ibv_wc& wc) {
+    if (!(wc.wr_id & kRecvWrId)) {
+      writeDone_.store(std::max(writeDone_.load(std::memory_order_relaxed), wc.wr_id), std::memory_order_release);
+      return;
     }
-    if (wc[i].wr_id & kRecvWrId) {
-      // An ack: the applied step's low 32 bits, within a window of the latest one.
-      uint32_t low = ntohl(wc[i].imm_data);
-      uint64_t applied = heldAck_ + static_cast<int32_t>(low - static_cast<uint32_t>(heldAck_));
-      if (applied > posted) {
-        ibv_wc bad = wc[i];
-        bad.status = IBV_WC_REM_OP_ERR;
-        RECCL_WARN(kLogNet, "%s: ack of step %llu beyond the %llu posted", desc_.c_str(),
-                   static_cast<unsigned long long>(applied), static_cast<unsigned long long>(posted));
-        onError(bad);
-        continue;
-      }
-      heldAck_ = std::max(heldAck_, applied);
-    } else {
-      writeDone_.store(std::max(writeDone_.load(std::memory_order_relaxed), wc[i].wr_id), std::memory_order_release);
+    // An ack: the applied step's low 32 bits, within a window of the latest one.
+    const uint32_t low = ntohl(wc.imm_data);
+    const uint64_t applied = heldAck_ + static_cast<int32_t>(low - static_cast<uint32_t>(heldAck_));
+    if (applied > posted) {
+      RECCL_WARN(kLogNet, "%s: ack of step %llu beyond the %llu posted", desc_.c_str(),
+                 static_cast<unsigned long long>(applied), static_cast<unsigned long long>(posted));
+      ibv_wc bad = wc;
+      bad.status = IBV_WC_REM_OP_ERR;
+      onError(bad);
+      return;
     }
-  }
+    heldAck_ = std::max(heldAck_, applied);
+  });
+  if (!qp_) return n;
   if (opts_.ack == AckMode::kWrite) {
     uint64_t applied = reg_->ackWord()->load(std::memory_order_acquire);
     if (applied <= posted) heldAck_ = std::max(heldAck_, applied);
