@@ -255,7 +255,7 @@ EngineDetach::~EngineDetach() {
 }
 
 Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevice>> rails, Peer& peer,
-                  VerbsProgress& engine, VerbsPathOptions opts, uint64_t* resumedNs) {
+                  VerbsProgress& engine, VerbsPathOptions opts, ResendFrom from, uint64_t* resumedNs) {
   for (VerbsPath* old : {static_cast<VerbsPath*>(d.sendPath), static_cast<VerbsPath*>(d.recvPath)}) {
     engine.remove(old);
     old->shutdown();  // ERR at once; destroying the QP can take long (rxe: up to ~1 s): retireOld()
@@ -269,15 +269,22 @@ Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevic
   std::vector<std::byte> mine;
   put(mine, q.sendInfo);
   put(mine, q.recvInfo);
-  const uint64_t applied = d.recv->applied();
-  mine.resize(mine.size() + 8);
-  std::memcpy(mine.data() + 2 * kConnInfoBytes, &applied, 8);
+  // The handshake: this end's receiver's applied step, and where this end's sender resends from.
+  // Nothing moves between the barrier and the resend, so `received` stays as it is now.
+  const uint64_t words[2] = {d.recv->applied(), from == ResendFrom::kOwnAcked ? d.send->acked() : 0};
+  mine.resize(mine.size() + sizeof(words));
+  std::memcpy(mine.data() + 2 * kConnInfoBytes, words, sizeof(words));
   RECCL_ASSIGN_OR_RETURN(auto theirs, peer.exchange(mine));
-  uint64_t peerApplied;  // the receiver of this end's send connection
-  std::memcpy(&peerApplied, theirs.data() + 2 * kConnInfoBytes, 8);
+  uint64_t their[2];
+  std::memcpy(their, theirs.data() + 2 * kConnInfoBytes, sizeof(their));
+  const uint64_t peerApplied = their[0];  // the receiver of this end's send connection
+  const uint64_t sentBefore = from == ResendFrom::kOwnAcked ? words[1] : peerApplied;
+  // What the peer resends that this end already has, it drops as duplicates.
+  const uint64_t peerFrom = from == ResendFrom::kOwnAcked ? their[1] : words[0];
+  d.expectedDuplicates += d.recv->received() - std::min(d.recv->received(), peerFrom);
   d.send->setEpoch(epoch);
   d.recv->setEpoch(epoch);
-  RECCL_ASSIGN_OR_RETURN(NewPaths p, connectPair(d, std::move(q), theirs, opts, peerApplied, 0));
+  RECCL_ASSIGN_OR_RETURN(NewPaths p, connectPair(d, std::move(q), theirs, opts, sentBefore, 0));
   d.sendPath = p.send.get();
   d.recvPath = p.recv.get();
   d.send->setPath(std::move(p.send));  // the ports keep the old paths (retired) until they go

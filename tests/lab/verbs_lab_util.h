@@ -75,6 +75,7 @@ struct Duplex {
   VerbsSendPath* sendPath = nullptr;  // owned by the ports
   VerbsRecvPath* recvPath = nullptr;
   std::vector<VerbsPath*> oldPaths;  // shut down by moveDuplex, kept by the ports, not yet retired
+  uint64_t expectedDuplicates = 0;    // steps the peer resent that this end already had
   std::atomic<uint64_t> posted{0}, verified{0};
   Status sendResult, recvResult;
 };
@@ -101,10 +102,13 @@ struct EngineDetach {
 
 // Moves `d` onto rail `rail` the way failover would: both ends' old paths out of the engine and
 // shut down (ERR); new QPs exchanged with the receiver's applied step; epochs bumped; the sender
-// resends from the receiver's applied step + 1 out of its slots (nothing registered).
-// `resumedNs`: when the new paths started.
+// resends out of its slots (nothing registered).
+// The sender resends from the receiver's applied step (the handshake's, as failover does) or from
+// the last step acknowledged to it (acks lost with the old path make the receiver drop what it
+// already has as duplicates). `resumedNs`: when the new paths started.
+enum class ResendFrom { kPeerApplied, kOwnAcked };
 Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevice>> rails, Peer& peer,
-                  VerbsProgress& engine, VerbsPathOptions opts, uint64_t* resumedNs = nullptr);
+                  VerbsProgress& engine, VerbsPathOptions opts, ResendFrom from, uint64_t* resumedNs = nullptr);
 // Off the critical path after moves: the old paths retired (drained, QPs destroyed).
 Status retireOld(Duplex& d);
 

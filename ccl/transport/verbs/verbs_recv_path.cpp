@@ -84,6 +84,17 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
     protocolError("write with immediate " + std::to_string(imm) + " is no step near " + std::to_string(next));
     return;
   }
+  // A step resent after a migration that this end already has: its slot is not read, since the
+  // sender may already have written the step S later there (it got the ack of this one once the
+  // resend landed, and that can be before this completion is polled).
+  if (step < next) {
+    if (port->env()) port->env()->duplicateSteps.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (step != next) {
+    protocolError("step " + std::to_string(step) + " arrived after step " + std::to_string(received));
+    return;
+  }
   const std::byte* frame = port->memory().slotFrame(step);
   auto h = channel::decodeStepHeader(std::span<const std::byte>(frame, channel::kStepHeaderBytes));
   if (!h.ok()) {
