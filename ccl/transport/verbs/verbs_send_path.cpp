@@ -80,7 +80,6 @@ void VerbsSendPath::publishAck() noexcept {
 }
 
 int VerbsSendPath::progress() noexcept {
-  const uint64_t posted = sendPort()->posted();
   int n = pollCompletions([&](const ibv_wc& wc) {
     if (!(wc.wr_id & kRecvWrId)) {
       writeDone_.store(std::max(writeDone_.load(std::memory_order_relaxed), wc.wr_id), std::memory_order_release);
@@ -89,6 +88,10 @@ int VerbsSendPath::progress() noexcept {
     // An ack: the applied step's low 32 bits, within a window of the latest one.
     const uint32_t low = ntohl(wc.imm_data);
     const uint64_t applied = heldAck_ + static_cast<int32_t>(low - static_cast<uint32_t>(heldAck_));
+    // Read now, not before the poll: the algorithm's thread posts (and the step can be written,
+    // applied and acknowledged) while this thread polls. Posting comes before the write, so
+    // every genuine ack is within what is posted by the time its completion is seen.
+    const uint64_t posted = sendPort()->posted();
     if (applied > posted) {
       RECCL_WARN(kLogNet, "%s: ack of step %llu beyond the %llu posted", desc_.c_str(),
                  static_cast<unsigned long long>(applied), static_cast<unsigned long long>(posted));
@@ -101,11 +104,11 @@ int VerbsSendPath::progress() noexcept {
   });
   if (!qp_) return n;
   if (opts_.ack == AckMode::kWrite) {
-    uint64_t applied = reg_->ackWord()->load(std::memory_order_acquire);
-    if (applied <= posted) heldAck_ = std::max(heldAck_, applied);
+    const uint64_t applied = reg_->ackWord()->load(std::memory_order_acquire);  // before `posted`, as above
+    if (applied <= sendPort()->posted()) heldAck_ = std::max(heldAck_, applied);
   }
   publishAck();
-  if (sent_.load(std::memory_order_acquire) < posted) postSteps();
+  if (sent_.load(std::memory_order_acquire) < sendPort()->posted()) postSteps();
   return n;
 }
 
