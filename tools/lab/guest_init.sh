@@ -26,6 +26,19 @@ while read -r m; do
 done </lab/modules
 
 ip link set lo up
+# Rail NICs by their MAC's link byte (52:54:00:77:LINK:..; link 0 is eth0, link k+1 rail k),
+# not by probe order.
+for dev in /sys/class/net/eth*; do
+  [ -e "$dev" ] || continue
+  read -r mac <"$dev/address"
+  case $mac in
+    52:54:00:77:00:*) ;;
+    52:54:00:77:*)
+      link=$(echo "$mac" | cut -d: -f5)
+      ip link set "${dev##*/}" name "rail$((0x$link - 1))" || echo "lab: renaming ${dev##*/} failed"
+      ;;
+  esac
+done
 if [ -e /sys/class/net/eth0 ]; then
   [ -n "$LAB_ADDR" ] && ip addr add "$LAB_ADDR" dev eth0
   ip link set eth0 up
@@ -33,6 +46,12 @@ fi
 if [ "$LAB_RXE" = 1 ]; then
   rdma link add rxe0 type rxe netdev eth0 || echo "lab: rdma link add rxe0 failed"
 fi
+for nic in $LAB_RAIL_NICS; do
+  k=${nic#rail}
+  ip addr add "10.77.$((k + 1)).$((LAB_INDEX + 1))/24" dev "$nic" || echo "lab: addressing $nic failed"
+  ip link set "$nic" up
+  rdma link add "rxe_$nic" type rxe netdev "$nic" || echo "lab: rdma link add rxe_$nic failed"
+done
 
 read -r up _ </proc/uptime
 echo "@@lab-begin vm=$LAB_INDEX kernel=$kver uptime=$up"

@@ -4,14 +4,19 @@
 # the guest and returns its exit status and output (through the serial console).
 #
 #   lab.sh fetch                     fetch and unpack the kernel package into the cache (once)
-#   lab.sh run [options] -- CMD...   boot 1 or 2 VMs and run CMD in each
+#   lab.sh run [options] -- CMD...   boot N VMs and run CMD in each
 #
 # Run options:
 #   --bin PATH      an executable for the guest's /lab/bin, with its shared libraries (repeatable)
 #   --file PATH     a file (script) for the guest's /lab/bin, copied as is (repeatable)
-#   --vms N         1 (default) or 2; two VMs' NICs are joined by a qemu UDP socket link
-#                   (10.77.0.1 and 10.77.0.2 on eth0), one VM per host because rxe devices
-#                   in network namespaces pass no traffic
+#   --vms N         VMs (hosts), 1 (default) to 8; one VM per host because rxe devices in network
+#                   namespaces pass no traffic. Every VM has a management NIC eth0 (qemu id nic0,
+#                   10.77.0.<vm+1>/24); the VMs' eth0 share one link (below)
+#   --rails R       R rail NICs per VM (0 default, at most 4): rail<k> (qemu id rail<k>,
+#                   10.77.<k+1>.<vm+1>/24), each with an rxe device rxe_rail<k>; rail k of every VM
+#                   on its own link. Links: with 2 VMs a point-to-point UDP socket pair, with more a
+#                   UDP multicast group on the host's loopback (a hub: every VM of the link gets
+#                   every frame), with 1 VM nothing on the other end
 #   --rxe           add rxe0 on eth0 at boot (rdma link add rxe0 type rxe netdev eth0)
 #   --module NAME   load another kernel module at boot, with its dependencies (repeatable)
 #   --env VAR=VAL   export in the guest (repeatable)
@@ -20,12 +25,15 @@
 #   --keep          keep the work directory (console logs, initramfs)
 #   -v, --verbose   print the whole console, kernel messages included
 #
-# In the guest: RECCL_TEST_LAB=1, LAB_INDEX (0 or 1), LAB_VMS, LAB_ADDR, LAB_PEER, and
-# RECCL_LAB_NIC=eth0 / RECCL_LAB_NIC_ID=nic0, the virtio NIC and its qemu id. A guest line
-# "@@lab-monitor set_link nic0 off|on" makes the host pull or plug that VM's virtual cable
-# through the qemu monitor (only set_link is served).
+# In the guest: RECCL_TEST_LAB=1, LAB_INDEX (0..N-1), LAB_VMS, LAB_ADDR (eth0's address/prefix),
+# LAB_PEER (the next VM's eth0 address), LAB_RAILS, LAB_RAIL_NICS ("rail0 rail1 ..."), and
+# RECCL_LAB_NIC=eth0 / RECCL_LAB_NIC_ID=nic0, the management NIC and its qemu id. The rank
+# environment a launcher (torchrun) sets, one rank per VM: RANK (= LAB_INDEX), WORLD_SIZE (= N),
+# LOCAL_RANK=0, LOCAL_WORLD_SIZE=1, MASTER_ADDR=10.77.0.1 (VM 0's eth0), MASTER_PORT=29500.
+# A guest line "@@lab-monitor set_link ID off|on" makes the host pull or plug that VM's virtual
+# cable ID (nic0, rail0, rail1, ...) through the qemu monitor (only set_link is served).
 #
-# Exit status: the guest command's (the first non-zero one with 2 VMs); 77 when the lab cannot
+# Exit status: the guest command's (the first non-zero one over the VMs); 77 when the lab cannot
 # run here (no qemu, no busybox, kernel package unavailable; the reason on stderr); 124 when the
 # deadline passed; 125 when the guest never reported (kernel panic: console tail on stderr);
 # 64 for bad arguments.
@@ -261,11 +269,15 @@ build_initramfs() {  # -> $WORK/common.cpio
 
 # A second archive per VM: only /lab/env differs; the kernel unpacks both, in order.
 build_vm_initrd() {  # INDEX
-  local i=$1 d=$WORK/vm$1 e
+  local i=$1 d=$WORK/vm$1 e k nics=""
+  for ((k = 0; k < RAILS; k++)); do nics+="${nics:+ }rail$k"; done
   mkdir -p "$d/lab"
   {
-    echo "export LAB_INDEX=$i LAB_VMS=$VMS LAB_ADDR=10.77.0.$((i + 1))/24 LAB_PEER=10.77.0.$((2 - i)) LAB_RXE=$RXE"
+    echo "export LAB_INDEX=$i LAB_VMS=$VMS LAB_ADDR=10.77.0.$((i + 1))/24 LAB_PEER=10.77.0.$(((i + 1) % VMS + 1)) LAB_RXE=$RXE"
+    echo "export LAB_RAILS=$RAILS LAB_RAIL_NICS='$nics'"
     echo "export RECCL_TEST_LAB=1 RECCL_LAB_NIC=eth0 RECCL_LAB_NIC_ID=nic0"
+    # What a launcher sets for one rank per host, rendezvous on the management network.
+    echo "export RANK=$i WORLD_SIZE=$VMS LOCAL_RANK=0 LOCAL_WORLD_SIZE=1 MASTER_ADDR=10.77.0.1 MASTER_PORT=29500"
     for e in "${ENVS[@]}"; do printf 'export %q\n' "$e"; done
   } >"$d/lab/env"
   (cd "$d" && find lab -print0 | cpio --null -o -H newc -R 0:0 --quiet) >"$d/env.cpio"
@@ -305,27 +317,48 @@ probe_accel() {
 }
 
 udp_port_free() { ! ss -Hlun "sport = :$1" 2>/dev/null | grep -q .; }
-pick_ports() {  # two free UDP ports for the VMs' socket link
-
+# Ports for the links (link 0: the management NICs, link k+1: rail k). Two VMs: a point-to-point
+# UDP socket pair per link (ports LINK_PORT[l] and +1, one per end). More VMs: a multicast group
+# on the host's loopback per link (qemu's socket hub), port LINK_PORT[l]: a frame reaches every
+# VM of the link, as on a shared segment (the sender gets its own back too; a NIC drops frames
+# not for its address, and IPv6 duplicate-address detection knows its own probes by their nonce).
+# Ports are random and checked free, so concurrent lab runs on one host do not share a link.
+pick_links() {
+  local links=$((RAILS + 1)) per=2 l ok
+  ((VMS > 2)) && per=1
   for _ in $(seq 50); do
-    P0=$((20000 + RANDOM % 40000))
-    P1=$((P0 + 1))
-    udp_port_free "$P0" && udp_port_free "$P1" && return 0
+    LINK_BASE=$((20000 + RANDOM % 40000))
+    ok=1
+    for ((l = 0; l < links * per; l++)); do udp_port_free $((LINK_BASE + l)) || { ok=0; break; }; done
+    ((ok)) && return 0
   done
-  die "no free UDP port pair for the VM link"
+  die "no $((links * per)) free UDP ports for the VM links"
+}
+
+# The qemu -netdev of link L for VM I.
+link_netdev() {  # INDEX LINK
+  local i=$1 l=$2 id=n$2
+  if ((VMS == 1)); then
+    echo "hubport,id=$id,hubid=$l"
+  elif ((VMS == 2)); then
+    local mine=$((LINK_BASE + 2 * l + i)) peer=$((LINK_BASE + 2 * l + 1 - i))
+    echo "socket,id=$id,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$mine"
+  else
+    echo "socket,id=$id,mcast=239.255.77.1:$((LINK_BASE + l)),localaddr=127.0.0.1"
+  fi
 }
 
 start_vm() {  # INDEX
-  local i=$1 cpu=${RECCL_LAB_CPU:-qemu64} netdev
+  local i=$1 cpu=${RECCL_LAB_CPU:-qemu64} l nets=()
   # arch-capabilities: nested KVM refuses its MSR (qemu aborts).
   [[ $ACCEL == kvm ]] && cpu=host,-arch-capabilities
-  if ((VMS == 2)); then
-    local mine=$P0 peer=$P1
-    ((i == 1)) && mine=$P1 peer=$P0
-    netdev="socket,id=n0,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$mine"
-  else
-    netdev="hubport,id=n0,hubid=0"
-  fi
+  # The NIC's MAC names its link (52:54:00:77:LINK:1VM): the guest renames rail NICs by it.
+  for ((l = 0; l <= RAILS; l++)); do
+    local devid=nic0
+    ((l > 0)) && devid=rail$((l - 1))
+    nets+=(-netdev "$(link_netdev "$i" "$l")"
+      -device "virtio-net-pci,netdev=n$l,id=$devid,mac=$(printf '52:54:00:77:%02x:%02x' "$l" $((0x10 + i)))")
+  done
   mkfifo "$WORK/mon.$i.in" "$WORK/mon.$i.out"
   # Held open read-write here, so neither side ever blocks on the other's open.
   exec {fd}<>"$WORK/mon.$i.in"
@@ -338,8 +371,7 @@ start_vm() {  # INDEX
     -kernel "$KERNEL" -initrd "$WORK/initrd.$i" \
     -append "$APPEND" \
     -serial "file:$WORK/console.$i.log" -monitor "pipe:$WORK/mon.$i" \
-    -netdev "$netdev" -device "virtio-net-pci,netdev=n0,id=nic0,mac=52:54:00:77:00:1$i" \
-    >"$WORK/qemu.$i.log" 2>&1 &
+    "${nets[@]}" >"$WORK/qemu.$i.log" 2>&1 &
   QPIDS[$i]=$!
 }
 
@@ -377,12 +409,13 @@ case $SUB in
   *) usage "unknown subcommand '$SUB'" ;;
 esac
 
-BINS=() FILES=() MODULES=() ENVS=() VMS=1 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0
+BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0
 while (($#)); do
   case $1 in
     --bin) [[ $# -ge 2 && -x $2 && -f $2 ]] || usage "--bin: not an executable file: ${2:-}"; BINS+=("$2"); shift 2 ;;
     --file) [[ $# -ge 2 && -f $2 ]] || usage "--file: not a file: ${2:-}"; FILES+=("$2"); shift 2 ;;
-    --vms) [[ ${2:-} == 1 || ${2:-} == 2 ]] || usage "--vms: 1 or 2, got '${2:-}'"; VMS=$2; shift 2 ;;
+    --vms) [[ ${2:-} =~ ^[1-8]$ ]] || usage "--vms: 1 to 8, got '${2:-}'"; VMS=$2; shift 2 ;;
+    --rails) [[ ${2:-} =~ ^[0-4]$ ]] || usage "--rails: 0 to 4, got '${2:-}'"; RAILS=$2; shift 2 ;;
     --rxe) RXE=1; shift ;;
     --module) [[ ${2:-} =~ ^[A-Za-z0-9_-]+$ ]] || usage "--module: not a module name: '${2:-}'"; MODULES+=("$2"); shift 2 ;;
     --env) [[ ${2:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || usage "--env: not VAR=VALUE: '${2:-}'"; ENVS+=("$2"); shift 2 ;;
@@ -409,7 +442,7 @@ build_initramfs
 ACCEL=$(probe_accel)
 for ((i = 0; i < VMS; i++)); do build_vm_initrd "$i"; done
 T1=$(now_ms)
-((VMS == 2)) && pick_ports
+((VMS > 1)) && pick_links
 declare -a MONFD=()
 for ((i = 0; i < VMS; i++)); do start_vm "$i"; done
 
@@ -437,7 +470,7 @@ rc=0
 for ((i = 0; i < VMS; i++)); do
   log=$WORK/console.$i.log
   prefix=""
-  ((VMS == 2)) && prefix="[vm$i] "
+  ((VMS > 1)) && prefix="[vm$i] "
   if ((VERBOSE)); then
     tr -d '\r' <"$log" | sed "s/^/$prefix/"
   else

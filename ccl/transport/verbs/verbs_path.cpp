@@ -1,0 +1,67 @@
+#include "transport/verbs/verbs_paths.h"
+
+#include <algorithm>
+
+#include "reccl/common/log.h"
+
+namespace reccl::transport::verbs {
+
+const char* ackModeName(AckMode m) noexcept { return m == AckMode::kImm ? "imm" : "write"; }
+
+RcQp::Depth depthForSlots(uint32_t slots) noexcept {
+  uint32_t d = std::max<uint32_t>(2 * slots + 2, 8);
+  return {d, d};
+}
+
+VerbsPath::VerbsPath(channel::PortBase* port, std::unique_ptr<RcQp> qp, const ConnRegistration* reg,
+                     const ConnInfo& remote, std::string desc, VerbsPathOptions opts, bool isSender)
+    : port_(port), qp_(std::move(qp)), rail_(qp_->rail()), qpn_(qp_->qpn()), reg_(reg), remote_(remote),
+      desc_(std::move(desc)), opts_(opts), isSender_(isSender) {}
+
+VerbsPath::~VerbsPath() = default;
+
+void VerbsPath::shutdown() noexcept {
+  std::lock_guard lk(postMu_);
+  shutdown_.store(true, std::memory_order_release);
+  dead_.store(true, std::memory_order_release);
+  if (!qp_) return;
+  Status s = qp_->toError();
+  if (!s.ok()) RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
+}
+
+std::optional<VerbsPath::Failure> VerbsPath::failure() const {
+  std::lock_guard lk(failMu_);
+  return failure_;
+}
+
+void VerbsPath::onError(const ibv_wc& wc) noexcept {
+  if (shutdown_.load(std::memory_order_acquire) && wc.status == IBV_WC_WR_FLUSH_ERR) return;
+  {
+    std::lock_guard lk(failMu_);
+    if (failure_) return;  // the rest of the queue flushes after the first error
+    failure_ = Failure{monotonicNs(), wc.status, wc.vendor_err};
+  }
+  dead_.store(true, std::memory_order_release);
+  const bool recv = wc.wr_id & kRecvWrId;
+  Status s(Errc::kLinkFailure, desc_ + ": " + (recv ? "receive" : isSender_ ? "step write" : "ack write") +
+                                   " failed on qp " + std::to_string(qpn_) + ": " + ibv_wc_status_str(wc.status) +
+                                   " (vendor error 0x" + [&] {
+                                     char b[16];
+                                     snprintf(b, sizeof(b), "%x", wc.vendor_err);
+                                     return std::string(b);
+                                   }() + ")");
+  if (port_->replacedPath(this, s, kLogNet)) return;
+  RECCL_WARN(kLogNet, "%s", s.message().c_str());
+  port_->pathFailed(this, isSender_, s);
+}
+
+Status VerbsPath::retire(Deadline deadline) {
+  shutdown();  // no post touches the QP after this
+  if (!qp_) return Status::Ok();
+  RECCL_TRY(qp_->drain(deadline, [](const ibv_wc&) {}).Wrap(desc_));
+  std::lock_guard lk(postMu_);
+  qp_.reset();
+  return Status::Ok();
+}
+
+}  // namespace reccl::transport::verbs

@@ -1,0 +1,191 @@
+// RDMA verbs paths under the two ends of a directed connection: the same channel layer (steps,
+// slots, acks, exactly-once framing; channel/port.h) as the socket paths, carried by one RC QP.
+//
+// Data: the sender RDMA-writes each step's frame (64-byte header + payload) from its slot into
+// the receiver's slot of the same index (slot = (step - 1) mod S), with the immediate = the
+// step's low 32 bits. The write consumes one of the receiver's empty receive requests and
+// completes there in step order; the receiver checks the header that landed against the
+// immediate and the exactly-once rules (classifyStep), then publishes the step.
+// Acks (AckMode): kImm (default) an empty RDMA write with immediate = applied step's low 32 bits,
+// which completes at the sender and so can wake a sleeping progress thread; kWrite an 8-byte
+// RDMA write of the applied step into the sender's ack word, which the sender must poll.
+// A receiver acknowledges every applied step.
+//
+// Migration (what failover does with these): the slots of both ends are registered on every
+// rail up front (ConnRegistration), so a new path on another rail needs a new QP and nothing
+// else. Before the new path resends, the receiver's old path must be shut down (shutdown()
+// moves its QP to ERR): a QP in ERR lets nothing land, so a late retransmission of the old QP
+// cannot overwrite a slot that already holds a newer step. The sender's old path shut down
+// stops its retries and never publishes an ack again (the new path holds acks for steps it is
+// still writing; see VerbsSendPath). Steps the receiver already has in its slots stay there
+// across paths; resending them is harmless (same bytes, counted as duplicates).
+//
+// Threads: notifyPosted/notifyConsumed from the algorithm's thread (they post directly),
+// progress() from one progress thread; retire() only once the path left its engine.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "channel/path.h"
+#include "channel/port.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+#include "transport/verbs/conn_info.h"
+#include "transport/verbs/conn_registration.h"
+#include "transport/verbs/rc_qp.h"
+
+namespace reccl::transport::verbs {
+
+enum class AckMode : uint8_t { kImm, kWrite };
+const char* ackModeName(AckMode m) noexcept;
+
+struct VerbsPathOptions {
+  AckMode ack = AckMode::kImm;
+};
+
+// The queue depths a connection's QPs need for `slots` steps in flight: at most `slots` data
+// writes and `slots` acks are outstanding on a connection, doubled for the acks that overtake
+// their completions.
+RcQp::Depth depthForSlots(uint32_t slots) noexcept;
+
+class VerbsPath : public channel::Path {
+ public:
+  ~VerbsPath() override;
+  // Polls the QP's completions and acts on them: steps published, acks handed to the port, the
+  // next steps or acks posted, a completion error reported to the port once
+  // (PortBase::pathFailed, Errc::kLinkFailure). Returns the completions handled.
+  virtual int progress() noexcept = 0;
+  // True while the engine must poll without waiting for a completion event (a kWrite sender
+  // with steps outstanding: its acks arrive as plain memory writes).
+  virtual bool needsPolling() const noexcept { return false; }
+
+  // Moves the QP to ERR: its retries stop at once and nothing lands through it any more.
+  void shutdown() noexcept override;
+  std::string describe() const override { return desc_; }
+
+  // The QP, until retire().
+  RcQp& qp() noexcept { return *qp_; }
+  int rail() const noexcept { return rail_; }
+
+  struct Failure {
+    uint64_t ns = 0;  // CLOCK_MONOTONIC when the error completion was polled
+    ibv_wc_status status = IBV_WC_SUCCESS;
+    uint32_t vendorErr = 0;
+  };
+  // The first completion error (not a flush after shutdown()), if any.
+  std::optional<Failure> failure() const;
+  // Out of its engine (VerbsProgress::remove), before or after a failure: shuts the path down,
+  // polls until every posted request has completed (flushed), then destroys the QP and its CQ.
+  // What stays is a husk the port may keep among its retired paths (a late notify does nothing),
+  // without kernel resources. kTimeout when the flushes do not come by the deadline (the QP is
+  // then kept, in ERR).
+  Status retire(Deadline deadline);
+
+ protected:
+  VerbsPath(channel::PortBase* port, std::unique_ptr<RcQp> qp, const ConnRegistration* reg, const ConnInfo& remote,
+            std::string desc, VerbsPathOptions opts, bool isSender);
+  // Records and reports a failed completion (flushes after shutdown() are expected, not errors).
+  void onError(const ibv_wc& wc) noexcept;
+  // Polls the QP (nothing once retired): each failed completion goes to onError, each successful
+  // one to `done`. Returns the completions polled.
+  template <typename F>
+  int pollCompletions(F done) noexcept {
+    if (!qp_) return 0;
+    ibv_wc wc[16];
+    int n = qp_->poll(wc);
+    if (n < 0) {
+      ibv_wc bad{};
+      bad.status = IBV_WC_GENERAL_ERR;
+      onError(bad);
+      return 0;
+    }
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].status == IBV_WC_SUCCESS)
+        done(wc[i]);
+      else
+        onError(wc[i]);
+    }
+    return n;
+  }
+  bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
+
+  channel::PortBase* port_;
+  // Posting (the algorithm's thread and the progress thread) holds it; retire() takes it to
+  // take the QP away.
+  std::mutex postMu_;
+  std::unique_ptr<RcQp> qp_;
+  int rail_;
+  uint32_t qpn_;
+  const ConnRegistration* reg_;
+  ConnInfo remote_;
+  std::string desc_;
+  VerbsPathOptions opts_;
+  bool isSender_;
+  std::atomic<bool> dead_{false};
+  std::atomic<bool> shutdown_{false};
+  mutable std::mutex failMu_;
+  std::optional<Failure> failure_;
+};
+
+class VerbsSendPath final : public VerbsPath {
+ public:
+  // `qp` is connected (RTS) to the receiver's QP of this connection; `remote` is the receiver's
+  // record (its slot ring on this rail); `reg` this end's registration, outliving the path.
+  // Sends steps after `sentBefore` or after the acknowledged step, whichever is later: a
+  // migrated path passes the receiver's applied step to resend what the old path may have lost.
+  static Result<std::unique_ptr<VerbsSendPath>> create(channel::SendPort* port, std::unique_ptr<RcQp> qp,
+                                                       const ConnRegistration* reg, const ConnInfo& remote,
+                                                       std::string desc, VerbsPathOptions opts = {},
+                                                       uint64_t sentBefore = UINT64_MAX);
+  // Posts the new steps from the calling thread (no hand-off to the progress thread).
+  void notifyPosted() noexcept override { postSteps(); }
+  void notifyConsumed() noexcept override {}
+  int progress() noexcept override;
+  bool needsPolling() const noexcept override;
+  uint64_t sent() const noexcept { return sent_.load(std::memory_order_acquire); }
+
+ private:
+  using VerbsPath::VerbsPath;
+  void postSteps() noexcept;
+  // Hands the receiver's ack to the port, never beyond the last step whose write completed
+  // here: a migrated path may still be reading a slot the receiver already has from the old
+  // path, and the ack would let the algorithm reuse it.
+  void publishAck() noexcept;
+  channel::SendPort* sendPort() const noexcept { return static_cast<channel::SendPort*>(port_); }
+
+  std::atomic<uint64_t> sent_{0};       // steps handed to the QP
+  std::atomic<uint64_t> writeDone_{0};  // steps whose write completed (progress thread)
+  uint64_t heldAck_ = 0;                // the receiver's latest ack (progress thread)
+  uint32_t lkey_ = 0;
+};
+
+class VerbsRecvPath final : public VerbsPath {
+ public:
+  // `remote` is the sender's record (its ack word on this rail). A migrated path passes
+  // ackedBefore = 0 so that it acknowledges the applied step at once (acks in flight on the old
+  // path may be lost, and the sender may be waiting for them).
+  static Result<std::unique_ptr<VerbsRecvPath>> create(channel::RecvPort* port, std::unique_ptr<RcQp> qp,
+                                                       const ConnRegistration* reg, const ConnInfo& remote,
+                                                       std::string desc, VerbsPathOptions opts = {},
+                                                       uint64_t ackedBefore = UINT64_MAX);
+  void notifyPosted() noexcept override {}
+  // Acknowledges the applied steps from the releasing thread.
+  void notifyConsumed() noexcept override { postAck(); }
+  int progress() noexcept override;
+
+ private:
+  using VerbsPath::VerbsPath;
+  void postAck() noexcept;
+  // A step's write with immediate completed: check the frame in its slot and publish it.
+  void onStep(uint32_t imm) noexcept;
+  channel::RecvPort* recvPort() const noexcept { return static_cast<channel::RecvPort*>(port_); }
+
+  uint64_t ackPosted_ = 0;  // the latest applied step an ack was posted for (postMu_)
+};
+
+}  // namespace reccl::transport::verbs
