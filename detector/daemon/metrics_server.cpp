@@ -15,6 +15,7 @@ namespace reccl::detector {
 
 namespace {
 constexpr const char* kPath = "/metrics";
+constexpr unsigned kCivetIpv6 = 8;  // mg_check_feature() bit
 
 // Everything but GET /metrics is answered here; GET /metrics goes on to the exposer (civetweb
 // itself would match /metrics as a prefix: /metricsXYZ, /metrics/x).
@@ -35,7 +36,7 @@ int beginRequest(mg_connection* conn) {
   if (get) return 0;
   if (head) {
     mg_response_header_start(conn, 200);
-    mg_response_header_add(conn, "Content-Type", "text/plain; version=0.0.4; charset=utf-8", -1);
+    mg_response_header_add(conn, "Content-Type", "text/plain; charset=utf-8", -1);  // as prometheus-cpp's GET
     mg_response_header_send(conn);
     return 200;
   }
@@ -63,9 +64,12 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerO
   std::string listen;
   if (inet_pton(AF_INET, opts.address.c_str(), &a4) == 1)
     listen = opts.address + ":" + std::to_string(opts.port);
-  else if (inet_pton(AF_INET6, opts.address.c_str(), &a6) == 1)
+  else if (inet_pton(AF_INET6, opts.address.c_str(), &a6) == 1) {
+    if (!mg_check_feature(kCivetIpv6))
+      return Status(Errc::kUnsupported, "metrics-addr: '" + opts.address +
+                                            "' is IPv6, and this civetweb was built without IPv6 (Debian's is)");
     listen = "[" + opts.address + "]:" + std::to_string(opts.port);
-  else
+  } else
     return Status(Errc::kInvalidArgument, "metrics-addr: not an IPv4 or IPv6 address '" + opts.address + "'");
   static CivetCallbacks callbacks = [] {
     CivetCallbacks cb;

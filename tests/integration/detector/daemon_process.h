@@ -78,10 +78,7 @@ class DaemonProcess {
     while (!dl.expired()) {
       auto j = startedLine();
       if (j.is_object()) return j.value("metrics_port", 0);
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return 0;
-      }
+      if (reaped(WNOHANG)) return 0;
       usleep(20000);
     }
     return 0;
@@ -102,25 +99,30 @@ class DaemonProcess {
     ss << f.rdbuf();
     return ss.str();
   }
-  // SIGTERM and wait; the exit status, or -1 when it did not exit in time.
+  // SIGTERM and wait; the exit status (also of a daemon that exited by itself), or -1 when it
+  // did not exit in time.
   int terminate(int ms) {
-    kill(pid_, SIGTERM);
+    if (pid_ > 0) kill(pid_, SIGTERM);
     Deadline dl = Deadline::afterMs(ms);
-    while (!dl.expired()) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
+    while (pid_ > 0 && !dl.expired()) {
+      if (reaped(WNOHANG)) break;
       usleep(10000);
     }
-    return -1;
+    return pid_ > 0 ? -1 : exitStatus_;
   }
   pid_t pid() const { return pid_; }
   const std::string& socket() const { return sock_; }
 
  private:
+  bool reaped(int flags) {
+    int status = 0;
+    if (pid_ <= 0 || waitpid(pid_, &status, flags) != pid_) return false;
+    pid_ = -1;
+    exitStatus_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return true;
+  }
   pid_t pid_ = -1;
+  int exitStatus_ = -1;
   std::string dir_, sock_, log_;
 };
 
