@@ -33,11 +33,14 @@ Status epollAdd(int ep, int fd, uint64_t tag) {
   return Status::Ok();
 }
 
+// Names from clients and the kernel need not be UTF-8: replaced, never a throw.
+std::string dumpText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void logJson(const char* level, const json& fields) {
   json j = fields;
   j["ts_ns"] = monotonicNs();
   j["level"] = level;
-  std::string line = j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+  std::string line = dumpText(j) + "\n";
   (void)!write(STDOUT_FILENO, line.data(), line.size());
 }
 
@@ -261,8 +264,8 @@ void DetectorDaemon::onClient(int fd) {
         dropClient(fd, "malformed", req.status().message());
         return;
       }
-      reply(c, json{{"op", "error"}, {"version", kDaemonProtocolVersion}, {"ok", false}, {"error", req.status().message()}}
-                   .dump(-1, ' ', false, json::error_handler_t::replace));
+      reply(c, dumpText({{"op", "error"}, {"version", kDaemonProtocolVersion}, {"ok", false},
+                         {"error", req.status().message()}}));
       continue;
     }
     handleRequest(c, req.value(), std::move(passed));
@@ -277,7 +280,7 @@ std::string DetectorDaemon::watchReply(Client& c, const DaemonRequest& req, Uniq
   json r{{"op", "watch"}, {"version", kDaemonProtocolVersion}};
   auto refuse = [&](const std::string& why) {
     r.update({{"ok", false}, {"error", why}});
-    return r.dump(-1, ' ', false, json::error_handler_t::replace);
+    return dumpText(r);
   };
   // The daemon opens no path a client names: the namespace comes as a descriptor the client
   // opened with its own rights. A path alone is refused the same way whatever it names.
@@ -291,7 +294,7 @@ std::string DetectorDaemon::watchReply(Client& c, const DaemonRequest& req, Uniq
   c.watches.insert(w->key);
   r.update({{"ok", true}, {"slot", w->slot}, {"netns_ino", w->key.netnsIno}, {"ifindex", w->key.ifindex},
             {"ifname", w->ifname}});
-  return r.dump(-1, ' ', false, json::error_handler_t::replace);
+  return dumpText(r);
 }
 
 void DetectorDaemon::handleRequest(Client& c, const DaemonRequest& req, UniqueFd nsFd) {
@@ -324,14 +327,14 @@ void DetectorDaemon::handleRequest(Client& c, const DaemonRequest& req, UniqueFd
       auto mfd = det_->linkStateShareFd();
       if (mfd.ok()) {
         r.update({{"ok", true}, {"slots", RECCL_LINK_MAX_SLOTS}, {"slot_size", sizeof(reccl_link_slot)}});
-        reply(c, r.dump(), mfd->get());
+        reply(c, dumpText(r), mfd->get());
         return;
       }
       r.update({{"ok", false}, {"error", mfd.status().message()}});
       break;
     }
   }
-  reply(c, r.dump(-1, ' ', false, json::error_handler_t::replace));
+  reply(c, dumpText(r));
 }
 
 void DetectorDaemon::deliverEvents() {

@@ -83,6 +83,9 @@ Result<std::string> recvMessage(int sock, UniqueFd* fd, size_t maxBytes) {
 }
 
 namespace {
+// Names come from the kernel (interface names) and need not be UTF-8: replaced, never a throw.
+std::string dumpText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 // The keys are known, their types are checked with the json's own is_*(): nothing here throws
 // on a well-formed JSON text, and whatever is not a well-formed object is kProtocol.
 Result<uint64_t> uintField(const json& j, const char* key, bool required) {
@@ -168,7 +171,7 @@ std::string eventToJson(const LinkEvent& e) {
          {"emit_ns", e.emitNs},
          {"penalty", e.penalty},
          {"flaps", e.flaps}};
-  return j.dump();
+  return dumpText(j);
 }
 
 namespace {
@@ -248,7 +251,7 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                    {"debounced", c.stateMachine.debounced},
                    {"stale", c.stateMachine.stale},
                    {"suppressed_ups", c.stateMachine.suppressedUps}};
-  return j.dump();
+  return dumpText(j);
 }
 
 }  // namespace reccl::detector
