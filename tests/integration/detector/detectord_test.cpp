@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -205,6 +207,45 @@ TEST(Detectord, FreesTheWatchesOfClientsThatLeave) {
   auto map = keeper.value()->mapLinkState();
   ASSERT_TRUE(map.ok());
   EXPECT_EQ(map.value()->slots()[kept->slot].ifindex, kept->key.ifindex);
+}
+
+// Descriptors the process holds on the namespace file with this inode (nsfs).
+int nsDescriptors(pid_t pid, uint32_t ino) {
+  int n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    struct stat st {};
+    struct statfs fs {};
+    std::string fd = dir + "/" + e->d_name;
+    if (stat(fd.c_str(), &st) == 0 && st.st_ino == ino && statfs(fd.c_str(), &fs) == 0 && fs.f_type == NSFS_MAGIC) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// A job's namespace is held only while a watch uses it: the last unwatch, or a watch that
+// fails (no such device), closes it, so a daemon never keeps a deleted namespace alive.
+TEST(Detectord, ClosesANamespaceWithItsLastWatch) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces";
+  VethLab lab("ns", 2);
+  ASSERT_TRUE(lab.ok());
+  DaemonProcess daemon({"--source", "netlink", "--metrics-port", "-1"});
+  ASSERT_NE(daemon.waitStarted(15000), 0) << daemon.logText();
+  auto c = DetectorClient::connect(daemon.socket());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto held = [&] { return nsDescriptors(daemon.pid(), lab.hostIno()); };
+  EXPECT_FALSE(c.value()->watch({lab.hostNs(), "nosuch0"}).ok());
+  EXPECT_EQ(held(), 0) << "a failed watch kept the namespace open";
+  auto w0 = c.value()->watch({lab.hostNs(), "eth0"});
+  auto w1 = c.value()->watch({lab.hostNs(), "eth1"});
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  EXPECT_EQ(held(), 1) << "one descriptor per namespace, however many links";
+  ASSERT_TRUE(c.value()->unwatch(w0->key).ok());
+  EXPECT_EQ(held(), 1) << "eth1 still watched";
+  ASSERT_TRUE(c.value()->unwatch(w1->key).ok());
+  EXPECT_EQ(held(), 0) << "namespace kept after its last watch";
 }
 
 // A daemon that hangs (SIGSTOP: socket open, nothing answered) fails the client's liveness
