@@ -3,9 +3,12 @@
 # away what the hooks need (detectord_caps_test emulates the capabilities, not systemd's mounts
 # and filters), and an exposure level below 4 ("OK") in systemd-analyze security; prints the
 # score and, when it fails, every setting that adds to it.
-# Usage: detectord_unit_check.sh UNIT_FILE. Exit 0 ok, 1 not, 77 no systemd-analyze here.
+# systemd-analyze verify must have nothing to say about it either (an unknown or misspelt setting
+# is only a warning to systemd, and the setting silently missing).
+# Usage: detectord_unit_check.sh UNIT_FILE DAEMON_BINARY. Exit 0 ok, 1 not, 77 no systemd-analyze.
 set -uo pipefail
-unit=${1:?usage: $0 UNIT_FILE}
+unit=${1:?usage: $0 UNIT_FILE DAEMON_BINARY}
+daemon=${2:?usage: $0 UNIT_FILE DAEMON_BINARY}
 # Each of these turns a hook off without an error at start:
 #   ProtectKernelTunables=yes hides /proc/kallsyms (link-watch hooks need its addresses);
 #   ProtectKernelLogs=yes drops CAP_SYSLOG from the bounding set (the same addresses);
@@ -25,6 +28,16 @@ fi
 if ! systemd-analyze security --help 2>&1 | grep -q -- '--offline'; then
   echo "this systemd-analyze has no --offline (systemd < 250)"
   exit 77
+fi
+# verify checks that ExecStart= exists: a copy pointing at this build's binary.
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+sed "s|^ExecStart=[^ ]*reccl-detectord|ExecStart=$daemon|" "$unit" >"$tmp/$(basename "$unit")"
+said=$(systemd-analyze verify --man=no "$tmp/$(basename "$unit")" 2>&1)
+if [[ -n $said ]]; then
+  echo "systemd-analyze verify:"
+  echo "$said"
+  exit 1
 fi
 out=$(systemd-analyze security --offline=true "$unit" 2>&1)
 score=$(sed -n 's/.*Overall exposure level for .*: \([0-9.][0-9.]*\).*/\1/p' <<<"$out")
