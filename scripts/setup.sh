@@ -12,6 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   iproute2 iputils-ping iperf3 procps psmisc kmod
   libgloo-dev
+  python3-torch libtorch-dev pybind11-dev  # the PyTorch backend (torch/), built for /usr/bin/python3
   gnuplot-nox python3
   libbpf-tools bpftrace  # runqslower (fault_bench.sh --trace-waits), bench/failover/cpu_holders.bt
   qemu-system-x86 busybox-static cpio xz-utils  # stock-kernel lab (tools/lab/lab.sh; the kernel .deb it fetches itself)
