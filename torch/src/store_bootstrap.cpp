@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -43,16 +44,13 @@ recclResult_t initRankWithTimeout(recclComm_t* comm, int size, const recclUnique
 recclUniqueId publishId(c10d::Store& store) {
   recclUniqueId id{};
   recclResult_t r = recclGetUniqueId(&id);
-  std::vector<uint8_t> value;
   std::string error;
-  if (r == recclSuccess) {
-    value.push_back(kIdFollows);
-    value.insert(value.end(), id.internal, id.internal + sizeof(id.internal));
-  } else {
-    error = describeFailure("init (unique id)", 0, r, recclGetLastError(nullptr));
-    value.push_back(kErrorFollows);
-    value.insert(value.end(), error.begin(), error.end());
-  }
+  if (r != recclSuccess) error = describeFailure("init (unique id)", 0, r, recclGetLastError(nullptr));
+  const char* body = r == recclSuccess ? id.internal : error.data();
+  size_t bodySize = r == recclSuccess ? sizeof(id.internal) : error.size();
+  std::vector<uint8_t> value(1 + bodySize);
+  value[0] = r == recclSuccess ? kIdFollows : kErrorFollows;
+  std::memcpy(value.data() + 1, body, bodySize);
   store.set(kIdKey, value);
   TORCH_CHECK(r == recclSuccess, error);
   return id;
