@@ -27,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "torch_ddp"))
 from ddp_testbed import (PYTHON, Testbed, link_down, plan_events, read_ranks,  # noqa: E402
                          require_root_and_torch)
 
-STEPS = 60
+STEPS = 200
 FAULT_AT_STEP = 10
 # A small model keeps a step short on a loaded 2-vCPU machine; its gradients (~340 KB) still go
 # by the ring allreduce, split over both rails' channels.
@@ -89,9 +89,9 @@ def run_all(args, work):
         print("torchrun on the testbed: losses equal to the fault-free run bit for bit")
 
         # 3. A cable pulled mid-training and plugged back. The cable stays out for a third of
-        # what is left of the run at the measured pace (0.3-3 s), so steps finish on both sides
+        # what is left of the run at the measured pace (0.5-3 s), so steps finish on both sides
         # of the plug-in.
-        down_ms = int(min(3000, max(300, (STEPS - FAULT_AT_STEP) * step_s * 1000 / 3)))
+        down_ms = int(min(3000, max(500, (STEPS - FAULT_AT_STEP) * step_s * 1000 / 3)))
         fault_dir = os.path.join(work, "fault")
         log = os.path.join(work, "fault-plan.jsonl")
         run = tb.start_ddp(args.example, fault_dir, common)
