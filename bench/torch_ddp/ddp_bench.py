@@ -11,6 +11,7 @@ rounds, with the min and max; the ratios are per round (variant / gloo of the sa
 
     sudo PYTHONPATH=build/torch bench/torch_ddp/ddp_bench.py --reccl build/bin/reccl \\
         --rounds 7 --steps 40 --width 512 --layers 4 --out ddp_bench.json
+    ... --chrt 10     # ranks under SCHED_FIFO 10, ahead of other work on a shared machine
 Exit: 0 done, 1 a run failed, 64 usage, 77 not root / no torch.
 """
 
@@ -24,7 +25,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_testbed import Testbed, read_ranks, require_root_and_torch  # noqa: E402
+from ddp_testbed import PYTHON, Testbed, read_ranks, require_root_and_torch  # noqa: E402
 
 VARIANTS = {
     "reccl": ("reccl", {}),
@@ -50,11 +51,15 @@ def main():
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ", ".join(VARIANTS))
+    ap.add_argument("--chrt", type=int, help="run the ranks under SCHED_FIFO at this priority (1-99)")
     ap.add_argument("--out", help="JSON file for every run's figures")
     args = ap.parse_args()
     variants = args.variants.split(",")
     if any(v not in VARIANTS for v in variants) or "gloo" not in variants:
         print(f"ddp_bench: --variants: names from {', '.join(VARIANTS)}, gloo included", file=sys.stderr)
+        return 64
+    if args.chrt is not None and not 1 <= args.chrt <= 99:
+        print(f"ddp_bench: --chrt: a priority 1-99, got {args.chrt}", file=sys.stderr)
         return 64
     if args.rounds < 1 or args.steps <= args.warmup:
         print("ddp_bench: --rounds >= 1 and --steps > --warmup", file=sys.stderr)
@@ -66,7 +71,7 @@ def main():
         args.width * 10 + 10
     report = {"command": " ".join(sys.argv), "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "host": platform.node(), "cpus": os.cpu_count(), "load_before": loadavg(),
-              "model_params": params, "steps": args.steps, "warmup": args.warmup, "runs": []}
+              "chrt": args.chrt, "model_params": params, "steps": args.steps, "warmup": args.warmup, "runs": []}
     with tempfile.TemporaryDirectory(prefix="reccl-ddp-bench-") as work, \
             Testbed(args.reccl, hosts=2, rails=2, pythonpath=os.environ.get("PYTHONPATH")) as tb:
         for rnd in range(args.rounds):
@@ -74,8 +79,10 @@ def main():
             for v in order:
                 backend, env = VARIANTS[v]
                 out = os.path.join(work, f"{v}-{rnd}")
-                run = tb.start_ddp(args.example, out, ["--backend", backend, "--steps", str(args.steps), "-q"] + model,
-                                   env=env)
+                argv = [PYTHON, args.example, "--out", out, "--backend", backend, "--steps", str(args.steps), "-q"]
+                if args.chrt:
+                    argv = ["chrt", "-f", str(args.chrt)] + argv
+                run = tb.start_ranks(argv + model, env=env)
                 if run.wait(900) != 0:
                     sys.stderr.write(run.output()[-4000:])
                     print(f"ddp_bench: round {rnd} {v} failed", file=sys.stderr)
@@ -101,7 +108,8 @@ def main():
                       "ratio_max": max(ratios)}
     report["summary"] = summary
     print(f"\nDDP step time, {params} parameters ({params * 4 / 1e6:.1f} MB of gradients), {args.rounds} rounds x "
-          f"{args.steps - args.warmup} timed steps, load {report['load_before']} -> {report['load_after']}")
+          f"{args.steps - args.warmup} timed steps{', SCHED_FIFO ' + str(args.chrt) if args.chrt else ''}, "
+          f"load {report['load_before']} -> {report['load_after']}")
     print("| variant | median step (ms) | min-max (ms) | / gloo, median of rounds (min-max) |")
     print("|---|---|---|---|")
     for v, s in summary.items():

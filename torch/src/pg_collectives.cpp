@@ -81,12 +81,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allgather(std::vector<std::vec
                                                             std::vector<at::Tensor>& inputs,
                                                             const c10d::AllgatherOptions& opts) {
   at::Tensor in = singleTensor(inputs, "input_tensor");
-  TORCH_CHECK(outputs.size() == 1, "reccl: output_tensor_lists: expected one list (one device per process), got ",
-              outputs.size());
-  const auto& outs = outputs[0];
-  TORCH_CHECK(static_cast<int>(outs.size()) == size_, "reccl: tensor_list: expected ", size_,
-              " tensors (one per rank), got ", outs.size());
-  checkSameShape(outs, in, "tensor_list");
+  const auto& outs = perRankList(outputs, size_, in, "tensor_list");
   return submit(c10d::OpType::ALLGATHER, "allgather", outs, opts.timeout, [in, outs](recclComm_t comm) {
     size_t n = byteCount(in);
     auto buf = staging(n * outs.size());
@@ -99,12 +94,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allgather(std::vector<std::vec
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                   const c10d::AllgatherOptions& opts) {
-  checkTensor(input, "input_tensor");
-  checkTensor(output, "output_tensor");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "reccl: output_tensor: dtype ", output.scalar_type(),
-              " differs from the input's ", input.scalar_type());
-  TORCH_CHECK(output.numel() == input.numel() * size_, "reccl: output_tensor: ", output.numel(),
-              " elements, expected world size x input = ", input.numel() * size_);
+  checkWholeAndPart(output, "output_tensor", input, "input_tensor", size_);
   at::Tensor in = input, out = output;
   return submit(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {out}, opts.timeout,
                 [in, out](recclComm_t comm) {
@@ -116,12 +106,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce_scatter(std::vector<at:
                                                                  std::vector<std::vector<at::Tensor>>& inputs,
                                                                  const c10d::ReduceScatterOptions& opts) {
   at::Tensor out = singleTensor(outputs, "output");
-  TORCH_CHECK(inputs.size() == 1, "reccl: input_list: expected one list (one device per process), got ",
-              inputs.size());
-  const auto& ins = inputs[0];
-  TORCH_CHECK(static_cast<int>(ins.size()) == size_, "reccl: input_list: expected ", size_,
-              " tensors (one per rank), got ", ins.size());
-  checkSameShape(ins, out, "input_list");
+  const auto& ins = perRankList(inputs, size_, out, "input_list");
   recclDataType_t type = reduceType(out.scalar_type());
   recclRedOp_t op = reduceOp(opts.reduceOp);
   return submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out}, opts.timeout,
@@ -136,12 +121,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce_scatter(std::vector<at:
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                        const c10d::ReduceScatterOptions& opts) {
-  checkTensor(input, "input");
-  checkTensor(output, "output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "reccl: output: dtype ", output.scalar_type(),
-              " differs from the input's ", input.scalar_type());
-  TORCH_CHECK(input.numel() == output.numel() * size_, "reccl: input: ", input.numel(),
-              " elements, expected world size x output = ", output.numel() * size_);
+  checkWholeAndPart(input, "input", output, "output", size_);
   recclDataType_t type = reduceType(output.scalar_type());
   recclRedOp_t op = reduceOp(opts.reduceOp);
   at::Tensor in = input, out = output;

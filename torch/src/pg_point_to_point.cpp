@@ -47,8 +47,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::alltoall_base(at::Tensor& outp
                                                                 const c10d::AllToAllOptions& opts) {
   checkTensor(input, "input");
   checkTensor(output, "output");
-  TORCH_CHECK(output.scalar_type() == input.scalar_type(), "reccl: output: dtype ", output.scalar_type(),
-              " differs from the input's ", input.scalar_type());
+  checkSameDtype(output, input, "output");
   at::Tensor in = input, out = output;
   if (outputSplitSizes.empty() && inputSplitSizes.empty()) {
     TORCH_CHECK(out.numel() == in.numel(), "reccl: output: ", out.numel(), " elements, the input has ", in.numel());
@@ -83,8 +82,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::alltoall(std::vector<at::Tenso
   for (int p = 0; p < size_; ++p) {
     checkTensor(inputs[p], "input_tensor_list");
     checkTensor(outputs[p], "output_tensor_list");
-    TORCH_CHECK(outputs[p].scalar_type() == inputs[p].scalar_type(), "reccl: output_tensor_list[", p, "]: dtype ",
-                outputs[p].scalar_type(), " differs from the input's ", inputs[p].scalar_type());
+    checkSameDtype(outputs[p], inputs[p], "output_tensor_list");
     ops.push_back({true, inputs[p], p});
     ops.push_back({false, outputs[p], p});
   }
@@ -99,10 +97,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::gather(std::vector<std::vector
   std::vector<PeerOp> ops;
   std::vector<at::Tensor> outs;
   if (rank_ == root) {
-    TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == size_, "reccl: gather_list: expected ",
-                size_, " tensors on the destination rank");
-    outs = outputs[0];
-    checkSameShape(outs, in, "gather_list");
+    outs = perRankList(outputs, size_, in, "gather_list");
     for (int p = 0; p < size_; ++p) ops.push_back({false, outs[p], p});
     ops.push_back({true, in, root});
   } else {
@@ -120,10 +115,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::scatter(std::vector<at::Tensor
   int root = checkRank(opts.rootRank, size_, "src");
   std::vector<PeerOp> ops;
   if (rank_ == root) {
-    TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == size_, "reccl: scatter_list: expected ",
-                size_, " tensors on the source rank");
-    checkSameShape(inputs[0], out, "scatter_list");
-    for (int p = 0; p < size_; ++p) ops.push_back({true, inputs[0][p], p});
+    const auto& parts = perRankList(inputs, size_, out, "scatter_list");
+    for (int p = 0; p < size_; ++p) ops.push_back({true, parts[p], p});
   } else {
     TORCH_CHECK(inputs.empty() || (inputs.size() == 1 && inputs[0].empty()),
                 "reccl: scatter_list: must be empty on ranks other than the source");

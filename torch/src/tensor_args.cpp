@@ -54,11 +54,33 @@ const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const cha
 void checkSameShape(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what) {
   for (size_t i = 0; i < list.size(); ++i) {
     checkTensor(list[i], what);
-    TORCH_CHECK(list[i].scalar_type() == like.scalar_type(), "reccl: ", what, "[", i, "]: dtype ",
-                list[i].scalar_type(), " differs from the input's ", like.scalar_type());
+    checkSameDtype(list[i], like, what);
     TORCH_CHECK(list[i].numel() == like.numel(), "reccl: ", what, "[", i, "]: ", list[i].numel(),
                 " elements, the input has ", like.numel());
   }
+}
+
+const std::vector<at::Tensor>& perRankList(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                                           const at::Tensor& like, const char* what) {
+  TORCH_CHECK(lists.size() == 1, "reccl: ", what, ": expected one list (one device per process), got ", lists.size());
+  TORCH_CHECK(static_cast<int>(lists[0].size()) == size, "reccl: ", what, ": expected ", size,
+              " tensors (one per rank), got ", lists[0].size());
+  checkSameShape(lists[0], like, what);
+  return lists[0];
+}
+
+void checkSameDtype(const at::Tensor& t, const at::Tensor& like, const char* what) {
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "reccl: ", what, ": dtype ", t.scalar_type(),
+              " differs from the input's ", like.scalar_type());
+}
+
+void checkWholeAndPart(const at::Tensor& whole, const char* wholeName, const at::Tensor& part, const char* partName,
+                       int size) {
+  checkTensor(whole, wholeName);
+  checkTensor(part, partName);
+  checkSameDtype(whole, part, wholeName);
+  TORCH_CHECK(whole.numel() == part.numel() * size, "reccl: ", wholeName, ": ", whole.numel(), " elements, expected ",
+              size, " x ", partName, " = ", part.numel() * size);
 }
 
 int checkRank(int64_t rank, int size, const char* what) {

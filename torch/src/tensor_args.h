@@ -27,6 +27,15 @@ void checkTensor(const at::Tensor& t, const char* what);
 const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what);
 // Every tensor of `list` has the dtype and element count of `like`.
 void checkSameShape(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what);
+// The one list (one device per process) of one tensor per rank, each shaped as `like`.
+const std::vector<at::Tensor>& perRankList(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                                           const at::Tensor& like, const char* what);
+// `whole` holds `size` times the elements of `part`, in its dtype (all-gather and
+// reduce-scatter into or out of one tensor); both checked as by checkTensor.
+void checkWholeAndPart(const at::Tensor& whole, const char* wholeName, const at::Tensor& part, const char* partName,
+                       int size);
+// `t` has the dtype of `like` (the input).
+void checkSameDtype(const at::Tensor& t, const at::Tensor& like, const char* what);
 // A rank given by the caller (root, peer) lies in [0, size).
 int checkRank(int64_t rank, int size, const char* what);
 
