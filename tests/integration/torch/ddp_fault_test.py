@@ -111,8 +111,13 @@ def run_all(args, work):
         during = sum(1 for e in ends if down_ns < e < up_ns)
         after = sum(1 for e in ends if e > up_ns)
         failovers = sum(r["stats"]["failovers"] for r in faulted)
+        failbacks = sum(r["stats"]["failbacks"] for r in faulted)
+        # For the record (not asserted): the longest step of the fault window, the stall a step saw.
+        longest = max(t for t, e in zip(faulted[0]["step_s"], ends) if down_ns < e)
         print(f"fault: rail 0 of host 0 out for {down_ms} ms from step {FAULT_AT_STEP}: {during} steps done while "
-              f"it was out, {after} after; {failovers} failovers; losses equal to the fault-free run bit for bit")
+              f"it was out, {after} after; longest step from the fault on {longest * 1000:.1f} ms (fault-free median "
+              f"{step_s * 1000:.1f} ms); {failovers} failovers, {failbacks} failbacks; losses equal to the fault-free "
+              f"run bit for bit")
         if during < 1 or after < 1:
             fail(f"the fault did not fall inside the run ({during} steps while out, {after} after)")
         if failovers < 1:
