@@ -114,22 +114,26 @@ def case_peer_death(rank, world, store_url):
 
 
 def _nobody_joins(rank, world, store_url, timeout_s, on_rank0):
-    """Rank 0 runs on_rank0(dist, group) on a reccl group with the timeout under test while rank 1
-    joins no collective of it. The default group keeps a long timeout: the ranks' processes may
-    start seconds apart on a loaded machine, and the store's reads wait only that long."""
+    """Rank 0 runs on_rank0(group) on a reccl process group with the timeout under test while rank
+    1 makes no call on it. The group is made directly (not by new_group, whose store barrier
+    would run with that short timeout too) beside a default group with a long one: the ranks'
+    processes may start seconds apart on a loaded machine, and the store's reads wait only that
+    long."""
+    import reccl_torch
     dist = _init(rank, world, store_url)
-    group = dist.new_group(backend="reccl", timeout=datetime.timedelta(seconds=timeout_s))
     store = dist.distributed_c10d._get_default_store()
+    group = reccl_torch.ProcessGroupReccl(dist.PrefixStore("under_test", store), rank, world,
+                                          datetime.timedelta(seconds=timeout_s))
     result = None
     if rank == 0:
         try:
-            result = on_rank0(dist, group)
+            result = on_rank0(group)
         finally:
             store.set("rank0_done", "1")
     else:
         store.wait(["rank0_done"], datetime.timedelta(seconds=120))
     t0 = time.monotonic()
-    dist.destroy_process_group(group)
+    del group  # the last reference: destroys the group
     took = time.monotonic() - t0
     assert took < SLACK_S, f"destroying the group took {took:.1f} s"
     dist.destroy_process_group()
@@ -139,12 +143,12 @@ def _nobody_joins(rank, world, store_url, timeout_s, on_rank0):
 def case_timeout_wait(rank, world, store_url):
     import torch
 
-    def on_rank0(dist, group):
-        msg, took = _raises(lambda: dist.all_reduce(torch.ones(8), group=group))
+    def on_rank0(group):
+        msg, took = _raises(lambda: group.allreduce([torch.ones(8)]).wait())
         assert 2.0 <= took < 2.0 + SLACK_S, f"raised after {took:.2f} s, the group's timeout is 2 s"
         _expect(msg, "reccl allreduce ")
         assert "2000 ms" in msg or "timeout" in msg, msg
-        again, took2 = _raises(lambda: dist.broadcast(torch.ones(8), 0, group=group))
+        again, took2 = _raises(lambda: group.barrier().wait())
         assert again == msg and took2 < SLACK_S, (again, took2)
         return took
     return _nobody_joins(rank, world, store_url, 2.0, on_rank0)
@@ -153,8 +157,8 @@ def case_timeout_wait(rank, world, store_url):
 def case_timeout_future(rank, world, store_url):
     import torch
 
-    def on_rank0(dist, group):
-        fut = dist.all_reduce(torch.ones(8), group=group, async_op=True).get_future()
+    def on_rank0(group):
+        fut = group.allreduce([torch.ones(8)]).get_future()
         msg, took = _raises(fut.wait)
         # Not the Work's own deadline: reccl's call failed at its collective deadline.
         _expect(msg, "reccl allreduce failed on rank 0: timeout")
@@ -166,16 +170,16 @@ def case_timeout_future(rank, world, store_url):
 def case_wait_timeout(rank, world, store_url):
     import torch
 
-    def on_rank0(dist, group):
-        work = dist.all_reduce(torch.ones(8), group=group, async_op=True)
+    def on_rank0(group):
+        work = group.allreduce([torch.ones(8)])
         msg, took = _raises(lambda: work.wait(datetime.timedelta(seconds=1)))
         _expect(msg, "reccl allreduce on rank 0 did not complete within 1000 ms (the timeout given to wait)")
         assert 1.0 <= took < 1.0 + SLACK_S, took
-        again, _ = _raises(lambda: dist.all_reduce(torch.ones(8), group=group))
+        again, _ = _raises(lambda: group.allreduce([torch.ones(8)]).wait())
         assert again == msg, again
         return took
     # The group's timeout (reccl's deadline for the call still in flight) is far away: only the
-    # abort on destruction keeps _nobody_joins' bound on destroy_process_group.
+    # abort on destruction keeps _nobody_joins' bound on destroying the group.
     return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
 
 
