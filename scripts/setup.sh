@@ -14,6 +14,7 @@ PACKAGES=(
   libgloo-dev
   prometheus-cpp-dev  # reccl-detectord's /metrics (prometheus-cpp + civetweb)
   prometheus systemd  # promtool (detectord_metrics_test), systemd-analyze (detectord_unit_check)
+  python3-torch libtorch-dev pybind11-dev  # the PyTorch backend (torch/), built for /usr/bin/python3
   gnuplot-nox python3
   libbpf-tools bpftrace  # runqslower (fault_bench.sh --trace-waits), bench/failover/cpu_holders.bt
   qemu-system-x86 busybox-static cpio xz-utils  # stock-kernel lab (tools/lab/lab.sh; the kernel .deb it fetches itself)
