@@ -33,8 +33,8 @@ struct SoakShape {
   int hosts = 3;
   int rails = 2;
   int ranksPerHost = 2;
-  bool tapNics = true;            // carrier faults (and carrier flaps) need tap NICs
-  std::vector<FaultKind> kinds;   // drawn with equal weight; empty: every kind the NICs allow
+  bool tapNics = true;           // carrier faults (and carrier flaps) need tap NICs
+  std::vector<FaultKind> kinds;  // drawn with equal weight; empty: every kind the NICs allow
 };
 
 struct SoakSpec {
@@ -55,7 +55,7 @@ struct FaultStep {
   FlapVia flapVia = FlapVia::kHostAdmin;
   int flapCycles = 0;  // down/up cycles
   int flapPeriodMs = 0;
-  double dropRate = 0;  // gray
+  double dropRate = 0;       // gray
   bool lastOfPhase = false;  // the runner drains after it: every fault over, every rail back up
   // A kill after this fault: the rank to SIGKILL, and whether it dies while this fault is still
   // on (right after applying it) or after the phase drained.

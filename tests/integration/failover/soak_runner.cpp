@@ -66,7 +66,8 @@ struct RankView {
 
 class Runner {
  public:
-  Runner(const testbed::TestbedState& tb, const SoakOptions& o) : tb_(tb), o_(o), ranks_(o.shape.hosts * o.shape.ranksPerHost) {}
+  Runner(const testbed::TestbedState& tb, const SoakOptions& o)
+      : tb_(tb), o_(o), ranks_(o.shape.hosts * o.shape.ranksPerHost) {}
   ~Runner();
   SoakReport run();
   SoakReport allRailsDown(FaultKind kind, int host);
@@ -211,15 +212,18 @@ bool Runner::apply(const Action& a) {
         inject::DropRule rule;
         rule.rate = a.rate;
         auto slot = c.drop->upsertRule(rule);
-        if (slot.ok()) c.dropSlot = *slot;
-        else st = slot.status();
+        if (slot.ok())
+          c.dropSlot = *slot;
+        else
+          st = slot.status();
       } else if (c.dropSlot >= 0) {
         st = c.drop->clearSlot(c.dropSlot);
         c.dropSlot = -1;
       }
       break;
   }
-  if (!st.ok()) return fail("inject on h" + std::to_string(a.host) + " rail" + std::to_string(a.rail) + ": " + st.ToString());
+  if (!st.ok())
+    return fail("inject on h" + std::to_string(a.host) + " rail" + std::to_string(a.rail) + ": " + st.ToString());
   if (a.endsFault >= 0) {
     c.fault = -1;
     lastRestore_ = Clock::now();
@@ -237,9 +241,14 @@ void Runner::startFault(const FaultStep& s) {
     case FaultKind::kSwitchLink: a.op = Op::kSwitchAdmin; break;
     case FaultKind::kCarrierShort:
     case FaultKind::kCarrierHeld: a.op = Op::kCarrier; break;
-    case FaultKind::kGray: a.op = Op::kDrop; a.rate = s.dropRate; break;
+    case FaultKind::kGray:
+      a.op = Op::kDrop;
+      a.rate = s.dropRate;
+      break;
     case FaultKind::kFlap:
-      a.op = s.flapVia == FlapVia::kHostAdmin ? Op::kHostAdmin : s.flapVia == FlapVia::kSwitchAdmin ? Op::kSwitchAdmin : Op::kCarrier;
+      a.op = s.flapVia == FlapVia::kHostAdmin     ? Op::kHostAdmin
+             : s.flapVia == FlapVia::kSwitchAdmin ? Op::kSwitchAdmin
+                                                  : Op::kCarrier;
       ++rep_.flapsVia[static_cast<size_t>(s.flapVia)];
       break;
   }
@@ -281,8 +290,9 @@ void Runner::onLine(const std::string& line) {
   static const std::regex progress("progress rank ([0-9]+) iters ([0-9]+) rails ([0-9]+) at_ns ([0-9]+)");
   static const std::regex started("started rank ([0-9]+)");
   static const std::regex failed("failed rank ([0-9]+) at_ns ([0-9]+)");
-  static const std::regex counters("(done|stats) rank [0-9]+ iters ([0-9]+) secs \\S+ failovers ([0-9]+) failbacks "
-                                   "([0-9]+) resent ([0-9]+) .* max_iter_us ([0-9]+)");
+  static const std::regex counters(
+      "(done|stats) rank [0-9]+ iters ([0-9]+) secs \\S+ failovers ([0-9]+) failbacks "
+      "([0-9]+) resent ([0-9]+) .* max_iter_us ([0-9]+)");
   std::smatch m;
   if (line.find("progress rank") != std::string::npos && std::regex_search(line, m, progress)) {
     RankView& v = view_.at(std::stoul(m[1]));
@@ -342,14 +352,16 @@ bool Runner::startJob() {
   view_.assign(static_cast<size_t>(ranks_), RankView{});
   cursor_ = 0;
   jobEnding_ = false;
-  int timeoutSec = static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(deadline_ - Clock::now()).count()) + 60;
+  int timeoutSec =
+      static_cast<int>(std::chrono::duration_cast<std::chrono::seconds>(deadline_ - Clock::now()).count()) + 60;
   job_ = std::make_unique<Job>(tb_.spec.name, env(), timeoutSec, o_.shape.ranksPerHost);
   ++rep_.jobs;
   log({{"event", "job-start"}, {"job", rep_.jobs}});
   // Every rank past its warm-up with every rail up before the first fault (or only connected).
   bool up = pump(Clock::now() + std::chrono::seconds(90), [&] {
     for (auto& v : view_)
-      if (!v.started || (o_.warmupIters > 0 && (v.iters < o_.warmupIters || v.rails != static_cast<unsigned>(o_.shape.rails))))
+      if (!v.started ||
+          (o_.warmupIters > 0 && (v.iters < o_.warmupIters || v.rails != static_cast<unsigned>(o_.shape.rails))))
         return false;
     return true;
   });
@@ -429,7 +441,8 @@ bool Runner::everyRankErrors(Clock::time_point t, int exempt, const std::string&
 bool Runner::stopJob() {
   jobEnding_ = true;
   job_->requestStop();
-  if (!pump(Clock::now() + std::chrono::milliseconds(2LL * o_.deadlines.timeoutMs + 30000), [&] { return job_->finished(); }))
+  if (!pump(Clock::now() + std::chrono::milliseconds(2LL * o_.deadlines.timeoutMs + 30000),
+            [&] { return job_->finished(); }))
     return fail("the job did not stop");
   int code = job_->wait();
   for (auto& [t, line] : job_->linesFrom(&cursor_)) onLine(line);
@@ -507,17 +520,29 @@ std::string SoakReport::summary() const {
   s.setf(std::ios::fixed);
   s.precision(1);
   s << faultsPlayed << " faults in " << seconds << " s over " << jobs << " jobs:";
-  for (int k = 0; k < kNumFaultKinds; ++k) s << " " << faultKindName(static_cast<FaultKind>(k)) << " " << perKind[static_cast<size_t>(k)];
+  for (int k = 0; k < kNumFaultKinds; ++k)
+    s << " " << faultKindName(static_cast<FaultKind>(k)) << " " << perKind[static_cast<size_t>(k)];
   s << " (flaps by host " << flapsVia[0] << ", switch " << flapsVia[1] << ", carrier " << flapsVia[2] << ")\n";
-  s << iterations << " iterations checked, " << failovers << " failovers (" << degradedFailovers
-    << " for gray loss), " << failbacks << " fail-backs, " << bytesResent << " bytes resent, longest iteration "
-    << maxIterMs << " ms\n";
-  std::vector<double> all;
-  for (auto& k : kills) all.insert(all.end(), k.errorMs.begin(), k.errorMs.end());
-  std::sort(all.begin(), all.end());
-  s << kills.size() << " kills, kill -> error on every other rank: ";
-  if (all.empty()) s << "-";
-  else s << "p50 " << all[all.size() / 2] << " ms, p99 " << all[(all.size() * 99) / 100] << " ms, max " << all.back() << " ms";
+  s << iterations << " iterations checked, " << failovers << " failovers (" << degradedFailovers << " for gray loss), "
+    << failbacks << " fail-backs, " << bytesResent << " bytes resent, longest iteration " << maxIterMs << " ms\n";
+  // Kill -> error on every other rank: all kills, and those that came while a fault was on.
+  for (bool faultedOnly : {false, true}) {
+    std::vector<double> all;
+    size_t n = 0;
+    for (auto& k : kills)
+      if (!faultedOnly || k.whileFaulted) {
+        all.insert(all.end(), k.errorMs.begin(), k.errorMs.end());
+        ++n;
+      }
+    std::sort(all.begin(), all.end());
+    s << (faultedOnly ? "\n  of which " : "") << n
+      << (faultedOnly ? " while a fault was on: " : " kills, kill -> error on every other rank: ");
+    if (all.empty())
+      s << "-";
+    else
+      s << "p50 " << all[all.size() / 2] << " ms, p99 " << all[(all.size() * 99) / 100] << " ms, max " << all.back()
+        << " ms";
+  }
   std::vector<double> d = drainMs;
   std::sort(d.begin(), d.end());
   if (!d.empty()) s << "\n" << d.size() << " drains: p50 " << d[d.size() / 2] << " ms, max " << d.back() << " ms";

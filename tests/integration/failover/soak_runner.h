@@ -25,9 +25,9 @@ namespace reccl::test::soak {
 // stallMs + failoverMs (the far end of a dead path notices by its stall check, then has the
 // failover timeout to find no way to the dead rank).
 struct SoakDeadlines {
-  int timeoutMs = 20000;   // RECCL_TIMEOUT_MS
-  int stallMs = 1000;      // RECCL_STALL_TIMEOUT_MS
-  int failoverMs = 3000;   // RECCL_FAILOVER_TIMEOUT_MS
+  int timeoutMs = 20000;  // RECCL_TIMEOUT_MS
+  int stallMs = 1000;     // RECCL_STALL_TIMEOUT_MS
+  int failoverMs = 3000;  // RECCL_FAILOVER_TIMEOUT_MS
   int killBoundMs() const { return stallMs + failoverMs; }
 };
 
@@ -41,8 +41,8 @@ struct SoakOptions {
   // they are being made are their own tests, ConnectionsMadeDuringAFault in failover_soak_test).
   // 0: as soon as every rank has connected ("started").
   int warmupIters = 14;
-  std::string logPath;    // a JSON line per event ("": none); the jobs' output beside it on failure
-  std::string replay;     // the command that replays this run, for failure messages
+  std::string logPath;  // a JSON line per event ("": none); the jobs' output beside it on failure
+  std::string replay;   // the command that replays this run, for failure messages
 };
 
 struct KillRecord {
