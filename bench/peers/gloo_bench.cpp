@@ -60,7 +60,7 @@ Own options (everything else as reccl-bench --help; -t is not supported):
   --timeline        record every timed iteration (rank 0's CLOCK_MONOTONIC start and end) in
                     the JSON's "timeline", also the iterations done before an error
 Collectives (--coll): allreduce, allgather, broadcast. Types: float. Ops: sum, prod, max, min.
-Gloo's allreduce and broadcast work in place only: their out-of-place columns read N/A.
+Gloo's allreduce and broadcast work in place only: their out-of-place columns are left blank.
 Environment: RANK, WORLD_SIZE (MASTER_PORT names the default store directory).
 )";
 
@@ -126,8 +126,7 @@ class GlooRunner {
 
   void run() {
     if (report_) {
-      std::printf("%s", formatRunLine(n_, 0, o_.minBytes, o_.maxBytes, o_.stepFactor, o_.stepBytes, o_.warmupIters,
-                                      o_.iters, o_.check).c_str());
+      std::printf("%s# nRanks %d\n", formatRunLine(o_).c_str(), n_);
       std::printf("# gloo %s, tcp device on %s\n", kGlooVersion, bindText().c_str());
     }
     for (Coll c : o_.colls) {
@@ -228,7 +227,7 @@ class GlooRunner {
     DataSpec d{c, recclFloat32, op, n_, root < 0 ? 0 : root};
     Row row;
     row.coll = c;
-    row.count = s.count;
+    row.count = s.paramCount;
     row.bytes = int64_t(s.count * sizeof(float));
     row.type = recclFloat32;
     if (collReduces(c)) row.op = op;
@@ -409,7 +408,7 @@ int run(int argc, char** argv) {
   }
   if (rank != 0) return kExitOk;
   std::filesystem::remove_all(g.storeDir, ec);
-  if (report.error.empty()) std::printf("%s", formatFooter(report.wrongTotal, report.avgBusBw()).c_str());
+  std::printf("%s", formatFooter(report.wrongTotal, report.avgBusBw(), -1, "gloo_bench", report.error).c_str());
   std::fflush(stdout);
   bool jsonOk = true;
   if (!o.jsonPath.empty()) {
