@@ -4,7 +4,9 @@
 whitespace-separated fields: size, count, type, redop, root, then per part (out-of-place, then
 in-place) time, algbw, busbw, #wrong (and i_min, i_max, i_p99, i_cv% with -I), then an optional
 timestamp. A part may be left blank; #wrong may read N/A (results not checked); every other cell
-must be a number. Used by the tests to show that reccl-bench's output reads as nccl-tests' does.
+must be a number. Lines that are neither (a library's log lines, NCCL_DEBUG=INFO's among them)
+are counted and skipped. Used by the tests to show that reccl-bench's output reads as
+nccl-tests' does.
 
     nccl_tests_output.py FILE     prints what it read as JSON; exit 1 naming the first bad line
 """
@@ -32,7 +34,7 @@ def number(text, what, lineno):
 
 def parse(text):
     out = {"run": None, "devices": [], "columns": None, "rows": [], "out_of_bounds": None,
-           "out_of_bounds_ok": None, "avg_bus_bandwidth": None, "concluded": False}
+           "out_of_bounds_ok": None, "avg_bus_bandwidth": None, "concluded": False, "other_lines": 0}
     part_cols = None
     timestamps = False
     for lineno, line in enumerate(text.splitlines(), 1):
@@ -74,6 +76,9 @@ def parse(text):
                 out["concluded"] = True
             continue
         if not line.strip():
+            continue
+        if not re.match(r"\s*\d+\s", line):
+            out["other_lines"] += 1
             continue
         if part_cols is None:
             raise FormatError(f"line {lineno}: a row before the column header")

@@ -38,8 +38,8 @@ nm -D --defined-only "$lib" | awk '{print $3}' | sort -u >"$tmp/exports"
 others=$(grep -v '^reccl' "$tmp/exports" || true)
 if [[ -z $others ]]; then ok "libreccl.so exports only reccl* ($(wc -l <"$tmp/exports") symbols)"
 else bad "libreccl.so exports $(wc -l <<<"$others") symbols besides reccl*: $(head -3 <<<"$others" | tr '\n' ' ')"; fi
-grep -oE '^RECCL_API [a-z ]+\** *(reccl[A-Za-z]+)\(' "$prefix/include/reccl/reccl.h" | grep -oE 'reccl[A-Za-z]+' |
-  sort -u >"$tmp/declared"
+grep -oE '^RECCL_API [A-Za-z_ ]+\*? *reccl[A-Za-z]+\(' "$prefix/include/reccl/reccl.h" | grep -oE 'reccl[A-Za-z]+\($' |
+  tr -d '(' | sort -u >"$tmp/declared"
 missing=$(comm -23 "$tmp/declared" "$tmp/exports")
 if [[ -s $tmp/declared && -z $missing ]]; then ok "every function reccl.h declares ($(wc -l <"$tmp/declared")) is exported"
 else bad "declared in reccl.h but not exported: $missing"; fi
@@ -108,8 +108,9 @@ done
 # The installed benchmark: its RPATH leads to the prefix's libreccl.so.
 if out=$(env -u LD_LIBRARY_PATH "$prefix/bin/reccl-bench" -t 2 -b 4K -e 4K -n 1 -w 0 2>&1) &&
     grep -q "Out of bounds values : 0 OK" <<<"$out"; then
-  if ldd "$prefix/bin/reccl-bench" | grep -q "$libdir/libreccl.so.0"; then ok "installed reccl-bench runs on the prefix's libreccl.so"
-  else bad "installed reccl-bench loads libreccl.so from elsewhere: $(ldd "$prefix/bin/reccl-bench" | grep reccl)"; fi
+  loaded=$(ldd "$prefix/bin/reccl-bench" | awk '/libreccl.so/ {print $3}')
+  if [[ -n $loaded && $(realpath "$loaded") == $(realpath "$lib") ]]; then ok "installed reccl-bench runs on the prefix's libreccl.so"
+  else bad "installed reccl-bench loads libreccl.so from elsewhere: ${loaded:-none}"; fi
 else bad "installed reccl-bench: $(tail -3 <<<"$out")"; fi
 
 echo "$passed passed, $failed failed"
