@@ -174,6 +174,19 @@ class GlooRunner {
     gloo::AllreduceRing<double>(ctx_, p, 1, gloo::ReductionFunction<double>::sum).run();
     return v;
   }
+  // -a, as reccl-bench: rank 0's time, the mean, the minimum or the maximum over ranks.
+  double timeAcrossRanks(double us) {
+    std::vector<double*> p{&us};
+    switch (o_.average) {
+      case 0: {
+        double mine = rank_ == 0 ? us : 0.0;
+        return sumAcrossRanks(mine);
+      }
+      case 2: gloo::AllreduceRing<double>(ctx_, p, 1, gloo::ReductionFunction<double>::min).run(); return us;
+      case 3: return maxAcrossRanks(us);
+      default: return sumAcrossRanks(us) / n_;
+    }
+  }
 
   // Times `algo` (constructed once, as Gloo users do) and checks one fresh run.
   template <typename Algo, typename Refill>
@@ -205,7 +218,7 @@ class GlooRunner {
     }
     auto t1 = std::chrono::steady_clock::now();
     if (loop) (*loop)["completed"] = true;
-    double us = maxAcrossRanks(std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters);
+    double us = timeAcrossRanks(std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters);
     int64_t wrong = -1;
     if (o_.check) {
       refill();

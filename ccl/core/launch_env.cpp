@@ -139,6 +139,12 @@ Result<int> tasksOnNode(const std::string& list, int nodeIndex) {
                                             " nodes it describes");
 }
 
+uint16_t torchrunAgentStorePort(const std::string& masterAddr, const std::string& masterPort, const std::string& runId,
+                                const std::string& restart) noexcept {
+  return static_cast<uint16_t>(20000 + fnv1a64("torchrun:" + masterAddr + ":" + masterPort + "/" + runId + "/" + restart) %
+                                           10000);
+}
+
 uint16_t slurmStepPort(const std::string& jobId, const std::string& stepId) noexcept {
   return static_cast<uint16_t>(20000 + fnv1a64("slurm-step:" + jobId + "." + stepId) % 10000);
 }
@@ -215,6 +221,16 @@ Result<LaunchEnv> parseLaunchEnv(const EnvLookup& env) {
         return Status(Errc::kInvalidUsage, "task 0 runs on " + std::string(me) + ", not on the step's first node " +
                                                out.rootHost + " (" + listName + "=" + nodeList +
                                                "): set MASTER_ADDR to task 0's host, or RECCL_COMM_ID=host:port");
+    }
+    // torchrun's agent serves its own store at MASTER_PORT when it tells its workers to use it
+    // (static rendezvous; every rendezvous in later PyTorch): rank 0 cannot bind that port, so
+    // the port comes from what every worker of this run sees alike.
+    const char* agentStore = nonEmpty(env, "TORCHELASTIC_USE_AGENT_STORE");
+    if (out.source == "torchrun" && portFrom == "MASTER_PORT" && agentStore && std::string(agentStore) == "True") {
+      const char* run = nonEmpty(env, "TORCHELASTIC_RUN_ID");
+      const char* restart = nonEmpty(env, "TORCHELASTIC_RESTART_COUNT");
+      portText = std::to_string(torchrunAgentStorePort(out.rootHost, portText, run ? run : "", restart ? restart : ""));
+      portFrom = "MASTER_PORT (torchrun's agent store holds it; derived from it)";
     }
     const char* jobId = nonEmpty(env, "SLURM_JOB_ID");
     if (portText.empty() && nodeList && jobId) {

@@ -2,7 +2,8 @@
 // (RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Open MPI
 // (OMPI_COMM_WORLD_*), PMI (PMI_RANK/PMI_SIZE) and Slurm (SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID,
 // the local size from SLURM_STEP_TASKS_PER_NODE and SLURM_NODEID).
-// The rendezvous address, first found wins: RECCL_COMM_ID=host:port; MASTER_ADDR/MASTER_PORT;
+// The rendezvous address, first found wins: RECCL_COMM_ID=host:port; MASTER_ADDR/MASTER_PORT
+// (where torchrun's agent holds MASTER_PORT, a port derived from it);
 // under srun the step's first node (SLURM_STEP_NODELIST, where task 0 runs) for a missing host
 // and a port derived from SLURM_JOB_ID/SLURM_STEP_ID for a missing port; else, where the launcher
 // runs a PMIx server (PMIX_NAMESPACE: Open MPI's mpirun), rank 0's address shared through PMIx
@@ -59,5 +60,10 @@ Result<int> tasksOnNode(const std::string& list, int nodeIndex);
 // The rendezvous port every task of a Slurm step derives alike, 20000..29999: unlike the
 // ephemeral ports (32768.. on Linux), and two steps of one job almost never share one.
 uint16_t slurmStepPort(const std::string& jobId, const std::string& stepId) noexcept;
+// Where torchrun's agent holds MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE=True), the port rank 0
+// binds instead: 20000..29999 from MASTER_ADDR, MASTER_PORT, the run id and the restart count
+// (a restarted run gets another one).
+uint16_t torchrunAgentStorePort(const std::string& masterAddr, const std::string& masterPort, const std::string& runId,
+                                const std::string& restart) noexcept;
 
 }  // namespace reccl::core

@@ -149,6 +149,27 @@ TEST_F(Launchers, SrunLikeEnvironmentNeedsNoAddress) {
   EXPECT_EQ(j["out_of_bounds"], 0);
 }
 
+// torchrun (Debian's PyTorch, for /usr/bin/python3): the static rendezvous, whose agent holds
+// MASTER_PORT itself, and the c10d one (--standalone).
+TEST_F(Launchers, TorchrunStaticAndStandalone) {
+  if (run({"/usr/bin/python3", "-c", "import torch.distributed.run"}, "probe.txt") != 0)
+    GTEST_SKIP() << "no torch for /usr/bin/python3 (Debian's python3-torch): " << slurp(dir_ / "probe.txt");
+  const std::string port = std::to_string(20000 + getpid() % 10000);
+  // Debian's torchrun (torch 1.13, Python 3.11) cannot parse its own default "--redirects 0":
+  // "9:0" names no local rank, i.e. no redirection.
+  const std::vector<std::string> base = {"/usr/bin/python3", "-m", "torch.distributed.run", "--redirects", "9:0",
+                                         "--tee", "9:0", "--nproc_per_node", "2"};
+  for (const auto& mode : {std::vector<std::string>{"--master_port", port}, std::vector<std::string>{"--standalone"}}) {
+    auto argv = base;
+    argv.insert(argv.end(), mode.begin(), mode.end());
+    argv.insert(argv.end(), {"--no_python", RECCL_API_WORKER_PATH, "env"});
+    ASSERT_EQ(run(argv, "torchrun.txt"), 0) << mode[0] << ": " << slurp(dir_ / "torchrun.txt");
+    const std::string out = slurp(dir_ / "torchrun.txt");
+    for (int r = 0; r < 2; ++r)
+      EXPECT_NE(out.find("api_worker: rank " + std::to_string(r) + " of 2: ok"), std::string::npos) << mode[0] << out;
+  }
+}
+
 TEST_F(Launchers, NoAddressAnywhereIsInvalidUsageNamingWhatToSet) {
   ASSERT_EQ(run({RECCL_BENCH_PATH, "-b", "1K", "-e", "1K"}, "none.txt",
                 {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2"}),

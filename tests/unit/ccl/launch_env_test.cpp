@@ -186,6 +186,35 @@ TEST(LaunchEnvPmix, MpirunWithoutAddressRendezvousesThroughPmix) {
   EXPECT_EQ(m->rootHost, "10.0.0.1");
 }
 
+TEST(LaunchEnvTorchrun, AnAgentHeldMasterPortIsLeftToTheAgent) {
+  Env e{{"RANK", "0"},          {"WORLD_SIZE", "2"},        {"MASTER_ADDR", "node1"},
+        {"MASTER_PORT", "29500"}, {"TORCHELASTIC_RUN_ID", "r1"}, {"TORCHELASTIC_RESTART_COUNT", "0"}};
+  auto plain = parse(e);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->rootPort, 29500);  // the c10d rendezvous leaves MASTER_PORT free
+  e["TORCHELASTIC_USE_AGENT_STORE"] = "True";
+  auto r0 = parse(e);
+  ASSERT_TRUE(r0.ok()) << r0.status().message();
+  EXPECT_NE(r0->rootPort, 29500);
+  EXPECT_EQ(r0->rootPort, core::torchrunAgentStorePort("node1", "29500", "r1", "0"));
+  EXPECT_GE(r0->rootPort, 20000);
+  EXPECT_LT(r0->rootPort, 30000);
+  EXPECT_EQ(r0->rootHost, "node1");
+  e["RANK"] = "1";
+  auto r1 = parse(e);
+  ASSERT_TRUE(r1.ok());
+  EXPECT_EQ(r1->rootPort, r0->rootPort);  // every worker alike
+  EXPECT_EQ(r1->jobId, r0->jobId);
+  e["TORCHELASTIC_RESTART_COUNT"] = "1";
+  auto restarted = parse(e);
+  ASSERT_TRUE(restarted.ok());
+  EXPECT_NE(restarted->rootPort, r0->rootPort);  // a restarted run does not meet the old one
+  e["RECCL_COMM_ID"] = "node1:29600";
+  auto c = parse(e);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->rootPort, 29600);
+}
+
 struct MissingCase {
   Env env;
   const char* mentions;  // what the message must name
