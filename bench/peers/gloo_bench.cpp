@@ -137,15 +137,7 @@ class GlooRunner {
         std::fflush(stdout);
         std::vector<recclRedOp_t> ops = collReduces(c) ? o_.ops : std::vector<recclRedOp_t>{recclSum};
         for (recclRedOp_t op : ops) {
-          std::vector<int> roots{-1};
-          if (collHasRoot(c)) {
-            roots.clear();
-            if (o_.root < 0)
-              for (int r = 0; r < n_; ++r) roots.push_back(r);
-            else
-              roots.push_back(o_.root);
-          }
-          for (int root : roots)
+          for (int root : rootsOf(c, o_.root, n_))
             for (int64_t bytes : sizeList(o_)) runRow(c, algo, op, root, bytes);
         }
       }

@@ -89,15 +89,7 @@ bool RankRunner::run() {
       for (recclDataType_t t : o_.types) {
         std::vector<recclRedOp_t> ops = collReduces(c) ? o_.ops : std::vector<recclRedOp_t>{recclSum};
         for (recclRedOp_t op : ops) {
-          std::vector<int> roots{-1};
-          if (collHasRoot(c)) {
-            roots.clear();
-            if (o_.root < 0)
-              for (int r = 0; r < nranks_; ++r) roots.push_back(r);
-            else
-              roots.push_back(o_.root);
-          }
-          for (int root : roots)
+          for (int root : rootsOf(c, o_.root, nranks_))
             for (int64_t bytes : sizeList(o_))
               if (!runRow(c, t, op, root, bytes)) return false;
         }
