@@ -125,6 +125,12 @@ Result<std::string> pmixShareRootAddress(int rank, const std::string& rootAddres
       if (armed) p.finalize(nullptr, 0);
     }
   } finalizer{p};
+  // Without a server to reach, PMIx starts this process as a singleton of a namespace of its own.
+  const char* launcherNs = std::getenv("PMIX_NAMESPACE");
+  if (!launcherNs || std::strncmp(me.nspace, launcherNs, PMIX_MAX_NSLEN) != 0)
+    return Status(Errc::kInvalidUsage, std::string("PMIx_Init reached no launcher (namespace ") + me.nspace +
+                                           ", the environment says " + (launcherNs ? launcherNs : "none") +
+                                           "): PMIX_SERVER_URI* is missing or stale; set RECCL_COMM_ID=host:port");
   if (static_cast<int64_t>(me.rank) != rank)
     return Status(Errc::kInvalidUsage, "PMIx says this process is rank " + std::to_string(me.rank) +
                                            " but the launcher's environment says " + std::to_string(rank));

@@ -179,4 +179,16 @@ TEST_F(Launchers, NoAddressAnywhereIsInvalidUsageNamingWhatToSet) {
   EXPECT_NE(out.find("set MASTER_ADDR and MASTER_PORT, or RECCL_COMM_ID=host:port"), std::string::npos) << out;
 }
 
+// PMIx variables without a PMIx server behind them (copied from another job, or a stale shell):
+// a usage error that says so, not a wait.
+TEST_F(Launchers, PmixWithoutItsServerIsInvalidUsage) {
+  ASSERT_EQ(run({RECCL_BENCH_PATH, "-b", "1K", "-e", "1K"}, "stale.txt",
+                {"OMPI_COMM_WORLD_RANK=0", "OMPI_COMM_WORLD_SIZE=2", "PMIX_NAMESPACE=4242", "PMIX_RANK=0",
+                 "RECCL_BOOTSTRAP_TIMEOUT_MS=5000"}),
+            1);
+  const std::string out = slurp(dir_ / "stale.txt");
+  EXPECT_NE(out.find("invalid usage"), std::string::npos) << out;
+  EXPECT_NE(out.find("RECCL_COMM_ID=host:port"), std::string::npos) << out;
+}
+
 }  // namespace
