@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bench_child.h"
+#include "temp_dir_test.h"
 #include "core/launch_env.h"
 
 namespace {
@@ -47,15 +48,9 @@ bool portFree(uint16_t port) {
   return ok;
 }
 
-class Launchers : public ::testing::Test {
+class Launchers : public reccl::benchtest::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("reccl-launchers-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  Launchers() : TempDirTest("reccl-launchers-") {}
 
   // mpirun -np N [args...]: as root it needs --allow-run-as-root; fewer cores than ranks need
   // --oversubscribe.
@@ -77,7 +72,6 @@ class Launchers : public ::testing::Test {
     mpirun_ = findMpirun();
     if (mpirun_.empty()) GTEST_SKIP() << "mpirun is not installed (Debian's openmpi-bin; scripts/setup.sh installs it)";
   }
-  fs::path dir_;
   std::string mpirun_;
 };
 

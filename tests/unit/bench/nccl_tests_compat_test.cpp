@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "bench_child.h"
+#include "temp_dir_test.h"
 
 namespace {
 
@@ -17,15 +18,9 @@ using reccl::benchtest::Child;
 using reccl::benchtest::slurp;
 namespace fs = std::filesystem;
 
-class NcclTestsCompat : public ::testing::Test {
+class NcclTestsCompat : public reccl::benchtest::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("reccl-nccl-compat-" + std::to_string(getpid()) + "-" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  NcclTestsCompat() : TempDirTest("reccl-nccl-compat-") {}
 
   // Runs argv (stdout and stderr to `file` in the test's folder); its exit code.
   int run(std::vector<std::string> argv, const std::string& file, std::vector<std::string> env = {},
@@ -44,7 +39,6 @@ class NcclTestsCompat : public ::testing::Test {
     if (rc != 0) return nlohmann::json::object();
     return nlohmann::json::parse(slurp(dir_ / (file + ".parsed")));
   }
-  fs::path dir_;
 };
 
 TEST_F(NcclTestsCompat, TheReaderReadsNcclTestsOwnLayout) {
