@@ -42,6 +42,21 @@ void PortBase::setPath(std::unique_ptr<Path> p) {
   pathRaw_.store(path_.get(), std::memory_order_release);
 }
 
+void PortBase::releasePaths() noexcept {
+  std::unique_ptr<Path> current;
+  std::vector<std::unique_ptr<Path>> retired;
+  {
+    std::lock_guard lk(pathMu_);
+    pathRaw_.store(nullptr, std::memory_order_release);
+    current = std::move(path_);
+    retired.swap(retired_);
+  }
+  // Outside the lock: a path's destructor waits for its progress thread, which may be in this
+  // port. Retired paths first, as the members' order did.
+  retired.clear();
+  current.reset();
+}
+
 void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
   if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
   if (self && path() != self) {

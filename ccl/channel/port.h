@@ -120,6 +120,10 @@ class PortBase {
   void armFirstStepStamp() noexcept;
 
  protected:
+  // Destroys the path and the retired ones; each leaves its progress thread on the way
+  // (SocketEngine::remove). The derived destructors call it first: until then that thread may
+  // still be in this port (frames, acks, a failure), so no part of the port may be gone yet.
+  void releasePaths() noexcept;
   template <typename Ready>
   Status waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const char* what);
 
@@ -143,6 +147,7 @@ class PortBase {
 class SendPort : public PortBase {
  public:
   SendPort(PortId id, ConnMemory mem, PortEnv* env);
+  ~SendPort() override { releasePaths(); }
   // The payload area (chunkBytes) of the next slot, once the receiver has acked its previous use.
   Result<std::span<std::byte>> acquire(Deadline deadline);
   // Commits the acquired slot as the next step carrying `bytes` of payload.
@@ -190,6 +195,7 @@ class SendPort : public PortBase {
 class RecvPort : public PortBase {
  public:
   using PortBase::PortBase;
+  ~RecvPort() override { releasePaths(); }
   // The payload of the next step, checked against the collective this rank is running.
   Result<std::span<const std::byte>> wait(Deadline deadline, const CollDesc& expect);
   // Marks the step returned by wait() as applied; its slot goes back to the sender.

@@ -122,9 +122,6 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   key_ = boot.comm.key;
   commId_ = boot.comm.commId;
   wipeKey(boot.comm.key);
-  // Peers connect as soon as they hold the table; until now their connections waited in the
-  // listen backlog, since without the key no hello can be checked.
-  listener_ = std::thread([this] { listenLoop(); });
   topo_ = computeTopology(table_, rank);
   // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
   opts_.chunkBytes = table_[0].chunkBytes;
@@ -160,6 +157,10 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   if (params::Failover()) {
     RECCL_ASSIGN_OR_RETURN(failover_, failover::Failover::create(*this));
   }
+  // Peers connect as soon as they hold the table; until now their connections waited in the
+  // listen backlog: without the key no hello can be checked, and the listener reads the slot
+  // geometry (opts_) and failover_ (a migration or standby hello goes there), set just above.
+  listener_ = std::thread([this] { listenLoop(); });
 
   // The ring's connections are made up front (errors show at init); others on first use.
   if (nranks > 1) {

@@ -209,7 +209,18 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
 // now hold later steps. Before, it resent the slots from the reported step on: the receiver saw
 // later steps again (dropped as duplicates here; half-written ones could have been taken).
 TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
+  // Closing the old socket fails the old paths; the failover's hook takes those (expected while
+  // it migrates), any other failure is an error. As in the library, the hook is in place before
+  // the paths start (the progress thread reads it unlocked), and what it writes outlives them.
+  std::mutex failMu;
+  std::string otherFailure;
   Connection c;
+  c.env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+    if (st.message().rfind("old ", 0) == 0) return true;
+    std::lock_guard lk(failMu);
+    otherFailure = st.ToString();
+    return false;
+  };
   connect(c, "test-resend");
   if (HasFatalFailure()) return;
   const uint64_t steps = 20;  // every slot reused twice
@@ -225,16 +236,6 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   // has only step 3.
   auto b = socketPair();
   ASSERT_EQ(b.error, "");
-  // Closing the old socket fails the old paths; the failover's hook takes those (expected while
-  // it migrates), any other failure is an error.
-  std::mutex failMu;
-  std::string otherFailure;
-  c.env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
-    if (st.message().rfind("old ", 0) == 0) return true;
-    std::lock_guard lk(failMu);
-    otherFailure = st.ToString();
-    return false;
-  };
   // The receiver first (the sender's close would read as a dead peer to a live old receiver).
   c.rx->setEpoch(2);
   auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
@@ -341,20 +342,14 @@ namespace {
 // "connection closed by peer while receiving" and both ranks' communicators failed (fault_bench,
 // once in 87 faults, around a fail-back).
 TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailure) {
-  Connection c;
-  connect(c, "test-retired-eof");
-  if (HasFatalFailure()) return;
-  for (uint64_t s = 1; s <= 4; ++s) {
-    roundTrip(*c.tx, *c.rx, s);
-    if (HasFatalFailure()) return;
-  }
-
   // The hook holds the progress thread on the old receive path's failure until this end has
-  // committed, then gives the verdict the failover gives once no migration is in progress.
+  // committed, then gives the verdict the failover gives once no migration is in progress. In
+  // place before the paths start, its state outliving them (see the test above).
   std::mutex mu;
   std::condition_variable cv;
   bool inHook = false, committed = false;
   std::string otherFailure;
+  Connection c;
   c.env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
     std::unique_lock lk(mu);
     if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
@@ -367,6 +362,12 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
     otherFailure = st.ToString();
     return false;
   };
+  connect(c, "test-retired-eof");
+  if (HasFatalFailure()) return;
+  for (uint64_t s = 1; s <= 4; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (HasFatalFailure()) return;
+  }
 
   // The peer (the sender) commits first and closes its old socket: EOF on the old receive path.
   auto b = socketPair();
@@ -402,7 +403,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   }
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
-  // No completion (and no hook call) after this: the hook's state goes before the ports.
+  // No completion (and no hook call) after this: what the hook wrote is final.
   c.engine->stop();
   std::lock_guard lk(mu);
   EXPECT_EQ(otherFailure, "");
