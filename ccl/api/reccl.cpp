@@ -14,8 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "algo/collectives.h"
+#include "algo/collective.h"
 #include "api/comm_access.h"
+#include "api/comm_handle.h"
+#include "api/launch.h"
 #include "core/bootstrap.h"
 #include "core/comm.h"
 #include "core/launch_env.h"
@@ -24,10 +26,6 @@
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
 #include "reduce/reduce.h"
-
-struct recclComm {
-  std::unique_ptr<reccl::core::Comm> impl;
-};
 
 namespace {
 
@@ -39,7 +37,14 @@ thread_local std::string tlsLastError;
 // the timeout rather than the root hanging up on it.
 constexpr int64_t kRootGraceMs = 1000;
 thread_local int tlsGroupDepth = 0;
-thread_local std::vector<std::pair<recclComm_t, reccl::algo::P2POp>> tlsGroupOps;
+struct GroupOp {
+  recclComm_t comm;
+  reccl::algo::P2POp op;
+  recclStream_t stream;
+};
+thread_local std::vector<GroupOp> tlsGroupOps;
+using reccl::algo::CollKind;
+using reccl::algo::Collective;
 
 recclResult_t toResult(const Status& s) {
   switch (s.code()) {
@@ -53,6 +58,7 @@ recclResult_t toResult(const Status& s) {
     case Errc::kPeerFailure: case Errc::kProtocol: return recclRemoteError;
     case Errc::kUnsupported: return recclInvalidUsage;
     case Errc::kAborted: return recclAborted;
+    case Errc::kDevice: return recclUnhandledCudaError;
   }
   return recclInternalError;
 }
@@ -70,6 +76,10 @@ recclResult_t fail(recclResult_t r, const std::string& msg) {
 recclResult_t finish(const Status& s) {
   if (s.ok()) return recclSuccess;
   return fail(s);
+}
+
+recclResult_t launch(recclComm_t comm, const Collective& c, recclStream_t stream) {
+  return finish(reccl::api::launch(*comm, c, stream));
 }
 
 template <typename F>
@@ -95,14 +105,13 @@ int rawEnum(const E& e) {
   return v;
 }
 
-// Common checks; `factor` multiplies count (all-gather, reduce-scatter, all-to-all).
-recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t& datatypeArg, recclStream_t stream,
-                          size_t factor) {
+// Common checks; `factor` multiplies count (all-gather, reduce-scatter, all-to-all). The stream
+// is checked where the call goes (api/launch.h).
+recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t& datatypeArg, size_t factor) {
   int datatype = rawEnum(datatypeArg);
   if (!comm || !comm->impl) return fail(recclInvalidArgument, "comm: null communicator");
   if (!reccl::reduce::validType(datatype))
     return fail(recclInvalidArgument, "datatype: unknown value " + std::to_string(datatype));
-  if (stream != nullptr) return fail(recclInvalidArgument, "stream: must be NULL (host build, no CUDA streams)");
   size_t esize = reccl::reduce::typeSize(static_cast<recclDataType_t>(datatype));
   if (factor == 0 || count > SIZE_MAX / esize / factor || count * esize * factor > static_cast<size_t>(PTRDIFF_MAX))
     return fail(recclInvalidArgument, "count: " + std::to_string(count) + " elements overflow the buffer size");
@@ -146,7 +155,8 @@ recclResult_t initRank(recclComm_t* comm, int nranks, const reccl::core::UniqueI
   if (!s.ok()) return fail(s);
   auto c = reccl::core::Comm::create(opts, id, nranks, rank, std::move(root));
   if (!c.ok()) return fail(c.status().Wrap("rank " + std::to_string(rank) + " init"));
-  *comm = new recclComm{std::move(c).value()};
+  *comm = new recclComm();
+  (*comm)->impl = std::move(c).value();
   return recclSuccess;
 }
 
@@ -295,6 +305,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    reccl::api::abortDevice(*comm);
     if (comm->impl) comm->impl->abort();
     delete comm;
     return recclSuccess;
@@ -305,6 +316,7 @@ recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError
   if (!comm || !comm->impl) return fail(recclInvalidArgument, "comm: null communicator");
   if (!asyncError) return fail(recclInvalidArgument, "asyncError: null pointer");
   Status s = comm->impl->asyncError();
+  if (s.ok()) s = reccl::api::deviceAsyncError(*comm);
   *asyncError = toResult(s);
   if (!s.ok()) tlsLastError = s.message();
   return recclSuccess;
@@ -360,98 +372,90 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
 recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                              recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::allReduce(c, sendbuff, recvbuff, count, datatype, op); }));
+    return launch(comm, {CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, {}}, stream);
   });
 }
 
 recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
                              recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1));
     RECCL_CHECK(checkRoot(comm, root));
     if (comm->impl->rank() == root) RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::broadcast(c, sendbuff, recvbuff, count, datatype, root); }));
+    return launch(comm, {CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}}, stream);
   });
 }
 
 recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                           recclRedOp_t op, int root, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkRoot(comm, root));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     if (comm->impl->rank() == root) RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::reduce(c, sendbuff, recvbuff, count, datatype, op, root); }));
+    return launch(comm, {CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, {}}, stream);
   });
 }
 
 recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, recclDataType_t datatype,
                              recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, sendcount, datatype, stream, comm ? comm->impl->nranks() : 1));
+    RECCL_CHECK(checkCommon(comm, sendcount, datatype, comm ? comm->impl->nranks() : 1));
     RECCL_CHECK(checkBuf(sendbuff, sendcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, sendcount, "recvbuff"));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::allGather(c, sendbuff, recvbuff, sendcount, datatype); }));
+    return launch(comm, {CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}}, stream);
   });
 }
 
 recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, recclDataType_t datatype,
                                  recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, recvcount, datatype, stream, comm ? comm->impl->nranks() : 1));
+    RECCL_CHECK(checkCommon(comm, recvcount, datatype, comm ? comm->impl->nranks() : 1));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, recvcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, recvcount, "recvbuff"));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::reduceScatter(c, sendbuff, recvbuff, recvcount, datatype, op); }));
+    return launch(comm, {CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, {}}, stream);
   });
 }
 
 recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                             recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, comm ? comm->impl->nranks() : 1));
+    RECCL_CHECK(checkCommon(comm, count, datatype, comm ? comm->impl->nranks() : 1));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     if (count > 0 && sendbuff == recvbuff && comm->impl->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::allToAll(c, sendbuff, recvbuff, count, datatype); }));
+    return launch(comm, {CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}}, stream);
   });
 }
 
 recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
-    RECCL_CHECK(checkCommon(comm, 0, recclUint8, stream, 1));
-    auto& c = *comm->impl;
-    return finish(c.run([&] { return reccl::algo::barrier(c); }));
+    RECCL_CHECK(checkCommon(comm, 0, recclUint8, 1));
+    return launch(comm, {CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}}, stream);
   });
 }
 
 static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataType_t& datatype, int peer,
                          recclComm_t comm, recclStream_t stream) {
-  RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1));
+  RECCL_CHECK(checkCommon(comm, count, datatype, 1));
   RECCL_CHECK(checkBuf(buf, count, isSend ? "sendbuff" : "recvbuff"));
   int n = comm->impl->nranks();
   if (peer < 0 || peer >= n)
     return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not in [0, " + std::to_string(n) + ")");
   reccl::algo::P2POp op{isSend, peer, buf, count, datatype};
   if (tlsGroupDepth > 0) {
-    tlsGroupOps.emplace_back(comm, op);
+    tlsGroupOps.push_back({comm, op, stream});
     return recclSuccess;
   }
-  auto& c = *comm->impl;
-  return finish(c.run([&] { return reccl::algo::sendRecv(c, std::span(&op, 1)); }));
+  return launch(comm, {CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}}, stream);
 }
 
 recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
@@ -477,14 +481,20 @@ recclResult_t recclGroupEnd(void) {
     tlsGroupOps.clear();
     // One group per communicator, in order of first appearance.
     std::vector<recclComm_t> comms;
-    for (auto& [c, op] : ops)
-      if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+    for (auto& g : ops)
+      if (std::find(comms.begin(), comms.end(), g.comm) == comms.end()) comms.push_back(g.comm);
     for (recclComm_t c : comms) {
-      std::vector<reccl::algo::P2POp> mine;
-      for (auto& [cc, op] : ops)
-        if (cc == c) mine.push_back(op);
-      auto& impl = *c->impl;
-      recclResult_t r = finish(impl.run([&] { return reccl::algo::sendRecv(impl, mine); }));
+      Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+      recclStream_t stream = nullptr;
+      for (auto& g : ops) {
+        if (g.comm != c) continue;
+        if (!coll.p2p.empty() && g.stream != stream)
+          return fail(recclInvalidUsage, "stream: the sends and receives of one group on one communicator must use "
+                                         "one stream");
+        stream = g.stream;
+        coll.p2p.push_back(g.op);
+      }
+      recclResult_t r = launch(c, coll, stream);
       if (r != recclSuccess) return r;
     }
     return recclSuccess;
