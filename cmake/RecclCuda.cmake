@@ -43,6 +43,10 @@ if(NOT reccl_cuda_mode STREQUAL "off")
     set(CMAKE_CUDA_STANDARD 20)
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
+    # System include directories reach CUDA sources through imported targets (-isystem
+    # /usr/include), which breaks the C++ library's #include_next under nvcc: treat them as the
+    # compiler's own, as CMake does for C++.
+    list(APPEND CMAKE_CUDA_IMPLICIT_INCLUDE_DIRECTORIES ${CMAKE_CXX_IMPLICIT_INCLUDE_DIRECTORIES})
     set(RECCL_HAVE_CUDA ON)
     message(STATUS "reccl: CUDA path on (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${CMAKE_CUDA_ARCHITECTURES})")
   elseif(reccl_cuda_mode STREQUAL "on")

@@ -65,6 +65,7 @@ Status StreamGate::wait(cudaStream_t stream, uint32_t value) {
 }
 
 void StreamGate::open(uint32_t value) noexcept {
+  if (!word_) return;  // never made: no stream can wait on it
   auto w = wordRef(word_);
   uint32_t cur = w.load(std::memory_order_relaxed);
   while (static_cast<int32_t>(value - cur) > 0 &&
@@ -72,6 +73,6 @@ void StreamGate::open(uint32_t value) noexcept {
   }
 }
 
-uint32_t StreamGate::value() const noexcept { return wordRef(word_).load(std::memory_order_acquire); }
+uint32_t StreamGate::value() const noexcept { return word_ ? wordRef(word_).load(std::memory_order_acquire) : 0; }
 
 }  // namespace reccl::stream
