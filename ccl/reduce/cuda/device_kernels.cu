@@ -1,7 +1,6 @@
 // The device reduction kernels and their table. The element operations are element_ops.h's (the
-// CPU's own), so the two tables cannot disagree on a (type, op); float16/bfloat16 use the
-// hardware's conversions, with the portable rule for NaNs, where the two differ.
-#include <cuda_bf16.h>
+// CPU's own), so the two tables cannot disagree on a (type, op); float16 uses the hardware's
+// conversions, with the portable rule for NaNs, where the two differ.
 #include <cuda_fp16.h>
 
 #include <atomic>
@@ -29,10 +28,9 @@ __device__ __forceinline__ uint16_t narrowHalf(float f) {
   if (f != f) return floatToHalfScalar(f);
   return __half_as_ushort(__float2half_rn(f));
 }
-__device__ __forceinline__ uint16_t narrowBf16(float f) {
-  if (f != f) return floatToBf16Scalar(f);
-  return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-}
+// bfloat16 rounding is four integer operations either way: the portable one, so subnormal and
+// NaN handling cannot depend on the instruction's.
+__device__ __forceinline__ uint16_t narrowBf16(float f) { return floatToBf16Scalar(f); }
 
 template <typename F32Op>
 struct DevHalf {

@@ -26,35 +26,34 @@ size_t IpcRing::used() const noexcept {
   return h >= t && h - t <= bytes_ ? static_cast<size_t>(h - t) : 0;
 }
 
+Status IpcRing::transfer(uint64_t pos, std::byte* ext, size_t n, bool intoRing, Deadline d) {
+  size_t off = static_cast<size_t>(pos & (bytes_ - 1));
+  size_t first = std::min(n, static_cast<size_t>(bytes_) - off);
+  std::pair<std::byte*, size_t> parts[2] = {{data_ + off, first}, {data_, n - first}};
+  size_t at = 0;
+  for (auto [ring, len] : parts) {
+    if (len == 0) continue;
+    RECCL_CUDA_TRY(intoRing ? cudaMemcpyAsync(ring, ext + at, len, cudaMemcpyDefault, stream_)
+                            : cudaMemcpyAsync(ext + at, ring, len, cudaMemcpyDefault, stream_));
+    at += len;
+  }
+  RECCL_CUDA_TRY(cudaEventRecord(event_, stream_));
+  return waitEvent(event_, d).Wrap(intoRing ? "ipc pipe write" : "ipc pipe read");
+}
+
 Result<size_t> IpcRing::write(const void* src, size_t n, Deadline d) {
   n = std::min(n, free());
   if (n == 0) return size_t{0};
-  uint64_t h = c_->head.load(std::memory_order_relaxed);
-  size_t off = static_cast<size_t>(h & (bytes_ - 1));
-  size_t first = std::min(n, static_cast<size_t>(bytes_) - off);
-  RECCL_CUDA_TRY(cudaMemcpyAsync(data_ + off, src, first, cudaMemcpyDefault, stream_));
-  if (first < n)
-    RECCL_CUDA_TRY(cudaMemcpyAsync(data_, static_cast<const std::byte*>(src) + first, n - first, cudaMemcpyDefault,
-                                   stream_));
-  RECCL_CUDA_TRY(cudaEventRecord(event_, stream_));
-  RECCL_TRY(waitEvent(event_, d).Wrap("ipc pipe write"));
-  c_->head.fetch_add(n, std::memory_order_release);
+  RECCL_TRY(transfer(c_->head.load(std::memory_order_relaxed), static_cast<std::byte*>(const_cast<void*>(src)), n, true, d));
+  c_->head.fetch_add(n, std::memory_order_release);  // published only once the copy is done
   return n;
 }
 
 Result<size_t> IpcRing::read(void* dst, size_t n, Deadline d) {
   n = std::min(n, used());
   if (n == 0) return size_t{0};
-  uint64_t t = c_->tail.load(std::memory_order_relaxed);
-  size_t off = static_cast<size_t>(t & (bytes_ - 1));
-  size_t first = std::min(n, static_cast<size_t>(bytes_) - off);
-  RECCL_CUDA_TRY(cudaMemcpyAsync(dst, data_ + off, first, cudaMemcpyDefault, stream_));
-  if (first < n)
-    RECCL_CUDA_TRY(cudaMemcpyAsync(static_cast<std::byte*>(dst) + first, data_, n - first, cudaMemcpyDefault,
-                                   stream_));
-  RECCL_CUDA_TRY(cudaEventRecord(event_, stream_));
-  RECCL_TRY(waitEvent(event_, d).Wrap("ipc pipe read"));
-  c_->tail.fetch_add(n, std::memory_order_release);
+  RECCL_TRY(transfer(c_->tail.load(std::memory_order_relaxed), static_cast<std::byte*>(dst), n, false, d));
+  c_->tail.fetch_add(n, std::memory_order_release);  // freed only once the copy is done
   return n;
 }
 

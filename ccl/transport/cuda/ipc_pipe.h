@@ -68,6 +68,9 @@ class IpcRing {
   Result<size_t> read(void* dst, size_t n, Deadline d);
 
  private:
+  // Copies n bytes between `ext` and the ring from byte position `pos` on (two copies at the
+  // wrap) and waits for them.
+  Status transfer(uint64_t pos, std::byte* ext, size_t n, bool intoRing, Deadline d);
   IpcRingCounters* c_ = nullptr;
   std::byte* data_ = nullptr;
   uint32_t bytes_ = 0;

@@ -303,6 +303,26 @@ pid_t spawnPeer(const cuda::IpcPipe& p, int ctrl, const std::vector<std::string>
   return pid;
 }
 
+// A pipe of `ringBytes` made here and its relay end in cuda_ipc_peer (args), joined by a control
+// socket: `mine` is this end's.
+struct PipePair {
+  cuda::IpcPipe pipe;
+  reccl::UniqueFd mine;
+  pid_t peer = -1;
+};
+reccl::Result<PipePair> startPipe(size_t ringBytes, const std::vector<std::string>& args) {
+  PipePair pp;
+  if (cudaSetDevice(0) != cudaSuccess) return reccl::Status(Errc::kDevice, "cudaSetDevice(0)");
+  RECCL_ASSIGN_OR_RETURN(pp.pipe, cuda::IpcPipe::create(ringBytes));
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return reccl::Status::FromErrno(errno, "socketpair");
+  pp.mine.reset(sv[0]);
+  reccl::UniqueFd theirs(sv[1]);
+  pp.peer = spawnPeer(pp.pipe, theirs.get(), args);
+  if (pp.peer <= 0) return reccl::Status(Errc::kSystem, "cannot start cuda_ipc_peer");
+  return pp;
+}
+
 int waitExit(pid_t pid) {
   int st = 0;
   waitpid(pid, &st, 0);
@@ -314,16 +334,12 @@ int waitExit(pid_t pid) {
 // across 64 wraps of each ring.
 TEST(IpcPipe, BytesGoUpAndComeBackDownThroughAnotherProcess) {
   REQUIRE_DEVICE();
-  ASSERT_CUDA(cudaSetDevice(0));
-  auto pipe = cuda::IpcPipe::create(1 << 20);
-  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  reccl::UniqueFd mine(sv[0]), theirs(sv[1]);
   const size_t total = 64u << 20;
-  pid_t peer = spawnPeer(*pipe, theirs.get(), {"echo", std::to_string(total)});
-  ASSERT_GT(peer, 0);
-  theirs.reset();
+  auto pp = startPipe(1 << 20, {"echo", std::to_string(total)});
+  ASSERT_TRUE(pp.ok()) << pp.status().ToString();
+  cuda::IpcPipe* pipe = &pp->pipe;
+  const int mine = pp->mine.get();
+  const pid_t peer = pp->peer;
   std::vector<uint32_t> pattern(total / 4);
   for (size_t i = 0; i < pattern.size(); ++i) pattern[i] = uint32_t(i * 2654435761u);
   void *src = nullptr, *dst = nullptr;
@@ -333,8 +349,8 @@ TEST(IpcPipe, BytesGoUpAndComeBackDownThroughAnotherProcess) {
   ASSERT_CUDA(cudaMemset(dst, 0, total));
   const Deadline d = Deadline::afterMs(60000);
   reccl::Status up;
-  std::thread writer([&] { up = pipe->writeAll(pipe->up(), src, total, pipe->originWakeFd(), mine.get(), d); });
-  reccl::Status down = pipe->readAll(pipe->down(), dst, total, pipe->originWakeFd(), mine.get(), d);
+  std::thread writer([&] { up = pipe->writeAll(pipe->up(), src, total, pipe->originWakeFd(), mine, d); });
+  reccl::Status down = pipe->readAll(pipe->down(), dst, total, pipe->originWakeFd(), mine, d);
   writer.join();
   EXPECT_TRUE(up.ok()) << up.ToString();
   EXPECT_TRUE(down.ok()) << down.ToString();
@@ -350,20 +366,13 @@ TEST(IpcPipe, BytesGoUpAndComeBackDownThroughAnotherProcess) {
 // migrates the connection again), not at the deadline.
 TEST(IpcPipe, ABrokenRelayIsALinkFailureAtOnce) {
   REQUIRE_DEVICE();
-  ASSERT_CUDA(cudaSetDevice(0));
-  auto pipe = cuda::IpcPipe::create(1 << 16);
-  ASSERT_TRUE(pipe.ok()) << pipe.status().ToString();
-  int sv[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
-  reccl::UniqueFd mine(sv[0]), theirs(sv[1]);
-  pid_t peer = spawnPeer(*pipe, theirs.get(), {"break"});
-  ASSERT_GT(peer, 0);
-  theirs.reset();
-  EXPECT_EQ(waitExit(peer), 0);
+  auto pp = startPipe(1 << 16, {"break"});
+  ASSERT_TRUE(pp.ok()) << pp.status().ToString();
+  EXPECT_EQ(waitExit(pp->peer), 0);
   std::vector<char> buf(4096);
   auto t0 = std::chrono::steady_clock::now();
-  reccl::Status s = pipe->readAll(pipe->down(), buf.data(), buf.size(), pipe->originWakeFd(), mine.get(),
-                                  Deadline::afterMs(20000));
+  reccl::Status s = pp->pipe.readAll(pp->pipe.down(), buf.data(), buf.size(), pp->pipe.originWakeFd(), pp->mine.get(),
+                                     Deadline::afterMs(20000));
   EXPECT_EQ(s.code(), Errc::kLinkFailure) << s.ToString();
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
 }

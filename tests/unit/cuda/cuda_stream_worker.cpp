@@ -136,7 +136,12 @@ uint64_t runCase(recclComm_t comm, cudaStream_t stream, Coll c, recclDataType_t 
   DataSpec d{c, t, op, n, reccl::bench::collHasRoot(c) ? 1 % n : 0};
   Shape s = reccl::bench::shapeFor(c, count, n, rank);
   const size_t bytes = (s.count + 1) * es;
-  std::vector<unsigned char> in(bytes), out(bytes, 0xA5), result(bytes);
+  // The host side of the copies is pinned, so the stream's copies are truly asynchronous (a
+  // pageable source would make cudaMemcpyAsync wait for the stream first).
+  std::vector<unsigned char> out(bytes, 0xA5);
+  UserBuffer inBuf(Place::kPinned, bytes), resultBuf(Place::kPinned, bytes);
+  unsigned char* in = inBuf.p;
+  unsigned char* result = resultBuf.p;
   UserBuffer send(place, bytes), recv(place, bytes);
   // Where the call's buffers sit (reccl-bench's in-place conventions) and what the host stages.
   unsigned char* sendPtr = send.p;
@@ -155,28 +160,28 @@ uint64_t runCase(recclComm_t comm, cudaStream_t stream, Coll c, recclDataType_t 
       inBytes = s.sendCount * es;
     }
   }
-  reccl::bench::fillInput(d, rank, s, in.data());
+  reccl::bench::fillInput(d, rank, s, in);
   const bool nullStream = place == Place::kDeviceNullStream;
   recclStream_t st = nullStream ? nullptr : reinterpret_cast<recclStream_t>(stream);
   // Poison both buffers; the input then goes over the poison (in place: into the receive buffer).
   CUDA_OR_EXIT(cudaMemcpy(recv.p, out.data(), s.recvCount * es + es, cudaMemcpyDefault));
   CUDA_OR_EXIT(cudaMemcpy(send.p, out.data(), s.sendCount * es + es, cudaMemcpyDefault));
   if (nullStream) {
-    CUDA_OR_EXIT(cudaMemcpy(inDst, in.data(), inBytes, cudaMemcpyDefault));
+    CUDA_OR_EXIT(cudaMemcpy(inDst, in, inBytes, cudaMemcpyDefault));
   } else {
     CUDA_OR_EXIT(cudaStreamSynchronize(stream));
     CUDA_OR_EXIT(reccl::test::launchSpin(stream, 2000));
-    CUDA_OR_EXIT(cudaMemcpyAsync(inDst, in.data(), inBytes, cudaMemcpyDefault, stream));
+    CUDA_OR_EXIT(cudaMemcpyAsync(inDst, in, inBytes, cudaMemcpyDefault, stream));
   }
   RECCL_OR_EXIT(issue(c, sendPtr, recvPtr, s, d, comm, st, rank, n), comm);
   if (nullStream) {
-    CUDA_OR_EXIT(cudaMemcpy(result.data(), recvPtr, s.recvCount * es, cudaMemcpyDefault));
+    CUDA_OR_EXIT(cudaMemcpy(result, recvPtr, s.recvCount * es, cudaMemcpyDefault));
   } else {
-    CUDA_OR_EXIT(cudaMemcpyAsync(result.data(), recvPtr, s.recvCount * es, cudaMemcpyDefault, stream));
+    CUDA_OR_EXIT(cudaMemcpyAsync(result, recvPtr, s.recvCount * es, cudaMemcpyDefault, stream));
     CUDA_OR_EXIT(cudaStreamSynchronize(stream));
   }
   size_t first = 0;
-  uint64_t wrong = reccl::bench::countWrong(d, rank, s, result.data(), &first);
+  uint64_t wrong = reccl::bench::countWrong(d, rank, s, result, &first);
   if (wrong)
     std::printf("worker rank %d: %s %s %s %s%s: %" PRIu64 " wrong, first at %zu\n", rank, reccl::bench::collName(c),
                 reccl::reduce::typeName(t), reccl::reduce::opName(op), placeName(place), inPlace ? " in-place" : "",

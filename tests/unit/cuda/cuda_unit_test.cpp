@@ -301,6 +301,19 @@ void fill(std::vector<std::byte>& b, size_t n, int rank) {
   }
 }
 
+// A collective as the stream layer's worker runs it when every buffer is host memory: its
+// pieces, each through runPieceOnHost on one staging slot.
+bool runPieces(reccl::core::Comm& impl, const Collective& c, int rank, size_t slot) {
+  auto plan = stream::planPieces(c, rank, kRanks, slot);
+  if (!plan.ok()) return false;
+  std::vector<std::byte> staging(slot);
+  auto user = stream::userBuffers(c);
+  std::vector<bool> onGpu(user.size(), false);
+  for (const auto& p : *plan)
+    if (!stream::runPieceOnHost(impl, c, p, user, onGpu, staging.data()).ok()) return false;
+  return true;
+}
+
 TEST_P(PiecesOnHost, GiveTheDirectCallsBits) {
   const auto rc = GetParam();
   const size_t count = 1000 + 7, slot = 4096;
@@ -328,13 +341,7 @@ TEST_P(PiecesOnHost, GiveTheDirectCallsBits) {
         direct[size_t(r)] = out;
         return recclSuccess;
       }
-      auto plan = stream::planPieces(c, r, kRanks, slot);
-      if (!plan.ok()) return recclInvalidUsage;
-      std::vector<std::byte> staging(slot);
-      auto user = stream::userBuffers(c);
-      std::vector<bool> onGpu(user.size(), false);
-      for (const auto& p : *plan)
-        if (!stream::runPieceOnHost(impl, c, p, user, onGpu, staging.data()).ok()) return recclInternalError;
+      if (!runPieces(impl, c, r, slot)) return recclInternalError;
       pieced[size_t(r)] = out;
       return recclSuccess;
     });
@@ -374,14 +381,7 @@ TEST(PiecesOnHostGroup, ARingOfSendsAndReceivesArrivesWhole) {
     Collective c = coll(CollKind::kSendRecv, 0);
     c.p2p = {{true, (r + 1) % kRanks, send.data(), count, recclFloat32},
              {false, (r + kRanks - 1) % kRanks, recv.data(), count, recclFloat32}};
-    reccl::core::Comm& impl = *reccl::api::commImpl(h);
-    auto plan = stream::planPieces(c, r, kRanks, slot);
-    if (!plan.ok()) return recclInvalidUsage;
-    std::vector<std::byte> staging(slot);
-    auto user = stream::userBuffers(c);
-    for (const auto& p : *plan)
-      if (!stream::runPieceOnHost(impl, c, p, user, std::vector<bool>(2, false), staging.data()).ok())
-        return recclInternalError;
+    if (!runPieces(*reccl::api::commImpl(h), c, r, slot)) return recclInternalError;
     int from = (r + kRanks - 1) % kRanks;
     for (size_t i = 0; i < count; ++i)
       if (recv[i] != float(from * 10000 + int(i))) return recclInternalError;
