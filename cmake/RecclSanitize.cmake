@@ -18,7 +18,11 @@ else()
   message(FATAL_ERROR "RECCL_SANITIZE='${RECCL_SANITIZE}': expected asan, tsan or empty")
 endif()
 # Frame pointers: the reports' stacks come from the fast unwinder.
-add_compile_options(${sanitize_flags} -fno-omit-frame-pointer)
+foreach(flag ${sanitize_flags} -fno-omit-frame-pointer)
+  add_compile_options($<$<COMPILE_LANGUAGE:C,CXX>:${flag}>)
+endforeach()
+# Host code only: nvcc takes none of these flags, and the device tests need a GPU anyway.
+set(RECCL_CUDA off CACHE STRING "Build the CUDA path: auto (where nvcc is found), on, off" FORCE)
 add_link_options(${sanitize_flags})
 # -O1 and line tables (-g1) instead of RelWithDebInfo's -O2 -g: a report needs functions and
 # lines only, and UBSan at -O2 more than doubles the compile time of the template-heavy units

@@ -14,6 +14,7 @@ recclResult_t toResult(const Status& s) noexcept {
     case Errc::kPeerFailure: case Errc::kProtocol: return recclRemoteError;
     case Errc::kUnsupported: return recclInvalidUsage;
     case Errc::kAborted: return recclAborted;
+    case Errc::kDevice: return recclUnhandledCudaError;
   }
   return recclInternalError;
 }

@@ -6,7 +6,9 @@
 // init: the caller), before `state` becomes kReady (release); others read it only after seeing a
 // state past kInitializing (acquire). `pending` and `failure` are guarded by settleMu. The thread
 // of a pending operation touches only its PendingOp (and, for finalize, `impl` inside
-// core::Comm::run, which recclCommAbort waits out).
+// core::Comm::run and `device` through api/launch.h, which recclCommAbort fails and waits out).
+// `device` (the stream layer, made on the first call with a CUDA stream or device buffers) is
+// guarded by deviceMu.
 #pragma once
 
 #include <atomic>
@@ -20,6 +22,7 @@
 #include "core/wire.h"
 #include "reccl/common/status.h"
 #include "reccl/reccl.h"
+#include "stream/queue.h"
 
 namespace reccl::api {
 
@@ -58,6 +61,9 @@ struct recclComm {
   std::mutex settleMu;
   std::shared_ptr<reccl::api::PendingOp> pending;
   reccl::Status failure;  // kFailed: the init's error; kFinalized: finalize's, if it failed
+  // Declared after impl so it is torn down first: its worker runs collectives on impl.
+  std::mutex deviceMu;
+  std::unique_ptr<reccl::stream::Queue> device;
 };
 
 namespace reccl::api {

@@ -8,10 +8,11 @@
 #include <thread>
 #include <vector>
 
-#include "algo/collectives.h"
+#include "algo/collective.h"
 #include "api/api_result.h"
 #include "api/comm_access.h"
 #include "api/comm_handle.h"
+#include "api/launch.h"
 #include "api/pmix_rendezvous.h"
 #include "core/bootstrap.h"
 #include "core/launch_env.h"
@@ -139,9 +140,11 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     core::Comm* c = nullptr;
     RECCL_CHECK(usable(comm, &c));
-    // A barrier: once it returns on any rank, every rank's earlier work is done.
+    // A barrier: once it returns on any rank, every rank's earlier work is done. It goes where a
+    // host call goes (api/launch.h), so it runs after work still queued on streams.
+    const algo::Collective barrier{algo::CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
     if (comm->config.blocking) {
-      Status s = c->run([c] { return algo::barrier(*c); });
+      Status s = launch(*comm, barrier, nullptr);
       {
         std::lock_guard lk(comm->settleMu);
         if (!s.ok()) comm->failure = s;
@@ -155,10 +158,10 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
       comm->pending = op;
     }
     comm->state.store(recclComm::kFinalizing, std::memory_order_release);
-    // Touches the communicator only inside run(), which recclCommAbort waits out; recclCommDestroy
-    // waits for the whole operation.
-    std::thread([op, c] {
-      Status s = c->run([c] { return algo::barrier(*c); });
+    // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
+    // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
+    std::thread([op, comm, barrier] {
+      Status s = launch(*comm, barrier, nullptr);
       {
         std::lock_guard lk(op->mu);
         op->status = s;
@@ -189,8 +192,11 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       settle(comm);
     }
     int st = comm->state.load(std::memory_order_acquire);
-    if (st == recclComm::kFinalizing && comm->impl) comm->impl->abort();  // gave up waiting on it
-    delete comm;
+    if (st == recclComm::kFinalizing && comm->impl) {  // gave up waiting on it
+      abortDevice(*comm);
+      comm->impl->abort();
+    }
+    delete comm;  // the stream layer (if any) goes before the core communicator it runs on
     return recclSuccess;
   });
 }
@@ -208,6 +214,7 @@ recclResult_t recclCommAbort(recclComm_t comm) {
       std::lock_guard lk(op->mu);
       op->abandoned = true;  // the init thread aborts and frees what it makes
     }
+    abortDevice(*comm);  // stops waiting for streams first: its worker may be inside impl
     if (comm->impl) comm->impl->abort();
     // A finalize in flight returns at once from an aborted communicator's barrier.
     if (op && st == recclComm::kFinalizing) waitPending(op, kAbortWait);
@@ -239,6 +246,7 @@ recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError
       default:
         s = comm->impl->asyncError();
     }
+    if (s.ok()) s = deviceAsyncError(*comm);
     *asyncError = toResult(s);
     if (!s.ok()) lastError() = s.message();
     return recclSuccess;

@@ -9,9 +9,10 @@
 #include <string>
 #include <vector>
 
-#include "algo/collectives.h"
+#include "algo/collective.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/launch.h"
 #include "core/comm.h"
 #include "reduce/reduce.h"
 
@@ -19,18 +20,25 @@ using namespace reccl::api;
 
 namespace {
 
+using reccl::algo::CollKind;
+using reccl::algo::Collective;
+
 thread_local int tlsGroupDepth = 0;
-thread_local std::vector<std::pair<recclComm_t, reccl::algo::P2POp>> tlsGroupOps;
+struct GroupOp {
+  recclComm_t comm;
+  reccl::algo::P2POp op;
+  recclStream_t stream;
+};
+thread_local std::vector<GroupOp> tlsGroupOps;
 
 // Common checks; `factor` multiplies count (all-gather, reduce-scatter, all-to-all). *out: the
-// communicator, usable now.
-recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t& datatypeArg, recclStream_t stream,
-                          size_t factor, reccl::core::Comm** out) {
+// communicator, usable now. The stream is checked where the call goes (api/launch.h).
+recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t& datatypeArg, size_t factor,
+                          reccl::core::Comm** out) {
   int datatype = rawEnum(datatypeArg);
   RECCL_CHECK(usable(comm, out));
   if (!reccl::reduce::validType(datatype))
     return fail(recclInvalidArgument, "datatype: unknown value " + std::to_string(datatype));
-  if (stream != nullptr) return fail(recclInvalidArgument, "stream: must be NULL (host build, no CUDA streams)");
   size_t esize = reccl::reduce::typeSize(static_cast<recclDataType_t>(datatype));
   if (factor == SIZE_MAX) factor = static_cast<size_t>((*out)->nranks());
   if (factor == 0 || count > SIZE_MAX / esize / factor || count * esize * factor > static_cast<size_t>(PTRDIFF_MAX))
@@ -170,11 +178,12 @@ recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1, &c));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    return finish(c->run([&] { return reccl::algo::allReduce(*c, sendbuff, recvbuff, count, datatype, op); }));
+    const Collective coll{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -182,11 +191,12 @@ recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1, &c));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkRoot(*c, root));
     if (c->rank() == root) RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    return finish(c->run([&] { return reccl::algo::broadcast(*c, sendbuff, recvbuff, count, datatype, root); }));
+    const Collective coll{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -199,12 +209,13 @@ recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, re
                           recclRedOp_t op, int root, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1, &c));
+    RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkRoot(*c, root));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     if (c->rank() == root) RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    return finish(c->run([&] { return reccl::algo::reduce(*c, sendbuff, recvbuff, count, datatype, op, root); }));
+    const Collective coll{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -212,10 +223,11 @@ recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
                              recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, sendcount, datatype, stream, kPerRank, &c));
+    RECCL_CHECK(checkCommon(comm, sendcount, datatype, kPerRank, &c));
     RECCL_CHECK(checkBuf(sendbuff, sendcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, sendcount, "recvbuff"));
-    return finish(c->run([&] { return reccl::algo::allGather(*c, sendbuff, recvbuff, sendcount, datatype); }));
+    const Collective coll{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -223,11 +235,12 @@ recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
                                  recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, recvcount, datatype, stream, kPerRank, &c));
+    RECCL_CHECK(checkCommon(comm, recvcount, datatype, kPerRank, &c));
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, recvcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, recvcount, "recvbuff"));
-    return finish(c->run([&] { return reccl::algo::reduceScatter(*c, sendbuff, recvbuff, recvcount, datatype, op); }));
+    const Collective coll{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -235,12 +248,13 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
                             recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, count, datatype, stream, kPerRank, &c));
+    RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     if (count > 0 && sendbuff == recvbuff && c->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
-    return finish(c->run([&] { return reccl::algo::allToAll(*c, sendbuff, recvbuff, count, datatype); }));
+    const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
@@ -252,25 +266,27 @@ recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
 recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, 0, recclUint8, stream, 1, &c));
-    return finish(c->run([&] { return reccl::algo::barrier(*c); }));
+    RECCL_CHECK(checkCommon(comm, 0, recclUint8, 1, &c));
+    const Collective coll{CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+    return finish(launch(*comm, coll, stream));
   });
 }
 
 static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataType_t& datatype, int peer,
                          recclComm_t comm, recclStream_t stream) {
   reccl::core::Comm* c = nullptr;
-  RECCL_CHECK(checkCommon(comm, count, datatype, stream, 1, &c));
+  RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
   RECCL_CHECK(checkBuf(buf, count, isSend ? "sendbuff" : "recvbuff"));
   int n = c->nranks();
   if (peer < 0 || peer >= n)
     return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not in [0, " + std::to_string(n) + ")");
   reccl::algo::P2POp op{isSend, peer, buf, count, datatype};
   if (tlsGroupDepth > 0) {
-    tlsGroupOps.emplace_back(comm, op);
+    tlsGroupOps.push_back({comm, op, stream});
     return recclSuccess;
   }
-  return finish(c->run([&] { return reccl::algo::sendRecv(*c, std::span(&op, 1)); }));
+  const Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}};
+  return finish(launch(*comm, coll, stream));
 }
 
 recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
@@ -296,15 +312,22 @@ recclResult_t recclGroupEnd(void) {
     tlsGroupOps.clear();
     // One group per communicator, in order of first appearance.
     std::vector<recclComm_t> comms;
-    for (auto& [c, op] : ops)
-      if (std::find(comms.begin(), comms.end(), c) == comms.end()) comms.push_back(c);
+    for (auto& g : ops)
+      if (std::find(comms.begin(), comms.end(), g.comm) == comms.end()) comms.push_back(g.comm);
     for (recclComm_t c : comms) {
-      std::vector<reccl::algo::P2POp> mine;
-      for (auto& [cc, op] : ops)
-        if (cc == c) mine.push_back(op);
+      Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+      recclStream_t stream = nullptr;
+      for (auto& g : ops) {
+        if (g.comm != c) continue;
+        if (!coll.p2p.empty() && g.stream != stream)
+          return fail(recclInvalidUsage, "stream: the sends and receives of one group on one communicator must use "
+                                         "one stream");
+        stream = g.stream;
+        coll.p2p.push_back(g.op);
+      }
       reccl::core::Comm* impl = nullptr;
       RECCL_CHECK(usable(c, &impl));
-      recclResult_t r = finish(impl->run([&] { return reccl::algo::sendRecv(*impl, mine); }));
+      recclResult_t r = finish(launch(*c, coll, stream));
       if (r != recclSuccess) return r;
     }
     return recclSuccess;

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "algo/collectives.h"
+#include "algo/collective.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/launch.h"
 #include "core/wire.h"
 #include "reccl/reccl.h"
 
@@ -57,7 +58,9 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     const int me = parent->rank();
     std::vector<int32_t> colorKey(2 * static_cast<size_t>(n));
     int32_t mine[2] = {cfgStatus.ok() ? color : -2, key};
-    RECCL_CHECK(finish(parent->run([&] { return algo::allGather(*parent, mine, colorKey.data(), 2, recclInt32); })));
+    // Both exchanges go where a host call goes (api/launch.h): after work queued on streams.
+    const algo::Collective colorKeys{algo::CollKind::kAllGather, mine, colorKey.data(), 2, recclInt32, recclSum, 0, {}};
+    RECCL_CHECK(finish(launch(*comm, colorKeys, nullptr)));
     if (!cfgStatus.ok()) return fail(cfgStatus);
     for (int r = 0; r < n; ++r)
       if (colorKey[2 * static_cast<size_t>(r)] == -2)
@@ -84,9 +87,10 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
         rootStatus = id.status();
       }
     }
-    Status gathered = parent->run([&] {
-      return algo::allGather(*parent, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8);
-    });
+    Status gathered = launch(*comm,
+                             {algo::CollKind::kAllGather, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8,
+                              recclSum, 0, {}},
+                             nullptr);
     std::fill(myId.begin(), myId.end(), std::byte{0});
     if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));
     if (color == RECCL_SPLIT_NOCOLOR) {

@@ -11,35 +11,43 @@
 // - max/min follow IEEE 754-2019 maximum/minimum: a NaN operand wins (a's if both are NaN, bits
 //   kept, quieted when it passes through float16/bfloat16), and -0 < +0.
 // - float16 -> float32 quiets signalling NaNs (as F16C does); bfloat16 -> float32 is a shift.
+// The CUDA kernels (cuda/) include this header too, so host and device share one definition of
+// these semantics: RECCL_HD marks the functions for both sides under nvcc.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
 
+#if defined(__CUDACC__)
+#define RECCL_HD __host__ __device__
+#else
+#define RECCL_HD
+#endif
+
 namespace reccl::reduce::detail {
 
-static inline uint32_t bitsOf(float f) {
+static inline RECCL_HD uint32_t bitsOf(float f) {
   uint32_t u;
   std::memcpy(&u, &f, 4);
   return u;
 }
-static inline float floatOf(uint32_t u) {
+static inline RECCL_HD float floatOf(uint32_t u) {
   float f;
   std::memcpy(&f, &u, 4);
   return f;
 }
-static inline uint64_t bitsOf(double f) {
+static inline RECCL_HD uint64_t bitsOf(double f) {
   uint64_t u;
   std::memcpy(&u, &f, 8);
   return u;
 }
-static inline double doubleOf(uint64_t u) {
+static inline RECCL_HD double doubleOf(uint64_t u) {
   double f;
   std::memcpy(&f, &u, 8);
   return f;
 }
 
-static inline float halfToFloatScalar(uint16_t h) {
+static inline RECCL_HD float halfToFloatScalar(uint16_t h) {
   uint32_t sign = uint32_t(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu;
   uint32_t man = h & 0x3FFu;
@@ -57,7 +65,7 @@ static inline float halfToFloatScalar(uint16_t h) {
   return floatOf(sign | ((exp + 112) << 23) | (man << 13));
 }
 
-static inline uint16_t floatToHalfScalar(float f) {
+static inline RECCL_HD uint16_t floatToHalfScalar(float f) {
   uint32_t u = bitsOf(f);
   uint32_t sign = (u >> 16) & 0x8000u;
   u &= 0x7FFFFFFFu;
@@ -81,9 +89,9 @@ static inline uint16_t floatToHalfScalar(float f) {
   return uint16_t(sign | r);
 }
 
-static inline float bf16ToFloatScalar(uint16_t b) { return floatOf(uint32_t(b) << 16); }
+static inline RECCL_HD float bf16ToFloatScalar(uint16_t b) { return floatOf(uint32_t(b) << 16); }
 
-static inline uint16_t floatToBf16Scalar(float f) {
+static inline RECCL_HD uint16_t floatToBf16Scalar(float f) {
   uint32_t u = bitsOf(f);
   if ((u & 0x7FFFFFFFu) > 0x7F800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
   return uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
@@ -91,28 +99,28 @@ static inline uint16_t floatToBf16Scalar(float f) {
 
 // IEEE 754-2019 maximum/minimum with a's NaN first; equal values: +0 wins max, -0 wins min
 // (bitwise and/or of equal-valued operands does exactly that).
-static inline float maxF(float a, float b) {
+static inline RECCL_HD float maxF(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;
   if (a > b) return a;
   if (b > a) return b;
   return floatOf(bitsOf(a) & bitsOf(b));
 }
-static inline float minF(float a, float b) {
+static inline RECCL_HD float minF(float a, float b) {
   if (a != a) return a;
   if (b != b) return b;
   if (a < b) return a;
   if (b < a) return b;
   return floatOf(bitsOf(a) | bitsOf(b));
 }
-static inline double maxD(double a, double b) {
+static inline RECCL_HD double maxD(double a, double b) {
   if (a != a) return a;
   if (b != b) return b;
   if (a > b) return a;
   if (b > a) return b;
   return doubleOf(bitsOf(a) & bitsOf(b));
 }
-static inline double minD(double a, double b) {
+static inline RECCL_HD double minD(double a, double b) {
   if (a != a) return a;
   if (b != b) return b;
   if (a < b) return a;

@@ -20,6 +20,7 @@ const char* errcName(Errc e) noexcept {
     case Errc::kExists: return "already exists";
     case Errc::kPermission: return "permission denied";
     case Errc::kInvalidUsage: return "invalid usage";
+    case Errc::kDevice: return "device error";
   }
   return "unknown";
 }

@@ -1,9 +1,12 @@
 /* reccl: collective communication that survives last-hop network faults.
  *
  * The C API mirrors NCCL's names and argument order (ncclX -> recclX), so code written for NCCL
- * ports by renaming. Buffers are host memory unless a CUDA build is used; `stream` may be NULL,
- * in which case a call returns when the operation has completed on this rank. No C++ exception
- * ever crosses this boundary.
+ * ports by renaming. With `stream` NULL and host buffers a call returns when the operation has
+ * completed on this rank. A CUDA build (docs/cuda.md) also takes a cudaStream_t cast to
+ * recclStream_t, with NCCL's semantics (the call enqueues and returns; the collective is ordered
+ * on the stream; errors through recclCommGetAsyncError), and device buffers (with a NULL stream:
+ * on the legacy default stream, returning when done). No C++ exception ever crosses this
+ * boundary.
  *
  * Threads (NCCL's rules, stated):
  * - A communicator is used by one thread at a time: two threads must not call into the same
@@ -91,7 +94,7 @@ typedef struct {
 
 typedef struct recclComm* recclComm_t;
 /* Opaque stream handle: NULL means "synchronous on the host". A CUDA build accepts a
- * cudaStream_t cast to recclStream_t. */
+ * cudaStream_t cast to recclStream_t; a build without CUDA refuses anything but NULL. */
 typedef struct recclStream* recclStream_t;
 
 /* Settings of recclCommInitRankConfig and recclCommSplit, versioned like NCCL's ncclConfig_t:

@@ -27,6 +27,7 @@ enum class Errc {
   kPermission,        // not allowed (not root, missing capability)
   kInvalidUsage,      // each call is valid alone but they do not fit together (ranks disagree,
                       // calls in the wrong order); message says what differs
+  kDevice,            // the GPU or its driver failed a call; message names the call and the error
 };
 
 const char* errcName(Errc e) noexcept;

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# The CUDA path's checks and figures on a GPU machine, in one run of under 8 minutes
+# (docs/cuda.md). Two steps:
+#
+#   bench/device/run.sh prepare [--jobs N]
+#       Here, on the build machine (no GPU needed). Builds the device targets with RECCL_CUDA=on
+#       into build-device/ (ccache when there is one), then build-device-carry/: the programs
+#       (debug info stripped), ctest's test registry, and the shared libraries the programs need
+#       that a bare CUDA image lacks (libbpf, liburing, libsodium, ...). The CUDA runtime is in
+#       the programs (static); the GPU machine needs only its driver. Prints the device call.
+#
+#   bench/device/run.sh [--out DIR] [--carry DIR]
+#       On the GPU machine, from the repository root, with build-device-carry/ carried along
+#       (device tool: run(command="bench/device/run.sh", carry=["build-device-carry"],
+#       timeout_s=560)). Without a carried build it builds there (that needs the build
+#       dependencies installed). Then:
+#         1. ctest -L device: the device kernels against the CPU's bit for bit (every type and
+#            op), pointer classification, the stream gate (memop and kernel), every collective on
+#            device/pinned/managed/host buffers and streams with 2 and 3 rank processes sharing
+#            the GPU, an asynchronous error, the CUDA IPC relay pipe between two processes, and a
+#            rail pulled on the testbed during a device allreduce (root), bit-exact;
+#         2. reduce_device_bench: each kernel against a device-to-device copy of the same bytes
+#            (bar: traffic ratio >= 0.8);
+#         3. reccl-device-bench: allreduce on device buffers with 4 rank processes on the one GPU,
+#            the host path beside it, every result checked;
+#       and prints a short table last. Figures go to $OUT (the device tool's) or --out DIR:
+#       summary.md, ctest-device.log, device-kernels.json, device-allreduce.json, run.log.
+#
+# Exit: 0 every check passed, 1 some check failed, 2 could not build or start, 64 usage.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+BUILD=build-device
+CARRY=build-device-carry
+PROGRAMS=(cuda_device_test cuda_stream_worker cuda_ipc_peer cuda_railpull_test reccl reduce_device_bench
+          reccl-device-bench)
+
+usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
+
+# ------------------------------------------------------------------ prepare (build machine)
+prepare() {
+  local jobs
+  jobs=$(nproc)
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --jobs) jobs=$2; shift 2 ;;
+      -h|--help) usage 0 ;;
+      *) echo "run.sh prepare: unknown argument $1" >&2; usage ;;
+    esac
+  done
+  local launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache
+              -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+    export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$ROOT")}
+  fi
+  local t0=$SECONDS
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECCL_CUDA=on "${launcher[@]}" >/dev/null ||
+    { echo "run.sh prepare: cmake configure failed" >&2; exit 2; }
+  cmake --build "$BUILD" -j "$jobs" --target "${PROGRAMS[@]}" ||
+    { echo "run.sh prepare: build failed" >&2; exit 2; }
+  echo "run.sh prepare: built in $((SECONDS - t0)) s"
+
+  rm -rf "$CARRY"
+  mkdir -p "$CARRY/bin" "$CARRY/devlibs"
+  # ctest's registry (the gtest lists included), so ctest runs from the copy.
+  (cd "$BUILD" && find . \( -name CTestTestfile.cmake -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print0 |
+     xargs -0 cp --parents -t "../$CARRY")
+  cp "$BUILD/CMakeCache.txt" "$CARRY/"
+  for p in "${PROGRAMS[@]}"; do strip --strip-debug -o "$CARRY/bin/$p" "$BUILD/bin/$p"; done
+  mkdir -p "$CARRY/ccl"
+  for f in "$BUILD"/ccl/libreccl.so*; do
+    if [[ -L $f ]]; then cp -P "$f" "$CARRY/ccl/"; else strip --strip-debug -o "$CARRY/ccl/$(basename "$f")" "$f"; fi
+  done
+  # Shared libraries outside the C/C++ runtime that the programs load.
+  local base='^(linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|libreccl)'
+  for p in "$BUILD"/bin/{cuda_device_test,cuda_stream_worker,cuda_ipc_peer,cuda_railpull_test,reccl,reduce_device_bench,reccl-device-bench}; do
+    ldd "$p" | awk '$3 ~ /^\// { print $1, $3 }'
+  done | sort -u | while read -r name path; do
+    [[ $name =~ $base ]] || cp -L "$path" "$CARRY/devlibs/$name"
+  done
+  if ldd "$BUILD/bin/cuda_device_test" | grep -q 'libcudart\.so'; then
+    echo "run.sh prepare: cuda_device_test links libcudart.so; the CUDA runtime must be static" >&2; exit 2
+  fi
+  { git rev-parse HEAD 2>/dev/null || echo unknown; git status --porcelain 2>/dev/null | grep -q . && echo "(with uncommitted changes)"; } \
+    >"$CARRY/reccl-commit.txt"
+  local mib
+  mib=$(du -sm "$CARRY" | cut -f1)
+  echo "run.sh prepare: $CARRY is $mib MiB (the device tool carries 64 MiB with the working tree)"
+  [[ $mib -le 56 ]] || echo "run.sh prepare: WARNING: too large to carry with the working tree" >&2
+  echo "run.sh prepare: on the GPU machine: run(command=\"bench/device/run.sh\", carry=[\"$CARRY\"], timeout_s=560)"
+}
+
+# ------------------------------------------------------------------ run (GPU machine)
+OUTDIR=${OUT:-$ROOT/device-out}
+declare -A RESULT NOTE
+order=()
+record() {  # record KEY RESULT NOTE
+  RESULT[$1]=$2
+  NOTE[$1]=$3
+  order+=("$1")
+}
+
+# The carried build was configured on another machine: its registry and the programs' compiled-in
+# paths name that build directory. Put a link there (we are root on the GPU machine).
+place_build() {
+  local dir=$1 orig
+  orig=$(sed -n 's/^CMAKE_CACHEFILE_DIR:INTERNAL=//p' "$dir/CMakeCache.txt")
+  [[ -n $orig ]] || { echo "no CMAKE_CACHEFILE_DIR in $dir/CMakeCache.txt"; return 1; }
+  if [[ -e $orig && "$(realpath "$orig")" == "$(realpath "$dir")" ]]; then echo "$orig"; return 0; fi
+  if [[ -e $orig && ! -L $orig ]]; then echo "$orig exists here and is not this build"; return 1; fi
+  mkdir -p "$(dirname "$orig")" && ln -sfn "$(realpath "$dir")" "$orig" || return 1
+  echo "$orig"
+}
+
+build_here() {
+  echo "== no carried build: building here (RECCL_CUDA=on)"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECCL_CUDA=on >>"$OUTDIR/run.log" 2>&1 &&
+    cmake --build "$BUILD" -j "$(nproc)" --target "${PROGRAMS[@]}" >>"$OUTDIR/run.log" 2>&1
+}
+
+group_result() {  # group_result REGEX LABEL: pass/fail/skip of the ctest lines matching REGEX
+  local lines pass fail skip
+  lines=$(grep -E "Test +#[0-9]+: .*($1)" "$OUTDIR/ctest-device.log" || true)
+  pass=$(grep -c ' Passed' <<<"$lines" || true)
+  fail=$(grep -cE '\*\*\*(Failed|Timeout|Exception)|Not Run' <<<"$lines" || true)
+  skip=$(grep -c 'Skipped' <<<"$lines" || true)
+  if [[ -z $lines ]]; then record "$2" "missing" "no such test ran"
+  elif [[ $fail -gt 0 ]]; then record "$2" "FAIL" "$fail failed, $pass passed, $skip skipped"
+  elif [[ $pass -eq 0 ]]; then record "$2" "skipped" "$skip skipped (see ctest-device.log)"
+  else record "$2" "pass" "$pass passed, $skip skipped"
+  fi
+}
+
+run_checks() {
+  local carry=$CARRY
+  while [[ $# -gt 0 ]]; do
+    case $1 in
+      --out) OUTDIR=$2; shift 2 ;;
+      --carry) carry=$2; shift 2 ;;
+      -h|--help) usage 0 ;;
+      *) echo "run.sh: unknown argument $1" >&2; usage ;;
+    esac
+  done
+  mkdir -p "$OUTDIR"
+  : >"$OUTDIR/run.log"
+  exec > >(tee -a "$OUTDIR/run.log") 2>&1
+  local t0=$SECONDS
+  echo "== reccl device run $(date -u +%FT%TZ) on $(hostname): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
+
+  local bdir
+  if [[ -f $carry/CMakeCache.txt ]]; then
+    bdir=$(place_build "$carry") || { echo "run.sh: cannot place the carried build: $bdir"; exit 2; }
+    export LD_LIBRARY_PATH="$(realpath "$carry")/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    echo "== carried build of $(head -1 "$carry/reccl-commit.txt" 2>/dev/null) at $bdir"
+  else
+    build_here || { echo "run.sh: no carried build and building here failed (see run.log)"; exit 2; }
+    bdir=$ROOT/$BUILD
+  fi
+  # The programs must start here (libraries, C library version).
+  "$bdir/bin/cuda_ipc_peer" >/dev/null 2>&1
+  local prc=$?
+  if [[ $prc -ne 2 ]]; then  # 2: it started and wants arguments
+    "$bdir/bin/cuda_ipc_peer"; echo "run.sh: the carried programs do not start on this machine (above)"; exit 2
+  fi
+
+  echo "== 1. ctest -L device"
+  (cd "$bdir" && timeout 360 ctest -L device -j 8 --timeout 300 --output-on-failure) >"$OUTDIR/ctest-device.log" 2>&1
+  local crc=$?
+  grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
+  record "device tests (ctest -L device)" "$([[ $crc -eq 0 ]] && echo pass || echo FAIL)" \
+    "$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1), $(grep -c 'Skipped' "$OUTDIR/ctest-device.log") skipped"
+  group_result 'DeviceKernels' "kernels = CPU bit for bit (every type, op)"
+  group_result 'Gate' "stream gate (memop, kernel)"
+  group_result 'StreamCollectives|StreamErrors' "collectives on streams, async error"
+  group_result 'IpcPipe' "CUDA IPC relay pipe"
+  group_result 'DeviceRailPull' "rail pulled mid device allreduce, bit-exact"
+
+  echo "== 2. reduce_device_bench (kernels vs device-to-device copy)"
+  timeout 120 "$bdir/bin/reduce_device_bench" --bytes 1G --json "$OUTDIR/device-kernels.json"
+  local krc=$?
+  if [[ $krc -eq 0 && -f $OUTDIR/device-kernels.json ]]; then
+    local worst
+    worst=$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); w=min(j["rows"], key=lambda r: r["traffic_ratio"]); print("%.3f (%s %s)" % (w["traffic_ratio"], w["type"], w["op"]))' "$OUTDIR/device-kernels.json")
+    record "kernel bw / D2D copy bw (worst, bar 0.8)" \
+      "$(awk -v w="${worst%% *}" 'BEGIN { print (w >= 0.8) ? "pass" : "FAIL" }')" "$worst"
+  else
+    record "kernel bw / D2D copy bw (worst, bar 0.8)" "FAIL" "reduce_device_bench exit $krc"
+  fi
+
+  echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it)"
+  timeout 180 "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 --json "$OUTDIR/device-allreduce.json"
+  local arc=$?
+  if [[ $arc -eq 0 && -f $OUTDIR/device-allreduce.json ]]; then
+    record "device allreduce, 4 ranks, 64 MiB" "pass" \
+      "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][-1]; print("busbw %.2f GB/s device, %.2f host (x%.2f), %d wrong" % (r["device_busbw_gbs"], r["host_busbw_gbs"], r["device_over_host"], r["wrong"]))' "$OUTDIR/device-allreduce.json")"
+  else
+    record "device allreduce, 4 ranks, 64 MiB" "FAIL" "reccl-device-bench exit $arc"
+  fi
+
+  local failed=0 k
+  {
+    echo "# reccl device run $(date -u +%FT%TZ)"
+    echo
+    echo "commit $(tr '\n' ' ' <"$carry/reccl-commit.txt" 2>/dev/null), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - t0)) s"
+    echo
+    echo "| check | result | detail |"
+    echo "|---|---|---|"
+    for k in "${order[@]}"; do
+      echo "| $k | ${RESULT[$k]} | ${NOTE[$k]} |"
+      [[ ${RESULT[$k]} == pass ]] || failed=1
+    done
+  } >"$OUTDIR/summary.md"
+  echo
+  cat "$OUTDIR/summary.md"
+  exit $failed
+}
+
+case ${1:-run} in
+  prepare) shift; prepare "$@" ;;
+  run) [[ $# -gt 0 ]] && shift; run_checks "$@" ;;
+  -h|--help) usage 0 ;;
+  --*) run_checks "$@" ;;
+  *) echo "run.sh: unknown command $1" >&2; usage ;;
+esac

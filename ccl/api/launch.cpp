@@ -1,0 +1,73 @@
+#include "api/launch.h"
+
+#include <string>
+
+#if RECCL_HAVE_CUDA
+#include "stream/cuda_queue.h"
+#include "transport/cuda/device_probe.h"
+#include "transport/cuda/memory_kind.h"
+#endif
+
+namespace reccl::api {
+namespace {
+
+#if RECCL_HAVE_CUDA
+Result<stream::Queue*> deviceQueue(recclComm& comm) {
+  std::lock_guard lk(comm.deviceMu);
+  if (!comm.device) {
+    RECCL_ASSIGN_OR_RETURN(stream::QueueOptions opts, stream::QueueOptions::fromEnv());
+    RECCL_ASSIGN_OR_RETURN(auto q, stream::CudaQueue::create(*comm.impl, opts));
+    comm.device = std::move(q);
+  }
+  return comm.device.get();
+}
+
+// Device (or managed) memory among the call's buffers. Asks CUDA only once this process has a
+// context: before that no buffer can be device memory, and host-only users never create one.
+Result<bool> touchesDevice(const algo::Collective& c) {
+  if (!cuda::anyContextActive()) return false;
+  for (std::byte* b : stream::userBuffers(c)) {
+    RECCL_ASSIGN_OR_RETURN(cuda::PointerInfo info, cuda::classifyPointer(b));
+    if (cuda::needsGpuCopy(info.kind)) return true;
+  }
+  return false;
+}
+#endif
+
+stream::Queue* existingQueue(recclComm& comm) {
+  std::lock_guard lk(comm.deviceMu);
+  return comm.device.get();
+}
+
+}  // namespace
+
+Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream) {
+  core::Comm& impl = *comm.impl;
+#if RECCL_HAVE_CUDA
+  bool device = stream != nullptr;
+  if (device && cuda::deviceCount() == 0)
+    return Status(Errc::kInvalidArgument, "stream: given, but this process has " + cuda::noDeviceReason());
+  if (!device) {
+    RECCL_ASSIGN_OR_RETURN(device, touchesDevice(c));
+  }
+  if (device) {
+    RECCL_ASSIGN_OR_RETURN(stream::Queue * q, deviceQueue(comm));
+    return q->enqueue(c, stream);
+  }
+#else
+  if (stream != nullptr) return Status(Errc::kInvalidArgument, "stream: must be NULL (host build, no CUDA streams)");
+#endif
+  if (stream::Queue* q = existingQueue(comm); q && !q->idle()) return q->runAfterQueued(c);
+  return impl.run([&] { return algo::run(impl, c); });
+}
+
+Status deviceAsyncError(recclComm& comm) {
+  stream::Queue* q = existingQueue(comm);
+  return q ? q->asyncError() : Status::Ok();
+}
+
+void abortDevice(recclComm& comm) noexcept {
+  if (stream::Queue* q = existingQueue(comm)) q->abort();
+}
+
+}  // namespace reccl::api

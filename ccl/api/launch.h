@@ -1,0 +1,19 @@
+// Where a collective call goes (docs/cuda.md): a call with a CUDA stream or device buffers to
+// the communicator's stream layer (enqueued, NCCL's semantics); a host call with a NULL stream
+// runs at once on the calling thread, as it always did, unless stream work is still pending on
+// the communicator (then in order after it). Builds without CUDA refuse a stream.
+#pragma once
+
+#include "algo/collective.h"
+#include "api/comm_handle.h"
+#include "reccl/reccl.h"
+
+namespace reccl::api {
+
+Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream);
+// The stream layer's first error (Ok without one, or without a stream layer).
+Status deviceAsyncError(recclComm& comm);
+// recclCommAbort: the stream layer stops waiting for streams before the communicator aborts.
+void abortDevice(recclComm& comm) noexcept;
+
+}  // namespace reccl::api
