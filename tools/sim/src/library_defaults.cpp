@@ -6,7 +6,7 @@
 namespace reccl::sim {
 
 int64_t libraryDefault(std::string_view env) {
-#define X(kind, name, var, def, help) \
+#define X(kind, name, var, def, allowed, help) \
   if (env == var) return std::strtoll(def, nullptr, 10);
 #include "reccl/common/params.def"
 #undef X
