@@ -13,6 +13,7 @@ PACKAGES=(
   iproute2 iputils-ping iperf3 procps psmisc kmod
   libgloo-dev
   gnuplot-nox python3
+  graphviz  # dot: the figures of docs/ from their text sources (scripts/render_figures.sh)
   libbpf-tools bpftrace  # runqslower (fault_bench.sh --trace-waits), bench/failover/cpu_holders.bt
   qemu-system-x86 busybox-static cpio xz-utils  # stock-kernel lab (tools/lab/lab.sh; the kernel .deb it fetches itself)
 )

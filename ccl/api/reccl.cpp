@@ -21,6 +21,7 @@
 #include "core/launch_env.h"
 #include "core/topology.h"
 #include "core/wire.h"
+#include "failover/failover.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
 #include "reduce/reduce.h"
@@ -144,6 +145,7 @@ recclResult_t initRank(recclComm_t* comm, int nranks, const reccl::core::UniqueI
   reccl::core::CommOptions opts;
   Status s = reccl::core::CommOptions::fromEnv(&opts);
   if (!s.ok()) return fail(s);
+  opts.makeFailover = reccl::failover::makeFailover;  // the communicator's failover part (ccl/failover)
   auto c = reccl::core::Comm::create(opts, id, nranks, rank, std::move(root));
   if (!c.ok()) return fail(c.status().Wrap("rank " + std::to_string(rank) + " init"));
   *comm = new recclComm{std::move(c).value()};

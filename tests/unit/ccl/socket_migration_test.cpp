@@ -206,8 +206,9 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
 
 // The sender's counters moved past what the handshake reported (steps and acks kept flowing on
 // a healthy old path): the new path resends nothing the receiver acknowledged, since those slots
-// now hold later steps. Before, it resent the slots from the reported step on: the receiver saw
-// later steps again (dropped as duplicates here; half-written ones could have been taken).
+// now hold later steps. Resending from the reported step would send slots that now hold later
+// steps: the receiver would see later steps again (dropped as duplicates here; half-written ones
+// could be taken).
 TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   Connection c;
   connect(c, "test-resend");
@@ -229,12 +230,12 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   // it migrates), any other failure is an error.
   std::mutex failMu;
   std::string otherFailure;
-  c.env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+  c.env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
     if (st.message().rfind("old ", 0) == 0) return true;
     std::lock_guard lk(failMu);
     otherFailure = st.ToString();
     return false;
-  };
+  });
   // The receiver first (the sender's close would read as a dead peer to a live old receiver).
   c.rx->setEpoch(2);
   auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
@@ -265,19 +266,19 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
 // them (the old path was completing them; on a fail-back the old path still flows). Those acks
 // must wait until the path has handed the steps to the socket: an ack frees the step's slot for
 // reuse and tells the algorithm that a direct step's payload, the caller's memory the resend is
-// still reading, may go. Before, the ack reached the port at once: the caller could unmap the
-// buffer under the resend (its sendmsg failed with EFAULT, a spurious failover), and a reused
-// slot could be sent as the step it replaced.
+// still reading, may go. An ack let through at once would let the caller unmap the buffer under
+// the resend (sendmsg EFAULT, a spurious failover), and a reused slot be sent as the step it
+// replaced.
 TEST(CclSocketMigration, AnAckAheadOfTheSendIsHeldUntilTheStepIsSent) {
   auto created = transport::SocketEngine::create("test-ack-ahead");
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   auto engine = std::move(created).value();
   channel::PortEnv env;
   std::string failure;
-  env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
     failure = st.ToString();
     return false;
-  };
+  });
   // 8 direct steps of 8 MiB: 64 MiB, more than the socket's buffers on both ends hold.
   constexpr uint32_t kSteps = 8;
   constexpr size_t kChunk = 8 << 20;
@@ -335,11 +336,10 @@ namespace {
 // closes the old socket) while this end commits on the reply. The old receive path's EOF reaches
 // the failover hook, and this end's commit lands while the hook decides: a migrated receiver
 // hands its new path to the engine without waiting for the progress thread (SocketEngine::replace),
-// so the commit ends and the hook finds no migration in progress (Failover::onPathFailure reads
+// so the commit ends and the hook finds no migration in progress (Monitor::onPathFailure reads
 // `busy` after the commit cleared it) and answers false, as it does for a dead peer. The close
-// of a path the port no longer uses must not fail the connection. Before, the port latched
-// "connection closed by peer while receiving" and both ranks' communicators failed (fault_bench,
-// once in 87 faults, around a fail-back).
+// of a path the port no longer uses must not fail the connection. Latched, it would fail both
+// ranks' communicators with "connection closed by peer while receiving".
 TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailure) {
   Connection c;
   connect(c, "test-retired-eof");
@@ -355,7 +355,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   std::condition_variable cv;
   bool inHook = false, committed = false;
   std::string otherFailure;
-  c.env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
+  c.env.pathFailureHook.install([&](const channel::PortId&, bool isSender, const Status& st) {
     std::unique_lock lk(mu);
     if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
       inHook = true;
@@ -366,7 +366,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
     if (st.message().rfind("old ", 0) == 0) return true;  // the retired paths: expected
     otherFailure = st.ToString();
     return false;
-  };
+  });
 
   // The peer (the sender) commits first and closes its old socket: EOF on the old receive path.
   auto b = socketPair();
