@@ -12,6 +12,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev libcli11-dev nlohmann-json3-dev
   iproute2 iputils-ping iperf3 procps psmisc kmod
   libgloo-dev
+  openmpi-bin libopenmpi-dev libpmix-dev  # mpirun tests; PMIx headers for the mpirun rendezvous (libpmix2 at run time)
+  prometheus-cpp-dev  # reccl-detectord's /metrics (prometheus-cpp + civetweb)
+  prometheus systemd  # promtool (detectord_metrics_test), systemd-analyze (detectord_unit_check)
+  python3-torch libtorch-dev pybind11-dev  # the PyTorch backend (torch/), built for /usr/bin/python3
   gnuplot-nox python3
   graphviz  # dot: the figures of docs/ from their text sources (scripts/render_figures.sh)
   libbpf-tools bpftrace  # runqslower (fault_bench.sh --trace-waits), bench/failover/cpu_holders.bt

@@ -60,7 +60,7 @@ Own options (everything else as reccl-bench --help; -t is not supported):
   --timeline        record every timed iteration (rank 0's CLOCK_MONOTONIC start and end) in
                     the JSON's "timeline", also the iterations done before an error
 Collectives (--coll): allreduce, allgather, broadcast. Types: float. Ops: sum, prod, max, min.
-Gloo's allreduce and broadcast work in place only: their out-of-place columns read N/A.
+Gloo's allreduce and broadcast work in place only: their out-of-place columns are left blank.
 Environment: RANK, WORLD_SIZE (MASTER_PORT names the default store directory).
 )";
 
@@ -126,8 +126,7 @@ class GlooRunner {
 
   void run() {
     if (report_) {
-      std::printf("%s", formatRunLine(n_, 0, o_.minBytes, o_.maxBytes, o_.stepFactor, o_.stepBytes, o_.warmupIters,
-                                      o_.iters, o_.check).c_str());
+      std::printf("%s# nRanks %d\n", formatRunLine(o_).c_str(), n_);
       std::printf("# gloo %s, tcp device on %s\n", kGlooVersion, bindText().c_str());
     }
     for (Coll c : o_.colls) {
@@ -138,15 +137,7 @@ class GlooRunner {
         std::fflush(stdout);
         std::vector<recclRedOp_t> ops = collReduces(c) ? o_.ops : std::vector<recclRedOp_t>{recclSum};
         for (recclRedOp_t op : ops) {
-          std::vector<int> roots{-1};
-          if (collHasRoot(c)) {
-            roots.clear();
-            if (o_.root < 0)
-              for (int r = 0; r < n_; ++r) roots.push_back(r);
-            else
-              roots.push_back(o_.root);
-          }
-          for (int root : roots)
+          for (int root : rootsOf(c, o_.root, n_))
             for (int64_t bytes : sizeList(o_)) runRow(c, algo, op, root, bytes);
         }
       }
@@ -174,6 +165,19 @@ class GlooRunner {
     std::vector<double*> p{&v};
     gloo::AllreduceRing<double>(ctx_, p, 1, gloo::ReductionFunction<double>::sum).run();
     return v;
+  }
+  // -a, as reccl-bench: rank 0's time, the mean, the minimum or the maximum over ranks.
+  double timeAcrossRanks(double us) {
+    std::vector<double*> p{&us};
+    switch (o_.average) {
+      case 0: {
+        double mine = rank_ == 0 ? us : 0.0;
+        return sumAcrossRanks(mine);
+      }
+      case 2: gloo::AllreduceRing<double>(ctx_, p, 1, gloo::ReductionFunction<double>::min).run(); return us;
+      case 3: return maxAcrossRanks(us);
+      default: return sumAcrossRanks(us) / n_;
+    }
   }
 
   // Times `algo` (constructed once, as Gloo users do) and checks one fresh run.
@@ -206,7 +210,7 @@ class GlooRunner {
     }
     auto t1 = std::chrono::steady_clock::now();
     if (loop) (*loop)["completed"] = true;
-    double us = maxAcrossRanks(std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters);
+    double us = timeAcrossRanks(std::chrono::duration<double, std::micro>(t1 - t0).count() / o_.iters);
     int64_t wrong = -1;
     if (o_.check) {
       refill();
@@ -228,7 +232,7 @@ class GlooRunner {
     DataSpec d{c, recclFloat32, op, n_, root < 0 ? 0 : root};
     Row row;
     row.coll = c;
-    row.count = s.count;
+    row.count = s.paramCount;
     row.bytes = int64_t(s.count * sizeof(float));
     row.type = recclFloat32;
     if (collReduces(c)) row.op = op;
@@ -409,7 +413,7 @@ int run(int argc, char** argv) {
   }
   if (rank != 0) return kExitOk;
   std::filesystem::remove_all(g.storeDir, ec);
-  if (report.error.empty()) std::printf("%s", formatFooter(report.wrongTotal, report.avgBusBw()).c_str());
+  std::printf("%s", formatFooter(report.wrongTotal, report.avgBusBw(), -1, "gloo_bench", report.error).c_str());
   std::fflush(stdout);
   bool jsonOk = true;
   if (!o.jsonPath.empty()) {

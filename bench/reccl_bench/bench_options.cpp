@@ -2,7 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <sstream>
 
 #include "reccl/common/params.h"
@@ -13,14 +16,17 @@ namespace {
 
 constexpr const char* kExamples = R"(
 Examples:
-  reccl-bench -t 4 -b 8 -e 128M -f 2                  allreduce, 4 ranks as threads
-  reccl testbed run -- reccl-bench -b 64M -e 64M -n 20 --json out.json
+  reccl-bench -b 8 -e 128M -f 2 -g 4                  allreduce, 4 ranks as threads of this process
+  mpirun -np 2 reccl-bench -g 1 -b 1M -e 4M -f 2      one rank per process, no address to set (PMIx)
+  srun -N 2 --ntasks-per-node 1 reccl-bench -b 64M -e 64M   likewise under Slurm
   torchrun --nproc-per-node 2 ... reccl-bench --coll allgather -d all
-  reccl-bench -t 2 --coll reduce -o all -r -1 -b 1K -e 1M -f 4
+  ln -s reccl-bench all_gather_perf; ./all_gather_perf -b 1K -e 1M -f 4 -t 2   the name picks the collective
   reccl testbed run -- reccl-bench --fault-plan faults.json --json out.json   allreduce 64M under faults
-Without -t, ranks come from the launcher's environment (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT,
-OMPI_COMM_WORLD_*, PMI_*, SLURM_*). Calls pass a NULL stream, so every call has completed when it
-returns; -z is accepted for nccl-tests compatibility and changes nothing.
+Ranks: with more than one rank in this process (-t x -g), they are threads of it; otherwise the
+launcher's environment gives the ranks (mpirun, srun, torchrun; see docs/quickstart.md).
+Calls pass a NULL stream, so each has completed when it returns: -z 0 and 2 time the same thing,
+-C reports the same host time under the name cputime. Flags that only mean something on a GPU
+(-G -R -y -x -D -V -M) are accepted and noted on stderr.
 Exit status: 0 all values correct, 1 a wrong value or a failed call, 64 bad arguments.)";
 
 Result<int64_t> size(const std::string& flag, const std::string& text) {
@@ -57,6 +63,8 @@ Result<std::vector<recclDataType_t>> parseTypes(const std::string& text) {
     if (t == "fp32" || t == "float32") found = recclFloat32;
     if (t == "fp64" || t == "float64") found = recclFloat64;
     if (t == "bf16") found = recclBfloat16;
+    if (t == "f8e4m3" || t == "f8e5m2")
+      return Status(Errc::kInvalidArgument, "-d/--datatype: " + t + " (8-bit float) is not a reccl type");
     if (found < 0)
       return Status(Errc::kInvalidArgument,
                     "-d/--datatype: unknown type '" + t +
@@ -77,6 +85,8 @@ Result<std::vector<recclRedOp_t>> parseOps(const std::string& text) {
     int found = -1;
     for (int i = 0; i < recclNumOps; ++i)
       if (t == reduce::opName(recclRedOp_t(i))) found = i;
+    if (t == "mulsum")
+      return Status(Errc::kInvalidArgument, "-o/--op: mulsum (NCCL's pre-multiplied sum) is not a reccl op");
     if (found < 0)
       return Status(Errc::kInvalidArgument, "-o/--op: unknown op '" + t + "' (sum prod max min avg all)");
     out.push_back(recclRedOp_t(found));
@@ -85,12 +95,83 @@ Result<std::vector<recclRedOp_t>> parseOps(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// nccl-tests' flags that only mean something on a GPU: accepted, noted when set.
+struct GpuOnlyFlag {
+  const char* flags;
+  const char* what;
+};
+constexpr GpuOnlyFlag kGpuOnly[] = {
+    {"-G,--cudagraph", "CUDA graph launches"},
+    {"-R,--local_register", "GPU buffer registration"},
+    {"-y,--stream_null", "the CUDA null stream"},
+    {"-x,--cta_policy", "NCCL's CTA policy"},
+    {"-D,--device_implementation", "device-side collectives"},
+    {"-V,--device_cta_count", "CTAs of device-side collectives"},
+    {"-M,--memory", "the GPU memory report"},
+};
+
+Status checkRange(const char* flag, int v, int lo, int hi) {
+  if (v >= lo && v <= hi) return Status::Ok();
+  return Status(Errc::kInvalidArgument, std::string(flag) + ": " + std::to_string(v) + " is not in [" +
+                                            std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+Status parseColls(const std::string& coll, std::vector<Coll>* out) {
+  out->clear();
+  for (const std::string& c : splitList(coll)) {
+    if (c == "all") {
+      out->insert(out->end(), std::begin(kAllColls), std::end(kAllColls));
+      continue;
+    }
+    auto parsed = parseColl(c);
+    if (!parsed) return Status(Errc::kInvalidArgument, "--coll: unknown collective '" + c + "'");
+    out->push_back(*parsed);
+  }
+  if (out->empty()) return Status(Errc::kInvalidArgument, "--coll: empty");
+  return Status::Ok();
+}
+
+// What --fault-plan asks of the rest.
+Status checkFaultMode(const BenchOptions& o) {
+  if (o.faultPlanPath.empty()) {
+    if (!o.faultLogPath.empty()) return Status(Errc::kInvalidArgument, "--fault-log: needs --fault-plan");
+    return Status::Ok();
+  }
+  // Fault mode: one allreduce size, checked bit for bit every iteration.
+  if (o.colls.size() != 1 || o.colls[0] != Coll::kAllReduce)
+    return Status(Errc::kInvalidArgument, "--coll: --fault-plan runs allreduce only");
+  if (o.ranksHere() > 1) return Status(Errc::kInvalidArgument, "-t/--threads: --fault-plan needs ranks as processes");
+  if (o.faultTailMs < 0) return Status(Errc::kInvalidArgument, "--fault-tail-ms: must not be negative");
+  if (o.types.size() != 1 || o.ops.size() != 1)
+    return Status(Errc::kInvalidArgument, "-d/-o: --fault-plan takes one type and one op");
+  if (o.ops[0] == recclAvg)
+    return Status(Errc::kInvalidArgument, "-o/--op: avg is not bit-exact; --fault-plan checks every result exactly");
+  return Status::Ok();
+}
+
+}  // namespace
+
+int launcherWorldSize(const std::function<const char*(const char*)>& env) {
+  constexpr std::pair<const char*, const char*> kLaunchers[] = {
+      {"RANK", "WORLD_SIZE"}, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}, {"PMI_RANK", "PMI_SIZE"},
+      {"SLURM_PROCID", "SLURM_NTASKS"}};
+  for (const auto& [rank, size] : kLaunchers) {
+    const char* r = env(rank);
+    if (!r || !*r) continue;
+    const char* n = env(size);
+    return n && *n ? std::max(1, std::atoi(n)) : 1;
+  }
+  return 0;
+}
+
 Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   BenchOptions o;
   for (int i = 0; i < argc; ++i) o.argv.emplace_back(argv[i]);
-  std::string minB = "32M", maxB = "32M", stepB = "1M", type = "float", op = "sum", coll;
-  int check = 1, blocking = 0;
-  CLI::App app{"reccl-bench: collective benchmark with nccl-tests' flags and table", "reccl-bench"};
+  std::string minB = "32M", maxB = "32M", stepB = "1M", type = "float", op = "sum", coll, root = "0";
+  int perIter = 0, cputime = 0, timestamps = 0, parallelInit = 0;
+  CLI::App app{"reccl-bench: collective benchmark with nccl-tests' flags, table and JSON", "reccl-bench"};
   app.footer(kExamples);
   app.set_help_flag();  // handled below, so parsing never prints or exits
   bool help = false;
@@ -98,19 +179,35 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   app.add_option("--coll", coll,
                  "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, "
                  "a comma list or all (default allreduce; nccl-tests names like all_reduce_perf too)");
+  app.add_option("-t,--nthreads,--threads", o.threads, "threads of this process, one rank each per -g (default 1)");
+  app.add_option("-g,--ngpus", o.gpus, "ranks per thread, each a thread of its own (default 1)");
   app.add_option("-b,--minbytes", minB, "smallest message in bytes, K/M/G suffixes (default 32M)");
   app.add_option("-e,--maxbytes", maxB, "largest message in bytes (default 32M)");
   app.add_option("-i,--stepbytes", stepB, "size increment when -f is not given (default 1M)");
   app.add_option("-f,--stepfactor", o.stepFactor, "size multiplier (> 1)");
   app.add_option("-n,--iters", o.iters, "timed iterations per row (default 20)");
+  app.add_option("-m,--agg_iters", o.aggIters, "calls per timed iteration (default 1)");
   app.add_option("-w,--warmup_iters", o.warmupIters, "untimed iterations before each row (default 5)");
-  app.add_option("-c,--check", check, "check every element of the results: 0 or 1 (default 1)");
+  app.add_option("-N,--run_cycles", o.runCycles, "times the whole sweep runs and prints; 0: until killed (default 1)");
+  app.add_option("-p,--parallel_init", parallelInit, "0 or 1: ranks of one process always initialize in parallel");
+  app.add_option("-c,--check", o.checkIters, "checked calls per row, every element compared; 0: none (default 1)");
   app.add_option("-d,--datatype", type, "element type, a comma list or all (default float)");
   app.add_option("-o,--op", op, "reduction op: sum prod max min avg, a comma list or all (default sum)");
-  app.add_option("-r,--root", o.root, "root rank of broadcast/reduce; -1: every rank in turn (default 0)");
-  app.add_option("-z,--blocking", blocking, "0 or 1, for nccl-tests compatibility (calls always complete)");
-  app.add_option("-t,--threads", o.threads, "run this many ranks as threads in one process");
-  app.add_option("--json", o.jsonPath, "also write every row and the environment to this JSON file");
+  app.add_option("-r,--root", root, "root rank of broadcast/reduce; -1 or all: every rank in turn (default 0)");
+  app.add_option("-z,--blocking", o.blocking,
+                 "0..3: 1 a barrier after each call (timed), 3 after each iteration (not timed) (default 0)");
+  app.add_option("-a,--average", o.average, "time reported: 0 rank 0's, 1 mean, 2 min, 3 max over ranks (default 1)");
+  app.add_option("-C,--report_cputime", cputime, "0 or 1: name the time column cputime (the same host time)");
+  app.add_option("-S,--report_timestamps", timestamps, "0 or 1: end each row with a timestamp");
+  app.add_option("-u,--unalign", o.unalign, "buffers start this many elements past an aligned address (default 0)");
+  app.add_option("-I,--per_iter_timing", perIter, "0 or 1: per-iteration min, max, p99 and cv% columns");
+  app.add_option("-K,--per_iter_skip", o.perIterSkip, "leading iterations -I leaves out of its statistics");
+  app.add_option("-T,--timeout", o.timeoutSec, "seconds a call may make no progress (RECCL_TIMEOUT_MS); 0: its default");
+  app.add_option("-J,--output_file", o.outputFile, "also write nccl-tests' JSON (version 3) to this file (.json)");
+  std::vector<int> gpuOnly(std::size(kGpuOnly), 0);
+  for (size_t i = 0; i < std::size(kGpuOnly); ++i)
+    app.add_option(kGpuOnly[i].flags, gpuOnly[i], std::string("accepted, ignored: ") + kGpuOnly[i].what);
+  app.add_option("--json", o.jsonPath, "also write every row and the environment to this JSON file (reccl-bench's)");
   app.add_option("--fault-plan", o.faultPlanPath,
                  "run allreduce (one size, -e, default 64M) in a loop while rank 0 runs this reccl inject "
                  "plan; per-iteration timeline and per-fault stall and bus bandwidth in --json");
@@ -132,19 +229,7 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
     const char* base = std::strrchr(argv[0], '/');
     if (auto c = parseColl(base ? base + 1 : argv[0])) coll = collName(*c);
   }
-  if (!coll.empty()) {
-    o.colls.clear();
-    for (const std::string& c : splitList(coll)) {
-      if (c == "all") {
-        o.colls.assign(std::begin(kAllColls), std::end(kAllColls));
-        continue;
-      }
-      auto parsed = parseColl(c);
-      if (!parsed) return Status(Errc::kInvalidArgument, "--coll: unknown collective '" + c + "'");
-      o.colls.push_back(*parsed);
-    }
-    if (o.colls.empty()) return Status(Errc::kInvalidArgument, "--coll: empty");
-  }
+  if (!coll.empty()) RECCL_TRY(parseColls(coll, &o.colls));
   RECCL_ASSIGN_OR_RETURN(o.minBytes, size("-b/--minbytes", minB));
   RECCL_ASSIGN_OR_RETURN(o.maxBytes, size("-e/--maxbytes", maxB));
   RECCL_ASSIGN_OR_RETURN(o.stepBytes, size("-i/--stepbytes", stepB));
@@ -161,27 +246,44 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
     return Status(Errc::kInvalidArgument, "-i/--stepbytes: must be positive");
   if (o.iters < 1) return Status(Errc::kInvalidArgument, "-n/--iters: must be at least 1");
   if (o.warmupIters < 0) return Status(Errc::kInvalidArgument, "-w/--warmup_iters: must not be negative");
-  if (check != 0 && check != 1) return Status(Errc::kInvalidArgument, "-c/--check: must be 0 or 1");
-  if (blocking != 0 && blocking != 1) return Status(Errc::kInvalidArgument, "-z/--blocking: must be 0 or 1");
-  if (o.root < -1) return Status(Errc::kInvalidArgument, "-r/--root: must be a rank or -1");
-  if (o.threads < 0) return Status(Errc::kInvalidArgument, "-t/--threads: must not be negative");
-  o.check = check == 1;
-  o.blocking = blocking == 1;
+  RECCL_TRY(checkRange("-m/--agg_iters", o.aggIters, 1, 1 << 20));
+  RECCL_TRY(checkRange("-N/--run_cycles", o.runCycles, 0, 1 << 30));
+  RECCL_TRY(checkRange("-c/--check", o.checkIters, 0, 1 << 20));
+  RECCL_TRY(checkRange("-z/--blocking", o.blocking, 0, 3));
+  RECCL_TRY(checkRange("-a/--average", o.average, 0, 3));
+  RECCL_TRY(checkRange("-t/--nthreads", o.threads, 1, 1024));
+  RECCL_TRY(checkRange("-g/--ngpus", o.gpus, 1, 1024));
+  if (o.ranksHere() > 1024) return Status(Errc::kInvalidArgument, "-t/-g: more than 1024 ranks in one process");
+  RECCL_TRY(checkRange("-p/--parallel_init", parallelInit, 0, 1));
+  RECCL_TRY(checkRange("-C/--report_cputime", cputime, 0, 1));
+  RECCL_TRY(checkRange("-S/--report_timestamps", timestamps, 0, 1));
+  RECCL_TRY(checkRange("-I/--per_iter_timing", perIter, 0, 1));
+  RECCL_TRY(checkRange("-K/--per_iter_skip", o.perIterSkip, 0, o.iters - 1));
+  RECCL_TRY(checkRange("-u/--unalign", o.unalign, 0, 1 << 20));
+  RECCL_TRY(checkRange("-T/--timeout", o.timeoutSec, 0, 1 << 20));
+  if (o.perIterSkip > 0 && !perIter)
+    return Status(Errc::kInvalidArgument, "-K/--per_iter_skip: needs -I 1");
+  if (!o.outputFile.empty() && (o.outputFile.size() < 5 || o.outputFile.compare(o.outputFile.size() - 5, 5, ".json") != 0))
+    return Status(Errc::kInvalidArgument, "-J/--output_file: " + o.outputFile + " does not end in .json (the only format)");
+  o.check = o.checkIters > 0;
+  o.perIterTiming = perIter == 1;
+  o.reportCputime = cputime == 1;
+  o.reportTimestamps = timestamps == 1;
+  if (root == "all") o.root = -1;
+  else {
+    char* end = nullptr;
+    long r = std::strtol(root.c_str(), &end, 10);
+    if (root.empty() || *end != '\0' || r < -1 || r > 1 << 20)
+      return Status(Errc::kInvalidArgument, "-r/--root: '" + root + "' is not a rank, -1 or all");
+    o.root = static_cast<int>(r);
+  }
+  for (size_t i = 0; i < std::size(kGpuOnly); ++i)
+    if (gpuOnly[i] != 0)
+      o.notes.push_back(std::string(kGpuOnly[i].flags) + " " + std::to_string(gpuOnly[i]) + ": " + kGpuOnly[i].what +
+                        " mean nothing for host buffers; ignored");
   RECCL_ASSIGN_OR_RETURN(o.types, parseTypes(type));
   RECCL_ASSIGN_OR_RETURN(o.ops, parseOps(op));
-  if (o.faultPlanPath.empty()) {
-    if (!o.faultLogPath.empty()) return Status(Errc::kInvalidArgument, "--fault-log: needs --fault-plan");
-    return o;
-  }
-  // Fault mode: one allreduce size, checked bit for bit every iteration.
-  if (o.colls.size() != 1 || o.colls[0] != Coll::kAllReduce)
-    return Status(Errc::kInvalidArgument, "--coll: --fault-plan runs allreduce only");
-  if (o.threads > 0) return Status(Errc::kInvalidArgument, "-t/--threads: --fault-plan needs ranks as processes");
-  if (o.faultTailMs < 0) return Status(Errc::kInvalidArgument, "--fault-tail-ms: must not be negative");
-  if (o.types.size() != 1 || o.ops.size() != 1)
-    return Status(Errc::kInvalidArgument, "-d/-o: --fault-plan takes one type and one op");
-  if (o.ops[0] == recclAvg)
-    return Status(Errc::kInvalidArgument, "-o/--op: avg is not bit-exact; --fault-plan checks every result exactly");
+  RECCL_TRY(checkFaultMode(o));
   return o;
 }
 

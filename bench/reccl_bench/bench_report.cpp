@@ -25,6 +25,7 @@ void Report::add(const Row& r, const nlohmann::json& extra) {
   nlohmann::json j = rowJson(r);
   for (auto it = extra.begin(); it != extra.end(); ++it) j[it.key()] = it.value();
   rows.push_back(std::move(j));
+  table.push_back(r);
 }
 
 nlohmann::json environmentJson(const BenchOptions& o, int nranks) {
@@ -49,7 +50,7 @@ nlohmann::json environmentJson(const BenchOptions& o, int nranks) {
           {"pid", int(getpid())},
           {"date", date},
           {"nranks", nranks},
-          {"threads", o.threads},
+          {"threads", o.ranksHere() > 1 ? o.ranksHere() : 0},
           {"reduce_isa", reduce::isaName()},
           {"cpus", int(std::thread::hardware_concurrency())},
           {"argv", o.argv},

@@ -16,6 +16,7 @@ namespace reccl::bench {
 
 struct Report {
   std::vector<nlohmann::json> rows;
+  std::vector<Row> table;  // the same rows, for nccl-tests' JSON
   int64_t wrongTotal = 0;
   double busBwSum = 0;
   int busBwCount = 0;

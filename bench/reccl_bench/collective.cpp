@@ -38,6 +38,14 @@ bool collReduces(Coll c) noexcept {
 bool collHasRoot(Coll c) noexcept { return c == Coll::kBroadcast || c == Coll::kReduce; }
 bool collHasInPlace(Coll c) noexcept { return c != Coll::kAllToAll && c != Coll::kSendRecv; }
 
+std::vector<int> rootsOf(Coll c, int rootOption, int nranks) {
+  if (!collHasRoot(c)) return {-1};
+  if (rootOption >= 0) return {rootOption};
+  std::vector<int> all;
+  for (int r = 0; r < nranks; ++r) all.push_back(r);
+  return all;
+}
+
 double busBwFactor(Coll c, int nranks) noexcept {
   double n = nranks;
   switch (c) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace reccl::bench {
 
@@ -21,6 +22,9 @@ std::optional<Coll> parseColl(std::string_view name) noexcept;
 bool collReduces(Coll c) noexcept;    // takes a reduction op
 bool collHasRoot(Coll c) noexcept;    // broadcast, reduce
 bool collHasInPlace(Coll c) noexcept;  // alltoall and sendrecv have no in-place form
+// The roots a row set runs with: {-1} for collectives without one, else -r's rank, or every rank
+// in turn for -r -1.
+std::vector<int> rootsOf(Coll c, int rootOption, int nranks);
 
 // nccl-tests' factor from algorithm bandwidth to bus bandwidth.
 double busBwFactor(Coll c, int nranks) noexcept;

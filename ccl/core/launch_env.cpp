@@ -41,10 +41,113 @@ constexpr Source kSources[] = {
     {"ompi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
      "OMPI_COMM_WORLD_LOCAL_SIZE"},
     {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPI_LOCALNRANKS"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "SLURM_NTASKS_PER_NODE"},
+    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr},  // local size: slurmLocalSize
 };
 
+const char* nonEmpty(const EnvLookup& env, const char* name) {
+  const char* v = env(name);
+  return v && *v ? v : nullptr;
+}
+
+// Tasks of this step on this node: srun's SLURM_STEP_TASKS_PER_NODE (the job's
+// SLURM_TASKS_PER_NODE outside a step) at SLURM_NODEID; SLURM_NTASKS_PER_NODE (set only when
+// asked for) as a last resort. -1: not known.
+Result<int> slurmLocalSize(const EnvLookup& env, int nranks) {
+  for (const char* name : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    const char* list = nonEmpty(env, name);
+    if (!list) continue;
+    auto node = parseInt(env, "SLURM_NODEID", 0, 1 << 20);
+    if (!node.ok()) {
+      if (node.status().code() == Errc::kNotFound) return -1;
+      return node.status();
+    }
+    auto n = tasksOnNode(list, *node);
+    if (!n.ok()) return Status(Errc::kInvalidUsage, std::string(name) + "=" + list + ": " + n.status().message());
+    if (*n < 1 || *n > nranks)
+      return Status(Errc::kInvalidUsage, std::string(name) + "=" + list + " gives node " + std::to_string(*node) + " " +
+                                             std::to_string(*n) + " tasks, not in [1, " + std::to_string(nranks) + "]");
+    return *n;
+  }
+  if (auto n = parseInt(env, "SLURM_NTASKS_PER_NODE", 1, nranks); n.ok()) return *n;
+  return -1;
+}
+
+Result<long> parsePort(const std::string& text, const std::string& from) {
+  char* end = nullptr;
+  long port = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || port < 1 || port > 65535)
+    return Status(Errc::kInvalidUsage, from + ": rendezvous port " + text + " is not a port number in [1, 65535]");
+  return port;
+}
+
 }  // namespace
+
+Result<std::string> firstHostOfNodeList(const std::string& list) {
+  // The first entry ends at the first comma outside brackets; in it, each bracket expression
+  // ("[07-09,11]") is replaced by its first number, zero padding kept.
+  std::string out;
+  size_t i = 0;
+  while (i < list.size() && list[i] != ',') {
+    char c = list[i];
+    if (c == ']') return Status(Errc::kInvalidArgument, "unbalanced ']' in node list '" + list + "'");
+    if (c != '[') {
+      out += c;
+      ++i;
+      continue;
+    }
+    size_t close = list.find(']', i);
+    if (close == std::string::npos) return Status(Errc::kInvalidArgument, "unbalanced '[' in node list '" + list + "'");
+    std::string first = list.substr(i + 1, close - i - 1);
+    first = first.substr(0, first.find_first_of(",-"));
+    if (first.empty() || first.find_first_not_of("0123456789") != std::string::npos)
+      return Status(Errc::kInvalidArgument, "bracket of node list '" + list + "' does not start with a number");
+    out += first;
+    i = close + 1;
+  }
+  if (out.empty()) return Status(Errc::kInvalidArgument, "node list '" + list + "' names no host");
+  return out;
+}
+
+Result<int> tasksOnNode(const std::string& list, int nodeIndex) {
+  // Comma-separated "N" or "N(xM)" (N tasks on each of M nodes).
+  long node = 0;
+  size_t i = 0;
+  while (i < list.size()) {
+    size_t end = list.find(',', i);
+    if (end == std::string::npos) end = list.size();
+    std::string item = list.substr(i, end - i);
+    long tasks = 0, repeat = 1;
+    char* p = nullptr;
+    errno = 0;
+    tasks = std::strtol(item.c_str(), &p, 10);
+    if (p == item.c_str() || errno == ERANGE || tasks < 0)
+      return Status(Errc::kInvalidArgument, "'" + item + "' is not a task count");
+    if (*p == '(') {
+      if (p[1] != 'x') return Status(Errc::kInvalidArgument, "'" + item + "' is not N(xM)");
+      char* q = nullptr;
+      repeat = std::strtol(p + 2, &q, 10);
+      if (q == p + 2 || *q != ')' || q[1] != '\0' || repeat < 1)
+        return Status(Errc::kInvalidArgument, "'" + item + "' is not N(xM)");
+    } else if (*p != '\0') {
+      return Status(Errc::kInvalidArgument, "'" + item + "' is not a task count");
+    }
+    if (nodeIndex < node + repeat) return static_cast<int>(tasks);
+    node += repeat;
+    i = end + 1;
+  }
+  return Status(Errc::kInvalidArgument, "node " + std::to_string(nodeIndex) + " is past the " + std::to_string(node) +
+                                            " nodes it describes");
+}
+
+uint16_t torchrunAgentStorePort(const std::string& masterAddr, const std::string& masterPort, const std::string& runId,
+                                const std::string& restart) noexcept {
+  return static_cast<uint16_t>(20000 + fnv1a64("torchrun:" + masterAddr + ":" + masterPort + "/" + runId + "/" + restart) %
+                                           10000);
+}
+
+uint16_t slurmStepPort(const std::string& jobId, const std::string& stepId) noexcept {
+  return static_cast<uint16_t>(20000 + fnv1a64("slurm-step:" + jobId + "." + stepId) % 10000);
+}
 
 uint64_t fnv1a64(const std::string& s) noexcept {
   uint64_t h = 1469598103934665603ull;
@@ -72,36 +175,95 @@ Result<LaunchEnv> parseLaunchEnv(const EnvLookup& env) {
   RECCL_ASSIGN_OR_RETURN(out.nranks, parseInt(env, src->size, 1, 1 << 16));
   RECCL_ASSIGN_OR_RETURN(out.rank, parseInt(env, src->rank, 0, out.nranks - 1));
   if (auto lr = parseInt(env, src->localRank, 0, out.nranks - 1); lr.ok()) out.localRank = *lr;
-  if (auto ls = parseInt(env, src->localSize, 1, out.nranks); ls.ok()) out.localNranks = *ls;
+  if (src->localSize) {
+    if (auto ls = parseInt(env, src->localSize, 1, out.nranks); ls.ok()) out.localNranks = *ls;
+  } else {
+    RECCL_ASSIGN_OR_RETURN(out.localNranks, slurmLocalSize(env, out.nranks));
+  }
 
-  const char* commId = env("RECCL_COMM_ID");
   std::string portText;
-  if (commId && *commId) {
+  if (const char* commId = nonEmpty(env, "RECCL_COMM_ID")) {
     std::string s(commId);
     auto colon = s.rfind(':');
     if (colon == std::string::npos || colon == 0)
       return Status(Errc::kInvalidUsage, "RECCL_COMM_ID=" + s + " is not host:port");
     out.rootHost = s.substr(0, colon);
     portText = s.substr(colon + 1);
+    out.addressFrom = "RECCL_COMM_ID";
   } else {
-    const char* a = env("MASTER_ADDR");
-    const char* p = env("MASTER_PORT");
-    if (!a || !*a || !p || !*p)
+    std::string hostFrom, portFrom;
+    if (const char* a = nonEmpty(env, "MASTER_ADDR")) {
+      out.rootHost = a;
+      hostFrom = "MASTER_ADDR";
+    }
+    if (const char* p = nonEmpty(env, "MASTER_PORT")) {
+      portText = p;
+      portFrom = "MASTER_PORT";
+    }
+    // The tasks of an srun step (Slurm's own, or PMI ones srun started): task 0 runs on the
+    // step's first node; the port comes from the job and step ids every task sees alike.
+    const char* nodeList = nullptr;
+    const char* listName = nullptr;
+    if (out.source == "slurm" || (out.source == "pmi" && nonEmpty(env, "SLURM_STEP_ID"))) {
+      for (const char* n : {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST", "SLURM_NODELIST"})
+        if ((nodeList = nonEmpty(env, n))) {
+          listName = n;
+          break;
+        }
+    }
+    if (out.rootHost.empty() && nodeList) {
+      auto first = firstHostOfNodeList(nodeList);
+      if (!first.ok()) return Status(Errc::kInvalidUsage, std::string(listName) + ": " + first.status().message());
+      out.rootHost = *first;
+      hostFrom = listName;
+      const char* me = nonEmpty(env, "SLURMD_NODENAME");
+      if (out.rank == 0 && me && out.rootHost != me)
+        return Status(Errc::kInvalidUsage, "task 0 runs on " + std::string(me) + ", not on the step's first node " +
+                                               out.rootHost + " (" + listName + "=" + nodeList +
+                                               "): set MASTER_ADDR to task 0's host, or RECCL_COMM_ID=host:port");
+    }
+    // torchrun's agent serves its own store at MASTER_PORT when it tells its workers to use it
+    // (static rendezvous; every rendezvous in later PyTorch): rank 0 cannot bind that port, so
+    // the port comes from what every worker of this run sees alike.
+    const char* agentStore = nonEmpty(env, "TORCHELASTIC_USE_AGENT_STORE");
+    if (out.source == "torchrun" && portFrom == "MASTER_PORT" && agentStore && std::string(agentStore) == "True") {
+      const char* run = nonEmpty(env, "TORCHELASTIC_RUN_ID");
+      const char* restart = nonEmpty(env, "TORCHELASTIC_RESTART_COUNT");
+      portText = std::to_string(torchrunAgentStorePort(out.rootHost, portText, run ? run : "", restart ? restart : ""));
+      portFrom = "MASTER_PORT (torchrun's agent store holds it; derived from it)";
+    }
+    const char* jobId = nonEmpty(env, "SLURM_JOB_ID");
+    if (portText.empty() && nodeList && jobId) {
+      const char* step = nonEmpty(env, "SLURM_STEP_ID");
+      portText = std::to_string(slurmStepPort(jobId, step ? step : ""));
+      portFrom = "SLURM_JOB_ID/SLURM_STEP_ID";
+    }
+    if (out.rootHost.empty() && portText.empty() && nonEmpty(env, "PMIX_NAMESPACE") && nonEmpty(env, "PMIX_RANK")) {
+      out.rendezvous = Rendezvous::kPmix;
+      out.addressFrom = "PMIx";
+    } else if (out.rootHost.empty() || portText.empty()) {
+      std::string what = out.rootHost.empty() && portText.empty() ? "no rendezvous address"
+                         : out.rootHost.empty() ? portFrom + " is set but no host is: set MASTER_ADDR"
+                                                : hostFrom + " is set but no port is: set MASTER_PORT";
       return Status(Errc::kInvalidUsage,
-                    "no rendezvous address: set MASTER_ADDR and MASTER_PORT, or RECCL_COMM_ID=host:port");
-    out.rootHost = a;
-    portText = p;
+                    what + " for " + out.source +
+                        " ranks: set MASTER_ADDR and MASTER_PORT, or RECCL_COMM_ID=host:port (a host every rank reaches, "
+                        "a free port); srun (SLURM_STEP_NODELIST, SLURM_JOB_ID) and PMIx launchers such as mpirun "
+                        "(PMIX_NAMESPACE) need neither");
+    } else {
+      out.addressFrom = hostFrom == portFrom ? hostFrom : hostFrom + " and " + portFrom;
+    }
   }
-  char* end = nullptr;
-  long port = std::strtol(portText.c_str(), &end, 10);
-  if (portText.empty() || *end != '\0' || port < 1 || port > 65535)
-    return Status(Errc::kInvalidUsage, "rendezvous port " + portText + " is not a port number in [1, 65535]");
-  out.rootPort = static_cast<uint16_t>(port);
+  if (out.rendezvous == Rendezvous::kAddress) {
+    RECCL_ASSIGN_OR_RETURN(long port, parsePort(portText, out.addressFrom));
+    out.rootPort = static_cast<uint16_t>(port);
+  }
 
   // Every rank derives the same job id without talking to the others: the rendezvous address,
   // the world size and whatever job identity the launcher gives. It tells jobs apart; the
   // secret, when there is one, is what keeps others out.
-  std::string material = out.rootHost + ":" + portText + "/" + std::to_string(out.nranks);
+  std::string material = (out.rendezvous == Rendezvous::kPmix ? std::string("pmix") : out.rootHost + ":" + portText) +
+                         "/" + std::to_string(out.nranks);
   for (const char* id : {"TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "SLURM_JOB_ID", "SLURM_STEP_ID",
                          "PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid", "OMPI_MCA_orte_ess_jobid", "PMI_JOBID"})
     if (const char* v = env(id); v && *v) material += std::string("/") + id + "=" + v;

@@ -1,11 +1,9 @@
 #include "detector_daemon.h"
 
-#include <arpa/inet.h>
 #include <grp.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,14 +16,14 @@
 
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
-#include "reccl/detector/daemon_protocol.h"
+#include "reccl/detector/netns.h"
 
 namespace reccl::detector {
 
 using nlohmann::json;
 
 namespace {
-enum : uint64_t { kListen = 1ull << 40, kMetrics = 2ull << 40, kSignal = 3ull << 40, kEvents = 4ull << 40 };
+enum : uint64_t { kListen = 1ull << 40, kSignal = 3ull << 40, kEvents = 4ull << 40 };
 
 Status epollAdd(int ep, int fd, uint64_t tag) {
   epoll_event ev{};
@@ -35,16 +33,40 @@ Status epollAdd(int ep, int fd, uint64_t tag) {
   return Status::Ok();
 }
 
+// Names from clients and the kernel need not be UTF-8: replaced, never a throw.
+std::string dumpText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 void logJson(const char* level, const json& fields) {
   json j = fields;
   j["ts_ns"] = monotonicNs();
   j["level"] = level;
-  std::string line = j.dump() + "\n";
+  std::string line = dumpText(j) + "\n";
   (void)!write(STDOUT_FILENO, line.data(), line.size());
+}
+
+json sourcesJson(const DetectorStatus& st, bool reasons) {
+  json sources = json::array();
+  for (const auto& s : st.sources) {
+    json j{{"name", s.name}, {"active", s.active}};
+    if (reasons) j["reason"] = s.reason;
+    sources.push_back(std::move(j));
+  }
+  return sources;
+}
+
+// epoll serves clients and signals; the descriptors a daemon with many clients and namespaces
+// holds exceed the soft limit of 1024 kept for select() users.
+void raiseFdLimit() {
+  rlimit rl{};
+  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    (void)setrlimit(RLIMIT_NOFILE, &rl);
+  }
 }
 }  // namespace
 
 Result<std::unique_ptr<DetectorDaemon>> DetectorDaemon::create(DaemonOptions opts) {
+  RECCL_TRY(opts.limits.validate());
   std::unique_ptr<DetectorDaemon> d(new DetectorDaemon());
   d->opts_ = std::move(opts);
   // Signals first: a SIGTERM during BPF probing must still end in a clean exit.
@@ -53,30 +75,37 @@ Result<std::unique_ptr<DetectorDaemon>> DetectorDaemon::create(DaemonOptions opt
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigprocmask(SIG_BLOCK, &set, nullptr);
+  // A client that vanishes mid-send must not kill the daemon (sends use MSG_NOSIGNAL; civetweb's
+  // do not).
+  signal(SIGPIPE, SIG_IGN);
   d->signalFd_.reset(signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!d->signalFd_) return Status::FromErrno(errno, "detectord: signalfd");
   d->epoll_.reset(epoll_create1(EPOLL_CLOEXEC));
   if (!d->epoll_) return Status::FromErrno(errno, "detectord: epoll_create1");
+  raiseFdLimit();
 
   RECCL_ASSIGN_OR_RETURN(d->det_, Detector::create(d->opts_.detector));
   for (const auto& w : d->det_->watched()) d->fixedWatches_.insert(w.key);
-  DaemonMetrics* m = &d->metrics_;
-  d->det_->setSignalObserver([m](const LinkSignal& s, uint64_t now) { m->onSignal(s, now); });
+  Detector* det = d->det_.get();
+  d->metrics_ = std::make_unique<DaemonMetrics>([det] { return det->status(); });
+  DaemonMetrics* m = d->metrics_.get();
+  d->det_->setSignalObserver([m](const LinkSignal& s, uint64_t) { m->onSignal(s); });
   RECCL_TRY(d->setupSocket());
-  RECCL_TRY(d->setupMetrics());
+  if (d->opts_.metrics) {
+    RECCL_ASSIGN_OR_RETURN(d->server_, MetricsServer::start(d->opts_.metricsServer, *d->metrics_));
+  }
   RECCL_TRY(epollAdd(d->epoll_.get(), d->signalFd_.get(), kSignal));
   RECCL_TRY(epollAdd(d->epoll_.get(), d->det_->eventFd(), kEvents));
   RECCL_TRY(d->det_->start());
   auto st = d->det_->status();
-  json sources = json::array();
-  for (const auto& s : st.sources)
-    sources.push_back({{"name", s.name}, {"active", s.active}, {"reason", s.reason}});
-  logJson("info", {{"msg", "started"}, {"socket", d->opts_.socketPath}, {"metrics_port", d->metricsPort_},
-                   {"mode", st.mode}, {"sources", sources}});
+  logJson("info", {{"msg", "started"}, {"socket", d->opts_.socketPath}, {"metrics_port", d->metricsPort()},
+                   {"metrics_addr", d->opts_.metrics ? d->opts_.metricsServer.address : ""}, {"mode", st.mode},
+                   {"sources", sourcesJson(st, true)}});
   return d;
 }
 
 DetectorDaemon::~DetectorDaemon() {
+  server_.reset();  // its threads read det_ and metrics_
   clients_.clear();
   if (det_) det_->stop();
   det_.reset();  // detaches and unloads every BPF program
@@ -102,14 +131,10 @@ Status DetectorDaemon::setupSocket() {
       return Status::FromErrno(errno, "detectord: mkdir " + dir);
   }
   // A socket file left by a crashed daemon: remove it only if nobody answers on it.
-  int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
   std::memcpy(addr.sun_path, path.c_str(), path.size());
-  if (probe >= 0) {
-    if (connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-      close(probe);
+  if (UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)); probe) {
+    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
       return Status(Errc::kExists, "detectord: another daemon serves " + path);
-    }
-    close(probe);
   }
   unlink(path.c_str());
   listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
@@ -120,60 +145,83 @@ Status DetectorDaemon::setupSocket() {
   if (rc != 0) return Status::FromErrno(errno, "detectord: bind " + path);
   socketCreated_ = true;
   if (!opts_.group.empty()) {
-    if (chown(path.c_str(), 0, gid) != 0) return Status::FromErrno(errno, "detectord: chown " + path);
+    // Run with that group as the primary one (the unit's Group=) and the socket has it already;
+    // otherwise changing it needs membership or CAP_CHOWN.
+    if (getegid() != gid && chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0)
+      return Status::FromErrno(errno, "detectord: chgrp " + path + " to " + opts_.group +
+                                          " (run with that group, e.g. the unit's Group=)");
     if (chmod(path.c_str(), 0660) != 0) return Status::FromErrno(errno, "detectord: chmod " + path);
   }
   if (listen(listen_.get(), 64) != 0) return Status::FromErrno(errno, "detectord: listen");
   return epollAdd(epoll_.get(), listen_.get(), kListen);
 }
 
-Status DetectorDaemon::setupMetrics() {
-  if (opts_.metricsPort < 0) return Status::Ok();
-  if (opts_.metricsPort > 65535)
-    return Status(Errc::kInvalidArgument, "metrics-port: must be 0..65535");
-  metricsListen_.reset(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!metricsListen_) return Status::FromErrno(errno, "detectord: metrics socket");
-  int one = 1;
-  setsockopt(metricsListen_.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(opts_.metricsPort));
-  if (inet_pton(AF_INET, opts_.metricsAddr.c_str(), &a.sin_addr) != 1)
-    return Status(Errc::kInvalidArgument, "metrics-addr: not an IPv4 address '" + opts_.metricsAddr + "'");
-  if (bind(metricsListen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0)
-    return Status::FromErrno(errno, "detectord: bind metrics port " + std::to_string(opts_.metricsPort));
-  socklen_t len = sizeof(a);
-  getsockname(metricsListen_.get(), reinterpret_cast<sockaddr*>(&a), &len);
-  metricsPort_ = ntohs(a.sin_port);
-  if (listen(metricsListen_.get(), 16) != 0) return Status::FromErrno(errno, "detectord: listen metrics");
-  return epollAdd(epoll_.get(), metricsListen_.get(), kMetrics);
+void DetectorDaemon::pauseAccepting(bool pause) {
+  if (pause == acceptPaused_) return;
+  acceptPaused_ = pause;
+  if (pause) {
+    epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, listen_.get(), nullptr);
+    logJson("warn", {{"msg", "out of descriptors: not accepting until a client leaves"}});
+  } else {
+    (void)epollAdd(epoll_.get(), listen_.get(), kListen);
+  }
 }
 
-void DetectorDaemon::acceptClient() {
-  for (;;) {
+void DetectorDaemon::acceptClients() {
+  for (int i = 0; i < 64; ++i) {  // the rest on the next turn: the loop stays fair
     int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) pauseAccepting(true);
+      return;
+    }
     Client c;
     c.sock.reset(fd);
     ucred cred{};
     socklen_t len = sizeof(cred);
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
-      c.pid = cred.pid;
-      c.uid = static_cast<int>(cred.uid);
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) continue;
+    c.pid = cred.pid;
+    c.uid = cred.uid;
+    const char* refuse = nullptr;
+    if (static_cast<int>(clients_.size()) >= opts_.limits.maxClients)
+      refuse = "total";
+    else if (auto pu = clientsPerUid_.find(c.uid); pu != clientsPerUid_.end() && pu->second >= opts_.limits.maxClientsPerUid)
+      refuse = "per_uid";
+    if (refuse) {
+      metrics_->onClientRefused(refuse);
+      // One line per second at most: a connection flood must not become a log flood.
+      ++refusalsSinceLog_;
+      uint64_t now = monotonicNs();
+      if (now - lastRefusalLogNs_ >= 1'000'000'000ull) {
+        logJson("warn", {{"msg", "connection refused"}, {"reason", refuse}, {"uid", c.uid}, {"pid", c.pid},
+                         {"refused_since_last_line", refusalsSinceLog_}});
+        lastRefusalLogNs_ = now;
+        refusalsSinceLog_ = 0;
+      }
+      continue;
     }
+    // Pending output per client: a client that does not read fills this and is dropped.
+    int sndbuf = opts_.limits.sendBufferBytes;
+    setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
     if (!epollAdd(epoll_.get(), fd, static_cast<uint64_t>(fd)).ok()) continue;
+    c.budget = RequestBudget(opts_.limits.requestsPerSec, opts_.limits.requestBurst, monotonicNs());
+    clientsPerUid_[c.uid]++;
     logJson("info", {{"msg", "client connected"}, {"pid", c.pid}, {"uid", c.uid}});
     clients_.emplace(fd, std::move(c));
+    metrics_->setClients(static_cast<int>(clients_.size()));
   }
 }
 
-void DetectorDaemon::dropClient(int fd, const char* why) {
+void DetectorDaemon::dropClient(int fd, const char* reason, const std::string& detail) {
   auto it = clients_.find(fd);
   if (it == clients_.end()) return;
-  logJson("info", {{"msg", "client gone"}, {"pid", it->second.pid}, {"why", why}});
+  logJson("info", {{"msg", "client gone"}, {"pid", it->second.pid}, {"uid", it->second.uid}, {"why", detail}});
+  if (std::strcmp(reason, "closed") != 0) metrics_->onClientDropped(reason);
   epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, fd, nullptr);
+  if (--clientsPerUid_[it->second.uid] <= 0) clientsPerUid_.erase(it->second.uid);
   std::set<LinkKey> watches = std::move(it->second.watches);
   clients_.erase(it);
+  metrics_->setClients(static_cast<int>(clients_.size()));
+  pauseAccepting(false);
   // Links another client still watches stay; the rest give their slots back (a daemon serving
   // job after job would otherwise run out of its RECCL_LINK_MAX_SLOTS slots).
   for (const auto& k : watches) releaseWatch(k);
@@ -189,123 +237,112 @@ void DetectorDaemon::releaseWatch(const LinkKey& key) {
 }
 
 void DetectorDaemon::onClient(int fd) {
-  // A request with a field of the wrong type ("ifindex":"x") makes nlohmann throw: that client is
-  // dropped, the daemon keeps serving the others.
-  auto it = clients_.find(fd);
-  if (it == clients_.end()) return;
-  for (;;) {
-    auto msg = recvMessage(fd);
+  // At most requestsPerWakeup requests, then the other clients get their turn (epoll is
+  // level-triggered: the rest is read on the next one).
+  for (int i = 0; i < opts_.limits.requestsPerWakeup; ++i) {
+    auto it = clients_.find(fd);
+    if (it == clients_.end()) return;
+    Client& c = it->second;
+    UniqueFd passed;
+    auto msg = recvMessage(fd, &passed, kDaemonMaxRequest);
     if (!msg.ok()) {
       if (msg.status().code() == Errc::kTimeout) return;
-      dropClient(fd, msg.status().message().c_str());
+      const char* reason = msg.status().code() == Errc::kAborted    ? "closed"
+                           : msg.status().code() == Errc::kProtocol ? "malformed"
+                                                                    : "error";
+      dropClient(fd, reason, msg.status().message());
       return;
     }
-    try {
-      handleRequest(it->second, msg.value());
-    } catch (const std::exception& e) {
-      dropClient(fd, "malformed request");
+    if (!c.budget.take(monotonicNs())) {
+      dropClient(fd, "over_rate", "more than " + std::to_string(static_cast<int>(opts_.limits.requestsPerSec)) +
+                                      " requests per second");
       return;
     }
-    if (clients_.find(fd) == clients_.end()) return;
+    auto req = decodeRequest(msg.value());
+    if (!req.ok()) {
+      if (req.status().code() == Errc::kProtocol) {
+        dropClient(fd, "malformed", req.status().message());
+        return;
+      }
+      reply(c, dumpText({{"op", "error"}, {"version", kDaemonProtocolVersion}, {"ok", false},
+                         {"error", req.status().message()}}));
+      continue;
+    }
+    handleRequest(c, req.value(), std::move(passed));
   }
 }
 
-void DetectorDaemon::handleRequest(Client& c, const std::string& text) {
-  json req = json::parse(text, nullptr, false);
-  int fd = c.sock.get();
-  if (req.is_discarded() || !req.is_object() || !req.contains("op") || !req["op"].is_string()) {
-    dropClient(fd, "malformed request");
-    return;
-  }
-  std::string op = req["op"];
-  json reply{{"op", op}};
-  if (op == "hello") {
-    auto st = det_->status();
-    json sources = json::array();
-    for (const auto& s : st.sources) sources.push_back({{"name", s.name}, {"active", s.active}});
-    reply["version"] = kDaemonProtocolVersion;
-    reply["mode"] = st.mode;
-    reply["sources"] = sources;
-  } else if (op == "watch") {
-    WatchSpec spec{req.value("netns", ""), req.value("dev", "")};
-    auto parsed = parseWatchSpec(spec.netns.empty() ? spec.ifname : spec.netns + ":" + spec.ifname);
-    Result<WatchedLink> w = parsed.ok() ? det_->addWatch(spec) : Result<WatchedLink>(parsed.status());
-    if (w.ok()) {
-      c.watches.insert(w->key);
-      reply.update({{"ok", true}, {"slot", w->slot}, {"netns_ino", w->key.netnsIno},
-                    {"ifindex", w->key.ifindex}, {"ifname", w->ifname}});
-    } else {
-      reply.update({{"ok", false}, {"error", w.status().message()}});
-    }
-  } else if (op == "unwatch") {
-    LinkKey k{req.value("netns_ino", 0u), req.value("ifindex", 0u)};
-    bool had = c.watches.erase(k) > 0;
-    reply["ok"] = had;
-    if (!had) reply["error"] = "link not watched by this client";
-    if (had) releaseWatch(k);
-  } else if (op == "ping") {
-    // Liveness: answered from the same loop that delivers events, so a pong proves both work.
-    reply["seq"] = req.contains("seq") && req["seq"].is_number_unsigned() ? req["seq"].get<uint64_t>() : 0;
-  } else if (op == "status") {
-    std::string s = statusToJson(det_->status(), static_cast<int>(clients_.size()));
-    if (!sendMessage(fd, s).ok()) dropClient(fd, "send failed");
-    return;
-  } else if (op == "map") {
-    auto mfd = det_->linkStateShareFd();
-    if (mfd.ok()) {
-      reply.update({{"ok", true}, {"slots", RECCL_LINK_MAX_SLOTS}, {"slot_size", sizeof(reccl_link_slot)}});
-      if (!sendMessage(fd, reply.dump(), mfd->get()).ok()) dropClient(fd, "send failed");
-      return;
-    }
-    reply.update({{"ok", false}, {"error", mfd.status().message()}});
-  } else {
-    reply.update({{"ok", false}, {"error", "unknown op '" + op + "'"}});
-  }
-  if (!sendMessage(fd, reply.dump()).ok()) dropClient(fd, "send failed");
+void DetectorDaemon::reply(Client& c, const std::string& text, int fd) {
+  if (Status st = sendMessage(c.sock.get(), text, fd); !st.ok()) dropClient(c.sock.get(), "not_reading", st.message());
 }
 
-void DetectorDaemon::serveMetrics() {
-  for (;;) {
-    int fd = accept4(metricsListen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) return;
-    UniqueFd conn(fd);
-    // Small, bounded exchange: a client that does not send its request line in 200 ms is dropped.
-    char buf[2048];
-    size_t got = 0;
-    Deadline dl = Deadline::afterMs(200);
-    while (got < sizeof(buf) - 1 && !dl.expired()) {
-      pollfd p{fd, POLLIN, 0};
-      if (poll(&p, 1, dl.remainingMsForPoll()) <= 0) break;
-      ssize_t n = read(fd, buf + got, sizeof(buf) - 1 - got);
-      if (n <= 0) break;
-      got += static_cast<size_t>(n);
-      buf[got] = 0;
-      if (std::strstr(buf, "\r\n\r\n") || std::strstr(buf, "\n\n")) break;
+std::string DetectorDaemon::watchReply(Client& c, const DaemonRequest& req, UniqueFd nsFd) {
+  json r{{"op", "watch"}, {"version", kDaemonProtocolVersion}};
+  auto refuse = [&](const std::string& why) {
+    r.update({{"ok", false}, {"error", why}});
+    return dumpText(r);
+  };
+  // The daemon opens no path a client names: the namespace comes as a descriptor the client
+  // opened with its own rights. A path alone is refused the same way whatever it names.
+  if (!nsFd) return refuse("watch: pass the namespace as an open descriptor with the request (SCM_RIGHTS)");
+  if (c.watches.size() >= opts_.limits.maxWatches)
+    return refuse("watch: this client watches " + std::to_string(c.watches.size()) + " links, the most allowed");
+  auto ns = netnsFromFd(std::move(nsFd), req.watch.netns);
+  if (!ns.ok()) return refuse(ns.status().message());
+  auto w = det_->addWatch(req.watch, std::move(ns).value());
+  if (!w.ok()) return refuse(w.status().message());
+  c.watches.insert(w->key);
+  r.update({{"ok", true}, {"slot", w->slot}, {"netns_ino", w->key.netnsIno}, {"ifindex", w->key.ifindex},
+            {"ifname", w->ifname}});
+  return dumpText(r);
+}
+
+void DetectorDaemon::handleRequest(Client& c, const DaemonRequest& req, UniqueFd nsFd) {
+  json r{{"op", daemonOpName(req.op)}, {"version", kDaemonProtocolVersion}};
+  switch (req.op) {
+    case DaemonOp::kHello: {
+      auto st = det_->status();
+      r["mode"] = st.mode;
+      r["sources"] = sourcesJson(st, false);
+      break;
     }
-    buf[got] = 0;
-    std::string resp;
-    if (std::strncmp(buf, "GET /metrics", 12) == 0) {
-      std::string body = metrics_.render(det_->status(), static_cast<int>(clients_.size()));
-      resp = "HTTP/1.0 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: " +
-             std::to_string(body.size()) + "\r\n\r\n" + body;
-    } else {
-      resp = "HTTP/1.0 404 Not Found\r\nContent-Length: 10\r\n\r\nnot found\n";
+    case DaemonOp::kWatch:
+      reply(c, watchReply(c, req, std::move(nsFd)));
+      return;
+    case DaemonOp::kUnwatch: {
+      bool had = c.watches.erase(req.link) > 0;
+      r["ok"] = had;
+      if (!had) r["error"] = "link not watched by this client";
+      if (had) releaseWatch(req.link);
+      break;
     }
-    size_t off = 0;
-    while (off < resp.size()) {
-      ssize_t n = send(fd, resp.data() + off, resp.size() - off, MSG_NOSIGNAL);
-      if (n <= 0) break;
-      off += static_cast<size_t>(n);
+    case DaemonOp::kPing:
+      // Liveness: answered from the same loop that delivers events, so a pong proves both work.
+      r["seq"] = req.seq;
+      break;
+    case DaemonOp::kStatus:
+      reply(c, statusToJson(det_->status(), static_cast<int>(clients_.size())));
+      return;
+    case DaemonOp::kMap: {
+      auto mfd = det_->linkStateShareFd();
+      if (mfd.ok()) {
+        r.update({{"ok", true}, {"slots", RECCL_LINK_MAX_SLOTS}, {"slot_size", sizeof(reccl_link_slot)}});
+        reply(c, dumpText(r), mfd->get());
+        return;
+      }
+      r.update({{"ok", false}, {"error", mfd.status().message()}});
+      break;
     }
   }
+  reply(c, dumpText(r));
 }
 
 void DetectorDaemon::deliverEvents() {
   uint64_t now = monotonicNs();
   for (const auto& e : det_->drain()) {
-    metrics_.onEvent(e, now);
+    metrics_->onEvent(e, now);
     std::string msg = eventToJson(e);
-    logJson("info", json::parse(msg));
+    logJson("info", json::parse(msg, nullptr, false));
     std::vector<int> failed;
     for (auto& [fd, c] : clients_) {
       if (!c.watches.count(e.link)) continue;
@@ -313,7 +350,7 @@ void DetectorDaemon::deliverEvents() {
       // allowed to stall every other client.
       if (!sendMessage(fd, msg).ok()) failed.push_back(fd);
     }
-    for (int fd : failed) dropClient(fd, "not reading events");
+    for (int fd : failed) dropClient(fd, "not_reading", "not reading events");
   }
 }
 
@@ -333,9 +370,7 @@ Status DetectorDaemon::run() {
         logJson("info", {{"msg", "stopping"}, {"signal", strsignal(static_cast<int>(si.ssi_signo))}});
         return Status::Ok();
       } else if (t == kListen) {
-        acceptClient();
-      } else if (t == kMetrics) {
-        serveMetrics();
+        acceptClients();
       } else if (t == kEvents) {
         deliverEvents();
       } else {

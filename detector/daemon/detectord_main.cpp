@@ -16,9 +16,10 @@ int main(int argc, char** argv) {
       "EXAMPLES:\n"
       "  reccl-detectord                                   # defaults, metrics on 127.0.0.1:9464\n"
       "  reccl-detectord --group reccl --metrics-port 9470\n"
+      "  reccl-detectord --metrics-addr :: --metrics-port 9464   # scraped from other hosts\n"
       "  reccl-detectord --source netlink --watch tb1-h0:rail0\n\n"
       "Logs are JSON lines on stdout. Exit: 0 after SIGTERM/SIGINT, 1 failed, 64 usage,\n"
-      "77 when no source can work here.");
+      "77 when no source can work here. Protocol, metrics and the systemd unit: docs/detector.md.");
   DaemonOptions opts;
   opts.detector = DetectorOptions::fromEnv();
   opts.socketPath = reccl::params::DetectordSocket();
@@ -30,12 +31,23 @@ int main(int argc, char** argv) {
   opts.detector.realtimePriority = 10;
   app.add_option("--socket", opts.socketPath, "unix socket clients connect to")->capture_default_str();
   app.add_option("--group", opts.group, "group allowed to connect besides root (socket mode 0660)");
-  app.add_option("--metrics-port", opts.metricsPort, "Prometheus /metrics on 127.0.0.1:PORT; 0 any free port, -1 off")
+  int metricsPort = opts.metricsServer.port;
+  app.add_option("--metrics-port", metricsPort, "Prometheus /metrics on ADDR:PORT; 0 any free port, -1 off")
       ->capture_default_str();
+  app.add_option("--metrics-addr", opts.metricsServer.address, "address /metrics listens on (IPv4 or IPv6 literal)")
+      ->capture_default_str();
+  app.add_option("--max-watches-per-client", opts.limits.maxWatches, "links one client may watch at once")
+      ->capture_default_str();
+  app.add_option("--max-requests-per-sec", opts.limits.requestsPerSec,
+                 "a client sending more (after a burst of twice as many) is disconnected")
+      ->capture_default_str();
+  app.add_option("--max-clients-per-uid", opts.limits.maxClientsPerUid, "connections one user may hold at once")
+      ->capture_default_str();
+  app.add_option("--max-clients", opts.limits.maxClients, "connections at once, all users")->capture_default_str();
   app.add_option("--source", source, "auto, bpf or netlink")->capture_default_str();
   app.add_option("--watch", watch, "links watched from the start: [NETNS:]IF");
   app.add_option("--hold-down-ms", holdDownMs, "a link must stay up this long before LinkUp")->capture_default_str();
-  app.add_option("--rt-priority", opts.detector.realtimePriority, "SCHED_FIFO priority of the detector thread, 0 off")
+  app.add_option("--rt-priority", opts.detector.realtimePriority, "SCHED_FIFO priority of the detector thread, 0 off (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= it: the unit sets LimitRTPRIO)")
       ->capture_default_str();
   app.add_flag("-v,--verbose", verbose, "log at INFO level");
   try {
@@ -60,6 +72,13 @@ int main(int argc, char** argv) {
     return 64;
   }
   opts.detector.mode = mode.value();
+  if (metricsPort < -1 || metricsPort > 65535) {
+    std::fprintf(stderr, "reccl-detectord: metrics-port: must be -1..65535\n");
+    return 64;
+  }
+  opts.metrics = metricsPort >= 0;
+  opts.metricsServer.port = metricsPort < 0 ? 0 : metricsPort;
+  opts.limits.requestBurst = 2 * opts.limits.requestsPerSec;
   if (holdDownMs < 0) {
     std::fprintf(stderr, "reccl-detectord: hold-down-ms: must be >= 0\n");
     return 64;

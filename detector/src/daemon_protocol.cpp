@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -34,13 +35,15 @@ Status sendMessage(int sock, const std::string& text, int fd) {
   }
 }
 
-Result<std::string> recvMessage(int sock, UniqueFd* fd) {
-  std::string buf(kDaemonMaxMessage, '\0');
+Result<std::string> recvMessage(int sock, UniqueFd* fd, size_t maxBytes) {
+  // One byte more than allowed, so an over-long message shows as MSG_TRUNC even at the limit.
+  std::string buf(std::min(maxBytes, kDaemonMaxMessage) + 1, '\0');
   iovec iov{buf.data(), buf.size()};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  // Room for a few descriptors, so that a sender's extra ones arrive here and are closed.
+  alignas(cmsghdr) char ctl[CMSG_SPACE(4 * sizeof(int))] = {};
   msg.msg_control = ctl;
   msg.msg_controllen = sizeof(ctl);
   ssize_t n;
@@ -52,23 +55,110 @@ Result<std::string> recvMessage(int sock, UniqueFd* fd) {
     return Status::FromErrno(errno, "detectord: recv");
   }
   if (n == 0) return Status(Errc::kAborted, "detectord: peer closed the connection");
+  // Every descriptor received is owned here: the first goes to *fd, the rest are closed (a
+  // message carries at most one; more is a protocol error, never a leak).
+  size_t fds = 0;
   for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < count; ++i, ++fds) {
       int got;
-      std::memcpy(&got, CMSG_DATA(c), sizeof(int));
-      if (fd)
+      std::memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+      if (fd && fds == 0)
         fd->reset(got);
       else
         close(got);
     }
   }
-  if (msg.msg_flags & MSG_TRUNC) return Status(Errc::kProtocol, "detectord: message truncated");
+  if (fds > 1) {
+    if (fd) fd->reset();
+    return Status(Errc::kProtocol, "detectord: more than one descriptor in a message");
+  }
+  // The kernel closed the descriptors that did not fit.
+  if (msg.msg_flags & MSG_CTRUNC) return Status(Errc::kProtocol, "detectord: more than one descriptor in a message");
+  if ((msg.msg_flags & MSG_TRUNC) || static_cast<size_t>(n) > maxBytes)
+    return Status(Errc::kProtocol, "detectord: message longer than " + std::to_string(maxBytes) + " bytes");
   buf.resize(static_cast<size_t>(n));
   return buf;
 }
 
+namespace {
+// Names come from the kernel (interface names) and need not be UTF-8: replaced, never a throw.
+std::string dumpText(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// The keys are known, their types are checked with the json's own is_*(): nothing here throws
+// on a well-formed JSON text, and whatever is not a well-formed object is kProtocol.
+Result<uint64_t> uintField(const json& j, const char* key, bool required) {
+  if (!j.contains(key)) {
+    if (required) return Status(Errc::kProtocol, std::string("detectord: request without '") + key + "'");
+    return uint64_t{0};
+  }
+  const json& v = j[key];
+  if (!v.is_number_unsigned() && !(v.is_number_integer() && v.get<int64_t>() >= 0))
+    return Status(Errc::kProtocol, std::string("detectord: '") + key + "' is not a non-negative integer");
+  return v.get<uint64_t>();
+}
+
+Result<std::string> stringField(const json& j, const char* key) {
+  if (!j.contains(key)) return std::string();
+  if (!j[key].is_string()) return Status(Errc::kProtocol, std::string("detectord: '") + key + "' is not a string");
+  return j[key].get<std::string>();
+}
+}  // namespace
+
+const char* daemonOpName(DaemonOp op) {
+  switch (op) {
+    case DaemonOp::kHello: return "hello";
+    case DaemonOp::kWatch: return "watch";
+    case DaemonOp::kUnwatch: return "unwatch";
+    case DaemonOp::kStatus: return "status";
+    case DaemonOp::kMap: return "map";
+    case DaemonOp::kPing: return "ping";
+  }
+  return "?";
+}
+
+Result<DaemonRequest> decodeRequest(std::string_view text) {
+  json j = json::parse(text.begin(), text.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status(Errc::kProtocol, "detectord: request is not a JSON object");
+  if (!j.contains("op") || !j["op"].is_string()) return Status(Errc::kProtocol, "detectord: request without an 'op' string");
+  const std::string& op = j["op"].get_ref<const std::string&>();
+  DaemonRequest r;
+  if (op == "hello") {
+    r.op = DaemonOp::kHello;
+    RECCL_ASSIGN_OR_RETURN(uint64_t v, uintField(j, "version", false));
+    r.version = static_cast<int>(std::min<uint64_t>(v, INT32_MAX));
+  } else if (op == "watch") {
+    r.op = DaemonOp::kWatch;
+    RECCL_ASSIGN_OR_RETURN(r.watch.netns, stringField(j, "netns"));
+    RECCL_ASSIGN_OR_RETURN(r.watch.ifname, stringField(j, "dev"));
+    if (r.watch.netns.size() > kDaemonMaxNetnsLabel)
+      return Status(Errc::kInvalidArgument, "netns: name longer than " + std::to_string(kDaemonMaxNetnsLabel) + " bytes");
+    // The device name is checked like a command-line watch ("dev: bad interface name").
+    RECCL_TRY(parseWatchSpec(r.watch.ifname).status());
+  } else if (op == "unwatch") {
+    r.op = DaemonOp::kUnwatch;
+    RECCL_ASSIGN_OR_RETURN(uint64_t ino, uintField(j, "netns_ino", true));
+    RECCL_ASSIGN_OR_RETURN(uint64_t ifindex, uintField(j, "ifindex", true));
+    if (ino > UINT32_MAX || ifindex > UINT32_MAX)
+      return Status(Errc::kInvalidArgument, "unwatch: netns_ino or ifindex out of range");
+    r.link = {static_cast<uint32_t>(ino), static_cast<uint32_t>(ifindex)};
+  } else if (op == "status") {
+    r.op = DaemonOp::kStatus;
+  } else if (op == "map") {
+    r.op = DaemonOp::kMap;
+  } else if (op == "ping") {
+    r.op = DaemonOp::kPing;
+    RECCL_ASSIGN_OR_RETURN(r.seq, uintField(j, "seq", false));
+  } else {
+    return Status(Errc::kInvalidArgument, "unknown op '" + op.substr(0, 64) + "'");
+  }
+  return r;
+}
+
 std::string eventToJson(const LinkEvent& e) {
   json j{{"op", "event"},
+         {"version", kDaemonProtocolVersion},
          {"type", linkEventTypeName(e.type)},
          {"netns", e.netns},
          {"netns_ino", e.link.netnsIno},
@@ -81,7 +171,7 @@ std::string eventToJson(const LinkEvent& e) {
          {"emit_ns", e.emitNs},
          {"penalty", e.penalty},
          {"flaps", e.flaps}};
-  return j.dump();
+  return dumpText(j);
 }
 
 namespace {
@@ -126,7 +216,7 @@ Result<LinkEvent> eventFromJson(const std::string& text) {
 }
 
 std::string statusToJson(const DetectorStatus& st, int clients) {
-  json j{{"op", "status"}, {"mode", st.mode}, {"clients", clients}};
+  json j{{"op", "status"}, {"version", kDaemonProtocolVersion}, {"mode", st.mode}, {"clients", clients}};
   json sources = json::array();
   for (const auto& s : st.sources) sources.push_back({{"name", s.name}, {"active", s.active}, {"reason", s.reason}});
   j["sources"] = sources;
@@ -161,7 +251,7 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                    {"debounced", c.stateMachine.debounced},
                    {"stale", c.stateMachine.stale},
                    {"suppressed_ups", c.stateMachine.suppressedUps}};
-  return j.dump();
+  return dumpText(j);
 }
 
 }  // namespace reccl::detector

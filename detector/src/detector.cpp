@@ -177,12 +177,13 @@ void Detector::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-Result<Detector::NetnsCtx*> Detector::netnsFor(const std::string& spec) {
-  RECCL_ASSIGN_OR_RETURN(Netns ns, openNetns(spec));
+Result<Detector::NetnsCtx*> Detector::netnsFor(Netns ns, const std::string& spec) {
   for (auto& c : netns_)
-    if (c->ns.ino == ns.ino) return c.get();
+    if (c && c->ns.ino == ns.ino) return c.get();
   auto ctx = std::make_unique<NetnsCtx>();
-  ctx->index = static_cast<uint32_t>(netns_.size());
+  size_t index = 0;
+  while (index < netns_.size() && netns_[index]) ++index;
+  ctx->index = static_cast<uint32_t>(index);
   int fd = ns.fd.valid() ? ns.fd.get() : -1;
   auto q = RtnlLinkQuery::open(fd);
   if (!q.ok()) {
@@ -196,13 +197,32 @@ Result<Detector::NetnsCtx*> Detector::netnsFor(const std::string& spec) {
     RECCL_TRY(epollAdd(ctx->rtnl->fd(), tag(kTagRtnl, ctx->index)));
   }
   ctx->ns = std::move(ns);
-  netns_.push_back(std::move(ctx));
-  return netns_.back().get();
+  if (index == netns_.size()) netns_.emplace_back();
+  netns_[index] = std::move(ctx);
+  return netns_[index].get();
+}
+
+void Detector::releaseNetnsIfUnused(NetnsCtx* ctx) {
+  for (const auto& [k, w] : watches_)
+    if (w->ctx == ctx) return;
+  if (ctx->rtnl) epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, ctx->rtnl->fd(), nullptr);
+  netns_[ctx->index].reset();
 }
 
 Result<WatchedLink> Detector::addWatch(const WatchSpec& spec) {
+  RECCL_ASSIGN_OR_RETURN(Netns ns, openNetns(spec.netns));
+  return addWatch(spec, std::move(ns));
+}
+
+Result<WatchedLink> Detector::addWatch(const WatchSpec& spec, Netns ns) {
   std::lock_guard lk(mu_);
-  RECCL_ASSIGN_OR_RETURN(NetnsCtx * ctx, netnsFor(spec.netns));
+  RECCL_ASSIGN_OR_RETURN(NetnsCtx * ctx, netnsFor(std::move(ns), spec.netns));
+  auto r = addWatchIn(ctx, spec);
+  if (!r.ok()) releaseNetnsIfUnused(ctx);
+  return r;
+}
+
+Result<WatchedLink> Detector::addWatchIn(NetnsCtx* ctx, const WatchSpec& spec) {
   auto info = ctx->query->byName(spec.ifname);
   if (!info.ok()) {
     if (info.status().code() == Errc::kNotFound)
@@ -277,7 +297,9 @@ Status Detector::removeWatch(LinkKey key) {
   __atomic_fetch_add(&slots_[w.info.slot].epoch, 1, __ATOMIC_RELEASE);
   slotUsed_[w.info.slot] = false;
   sm_.removeLink(key);
+  NetnsCtx* ctx = w.ctx;
   watches_.erase(it);
+  releaseNetnsIfUnused(ctx);
   return Status::Ok();
 }
 
@@ -432,7 +454,7 @@ void Detector::run() {
             if (bpf_) bpf_->consume();
             break;
           case kTagRtnl: {
-            if (arg >= netns_.size() || !netns_[arg]->rtnl) break;
+            if (arg >= netns_.size() || !netns_[arg] || !netns_[arg]->rtnl) break;
             std::vector<LinkSignal> sigs;
             uint64_t now = monotonicNs();
             Status st = netns_[arg]->rtnl->drain(now, sigs);
@@ -568,7 +590,7 @@ DetectorStatus Detector::status() const {
   if (bpf_) st.counters.bpf = bpf_->counters();
   st.counters.stateMachine = sm_.counters();
   for (const auto& c : netns_)
-    if (c->rtnl) st.counters.rtnlOverruns += c->rtnl->overruns();
+    if (c && c->rtnl) st.counters.rtnlOverruns += c->rtnl->overruns();
   return st;
 }
 

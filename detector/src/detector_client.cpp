@@ -13,6 +13,7 @@
 
 #include "reccl/common/deadline.h"
 #include "reccl/detector/daemon_protocol.h"
+#include "reccl/detector/netns.h"
 
 namespace reccl::detector {
 
@@ -123,15 +124,18 @@ Status DetectorClient::keepAlive(int periodMs, int deadlineMs) {
   return Status::Ok();
 }
 
-Result<std::string> DetectorClient::request(const std::string& text, const std::string& op, UniqueFd* fd) {
-  RECCL_TRY(sendMessage(sock_.get(), text));
+Result<std::string> DetectorClient::request(const std::string& text, const std::string& op, UniqueFd* fd, int sendFd) {
+  RECCL_TRY(sendMessage(sock_.get(), text, sendFd));
   std::string reply;
   RECCL_TRY(pump(timeoutMs_, op, &reply, fd));
   return reply;
 }
 
 Result<WatchedLink> DetectorClient::watch(const WatchSpec& spec) {
-  RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "watch"}, {"netns", spec.netns}, {"dev", spec.ifname}}.dump(), "watch"));
+  // The namespace travels as a descriptor opened here, with this process's own rights.
+  RECCL_ASSIGN_OR_RETURN(UniqueFd ns, openNetnsFd(spec.netns));
+  RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "watch"}, {"netns", spec.netns}, {"dev", spec.ifname}}.dump(),
+                                                "watch", nullptr, ns.get()));
   try {
     return watchReply(spec, r);
   } catch (const std::exception& e) {  // a field of the wrong type

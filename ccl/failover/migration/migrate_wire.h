@@ -47,7 +47,7 @@ enum class MigrateReason : uint8_t {
   kFailBack = 4,
   kRebalance = 5,
   kDegraded = 6,
-  // Not a migration: opens an idle standby path for the connection (migrate.cpp, standby.cpp).
+  // Not a migration: opens an idle standby path for the connection (migration/, standby/).
   // The request's epoch is a placeholder of the initiator's parity; nothing is committed.
   kStandby = 7,
 };

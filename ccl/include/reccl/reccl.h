@@ -3,15 +3,42 @@
  * The C API mirrors NCCL's names and argument order (ncclX -> recclX), so code written for NCCL
  * ports by renaming. Buffers are host memory unless a CUDA build is used; `stream` may be NULL,
  * in which case a call returns when the operation has completed on this rank. No C++ exception
- * ever crosses this boundary. */
+ * ever crosses this boundary.
+ *
+ * Threads (NCCL's rules, stated):
+ * - A communicator is used by one thread at a time: two threads must not call into the same
+ *   recclComm_t at once. Different communicators may be used from different threads at once.
+ * - Exceptions: recclCommAbort may be called from any thread at any time, also while another
+ *   thread is inside a call on the same communicator (that call returns recclAborted, and the
+ *   handle must not be used after recclCommAbort returned); recclCommGetAsyncError,
+ *   recclCommCount, recclCommUserRank and recclCommGetStats may be called from any thread
+ *   while another uses the communicator.
+ * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
+ *   that opened it.
+ * - recclGetLastError reports the last failed call of the calling thread.
+ * - recclGetVersion, recclGetErrorString, recclGetUniqueId and the init calls are safe from any
+ *   thread; ranks of one communicator may be initialized by threads of one process (as
+ *   recclCommInitAll does), each with its own handle.
+ * - A non-blocking communicator (recclConfig_t.blocking = 0) takes no collective until
+ *   recclCommGetAsyncError reported recclSuccess for it; recclCommDestroy waits for work it
+ *   still runs, recclCommAbort does not.
+ * - Fork: a child process must not use communicators its parent created. */
 #ifndef RECCL_H_
 #define RECCL_H_
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* What libreccl.so exports (it is built with hidden visibility). */
+#if defined(__GNUC__)
+#define RECCL_API __attribute__((visibility("default")))
+#else
+#define RECCL_API
 #endif
 
 #define RECCL_MAJOR 0
@@ -67,6 +94,34 @@ typedef struct recclComm* recclComm_t;
  * cudaStream_t cast to recclStream_t. */
 typedef struct recclStream* recclStream_t;
 
+/* Settings of recclCommInitRankConfig and recclCommSplit, versioned like NCCL's ncclConfig_t:
+ * always start from RECCL_CONFIG_INITIALIZER, then set fields. `size`, `magic` and `version`
+ * let the library read a struct compiled against an older header (fields are only appended).
+ * RECCL_CONFIG_UNDEF_INT leaves a setting to its RECCL_* variable (`reccl params`). */
+#define RECCL_CONFIG_UNDEF_INT INT_MIN
+#define RECCL_CONFIG_MAGIC 0x7ecc1c0fu
+typedef struct {
+  size_t size;          /* sizeof(recclConfig_t) */
+  unsigned int magic;   /* RECCL_CONFIG_MAGIC */
+  unsigned int version; /* RECCL_VERSION_CODE of the header compiled against */
+  /* 1 (the default): init returns when the communicator is ready. 0: init checks its
+   * arguments, returns recclInProgress and goes on in the background; recclCommGetAsyncError
+   * reports recclInProgress until it finished, then its result. recclCommFinalize likewise. */
+  int blocking;
+  int nChannels;          /* RECCL_NCHANNELS: channels per peer connection, 0..16 (0: one per NIC) */
+  int timeoutMs;          /* RECCL_TIMEOUT_MS: a collective's deadline to make progress, >= 1 */
+  int bootstrapTimeoutMs; /* RECCL_BOOTSTRAP_TIMEOUT_MS: rendezvous and set-up deadline, >= 1 */
+  const char* commName;   /* shown in log lines; NULL: none (copied at init) */
+} recclConfig_t;
+#define RECCL_CONFIG_INITIALIZER                                                             \
+  {                                                                                          \
+    sizeof(recclConfig_t), RECCL_CONFIG_MAGIC, RECCL_VERSION_CODE, RECCL_CONFIG_UNDEF_INT,   \
+        RECCL_CONFIG_UNDEF_INT, RECCL_CONFIG_UNDEF_INT, RECCL_CONFIG_UNDEF_INT, NULL         \
+  }
+
+/* recclCommSplit's color for a rank that joins no new communicator (it gets NULL). */
+#define RECCL_SPLIT_NOCOLOR (-1)
+
 /* The link-fault source a communicator's monitor uses now (recclCommStats_t.faultSource).
  * Socket errors and the stall check run besides every one of them. */
 typedef enum {
@@ -120,56 +175,86 @@ typedef struct {
   uint64_t lastMigrationResumeNs;
 } recclCommStats_t;
 
-recclResult_t recclGetVersion(int* version);
-const char* recclGetErrorString(recclResult_t result);
+RECCL_API recclResult_t recclGetVersion(int* version);
+RECCL_API const char* recclGetErrorString(recclResult_t result);
 /* "none", "in-band", "nic-poll", "rtnetlink", "bpf", "daemon"; "unknown" otherwise. */
-const char* recclGetFaultSourceString(recclFaultSource_t source);
+RECCL_API const char* recclGetFaultSourceString(recclFaultSource_t source);
 /* Human-readable text of the last error on this thread ("" when none). */
-const char* recclGetLastError(recclComm_t comm);
+RECCL_API const char* recclGetLastError(recclComm_t comm);
 
-recclResult_t recclGetUniqueId(recclUniqueId* uniqueId);
-recclResult_t recclCommInitRank(recclComm_t* comm, int nranks, recclUniqueId commId, int rank);
-/* Initializes from the launcher's environment: RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT
- * (torchrun), OMPI_COMM_WORLD_*, PMI_*, SLURM_*. */
-recclResult_t recclCommInitFromEnv(recclComm_t* comm);
+/* Starts a rendezvous in this process and describes it in uniqueId: hand the id to every rank
+ * (any process, any host that reaches this one, e.g. through MPI_Bcast), each of which calls
+ * recclCommInitRank with it. The id carries a random key: whoever holds it may join. It serves
+ * one communicator, and until RECCL_BOOTSTRAP_TIMEOUT_MS passed. */
+RECCL_API recclResult_t recclGetUniqueId(recclUniqueId* uniqueId);
+/* Joins the communicator of uniqueId as `rank` of `nranks`; returns when every rank joined. */
+RECCL_API recclResult_t recclCommInitRank(recclComm_t* comm, int nranks, recclUniqueId commId, int rank);
+/* recclCommInitRank with settings (NULL: the defaults); config->blocking = 0 makes it
+ * non-blocking (recclInProgress; see recclConfig_t). */
+RECCL_API recclResult_t recclCommInitRankConfig(recclComm_t* comm, int nranks, recclUniqueId commId, int rank,
+                                      recclConfig_t* config);
+/* Initializes from the launcher's environment, with no address to set by hand where the
+ * launcher knows one: torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm's srun
+ * (SLURM_PROCID/SLURM_NTASKS; the step's first node and a port from the job and step ids),
+ * Open MPI's mpirun and other PMIx launchers (OMPI_COMM_WORLD_*; rank 0's address shared through
+ * PMIx), PMI_*. RECCL_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT override the address. A
+ * setting that is missing is recclInvalidUsage with a message naming what to set. */
+RECCL_API recclResult_t recclCommInitFromEnv(recclComm_t* comm);
 /* Creates ndev communicators in this process (one per rank, ranks as threads): for tests. */
-recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist);
-recclResult_t recclCommDestroy(recclComm_t comm);
+RECCL_API recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist);
+/* Splits comm (collective over all its ranks): ranks that pass one color form a new
+ * communicator, ordered by key, then by rank in comm. RECCL_SPLIT_NOCOLOR: *newcomm = NULL.
+ * config NULL: the child has comm's settings. The exchange over comm blocks; the child's init
+ * follows config->blocking. */
+RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm, recclConfig_t* config);
+/* Waits until every rank of comm finalized it (so all work on it is done everywhere), then
+ * takes no more work; recclCommDestroy follows. Collective. Non-blocking communicators return
+ * recclInProgress and report the end through recclCommGetAsyncError. */
+RECCL_API recclResult_t recclCommFinalize(recclComm_t comm);
+RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
 /* Stops all work on comm, releases it and returns promptly; safe from any thread. */
-recclResult_t recclCommAbort(recclComm_t comm);
-recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError);
-recclResult_t recclCommCount(const recclComm_t comm, int* count);
-recclResult_t recclCommUserRank(const recclComm_t comm, int* rank);
-recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats);
+RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
+/* The communicator's first fatal error (recclSuccess if none); recclInProgress while a
+ * non-blocking init or finalize still runs. */
+RECCL_API recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError);
+RECCL_API recclResult_t recclCommCount(const recclComm_t comm, int* count);
+RECCL_API recclResult_t recclCommUserRank(const recclComm_t comm, int* rank);
+RECCL_API recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats);
 
-recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+RECCL_API recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              recclDataType_t datatype, recclRedOp_t op, recclComm_t comm,
                              recclStream_t stream);
-recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+RECCL_API recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                              recclDataType_t datatype, int root, recclComm_t comm,
                              recclStream_t stream);
-recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count,
+/* In place: recclBroadcast(buff, buff, ...), as NCCL's legacy ncclBcast. */
+RECCL_API recclResult_t recclBcast(void* buff, size_t count, recclDataType_t datatype, int root, recclComm_t comm,
+                         recclStream_t stream);
+RECCL_API recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count,
                           recclDataType_t datatype, recclRedOp_t op, int root, recclComm_t comm,
                           recclStream_t stream);
 /* sendcount elements per rank; recvbuff holds nranks * sendcount. */
-recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+RECCL_API recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
                              recclDataType_t datatype, recclComm_t comm, recclStream_t stream);
 /* recvcount elements per rank; sendbuff holds nranks * recvcount. */
-recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+RECCL_API recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                  recclDataType_t datatype, recclRedOp_t op, recclComm_t comm,
                                  recclStream_t stream);
-/* count elements to each peer; both buffers hold nranks * count. */
-recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+/* count elements to each peer; both buffers hold nranks * count. NCCL's ncclAlltoAll. */
+RECCL_API recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             recclDataType_t datatype, recclComm_t comm, recclStream_t stream);
-recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer,
+/* The earlier spelling of recclAlltoAll, kept for programs written against it. */
+RECCL_API recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
+                            recclDataType_t datatype, recclComm_t comm, recclStream_t stream);
+RECCL_API recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer,
                         recclComm_t comm, recclStream_t stream);
-recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, int peer,
+RECCL_API recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, int peer,
                         recclComm_t comm, recclStream_t stream);
-recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
+RECCL_API recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
 
 /* Sends and receives between GroupStart and GroupEnd are issued together (deadlock-free). */
-recclResult_t recclGroupStart(void);
-recclResult_t recclGroupEnd(void);
+RECCL_API recclResult_t recclGroupStart(void);
+RECCL_API recclResult_t recclGroupEnd(void);
 
 #ifdef __cplusplus
 }

@@ -1,6 +1,11 @@
 // Thin C++ layer over the C API: an owning communicator handle and typed calls. Errors are
 // returned as recclResult_t (no exceptions), with the message from recclGetLastError.
+// Needs C++20 (std::span); the C API in reccl.h needs only C99 or C++11.
 #pragma once
+
+#if !defined(__cplusplus) || __cplusplus < 202002L
+#error "reccl.hpp needs C++20 (compile with -std=c++20); C and older C++ use reccl/reccl.h"
+#endif
 
 #include <cstdint>
 #include <span>
@@ -46,6 +51,22 @@ class Communicator {
     if (r == recclSuccess) *out = Communicator(c);
     return r;
   }
+  // Rank `rank` of `nranks` at the rendezvous of `id` (recclGetUniqueId on one rank, handed to
+  // all); config may be NULL.
+  static recclResult_t init(Communicator* out, int nranks, const recclUniqueId& id, int rank,
+                            recclConfig_t* config = nullptr) {
+    recclComm_t c = nullptr;
+    recclResult_t r = recclCommInitRankConfig(&c, nranks, id, rank, config);
+    if (c) *out = Communicator(c);  // also when recclInProgress (non-blocking config)
+    return r;
+  }
+  // Collective over this communicator's ranks; *out is empty for RECCL_SPLIT_NOCOLOR.
+  recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
+    recclComm_t c = nullptr;
+    recclResult_t r = recclCommSplit(comm_, color, key, &c, config);
+    *out = Communicator(c);
+    return r;
+  }
 
   recclComm_t get() const { return comm_; }
   explicit operator bool() const { return comm_ != nullptr; }
@@ -62,6 +83,17 @@ class Communicator {
   void reset() {
     if (comm_) recclCommDestroy(comm_);
     comm_ = nullptr;
+  }
+  // Collective: every rank's work on it is done; only destruction may follow.
+  recclResult_t finalize() { return recclCommFinalize(comm_); }
+  recclResult_t asyncError() const {
+    recclResult_t e = recclSuccess;
+    recclResult_t r = recclCommGetAsyncError(comm_, &e);
+    return r == recclSuccess ? e : r;
+  }
+  recclResult_t stats(recclCommStats_t* out) const {
+    out->size = sizeof(*out);
+    return recclCommGetStats(comm_, out);
   }
   recclResult_t abort() {
     recclResult_t r = comm_ ? recclCommAbort(comm_) : recclSuccess;
@@ -80,7 +112,15 @@ class Communicator {
   }
   template <typename T>
   recclResult_t allGather(std::span<const T> send, std::span<T> recv) {
+    if (recv.size() != send.size() * static_cast<size_t>(size())) return recclInvalidArgument;
     return recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, nullptr);
+  }
+  // send and recv hold size() blocks of equal length; block i goes to rank i.
+  template <typename T>
+  recclResult_t allToAll(std::span<const T> send, std::span<T> recv) {
+    const size_t n = static_cast<size_t>(size());
+    if (n == 0 || send.size() != recv.size() || send.size() % n != 0) return recclInvalidArgument;
+    return recclAlltoAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, nullptr);
   }
   recclResult_t barrier() { return recclBarrier(comm_, nullptr); }
   std::string lastError() const { return recclGetLastError(comm_); }

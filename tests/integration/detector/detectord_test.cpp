@@ -1,4 +1,6 @@
 // reccl-detectord as a process: two clients, one leaving, metrics, clean exit on SIGTERM.
+// Stalls, limits and namespaces handed over by clients: detectord_guard_test.cpp; metrics over
+// HTTP: detectord_metrics_test.cpp; the unit's capabilities: detectord_caps_test.cpp.
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <dirent.h>
@@ -7,7 +9,9 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,118 +23,30 @@
 
 #include "reccl/common/deadline.h"
 #include "reccl/detector/detector_client.h"
+#include "daemon_process.h"
 #include "veth_lab.h"
 
 namespace reccl::detector {
 namespace {
 
+using testing::DaemonProcess;
+using testing::httpGet;
 using testing::VethLab;
 
-class DaemonProcess {
- public:
-  explicit DaemonProcess(std::vector<std::string> extra) {
-    sock_ = "/tmp/rdt-" + std::to_string(getpid()) + ".sock";
-    log_ = "/tmp/rdt-" + std::to_string(getpid()) + ".log";
-    std::vector<std::string> args = {RECCL_DETECTORD_PATH, "--socket", sock_, "--metrics-port", "0"};
-    args.insert(args.end(), extra.begin(), extra.end());
-    pid_ = fork();
-    if (pid_ == 0) {
-      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      dup2(fd, 1);
-      dup2(fd, 2);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
+// BPF program ids a process holds open.
+std::vector<uint32_t> progIds(pid_t pid) {
+  std::vector<uint32_t> ids;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return ids;
+  while (dirent* e = readdir(d)) {
+    std::ifstream f(dir + "/" + e->d_name);
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("prog_id:", 0) == 0) ids.push_back(static_cast<uint32_t>(std::stoul(line.substr(8))));
   }
-  ~DaemonProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    unlink(sock_.c_str());
-    unlink(log_.c_str());
-  }
-  // Waits for the "started" log line; returns the metrics port (0 on failure).
-  int waitStarted(int ms) {
-    Deadline dl = Deadline::afterMs(ms);
-    std::regex re("\"metrics_port\":([0-9]+)");
-    while (!dl.expired()) {
-      std::string text = logText();
-      std::smatch m;
-      if (text.find("\"started\"") != std::string::npos && std::regex_search(text, m, re))
-        return std::stoi(m[1]);
-      if (waitpid(pid_, nullptr, WNOHANG) == pid_) {
-        pid_ = -1;
-        return 0;
-      }
-      usleep(20000);
-    }
-    return 0;
-  }
-  std::string logText() const {
-    std::ifstream f(log_);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-  }
-  // SIGTERM and wait; the exit status, or -1 when it did not exit in time.
-  int terminate(int ms) {
-    kill(pid_, SIGTERM);
-    Deadline dl = Deadline::afterMs(ms);
-    while (!dl.expired()) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      usleep(10000);
-    }
-    return -1;
-  }
-  // BPF program ids the process holds open.
-  std::vector<uint32_t> progIds() const {
-    std::vector<uint32_t> ids;
-    std::string dir = "/proc/" + std::to_string(pid_) + "/fdinfo";
-    DIR* d = opendir(dir.c_str());
-    if (!d) return ids;
-    while (dirent* e = readdir(d)) {
-      std::ifstream f(dir + "/" + e->d_name);
-      std::string line;
-      while (std::getline(f, line))
-        if (line.rfind("prog_id:", 0) == 0) ids.push_back(static_cast<uint32_t>(std::stoul(line.substr(8))));
-    }
-    closedir(d);
-    return ids;
-  }
-  pid_t pid() const { return pid_; }
-  const std::string& socket() const { return sock_; }
-
- private:
-  pid_t pid_ = -1;
-  std::string sock_, log_;
-};
-
-std::string httpGet(int port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval tv{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  std::string out;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    std::string req = "GET " + path + " HTTP/1.0\r\n\r\n";
-    (void)!write(fd, req.data(), req.size());
-    char buf[4096];
-    ssize_t n;
-    while ((n = read(fd, buf, sizeof(buf))) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  close(fd);
-  return out;
+  closedir(d);
+  return ids;
 }
 
 std::vector<LinkEvent> eventsFor(DetectorClient& c, LinkKey key, int ms) {
@@ -212,13 +128,14 @@ TEST(Detectord, ServesTwoClientsSurvivesOneLeavingAndCleansUpOnSigterm) {
 
   std::string metrics = httpGet(port, "/metrics");
   EXPECT_NE(metrics.find("200 OK"), std::string::npos);
-  EXPECT_NE(metrics.find("reccl_detector_events_total{type=\"link_down\""), std::string::npos) << metrics;
+  EXPECT_TRUE(std::regex_search(metrics, std::regex("\nreccl_detector_events_total\\{[^}]*type=\"link_down\"[^}]*\\} [1-9]")))
+      << metrics;
   EXPECT_NE(metrics.find("reccl_detector_detection_latency_seconds_count"), std::string::npos);
   EXPECT_NE(metrics.find("reccl_detector_ringbuf_drops_total 0"), std::string::npos);
   EXPECT_NE(metrics.find("\nreccl_detector_scan_runs_total "), std::string::npos) << metrics;
   EXPECT_NE(httpGet(port, "/nope").find("404"), std::string::npos);
 
-  auto ids = daemon.progIds();
+  auto ids = progIds(daemon.pid());
   EXPECT_FALSE(ids.empty()) << "daemon holds no BPF programs";
   b.value().reset();
   ASSERT_EQ(daemon.terminate(5000), 0) << daemon.logText();
@@ -290,6 +207,45 @@ TEST(Detectord, FreesTheWatchesOfClientsThatLeave) {
   auto map = keeper.value()->mapLinkState();
   ASSERT_TRUE(map.ok());
   EXPECT_EQ(map.value()->slots()[kept->slot].ifindex, kept->key.ifindex);
+}
+
+// Descriptors the process holds on the namespace file with this inode (nsfs).
+int nsDescriptors(pid_t pid, uint32_t ino) {
+  int n = 0;
+  std::string dir = "/proc/" + std::to_string(pid) + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (!d) return -1;
+  while (dirent* e = readdir(d)) {
+    struct stat st {};
+    struct statfs fs {};
+    std::string fd = dir + "/" + e->d_name;
+    if (stat(fd.c_str(), &st) == 0 && st.st_ino == ino && statfs(fd.c_str(), &fs) == 0 && fs.f_type == NSFS_MAGIC) ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+// A job's namespace is held only while a watch uses it: the last unwatch, or a watch that
+// fails (no such device), closes it, so a daemon never keeps a deleted namespace alive.
+TEST(Detectord, ClosesANamespaceWithItsLastWatch) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces";
+  VethLab lab("ns", 2);
+  ASSERT_TRUE(lab.ok());
+  DaemonProcess daemon({"--source", "netlink", "--metrics-port", "-1"});
+  ASSERT_NE(daemon.waitStarted(15000), 0) << daemon.logText();
+  auto c = DetectorClient::connect(daemon.socket());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  auto held = [&] { return nsDescriptors(daemon.pid(), lab.hostIno()); };
+  EXPECT_FALSE(c.value()->watch({lab.hostNs(), "nosuch0"}).ok());
+  EXPECT_EQ(held(), 0) << "a failed watch kept the namespace open";
+  auto w0 = c.value()->watch({lab.hostNs(), "eth0"});
+  auto w1 = c.value()->watch({lab.hostNs(), "eth1"});
+  ASSERT_TRUE(w0.ok() && w1.ok());
+  EXPECT_EQ(held(), 1) << "one descriptor per namespace, however many links";
+  ASSERT_TRUE(c.value()->unwatch(w0->key).ok());
+  EXPECT_EQ(held(), 1) << "eth1 still watched";
+  ASSERT_TRUE(c.value()->unwatch(w1->key).ok());
+  EXPECT_EQ(held(), 0) << "namespace kept after its last watch";
 }
 
 // A daemon that hangs (SIGSTOP: socket open, nothing answered) fails the client's liveness

@@ -1,6 +1,6 @@
 // Shared by the failover testbed tests: a `reccl testbed run` of the failover worker read line by
-// line, output helpers, the fixture (2 hosts x N rails), the gray-rail scenario and the seeded
-// random fault soak.
+// line, output helpers, the fixture (2 hosts x N rails) and the gray-rail scenario. The seeded
+// fault soak is soak_runner.h.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -19,7 +19,6 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -96,9 +95,13 @@ class Job {
     std::lock_guard lk(mu_);
     return eof_;
   }
-  // Lets a timed run end (once its WORKER_SECONDS are over) and waits for its exit code.
-  int wait() {
+  // Lets a timed run end once its WORKER_SECONDS are over (the worker's WORKER_STOP_FILE).
+  void requestStop() {
     if (int fd = open(stopFile_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600); fd >= 0) close(fd);
+  }
+  // requestStop() and waits for the run's exit code.
+  int wait() {
+    requestStop();
     if (reader_.joinable()) reader_.join();
     if (pipe_) {
       int st = pclose(pipe_);
@@ -111,9 +114,18 @@ class Job {
     std::lock_guard lk(mu_);
     return text_;
   }
-  // The worker processes this job started (their environment names its stop file).
-  std::vector<pid_t> workerPids() const {
-    std::vector<pid_t> out;
+  // The lines that came since `*cursor` (a count of lines, 0 at first), with the time each was
+  // read; advances the cursor. For callers that follow a long run line by line.
+  std::vector<std::pair<Clock::time_point, std::string>> linesFrom(size_t* cursor) {
+    std::lock_guard lk(mu_);
+    std::vector<std::pair<Clock::time_point, std::string>> out(lines_.begin() + static_cast<long>(*cursor),
+                                                               lines_.end());
+    *cursor = lines_.size();
+    return out;
+  }
+  // The worker processes this job started (their environment names its stop file), by rank.
+  std::map<int, pid_t> workerRanks() const {
+    std::map<int, pid_t> out;
     const std::string mine = "WORKER_STOP_FILE=" + stopFile_;
     DIR* d = opendir("/proc");
     if (!d) return out;
@@ -123,13 +135,22 @@ class Job {
       std::ifstream in(std::string("/proc/") + e->d_name + "/environ", std::ios::binary);
       std::string var;
       bool found = false;
-      while (!found && std::getline(in, var, '\0')) found = var == mine;
+      int rank = -1;
+      while (std::getline(in, var, '\0')) {
+        found = found || var == mine;
+        if (var.rfind("RANK=", 0) == 0) rank = atoi(var.c_str() + 5);
+      }
       std::ifstream exe(std::string("/proc/") + e->d_name + "/comm");
       std::string comm;
       // The worker itself, not the /usr/bin/env or shell in front of it (their comm differs).
-      if (found && std::getline(exe, comm) && comm.rfind("failover_work", 0) == 0) out.push_back(pid);
+      if (found && std::getline(exe, comm) && comm.rfind("failover_work", 0) == 0) out[rank] = pid;
     }
     closedir(d);
+    return out;
+  }
+  std::vector<pid_t> workerPids() const {
+    std::vector<pid_t> out;
+    for (auto& [rank, pid] : workerRanks()) out.push_back(pid);
     return out;
   }
   // Time of the first line matching `re` for each rank number captured by its group 1.
@@ -290,94 +311,6 @@ class FailoverTest : public TestbedTest<2, Rails> {
     ASSERT_TRUE(stayed) << j.text();
     // Rank 1's threshold took: it never declared rail 0 itself.
     ASSERT_EQ(countMatches(j.text(), "rank 1: rail 0 \\(rail0\\) degraded \\(source"), 0) << j.text();
-  }
-
-  // The seeded soak: a plan of random link faults (host, rail, host NIC or switch port, a few
-  // flap bursts) drawn from `seed`, played while the worker runs `iters` iterations of every
-  // collective in turn (1 MiB), and until at least `iters` / 100 faults were played (a fast
-  // machine's `iters` would otherwise end before the plan has done much). Never the last rail of the pair: every fault must be
-  // survivable, so any error or wrong result is a failure. Zero hangs: the worker's deadlines and
-  // the run's timeout.
-  void runSoak(unsigned seed, int iters, int timeoutSec) {
-    struct Ev {
-      int atMs;
-      int host, rail;
-      bool sw, up;
-    };
-    std::mt19937 rng(seed);
-    std::vector<Ev> plan;
-    int downs = 0;
-    {
-      bool down[2][Rails] = {};
-      int t = 300;
-      // Long enough for the slowest machine; the plan stops when the worker is done.
-      while (t < timeoutSec * 1000) {
-        t += 40 + static_cast<int>(rng() % 160);  // a fault or repair every 40-200 ms
-        int h = static_cast<int>(rng() % 2), r = static_cast<int>(rng() % Rails);
-        bool sw = rng() % 2;
-        int railsDown = 0;
-        for (int k = 0; k < Rails; ++k) railsDown += down[0][k] || down[1][k];
-        if (down[h][r]) {
-          plan.push_back({t, h, r, true, true});
-          plan.push_back({t, h, r, false, true});
-          down[h][r] = false;
-        } else if (railsDown + !(down[1 - h][r]) < Rails) {
-          if (rng() % 4 == 0) {
-            // A flap burst: 6 toggles 15 ms apart, ending up.
-            for (int k = 0; k < 6; ++k) plan.push_back({t + 15 * k, h, r, sw, k % 2 == 1});
-            t += 90;
-          } else {
-            plan.push_back({t, h, r, sw, false});
-            down[h][r] = true;
-            ++downs;
-          }
-        }
-      }
-    }
-    Job j(Base::testbed().name(),
-          env("WORKER_COLL=all WORKER_COUNT=262144 WORKER_SECONDS=0.001 WORKER_MIN_ITERS=" + std::to_string(iters)),
-          timeoutSec);
-    ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
-    auto t0 = Clock::now();
-    bool isDown[2][Rails][2] = {};
-    int played = 0, faults = 0;
-    for (const Ev& e : plan) {
-      while (!j.finished() && Clock::now() < t0 + std::chrono::milliseconds(e.atMs))
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      if (j.finished()) break;
-      // Enough: the worker is past `iters` (it stops at the next iteration once wait() lets it)
-      // and the plan has played its share of faults.
-      if (faults >= iters / 100 && j.text().find("min iters reached") != std::string::npos) break;
-      if (e.up) {
-        if (!isDown[e.host][e.rail][e.sw]) continue;
-      } else {
-        ++faults;
-      }
-      link(e.up, e.host, e.rail, e.sw);
-      isDown[e.host][e.rail][e.sw] = !e.up;
-      ++played;
-    }
-    for (int h = 0; h < 2; ++h)
-      for (int r = 0; r < Rails; ++r)
-        for (int s = 0; s < 2; ++s)
-          if (isDown[h][r][s]) link(true, h, r, s);
-    int code = j.wait();
-    std::string t = j.text();
-    if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
-    EXPECT_EQ(code, 0) << "seed " << seed << "\n" << t;
-    EXPECT_EQ(countMatches(t, "done rank [0-9]+ iters [0-9]+ "), 2) << "seed " << seed << "\n" << t;
-    EXPECT_EQ(countMatches(t, "min iters reached"), 1) << "seed " << seed << ": fewer than " << iters << " iterations\n"
-                                                       << t;
-    EXPECT_EQ(countMatches(t, "wrong"), 0) << t;
-    EXPECT_GE(faults, iters / 100) << "seed " << seed << ": fewer faults than expected";
-    EXPECT_GE(sumField(t, "failovers"), 2u) << "seed " << seed << "\n" << t;
-    printf("soak seed %u: %d iterations, %d link faults (+ flap bursts) played in %.1f s, %llu failovers, %llu "
-           "fail-backs, %llu bytes resent\n",
-           seed, iters, faults, std::chrono::duration<double>(Clock::now() - t0).count(),
-           (unsigned long long)sumField(t, "failovers"), (unsigned long long)sumField(t, "failbacks"),
-           (unsigned long long)sumField(t, "resent"));
-    (void)played;
-    (void)downs;
   }
 };
 

@@ -10,9 +10,10 @@
 // until rank 0 has run this long, agreed on by a 1-element max-allreduce per iteration, instead
 // of a fixed count; with WORKER_STOP_FILE also until that file exists: the test creates it when
 // its faults are done; with WORKER_MIN_ITERS also not before that many iterations, and rank 0
-// prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default: iteration % ranks).
-// sendrecv is one-way: rank r < n/2 sends to r + n/2 (with the testbed's host-major ranks: from
-// the first half of the hosts to the second).
+// prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default:
+// iteration % ranks), WORKER_START_DELAY_MS (0: a pause after "started", before the first call).
+// sendrecv is one-way: rank r < n/2 sends to r + n/2 (host-major ranks: first half of the hosts
+// to the second).
 //
 // Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
 // makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
@@ -37,11 +38,15 @@
 // and 2 warm-up calls, WORKER_ITERS allreduces of WORKER_COUNT floats, measured with
 // getrusage(RUSAGE_SELF) (user + sys of every thread of the process) and the wall clock; prints
 // "cpu rank R calls N cpu_us X wall_us Y" (the last result is checked; exit 1 if wrong).
-// Output: "started rank R" once connected; "done rank R iters N failovers F failbacks B resent X
-// dup D last_us L" and "source rank R KIND NAME" (the fault source in use, recclCommStats_t) at
-// the end; "worker rank R iteration K: <error>" on failure.
-// Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing
-// call.
+// WORKER_PROGRESS_MS=N: "progress rank R iters K rails U at_ns T" every N ms and whenever the
+// number of rails up here (recclCommStats_t.railsUp) changes, checked after each iteration (T:
+// CLOCK_MONOTONIC ns, the clock of every process on the machine, for a test's own timeline).
+// Output: "started rank R" once connected; "done rank R iters N secs S failovers F failbacks B
+// resent X dup D last_us L rails_up U standby_used S max_iter_us M" and "source rank R KIND NAME"
+// (the fault source in use, recclCommStats_t) at the end; on failure "worker rank R iteration K:
+// <error>" (stderr), then "failed rank R at_ns T" (when the failing call returned), the same
+// counters as "stats rank R iters ..." and the abort's line (abortAfterError).
+// Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing call.
 #include <fcntl.h>
 #include <net/if.h>
 #include <sched.h>
@@ -270,12 +275,13 @@ bool landed(const std::vector<float>& v, size_t i) {
   return bitsAt(v, i) != sb;
 }
 
-uint64_t failoversOf(recclComm_t comm) {
+recclCommStats_t statsOf(recclComm_t comm) {
   recclCommStats_t st{};
   st.size = sizeof(st);
   recclCommGetStats(comm, &st);
-  return st.failovers;
+  return st;
 }
+uint64_t failoversOf(recclComm_t comm) { return statsOf(comm).failovers; }
 
 // Watches `out` while the collective runs and takes the device down at the chosen moment.
 // `samples`: output elements the network fills (16 spread over the output, minus what this rank
@@ -379,11 +385,36 @@ std::vector<size_t> samplesFor(const std::string& coll, int rank, int n, size_t 
   return s;
 }
 
+long long monoNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+// What a run did so far, for its last lines.
+struct RunCounters {
+  int iters = 0;
+  Clock::time_point start = Clock::now();
+  Clock::time_point failedAt{};
+  double maxIterUs = 0;  // the longest iteration (a collective and its checks)
+};
+
+// "<label> rank R iters N secs S failovers F ...": the counters a test adds up over ranks.
+void printStats(const char* label, recclComm_t comm, int rank, const RunCounters& run) {
+  recclCommStats_t st = statsOf(comm);
+  printf("%s rank %d iters %d secs %.2f failovers %llu failbacks %llu resent %llu dup %llu last_us %llu rails_up %u "
+         "standby_used %llu max_iter_us %.0f\n",
+         label, rank, run.iters, std::chrono::duration<double>(Clock::now() - run.start).count(),
+         (unsigned long long)st.failovers, (unsigned long long)st.failbacks, (unsigned long long)st.bytesResent,
+         (unsigned long long)st.duplicateSteps, (unsigned long long)st.lastFailoverUs, st.railsUp,
+         (unsigned long long)st.standbyFailovers, run.maxIterUs);
+  fflush(stdout);
+}
+
 // After a collective failed: the communicator is aborted, as an application would, and how long
-// that took is printed: an error must leave a communicator
-// that can be torn down at once, with nothing left hanging ("aborted rank R: result 0 (no error)
-// in N ms; async error: ..."). Returns `code`.
-int abortAfterError(recclComm_t comm, int rank, int code) {
+// that took is printed: an error must leave a communicator that can be torn down at once, with
+// nothing left hanging ("aborted rank R: result 0 (no error) in N ms; async error: ..."). Returns `code`.
+int abortAfterError(recclComm_t comm, int rank, int code, const RunCounters& run) {
+  printf("failed rank %d at_ns %lld\n", rank, monoNs(run.failedAt));
+  printStats("stats", comm, rank, run);
   recclResult_t async = recclSuccess;
   recclCommGetAsyncError(comm, &async);
   auto t0 = Clock::now();
@@ -471,7 +502,12 @@ int main() {
   }
   printf("started rank %d\n", rank);
   if (getenv("WORKER_CPU")) return cpuRun(comm, rank, n, count, iters);
-  auto t0 = Clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(envInt("WORKER_START_DELAY_MS", 0)));
+  RunCounters run;
+  const auto& t0 = run.start;
+  const int progressMs = envInt("WORKER_PROGRESS_MS", 0);
+  uint32_t railsShown = 0;
+  Clock::time_point shownAt{};
   double runFor = getenv("WORKER_SECONDS") ? atof(getenv("WORKER_SECONDS")) : 0;
   if (runFor > 0) iters = 1 << 30;
   const char* stopFile = getenv("WORKER_STOP_FILE");
@@ -509,7 +545,20 @@ int main() {
       if (!setAdmin(*fault, true)) return 2;
       std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
     }
-    if (r != 0) return abortAfterError(comm, rank, r);
+    run.iters = it;
+    run.maxIterUs = std::max(run.maxIterUs, std::chrono::duration<double, std::micro>(Clock::now() - s0).count());
+    if (r != 0) {
+      run.failedAt = Clock::now();
+      return abortAfterError(comm, rank, r, run);
+    }
+    if (progressMs > 0) {
+      uint32_t rails = statsOf(comm).railsUp;
+      if (rails != railsShown || Clock::now() - shownAt >= std::chrono::milliseconds(progressMs)) {
+        shownAt = Clock::now();
+        railsShown = rails;
+        printf("progress rank %d iters %d rails %u at_ns %lld\n", rank, it + 1, rails, monoNs(shownAt));
+      }
+    }
     if (timeline) {
       timespec ts;
       clock_gettime(CLOCK_REALTIME, &ts);
@@ -525,9 +574,10 @@ int main() {
                      it + 1 >= minIters && (!stopFile || access(stopFile, F_OK) == 0);
       rc = recclAllReduce(&stop, &stop, 1, recclInt32, recclMax, comm, nullptr);
       if (rc != recclSuccess) {
+        run.failedAt = Clock::now();
         fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
                 recclGetLastError(comm));
-        return abortAfterError(comm, rank, 10 + rc);
+        return abortAfterError(comm, rank, 10 + rc, run);
       }
       if (stop) {
         ++it;
@@ -535,16 +585,9 @@ int main() {
       }
     }
   }
-  iters = it;
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  recclCommStats_t st{};
-  st.size = sizeof(st);
-  recclCommGetStats(comm, &st);
-  printf("done rank %d iters %d secs %.2f failovers %llu failbacks %llu resent %llu dup %llu last_us %llu rails_up %u "
-         "standby_used %llu\n",
-         rank, iters, secs, (unsigned long long)st.failovers, (unsigned long long)st.failbacks,
-         (unsigned long long)st.bytesResent, (unsigned long long)st.duplicateSteps,
-         (unsigned long long)st.lastFailoverUs, st.railsUp, (unsigned long long)st.standbyFailovers);
+  run.iters = it;
+  printStats("done", comm, rank, run);
+  recclCommStats_t st = statsOf(comm);
   printf("source rank %d %s %s\n", rank, recclGetFaultSourceString(static_cast<recclFaultSource_t>(st.faultSource)),
          st.faultSourceName);
   // WORKER_RELAY_STATS=1: the relay counters too (relay_testbed_test).

@@ -32,6 +32,10 @@ std::string uniqueTestbedName() {
 }
 
 int startTeardownGuard(const std::string& name, int* guardPid) {
+  return startExitGuard([name] { (void)testbed::Testbed::down(name); }, guardPid);
+}
+
+int startExitGuard(const std::function<void()>& atEnd, int* guardPid) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
@@ -59,7 +63,7 @@ int startTeardownGuard(const std::string& name, int* guardPid) {
     char c;
     while (::read(r, &c, 1) < 0 && errno == EINTR) {
     }
-    (void)testbed::Testbed::down(name);
+    atEnd();
     ::_exit(0);
   }
   ::close(fds[0]);

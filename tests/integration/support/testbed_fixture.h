@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,8 +68,11 @@ class ScopedTestbed {
   int guardPid_ = -1;
 };
 
-// Starts a guard process that runs `down(name)` when writeFd's owner (this process) closes it or
-// dies. Returns the write end (keep it open while the testbed lives) or -1.
+// Starts a guard process that runs `atEnd` when writeFd's owner (this process) closes it or
+// dies. Returns the write end (keep it open while what it guards lives) or -1. Call it before
+// this process starts threads: the guard is a fork of it.
+int startExitGuard(const std::function<void()>& atEnd, int* guardPid);
+// The guard of a testbed: runs `down(name)`.
 int startTeardownGuard(const std::string& name, int* guardPid);
 
 template <int Hosts, int Rails, NicKind Nic = NicKind::kVeth, int Mtu = testbed::kDefaultMtu>

@@ -22,15 +22,19 @@ namespace reccl::benchtest {
 
 namespace fs = std::filesystem;
 
-// A child process that is killed (and reaped) if the test ends before it does.
+// A child process that is killed (and reaped) if the test ends before it does. Variables whose
+// name starts with one of `drop` are left out of its environment too.
 class Child {
  public:
-  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv, const fs::path& out) {
+  Child(const std::vector<std::string>& argv, const std::vector<std::string>& extraEnv, const fs::path& out,
+        const std::vector<std::string>& drop = {}) {
     std::vector<std::string> env;
     for (char** e = environ; *e; ++e) {
       std::string kv = *e;
       if (kv.rfind("RANK=", 0) == 0 || kv.rfind("WORLD_SIZE=", 0) == 0 || kv.rfind("MASTER_", 0) == 0) continue;
-      env.push_back(kv);
+      bool dropped = false;
+      for (const std::string& d : drop) dropped = dropped || kv.rfind(d, 0) == 0;
+      if (!dropped) env.push_back(kv);
     }
     env.insert(env.end(), extraEnv.begin(), extraEnv.end());
     std::vector<char*> a, e;

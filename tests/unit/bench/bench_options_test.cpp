@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,15 @@ TEST(BenchOptions, DefaultsMatchNcclTests) {
   EXPECT_EQ(o->iters, 20);
   EXPECT_EQ(o->warmupIters, 5);
   EXPECT_TRUE(o->check);
+  EXPECT_EQ(o->checkIters, 1);
   EXPECT_EQ(o->root, 0);
+  EXPECT_EQ(o->threads, 1);
+  EXPECT_EQ(o->gpus, 1);
+  EXPECT_EQ(o->aggIters, 1);
+  EXPECT_EQ(o->runCycles, 1);
+  EXPECT_EQ(o->average, 1);  // the mean over ranks, as nccl-tests
+  EXPECT_EQ(o->blocking, 0);
+  EXPECT_TRUE(o->notes.empty());
   ASSERT_EQ(o->colls.size(), 1u);
   EXPECT_EQ(o->colls[0], Coll::kAllReduce);
   ASSERT_EQ(o->types.size(), 1u);
@@ -46,10 +55,55 @@ TEST(BenchOptions, NcclTestsFlags) {
   EXPECT_EQ(o->types[0], recclFloat16);
   EXPECT_EQ(o->ops[0], recclMax);
   EXPECT_EQ(o->root, 1);
-  EXPECT_TRUE(o->blocking);
+  EXPECT_EQ(o->blocking, 1);
   EXPECT_EQ(o->threads, 4);
   EXPECT_EQ(o->jsonPath, "x.json");
   EXPECT_EQ(o->colls[0], Coll::kReduceScatter);
+}
+
+TEST(BenchOptions, EveryNcclTestsFlagIsAccepted) {
+  auto o = parse({"--nthreads", "2", "--ngpus", "3", "--agg_iters", "4", "--run_cycles", "0", "--parallel_init", "1",
+                  "--check", "5", "--average", "3", "--report_cputime", "1", "--report_timestamps", "1", "--unalign",
+                  "7", "--per_iter_timing", "1", "--per_iter_skip", "2", "--timeout", "30", "--output_file", "o.json",
+                  "--cudagraph", "0", "--local_register", "2", "--stream_null", "1", "--cta_policy", "0",
+                  "--device_implementation", "0", "--device_cta_count", "16", "--memory", "1", "-r", "all"});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->threads, 2);
+  EXPECT_EQ(o->gpus, 3);
+  EXPECT_EQ(o->ranksHere(), 6);
+  EXPECT_EQ(o->aggIters, 4);
+  EXPECT_EQ(o->runCycles, 0);
+  EXPECT_EQ(o->checkIters, 5);
+  EXPECT_EQ(o->average, 3);
+  EXPECT_TRUE(o->reportCputime);
+  EXPECT_TRUE(o->reportTimestamps);
+  EXPECT_EQ(o->unalign, 7);
+  EXPECT_TRUE(o->perIterTiming);
+  EXPECT_EQ(o->perIterSkip, 2);
+  EXPECT_EQ(o->timeoutSec, 30);
+  EXPECT_EQ(o->outputFile, "o.json");
+  EXPECT_EQ(o->root, -1);
+  // The GPU-only flags given a value other than 0 are noted, by name.
+  ASSERT_EQ(o->notes.size(), 4u);
+  EXPECT_NE(o->notes[0].find("-R,--local_register 2"), std::string::npos) << o->notes[0];
+  EXPECT_NE(o->notes[1].find("-y,--stream_null 1"), std::string::npos) << o->notes[1];
+  EXPECT_NE(o->notes[2].find("-V,--device_cta_count 16"), std::string::npos) << o->notes[2];
+  EXPECT_NE(o->notes[3].find("-M,--memory 1"), std::string::npos) << o->notes[3];
+}
+
+TEST(BenchOptions, LauncherWorldSizeFromTheLaunchersVariables) {
+  auto size = [](std::map<std::string, std::string> m) {
+    return launcherWorldSize([&m](const char* n) -> const char* {
+      auto it = m.find(n);
+      return it == m.end() ? nullptr : it->second.c_str();
+    });
+  };
+  EXPECT_EQ(size({}), 0);
+  EXPECT_EQ(size({{"WORLD_SIZE", "4"}}), 0);  // no rank: not a launcher's process
+  EXPECT_EQ(size({{"RANK", "1"}, {"WORLD_SIZE", "4"}}), 4);
+  EXPECT_EQ(size({{"OMPI_COMM_WORLD_RANK", "0"}, {"OMPI_COMM_WORLD_SIZE", "2"}}), 2);
+  EXPECT_EQ(size({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}}), 8);
+  EXPECT_EQ(size({{"PMI_RANK", "0"}}), 1);
 }
 
 TEST(BenchOptions, LongFlagsAndAllLists) {
@@ -90,12 +144,22 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"-f", "1"}, "-f/--stepfactor"},
       {{"-n", "0"}, "-n/--iters"},
       {{"-w", "-1"}, "-w/--warmup_iters"},
-      {{"-c", "2"}, "-c/--check"},
+      {{"-c", "-1"}, "-c/--check"},
       {{"-z", "5"}, "-z/--blocking"},
+      {{"-a", "4"}, "-a/--average"},
+      {{"-m", "0"}, "-m/--agg_iters"},
+      {{"-g", "0"}, "-g/--ngpus"},
+      {{"-K", "1"}, "-K/--per_iter_skip"},
+      {{"-I", "1", "-n", "2", "-K", "2"}, "-K/--per_iter_skip"},
+      {{"-J", "out.txt"}, "-J/--output_file"},
+      {{"-o", "mulsum"}, "not a reccl op"},
+      {{"-d", "f8e5m2"}, "not a reccl type"},
+      {{"-r", "first"}, "-r/--root"},
       {{"-d", "float128"}, "-d/--datatype"},
       {{"-o", "xor"}, "-o/--op"},
       {{"-r", "-2"}, "-r/--root"},
-      {{"-t", "-3"}, "-t/--threads"},
+      {{"-t", "-3"}, "-t/--nthreads"},
+      {{"-t", "0"}, "-t/--nthreads"},
       {{"--coll", "allshuffle"}, "--coll"},
       {{"-n", "abc"}, "iters"},
       {{"--frobnicate"}, "frobnicate"},

@@ -3,6 +3,7 @@
 // (nothing), how wrong or unsafe secrets are reported, and that two jobs on one rendezvous
 // address never go on as one.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -415,22 +416,33 @@ TEST(CclAuth, AJobWithAnotherLauncherIdIsRefusedAndTheFirstGoesOn) {
   uint16_t port = test::freePort();
   char dir[] = "/tmp/reccl-foreign-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  std::vector<std::string> a = {"WORKER_ITERS=20000", "WORKER_COUNT=1000", "TORCHELASTIC_RUN_ID=job-a"};
+  // Job A computes until the test has seen B refused, however fast the machine.
+  std::string stop = std::string(dir) + "/stop", ready = std::string(dir) + "/ready";
+  std::vector<std::string> a = {"WORKER_ITERS=100000000", "WORKER_COUNT=1000", "TORCHELASTIC_RUN_ID=job-a",
+                                "WORKER_UNTIL_FILE=" + stop, "WORKER_READY_FILE=" + ready};
   std::vector<std::string> b = {"WORKER_ITERS=3", "WORKER_COUNT=1000", "TORCHELASTIC_RUN_ID=job-b",
                                 "RECCL_BOOTSTRAP_TIMEOUT_MS=5000"};
   pid_t a0 = w.spawn(0, 2, port, a);
   pid_t a1 = w.spawn(1, 2, port, a);
-  std::this_thread::sleep_for(Ms(1000));
+  auto upBy = std::chrono::steady_clock::now() + Ms(30000);
+  while (access(ready.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < upBy)
+    std::this_thread::sleep_for(Ms(20));
+  ASSERT_EQ(access(ready.c_str(), F_OK), 0) << "job A did not come up";
   pid_t b1 = w.spawn(1, 2, port, b, std::string(dir) + "/b1");
   pid_t b0 = w.spawn(0, 2, port, b, std::string(dir) + "/b0");
   EXPECT_NE(w.wait(b0, Ms(30000)), 0);
   EXPECT_NE(w.wait(b1, Ms(30000)), 0);
   std::string e1 = test::readFile(std::string(dir) + "/b1");
   EXPECT_NE(e1.find("serves another job"), std::string::npos) << e1;
+  FILE* f = fopen(stop.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  fclose(f);
   EXPECT_EQ(w.wait(a0, Ms(60000)), 0);
   EXPECT_EQ(w.wait(a1, Ms(60000)), 0);
   unlink((std::string(dir) + "/b0").c_str());
   unlink((std::string(dir) + "/b1").c_str());
+  unlink(stop.c_str());
+  unlink(ready.c_str());
   rmdir(dir);
 }
 

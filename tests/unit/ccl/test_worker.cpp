@@ -5,7 +5,9 @@
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective);
 // WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
-// (ranks that ask for different channel threads).
+// (ranks that ask for different channel threads). WORKER_UNTIL_FILE=path: the plain allreduce loop
+// runs until that file exists (at most WORKER_ITERS iterations), every rank stopping after the same one;
+// WORKER_READY_FILE=path: rank 0 creates it once the first allreduce was right.
 // Exit: 0 all iterations correct, 1 wrong result, 10 + recclResult_t of the first failing call.
 #include <algorithm>
 #include <chrono>
@@ -106,6 +108,7 @@ int main() {
     recclCommDestroy(comm);
     return 0;
   }
+  const char* untilFile = getenv("WORKER_UNTIL_FILE");
   int dieRank = getenv("WORKER_DIE_RANK") ? atoi(getenv("WORKER_DIE_RANK")) : -1;
   int dieIter = getenv("WORKER_DIE_ITER") ? atoi(getenv("WORKER_DIE_ITER")) : -1;
   if (getenv("WORKER_LATENCY")) {
@@ -192,6 +195,20 @@ int main() {
     if (it == 0) {
       printf("ready %d\n", rank);
       fflush(stdout);
+      const char* readyFile = getenv("WORKER_READY_FILE");
+      if (readyFile && rank == 0) {
+        if (FILE* f = fopen(readyFile, "w")) fclose(f);
+      }
+    }
+    if (untilFile) {
+      // The ranks see the file at different iterations: they agree through an allreduce of who saw it.
+      float seen = access(untilFile, F_OK) == 0 ? 1.0f : 0.0f;
+      rc = recclAllReduce(&seen, &seen, 1, recclFloat32, recclSum, comm, nullptr);
+      if (rc != recclSuccess) {
+        fprintf(stderr, "worker rank %d stop vote: %s: %s\n", rank, recclGetErrorString(rc), recclGetLastError(comm));
+        return 10 + rc;
+      }
+      if (seen > 0) break;
     }
   }
   recclCommDestroy(comm);

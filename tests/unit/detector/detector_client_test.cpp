@@ -42,7 +42,8 @@ class ScriptedDaemon {
       if (!c) return;
       auto hello = recvMessage(c.get());
       if (!hello.ok()) return;
-      (void)sendMessage(c.get(), R"({"op":"hello","version":1,"mode":"test","sources":[]})");
+      (void)sendMessage(c.get(), R"({"op":"hello","version":)" + std::to_string(kDaemonProtocolVersion) +
+                                         R"(,"mode":"test","sources":[]})");
       script(c.get());
     });
   }

@@ -3,13 +3,13 @@
 #include <cstdlib>
 #include <string>
 
+#include "reccl/common/params.h"
+
 namespace reccl::sim {
 
 int64_t libraryDefault(std::string_view env) {
-#define X(kind, name, var, def, allowed, help) \
-  if (env == var) return std::strtoll(def, nullptr, 10);
-#include "reccl/common/params.def"
-#undef X
+  for (const auto& p : params::table())
+    if (env == p.env) return std::strtoll(p.def, nullptr, 10);
   return -1;
 }
 

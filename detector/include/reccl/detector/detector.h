@@ -89,6 +89,9 @@ class Detector {
   void stop();
 
   Result<WatchedLink> addWatch(const WatchSpec& spec);
+  // The same with the namespace already open (the daemon's clients hand theirs over as
+  // descriptors); spec.netns is then only its display name.
+  Result<WatchedLink> addWatch(const WatchSpec& spec, Netns ns);
   Status removeWatch(LinkKey key);
   std::vector<WatchedLink> watched() const;
 
@@ -117,7 +120,11 @@ class Detector {
   struct Watch;
   Detector() = default;
   Status openSources();
-  Result<NetnsCtx*> netnsFor(const std::string& spec);
+  Result<NetnsCtx*> netnsFor(Netns ns, const std::string& spec);
+  // A namespace no watch uses any more is closed (its nsfs fd and rtnetlink socket), so a
+  // daemon serving jobs in throw-away namespaces neither leaks them nor keeps them alive.
+  void releaseNetnsIfUnused(NetnsCtx* ctx);
+  Result<WatchedLink> addWatchIn(NetnsCtx* ctx, const WatchSpec& spec);  // mu_ held
   void run();
   void onBpfRecord(const reccl_link_event& e);
   void pairLinkwatch(uint64_t tsNs);
@@ -138,7 +145,7 @@ class Detector {
   uint32_t ownNetnsIno_ = 0;
 
   mutable std::mutex mu_;  // guards everything below; the detector thread holds it per batch
-  std::vector<std::unique_ptr<NetnsCtx>> netns_;
+  std::vector<std::unique_ptr<NetnsCtx>> netns_;  // null: a released entry (its index is reused)
   std::map<LinkKey, std::unique_ptr<Watch>> watches_;
   std::vector<bool> slotUsed_;
   LinkStateMachine sm_{StateMachineParams{}};

@@ -40,6 +40,8 @@ class DetectorClient {
  public:
   static Result<std::unique_ptr<DetectorClient>> connect(const std::string& path, int timeoutMs = 2000);
 
+  // Opens spec.netns itself ("" is this process's namespace) and hands the daemon the open
+  // descriptor, so only a namespace this process may open can be watched.
   Result<WatchedLink> watch(const WatchSpec& spec);
   Status unwatch(LinkKey key);
   Result<std::string> statusJson();
@@ -60,7 +62,8 @@ class DetectorClient {
 
  private:
   DetectorClient() = default;
-  Result<std::string> request(const std::string& json, const std::string& op, UniqueFd* fd = nullptr);
+  // sendFd >= 0 travels with the request (SCM_RIGHTS).
+  Result<std::string> request(const std::string& json, const std::string& op, UniqueFd* fd = nullptr, int sendFd = -1);
   Status pump(int timeoutMs, const std::string& wantOp, std::string* reply, UniqueFd* fd);
   void onPong(uint64_t seq);
   static Result<WatchedLink> watchReply(const WatchSpec& spec, const std::string& reply);

@@ -1,0 +1,206 @@
+#include "api/comm_handle.h"
+
+#include <arpa/inet.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <cinttypes>
+#include <cstddef>
+#include <thread>
+
+#include "api/api_result.h"
+#include "core/auth.h"
+#include "core/bootstrap.h"
+#include "core/topology.h"
+#include "failover/failover.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+
+namespace reccl::api {
+namespace {
+
+// The root outlives the ranks' own bootstrap deadline a little, so a rank that times out reports
+// the timeout rather than the root hanging up on it.
+constexpr int64_t kRootGraceMs = 1000;
+// The end of recclConfig_t's first version: a caller's struct must hold at least this much.
+constexpr size_t kConfigV1Bytes = offsetof(recclConfig_t, commName) + sizeof(const char*);
+
+uint64_t randomU64() {
+  uint64_t v = 0;
+  if (getrandom(&v, sizeof(v), 0) != sizeof(v)) v = monotonicNs() ^ (static_cast<uint64_t>(getpid()) << 32);
+  return v;
+}
+
+Status checkInt(const char* field, int v, int lo, int hi) {
+  if (v == CommConfig::kUnset || (v >= lo && v <= hi)) return Status::Ok();
+  return Status(Errc::kInvalidArgument, std::string("config.") + field + ": " + std::to_string(v) + " is not in [" +
+                                            std::to_string(lo) + ", " + std::to_string(hi) +
+                                            "] (RECCL_CONFIG_UNDEF_INT: from the environment)");
+}
+
+}  // namespace
+
+Status readConfig(const recclConfig_t* config, const CommConfig& inherit, CommConfig* out) {
+  if (!config) {
+    *out = inherit;
+    return Status::Ok();
+  }
+  if (config->magic != RECCL_CONFIG_MAGIC) {
+    char m[16];
+    std::snprintf(m, sizeof m, "0x%08x", config->magic);
+    return Status(Errc::kInvalidArgument,
+                  std::string("config: magic ") + m + " is not RECCL_CONFIG_MAGIC: initialize it with RECCL_CONFIG_INITIALIZER");
+  }
+  if (config->size < kConfigV1Bytes)
+    return Status(Errc::kInvalidArgument, "config.size: " + std::to_string(config->size) +
+                                              " bytes is smaller than the first recclConfig_t (" +
+                                              std::to_string(kConfigV1Bytes) + "): initialize it with RECCL_CONFIG_INITIALIZER");
+  CommConfig c;
+  if (config->blocking != CommConfig::kUnset && config->blocking != 0 && config->blocking != 1)
+    return Status(Errc::kInvalidArgument, "config.blocking: " + std::to_string(config->blocking) + " is not 0 or 1");
+  c.blocking = config->blocking != 0;
+  RECCL_TRY(checkInt("nChannels", config->nChannels, 0, 16));
+  RECCL_TRY(checkInt("timeoutMs", config->timeoutMs, 1, INT_MAX));
+  RECCL_TRY(checkInt("bootstrapTimeoutMs", config->bootstrapTimeoutMs, 1, INT_MAX));
+  c.nChannels = config->nChannels;
+  c.timeoutMs = config->timeoutMs;
+  c.bootstrapTimeoutMs = config->bootstrapTimeoutMs;
+  if (config->commName) {
+    std::string name(config->commName);
+    if (name.size() > 128) return Status(Errc::kInvalidArgument, "config.commName: longer than 128 characters");
+    c.name = std::move(name);
+  }
+  *out = std::move(c);
+  return Status::Ok();
+}
+
+Status commOptions(const CommConfig& cfg, core::CommOptions* out) {
+  RECCL_TRY(core::CommOptions::fromEnv(out));
+  out->makeFailover = failover::makeFailover;  // the communicator's failover part (ccl/failover)
+  if (cfg.nChannels != CommConfig::kUnset) out->nchannels = cfg.nChannels;
+  if (cfg.timeoutMs != CommConfig::kUnset) out->timeoutMs = cfg.timeoutMs;
+  if (cfg.bootstrapTimeoutMs != CommConfig::kUnset) out->bootstrapTimeoutMs = cfg.bootstrapTimeoutMs;
+  return Status::Ok();
+}
+
+int settle(recclComm_t comm) {
+  int st = comm->state.load(std::memory_order_acquire);
+  if (st != recclComm::kInitializing && st != recclComm::kFinalizing) return st;
+  std::lock_guard lk(comm->settleMu);
+  st = comm->state.load(std::memory_order_acquire);
+  if (!comm->pending) return st;
+  std::unique_lock plk(comm->pending->mu);
+  if (!comm->pending->done) return st;
+  Status s = comm->pending->status;
+  if (st == recclComm::kInitializing) {
+    if (s.ok()) {
+      comm->impl = std::move(comm->pending->made);
+      st = recclComm::kReady;
+    } else {
+      comm->failure = s;
+      st = recclComm::kFailed;
+    }
+  } else {
+    if (!s.ok()) comm->failure = s;
+    st = recclComm::kFinalized;
+  }
+  plk.unlock();
+  comm->pending.reset();
+  comm->state.store(st, std::memory_order_release);
+  return st;
+}
+
+recclResult_t usable(recclComm_t comm, core::Comm** out) {
+  if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+  switch (settle(comm)) {
+    case recclComm::kReady:
+      *out = comm->impl.get();
+      return recclSuccess;
+    case recclComm::kInitializing:
+      return fail(recclInvalidUsage,
+                  "comm: its non-blocking init is still running: call recclCommGetAsyncError until it returns "
+                  "something other than recclInProgress");
+    case recclComm::kFailed: {
+      std::lock_guard lk(comm->settleMu);
+      return fail(comm->failure.Wrap("comm: its init failed"));
+    }
+    default:
+      return fail(recclInvalidUsage, "comm: finalized (recclCommFinalize); only recclCommDestroy may follow");
+  }
+}
+
+recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
+                        std::shared_ptr<core::BootstrapRoot> root) {
+  core::CommOptions opts;
+  if (Status s = commOptions(cfg, &opts); !s.ok()) return fail(s);
+  const std::string who = (cfg.name.empty() ? std::string() : "comm " + cfg.name + ": ") + "rank " +
+                          std::to_string(rank) + " init";
+  auto handle = std::make_unique<recclComm>();
+  handle->config = cfg;
+  if (cfg.blocking) {
+    auto c = core::Comm::create(opts, id, nranks, rank, std::move(root));
+    if (!c.ok()) return fail(c.status().Wrap(who));
+    handle->impl = std::move(c).value();
+    *comm = handle.release();
+    return recclSuccess;
+  }
+  auto op = std::make_shared<PendingOp>();
+  handle->pending = op;
+  handle->state.store(recclComm::kInitializing, std::memory_order_release);
+  // Detached: recclCommAbort returns without waiting for it, and it releases what it made then.
+  std::thread([op, opts, id = core::UniqueIdData(id), nranks, rank, root = std::move(root), who]() mutable {
+    auto c = core::Comm::create(opts, id, nranks, rank, std::move(root));
+    core::wipeKey(id.bootKey);
+    std::unique_ptr<core::Comm> orphan;
+    {
+      std::lock_guard lk(op->mu);
+      op->status = c.ok() ? Status::Ok() : c.status().Wrap(who);
+      if (c.ok()) {
+        if (op->abandoned) orphan = std::move(c).value();
+        else op->made = std::move(c).value();
+      }
+      op->done = true;
+    }
+    op->cv.notify_all();
+    if (orphan) orphan->abort();
+  }).detach();
+  *comm = handle.release();
+  return recclInProgress;
+}
+
+Result<uint32_t> bootstrapAddress() {
+  auto nics = core::listNics();
+  std::string want = params::BootstrapIfname();
+  uint32_t addr = htonl(INADDR_LOOPBACK);
+  bool found = false;
+  for (const auto& n : core::selectNics(nics, want.empty() ? "^=lo" : "=" + want, "")) {
+    addr = n.addr;
+    found = true;
+    break;
+  }
+  if (!want.empty() && !found)
+    return Status(Errc::kInvalidArgument, "RECCL_BOOTSTRAP_IFNAME=" + want + " names no interface with an IPv4 address");
+  return addr;
+}
+
+Result<core::UniqueIdData> startDetachedRoot() {
+  RECCL_ASSIGN_OR_RETURN(uint32_t addr, bootstrapAddress());
+  // A random bootstrap key: whoever the application hands the id to may join.
+  core::UniqueIdData id;
+  id.jobId = randomU64();
+  id.bootKey = core::randomKey();
+  transport::Endpoint bound;
+  core::BootstrapConfig cfg;
+  cfg.addr = addr;
+  cfg.jobId = id.jobId;
+  cfg.bootKey = id.bootKey;
+  cfg.deadline = Deadline::afterMs(params::BootstrapTimeoutMs() + kRootGraceMs);
+  auto root = core::BootstrapRoot::start(cfg, &bound);
+  if (!root.ok()) return root.status().Wrap("bootstrap root");
+  id.addr = bound.addr;
+  id.port = bound.port;
+  return id;
+}
+
+}  // namespace reccl::api

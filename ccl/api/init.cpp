@@ -1,0 +1,318 @@
+// The C API's communicator life cycle: unique ids, init (blocking or not, from a launcher's
+// environment, all ranks as threads), finalize, destroy, abort and the async error.
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algo/collectives.h"
+#include "api/api_result.h"
+#include "api/comm_access.h"
+#include "api/comm_handle.h"
+#include "api/pmix_rendezvous.h"
+#include "core/bootstrap.h"
+#include "core/launch_env.h"
+#include "core/wire.h"
+#include "reccl/common/log.h"
+#include "reccl/common/params.h"
+#include "reccl/reccl.h"
+
+using namespace reccl;
+using namespace reccl::api;
+
+namespace {
+
+// The root outlives the ranks' own bootstrap deadline a little (see comm_handle.cpp).
+constexpr int64_t kRootGraceMs = 1000;
+// How long recclCommAbort waits for a finalize it interrupted (its barrier returns at once on an
+// aborted communicator), and how much longer than its own deadlines recclCommDestroy waits for
+// pending work before it gives up on it.
+constexpr auto kAbortWait = std::chrono::seconds(10);
+constexpr int64_t kDestroyGraceMs = 10000;
+
+recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId& commId, int rank,
+                              const recclConfig_t* config) {
+  if (!comm) return fail(recclInvalidArgument, "comm: null pointer");
+  *comm = nullptr;
+  if (nranks < 1 || nranks > core::kMaxRanks)
+    return fail(recclInvalidArgument, "nranks: " + std::to_string(nranks) + " is out of range");
+  if (rank < 0 || rank >= nranks)
+    return fail(recclInvalidArgument, "rank: " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
+  CommConfig cfg;
+  if (Status s = readConfig(config, CommConfig{}, &cfg); !s.ok()) return fail(s);
+  auto id = core::decodeUniqueId(
+      std::span<const std::byte>(reinterpret_cast<const std::byte*>(commId.internal), sizeof(commId.internal)));
+  if (!id.ok()) return fail(id.status());
+  recclResult_t rc = startInit(comm, cfg, nranks, *id, rank);
+  core::wipeKey(id->bootKey);
+  return rc;
+}
+
+// Waits (bounded) for a pending operation; true when it finished.
+bool waitPending(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds limit) {
+  std::unique_lock lk(op->mu);
+  return op->cv.wait_for(lk, limit, [&] { return op->done; });
+}
+
+// "a.b.c.d:port" as rank 0 shared it.
+Result<transport::Endpoint> parseShared(const std::string& text) {
+  auto colon = text.rfind(':');
+  uint32_t addr = 0;
+  char* end = nullptr;
+  long port = colon == std::string::npos ? 0 : std::strtol(text.c_str() + colon + 1, &end, 10);
+  if (colon == std::string::npos || *end != '\0' || port < 1 || port > 65535 ||
+      inet_pton(AF_INET, text.substr(0, colon).c_str(), &addr) != 1)
+    return Status(Errc::kProtocol, "rank 0 shared '" + text + "' as its address, not a.b.c.d:port");
+  return transport::Endpoint{addr, static_cast<uint16_t>(port)};
+}
+
+}  // namespace
+
+extern "C" {
+
+recclResult_t recclGetUniqueId(recclUniqueId* uniqueId) {
+  return guarded([&]() -> recclResult_t {
+    if (!uniqueId) return fail(recclInvalidArgument, "uniqueId: null pointer");
+    auto id = startDetachedRoot();
+    if (!id.ok()) return fail(id.status());
+    std::memset(uniqueId, 0, sizeof(*uniqueId));
+    core::encodeUniqueId(*id, std::span<std::byte, core::kUniqueIdBytes>(reinterpret_cast<std::byte*>(uniqueId->internal),
+                                                                         core::kUniqueIdBytes));
+    core::wipeKey(id->bootKey);
+    return recclSuccess;
+  });
+}
+
+recclResult_t recclCommInitRank(recclComm_t* comm, int nranks, recclUniqueId commId, int rank) {
+  return guarded([&] { return initRankChecked(comm, nranks, commId, rank, nullptr); });
+}
+
+recclResult_t recclCommInitRankConfig(recclComm_t* comm, int nranks, recclUniqueId commId, int rank,
+                                      recclConfig_t* config) {
+  return guarded([&] { return initRankChecked(comm, nranks, commId, rank, config); });
+}
+
+recclResult_t recclCommInitFromEnv(recclComm_t* comm) {
+  return guarded([&]() -> recclResult_t {
+    if (!comm) return fail(recclInvalidArgument, "comm: null pointer");
+    *comm = nullptr;
+    auto env = core::parseLaunchEnv([](const char* n) { return getenv(n); });
+    if (!env.ok()) return fail(env.status());
+    return initFromLaunchEnv(comm, *env);
+  });
+}
+
+recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist) {
+  return guarded([&]() -> recclResult_t {
+    if (!comms) return fail(recclInvalidArgument, "comms: null pointer");
+    if (ndev < 1 || ndev > 1024) return fail(recclInvalidArgument, "ndev: " + std::to_string(ndev) + " is out of range");
+    (void)devlist;  // host build: ranks are threads, there are no devices to pick
+    recclUniqueId id;
+    RECCL_CHECK(recclGetUniqueId(&id));
+    std::vector<recclResult_t> rcs(ndev, recclSuccess);
+    std::vector<std::string> errs(ndev);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < ndev; ++i) {
+      threads.emplace_back([&, i] {
+        rcs[i] = recclCommInitRank(&comms[i], ndev, id, i);
+        if (rcs[i] != recclSuccess) errs[i] = lastError();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int i = 0; i < ndev; ++i) {
+      if (rcs[i] != recclSuccess) {
+        for (int j = 0; j < ndev; ++j) {
+          if (comms[j]) recclCommAbort(comms[j]);
+          comms[j] = nullptr;
+        }
+        return fail(rcs[i], errs[i]);
+      }
+    }
+    return recclSuccess;
+  });
+}
+
+recclResult_t recclCommFinalize(recclComm_t comm) {
+  return guarded([&]() -> recclResult_t {
+    core::Comm* c = nullptr;
+    RECCL_CHECK(usable(comm, &c));
+    // A barrier: once it returns on any rank, every rank's earlier work is done.
+    if (comm->config.blocking) {
+      Status s = c->run([c] { return algo::barrier(*c); });
+      {
+        std::lock_guard lk(comm->settleMu);
+        if (!s.ok()) comm->failure = s;
+      }
+      comm->state.store(recclComm::kFinalized, std::memory_order_release);
+      return finish(s);
+    }
+    auto op = std::make_shared<PendingOp>();
+    {
+      std::lock_guard lk(comm->settleMu);
+      comm->pending = op;
+    }
+    comm->state.store(recclComm::kFinalizing, std::memory_order_release);
+    // Touches the communicator only inside run(), which recclCommAbort waits out; recclCommDestroy
+    // waits for the whole operation.
+    std::thread([op, c] {
+      Status s = c->run([c] { return algo::barrier(*c); });
+      {
+        std::lock_guard lk(op->mu);
+        op->status = s;
+        op->done = true;
+      }
+      op->cv.notify_all();
+    }).detach();
+    return recclInProgress;
+  });
+}
+
+recclResult_t recclCommDestroy(recclComm_t comm) {
+  return guarded([&]() -> recclResult_t {
+    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    settle(comm);
+    std::shared_ptr<PendingOp> op;
+    {
+      std::lock_guard lk(comm->settleMu);
+      op = comm->pending;
+    }
+    if (op) {
+      // Init is bounded by its bootstrap deadline, finalize by its collective deadline.
+      int64_t limit = std::max(params::BootstrapTimeoutMs(), params::TimeoutMs()) + kDestroyGraceMs;
+      if (!waitPending(op, std::chrono::milliseconds(limit))) {
+        std::lock_guard lk(op->mu);
+        op->abandoned = true;  // it releases what it makes
+      }
+      settle(comm);
+    }
+    int st = comm->state.load(std::memory_order_acquire);
+    if (st == recclComm::kFinalizing && comm->impl) comm->impl->abort();  // gave up waiting on it
+    delete comm;
+    return recclSuccess;
+  });
+}
+
+recclResult_t recclCommAbort(recclComm_t comm) {
+  return guarded([&]() -> recclResult_t {
+    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    int st = settle(comm);
+    std::shared_ptr<PendingOp> op;
+    {
+      std::lock_guard lk(comm->settleMu);
+      op = comm->pending;
+    }
+    if (op && st == recclComm::kInitializing) {
+      std::lock_guard lk(op->mu);
+      op->abandoned = true;  // the init thread aborts and frees what it makes
+    }
+    if (comm->impl) comm->impl->abort();
+    // A finalize in flight returns at once from an aborted communicator's barrier.
+    if (op && st == recclComm::kFinalizing) waitPending(op, kAbortWait);
+    delete comm;
+    return recclSuccess;
+  });
+}
+
+recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError) {
+  return guarded([&]() -> recclResult_t {
+    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    if (!asyncError) return fail(recclInvalidArgument, "asyncError: null pointer");
+    Status s;
+    switch (settle(comm)) {
+      case recclComm::kInitializing:
+      case recclComm::kFinalizing:
+        *asyncError = recclInProgress;
+        return recclSuccess;
+      case recclComm::kFailed: {
+        std::lock_guard lk(comm->settleMu);
+        s = comm->failure;
+        break;
+      }
+      case recclComm::kFinalized: {
+        std::lock_guard lk(comm->settleMu);
+        s = comm->failure.ok() ? comm->impl->asyncError() : comm->failure;
+        break;
+      }
+      default:
+        s = comm->impl->asyncError();
+    }
+    *asyncError = toResult(s);
+    if (!s.ok()) lastError() = s.message();
+    return recclSuccess;
+  });
+}
+
+}  // extern "C"
+
+namespace reccl::api {
+
+core::Comm* commImpl(recclComm_t comm) noexcept {
+  if (!comm) return nullptr;
+  int st = settle(comm);
+  return st == recclComm::kInitializing || st == recclComm::kFailed ? nullptr : comm->impl.get();
+}
+
+recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
+  return guarded([&]() -> recclResult_t {
+    *comm = nullptr;
+    const int64_t bootMs = params::BootstrapTimeoutMs();
+    std::shared_ptr<core::BootstrapRoot> root;
+    transport::Endpoint rootEp;
+    if (env.rank == 0) {
+      // Rank 0 holds the root for its communicator's lifetime: at a launcher's fixed address the
+      // address stays taken, so a second job on it fails at once and a rank of one that reaches
+      // this root fails both.
+      core::BootstrapConfig cfg;
+      cfg.addr = htonl(INADDR_ANY);
+      cfg.port = env.rendezvous == core::Rendezvous::kPmix ? 0 : env.rootPort;
+      cfg.jobId = env.jobId;
+      cfg.bootKey = env.bootKey;
+      cfg.deadline = Deadline::afterMs(bootMs + kRootGraceMs);
+      cfg.lingerUntilStopped = true;
+      auto r = core::BootstrapRoot::start(cfg, &rootEp);
+      if (!r.ok()) {
+        core::wipeKey(env.bootKey);
+        return fail(r.status().Wrap("rank 0: bootstrap root on port " + std::to_string(cfg.port)));
+      }
+      root = std::move(r).value();
+    }
+    if (env.rendezvous == core::Rendezvous::kPmix) {
+      // Rank 0's root listens on every address; the others are told the one ranks reach.
+      std::string mine;
+      if (env.rank == 0) {
+        auto a = bootstrapAddress();
+        if (!a.ok()) {
+          core::wipeKey(env.bootKey);
+          return fail(a.status());
+        }
+        mine = transport::Endpoint{*a, rootEp.port}.str();
+      }
+      auto shared = pmixShareRootAddress(env.rank, mine, bootMs);
+      Result<transport::Endpoint> ep = shared.ok() ? parseShared(*shared) : Result<transport::Endpoint>(shared.status());
+      if (!ep.ok()) {
+        core::wipeKey(env.bootKey);
+        return fail(ep.status());
+      }
+      env.rootHost = shared->substr(0, shared->rfind(':'));
+      env.rootPort = ep->port;
+    }
+    auto addr = transport::resolveIpv4(env.rootHost);
+    if (!addr.ok()) {
+      core::wipeKey(env.bootKey);
+      return fail(addr.status().Wrap("rendezvous host from " + env.addressFrom));
+    }
+    core::UniqueIdData id{*addr, env.rootPort, env.jobId, env.bootKey};
+    RECCL_INFO(kLogInit, "init from %s environment: rank %d of %d, root %s:%u (from %s), job secret %s",
+               env.source.c_str(), env.rank, env.nranks, env.rootHost.c_str(), env.rootPort, env.addressFrom.c_str(),
+               env.secretFrom.empty() ? "none (open bootstrap)" : env.secretFrom.c_str());
+    core::wipeKey(env.bootKey);
+    recclResult_t rc = startInit(comm, CommConfig{}, env.nranks, id, env.rank, std::move(root));
+    core::wipeKey(id.bootKey);
+    return rc;
+  });
+}
+
+}  // namespace reccl::api

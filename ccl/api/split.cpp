@@ -1,0 +1,108 @@
+// recclCommSplit on top of the parent communicator: the ranks gather every (color, key) over it,
+// each color's first rank (by key, then parent rank) starts a rendezvous, the parent gathers
+// those unique ids, and each member joins its color's communicator with recclCommInitRank's
+// machinery. The ids travel over the parent's connections, which every member already proved it
+// belongs to.
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "algo/collectives.h"
+#include "api/api_result.h"
+#include "api/comm_handle.h"
+#include "core/wire.h"
+#include "reccl/reccl.h"
+
+using namespace reccl;
+using namespace reccl::api;
+
+namespace {
+
+struct Member {
+  int32_t color;
+  int32_t key;
+  int parentRank;
+};
+
+// The members of `color` in their new order.
+std::vector<Member> membersOf(const std::vector<int32_t>& colorKey, int32_t color) {
+  std::vector<Member> out;
+  for (size_t r = 0; r < colorKey.size() / 2; ++r)
+    if (colorKey[2 * r] == color) out.push_back({color, colorKey[2 * r + 1], static_cast<int>(r)});
+  std::stable_sort(out.begin(), out.end(), [](const Member& a, const Member& b) {
+    return a.key != b.key ? a.key < b.key : a.parentRank < b.parentRank;
+  });
+  return out;
+}
+
+}  // namespace
+
+extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm,
+                                        recclConfig_t* config) {
+  return guarded([&]() -> recclResult_t {
+    core::Comm* parent = nullptr;
+    RECCL_CHECK(usable(comm, &parent));
+    if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
+    *newcomm = nullptr;
+    if (color < 0 && color != RECCL_SPLIT_NOCOLOR)
+      return fail(recclInvalidArgument,
+                  "color: " + std::to_string(color) + " is negative and not RECCL_SPLIT_NOCOLOR (" +
+                      std::to_string(RECCL_SPLIT_NOCOLOR) + ")");
+    // Every rank takes part in both exchanges, so a rank with a bad config tells the others by
+    // the color it sends (-2) instead of leaving them waiting.
+    CommConfig cfg;
+    Status cfgStatus = readConfig(config, comm->config, &cfg);
+    const int n = parent->nranks();
+    const int me = parent->rank();
+    std::vector<int32_t> colorKey(2 * static_cast<size_t>(n));
+    int32_t mine[2] = {cfgStatus.ok() ? color : -2, key};
+    RECCL_CHECK(finish(parent->run([&] { return algo::allGather(*parent, mine, colorKey.data(), 2, recclInt32); })));
+    if (!cfgStatus.ok()) return fail(cfgStatus);
+    for (int r = 0; r < n; ++r)
+      if (colorKey[2 * static_cast<size_t>(r)] == -2)
+        return fail(recclInvalidUsage, "rank " + std::to_string(r) + " of comm passed a bad config to recclCommSplit");
+
+    std::vector<Member> group;
+    int newRank = -1;
+    if (color != RECCL_SPLIT_NOCOLOR) {
+      group = membersOf(colorKey, color);
+      for (size_t i = 0; i < group.size(); ++i)
+        if (group[i].parentRank == me) newRank = static_cast<int>(i);
+    }
+    // Each group's first member starts the rendezvous; a failure there is sent as an all-zero
+    // id, which every member of that group then reports.
+    std::vector<std::byte> ids(static_cast<size_t>(n) * core::kUniqueIdBytes);
+    std::vector<std::byte> myId(core::kUniqueIdBytes);
+    Status rootStatus;
+    if (newRank == 0) {
+      auto id = startDetachedRoot();
+      if (id.ok()) {
+        core::encodeUniqueId(*id, std::span<std::byte, core::kUniqueIdBytes>(myId.data(), core::kUniqueIdBytes));
+        core::wipeKey(id->bootKey);
+      } else {
+        rootStatus = id.status();
+      }
+    }
+    Status gathered = parent->run([&] {
+      return algo::allGather(*parent, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8);
+    });
+    std::fill(myId.begin(), myId.end(), std::byte{0});
+    if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));
+    if (color == RECCL_SPLIT_NOCOLOR) {
+      std::fill(ids.begin(), ids.end(), std::byte{0});
+      return recclSuccess;
+    }
+    if (!rootStatus.ok()) return fail(rootStatus.Wrap("recclCommSplit: color " + std::to_string(color)));
+    std::span<const std::byte> leaderId(ids.data() + static_cast<size_t>(group[0].parentRank) * core::kUniqueIdBytes,
+                                        core::kUniqueIdBytes);
+    auto id = core::decodeUniqueId(leaderId);
+    std::fill(ids.begin(), ids.end(), std::byte{0});
+    if (!id.ok())
+      return fail(recclInternalError, "recclCommSplit: color " + std::to_string(color) + ": rank " +
+                                          std::to_string(group[0].parentRank) + " could not start the rendezvous");
+    recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(group.size()), *id, newRank);
+    core::wipeKey(id->bootKey);
+    return rc;
+  });
+}

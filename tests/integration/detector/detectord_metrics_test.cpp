@@ -1,0 +1,153 @@
+// reccl-detectord's /metrics as Prometheus and an HTTP client see it: promtool's checks (HELP on
+// every metric, names, types), node_exporter's label names, states as labels, build_info, and
+// HTTP methods and paths answered as a real server answers them. Runs without root: the daemon
+// watches lo with rtnetlink.
+#include <civetweb.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "daemon_process.h"
+
+namespace reccl::detector {
+namespace {
+
+using testing::DaemonProcess;
+using testing::httpRequest;
+
+std::string body(const std::string& response) {
+  auto p = response.find("\r\n\r\n");
+  return p == std::string::npos ? "" : response.substr(p + 4);
+}
+
+int statusCode(const std::string& response) {
+  std::smatch m;
+  std::regex re("^HTTP/1\\.[01] ([0-9]{3})");
+  return std::regex_search(response, m, re) ? std::stoi(m[1]) : 0;
+}
+
+class DetectordMetrics : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    daemon_ = std::make_unique<DaemonProcess>(std::vector<std::string>{"--source", "netlink", "--watch", "lo"});
+    port_ = daemon_->waitStarted(15000);
+    ASSERT_GT(port_, 0) << daemon_->logText();
+  }
+  std::unique_ptr<DaemonProcess> daemon_;
+  int port_ = 0;
+};
+
+TEST_F(DetectordMetrics, PassPromtoolCheck) {
+  if (std::system("command -v promtool >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "promtool not installed (Debian package prometheus; scripts/setup.sh installs it)";
+  std::string text = body(httpRequest(port_, "GET", "/metrics"));
+  ASSERT_FALSE(text.empty());
+  std::string file = "/tmp/rdt-metrics-" + std::to_string(getpid()) + ".txt";
+  FILE* f = std::fopen(file.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  FILE* p = popen(("promtool check metrics < " + file + " 2>&1").c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (size_t n = std::fread(buf, 1, sizeof(buf), p)) out.append(buf, n);
+  int status = pclose(p);
+  unlink(file.c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "promtool check metrics:\n" << out << "\n" << text;
+}
+
+TEST_F(DetectordMetrics, EveryMetricHasHelpAndTheLabelsPrometheusUsersExpect) {
+  std::string text = body(httpRequest(port_, "GET", "/metrics"));
+  std::set<std::string> typed, helped;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_match(line, m, std::regex("# TYPE ([a-z_:]+) .*"))) typed.insert(m[1]);
+    if (std::regex_match(line, m, std::regex("# HELP ([a-z_:]+) .+"))) helped.insert(m[1]);
+  }
+  EXPECT_GE(typed.size(), 10u) << text;
+  for (const auto& name : typed) EXPECT_TRUE(helped.count(name)) << name << " has no HELP";
+  // node_exporter's label for a network device is `device`; states are labels.
+  EXPECT_NE(text.find("reccl_detector_link_state{device=\"lo\",netns=\"\",state=\"up\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("reccl_detector_link_state{device=\"lo\",netns=\"\",state=\"down\"} 0"), std::string::npos);
+  EXPECT_NE(text.find("reccl_detector_link_state{device=\"lo\",netns=\"\",state=\"degraded\"} 0"), std::string::npos);
+  EXPECT_EQ(text.find("dev=\""), std::string::npos) << "the old label name";
+  EXPECT_TRUE(std::regex_search(text, std::regex("\nreccl_detectord_build_info\\{[^}]*version=\"[^\"]+\"[^}]*\\} 1")))
+      << text;
+  EXPECT_NE(text.find("reccl_detector_source_active{source=\"rtnetlink\"} 1"), std::string::npos);
+}
+
+struct HttpCase {
+  const char* method;
+  const char* path;
+  int status;
+  bool hasBody;
+  const char* header;  // a header the answer must carry ("" none)
+};
+
+void PrintTo(const HttpCase& c, std::ostream* os) { *os << c.method << " " << c.path; }
+
+class DetectordHttp : public DetectordMetrics, public ::testing::WithParamInterface<HttpCase> {};
+
+TEST_P(DetectordHttp, AnswersLikeARealServer) {
+  const HttpCase& c = GetParam();
+  std::string r = httpRequest(port_, c.method, c.path);
+  EXPECT_EQ(statusCode(r), c.status) << r.substr(0, 300);
+  EXPECT_EQ(!body(r).empty(), c.hasBody) << r.substr(0, 300);
+  if (*c.header) {
+    EXPECT_NE(r.find(c.header), std::string::npos) << r.substr(0, 300);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Requests, DetectordHttp,
+    ::testing::Values(HttpCase{"GET", "/metrics", 200, true, "Content-Type: text/plain"},
+                      HttpCase{"GET", "/metrics?x=1", 200, true, ""},
+                      HttpCase{"HEAD", "/metrics", 200, false, "Content-Type: text/plain"},
+                      HttpCase{"GET", "/metricsXYZ", 404, true, ""},
+                      HttpCase{"GET", "/metrics/x", 404, true, ""},
+                      HttpCase{"GET", "/", 404, true, ""},
+                      HttpCase{"HEAD", "/nope", 404, false, ""},
+                      HttpCase{"POST", "/metrics", 405, true, "Allow: GET, HEAD"},
+                      HttpCase{"DELETE", "/metrics", 405, true, "Allow: GET, HEAD"}));
+
+TEST(DetectordMetricsAddr, ListensWhereItIsTold) {
+  // All of 127/8 is loopback: a second address tells "where it is told" from "everywhere".
+  DaemonProcess daemon({"--source", "netlink", "--metrics-addr", "127.0.0.2"});
+  int port = daemon.waitStarted(15000);
+  ASSERT_GT(port, 0) << daemon.logText();
+  EXPECT_EQ(statusCode(httpRequest(port, "GET", "/metrics", "127.0.0.2")), 200);
+  EXPECT_EQ(httpRequest(port, "GET", "/metrics", "127.0.0.1"), "") << "listening beyond 127.0.0.2";
+}
+
+// Debian's civetweb has no IPv6: an IPv6 address is then refused as unsupported (exit 77)
+// naming the option, never a silent IPv4 fallback.
+TEST(DetectordMetricsAddr, AnIpv6AddressWorksOrIsRefusedAsUnsupported) {
+  DaemonProcess daemon({"--source", "netlink", "--metrics-addr", "::1"});
+  int port = daemon.waitStarted(15000);
+  if (mg_check_feature(8)) {
+    ASSERT_GT(port, 0) << daemon.logText();
+    EXPECT_EQ(statusCode(httpRequest(port, "GET", "/metrics", "::1")), 200);
+  } else {
+    EXPECT_EQ(port, 0);
+    EXPECT_EQ(daemon.terminate(5000), 77);
+    EXPECT_NE(daemon.logText().find("metrics-addr"), std::string::npos) << daemon.logText();
+  }
+}
+
+TEST(DetectordMetricsAddr, ABadAddressIsAUsageError) {
+  DaemonProcess daemon({"--source", "netlink", "--metrics-addr", "localhost:80"});
+  EXPECT_EQ(daemon.waitStarted(15000), 0);
+  EXPECT_EQ(daemon.terminate(5000), 64);
+  EXPECT_NE(daemon.logText().find("metrics-addr"), std::string::npos) << daemon.logText();
+}
+
+}  // namespace
+}  // namespace reccl::detector

@@ -1,0 +1,296 @@
+// NCCL's API as reccl offers it: recclCommInitRankConfig with a versioned config and non-blocking
+// init, recclCommSplit, recclCommFinalize, recclBcast, recclAlltoAll (and its old spelling), and
+// recclGetUniqueId + recclCommInitRank across processes. Ranks are threads unless said otherwise.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <memory>
+#include <cstdio>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_child.h"
+#include "ccl_test_util.h"
+#include "reccl/reccl.h"
+
+namespace reccl::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Polls recclCommGetAsyncError until it is not recclInProgress (or the deadline passed: then
+// recclInProgress is returned).
+recclResult_t waitReady(recclComm_t comm, milliseconds limit) {
+  auto until = Clock::now() + limit;
+  recclResult_t state = recclInProgress;
+  while (Clock::now() < until) {
+    if (recclCommGetAsyncError(comm, &state) != recclSuccess) return recclInternalError;
+    if (state != recclInProgress) return state;
+    std::this_thread::sleep_for(milliseconds(2));
+  }
+  return recclInProgress;
+}
+
+recclConfig_t nonBlocking() {
+  recclConfig_t c = RECCL_CONFIG_INITIALIZER;
+  c.blocking = 0;
+  return c;
+}
+
+struct BadConfig {
+  const char* name;
+  void (*spoil)(recclConfig_t*);
+  const char* mentions;
+};
+
+class ConfigIsChecked : public ::testing::TestWithParam<BadConfig> {};
+
+TEST_P(ConfigIsChecked, BeforeAnythingStartsAndNamesTheField) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+  GetParam().spoil(&cfg);
+  recclComm_t comm = reinterpret_cast<recclComm_t>(0x1);
+  EXPECT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find(GetParam().mentions), std::string::npos)
+      << recclGetLastError(nullptr);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Table, ConfigIsChecked,
+    ::testing::Values(BadConfig{"Magic", [](recclConfig_t* c) { c->magic = 0; }, "RECCL_CONFIG_INITIALIZER"},
+                      BadConfig{"Size", [](recclConfig_t* c) { c->size = 8; }, "config.size"},
+                      BadConfig{"Blocking", [](recclConfig_t* c) { c->blocking = 2; }, "config.blocking"},
+                      BadConfig{"Channels", [](recclConfig_t* c) { c->nChannels = 17; }, "config.nChannels"},
+                      BadConfig{"Timeout", [](recclConfig_t* c) { c->timeoutMs = 0; }, "config.timeoutMs"},
+                      BadConfig{"BootTimeout", [](recclConfig_t* c) { c->bootstrapTimeoutMs = -5; },
+                                "config.bootstrapTimeoutMs"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(NcclApi, ConfigInitializerIsVersioned) {
+  recclConfig_t c = RECCL_CONFIG_INITIALIZER;
+  EXPECT_EQ(c.size, sizeof(recclConfig_t));
+  EXPECT_EQ(c.magic, RECCL_CONFIG_MAGIC);
+  EXPECT_EQ(c.version, static_cast<unsigned>(RECCL_VERSION_CODE));
+  EXPECT_EQ(c.blocking, RECCL_CONFIG_UNDEF_INT);
+  EXPECT_EQ(c.commName, nullptr);
+}
+
+TEST(NcclApi, NonBlockingInitReportsProgressThenTheCommunicatorWorks) {
+  const int n = 3;
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::vector<recclComm_t> comms(n, nullptr);
+  // Ranks 0 and 1 start now; each returns recclInProgress at once, and cannot finish while rank 2
+  // has not joined: they are seen in progress and refusing work.
+  for (int r = 0; r < 2; ++r) {
+    recclConfig_t cfg = nonBlocking();
+    cfg.commName = "nb";
+    ASSERT_EQ(recclCommInitRankConfig(&comms[r], n, id, r, &cfg), recclInProgress) << recclGetLastError(nullptr);
+    ASSERT_NE(comms[r], nullptr);
+  }
+  recclResult_t state = recclSuccess;
+  ASSERT_EQ(recclCommGetAsyncError(comms[0], &state), recclSuccess);
+  EXPECT_EQ(state, recclInProgress);
+  float x = 1;
+  EXPECT_EQ(recclAllReduce(&x, &x, 1, recclFloat32, recclSum, comms[0], nullptr), recclInvalidUsage);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("recclCommGetAsyncError"), std::string::npos);
+  recclConfig_t cfg = nonBlocking();
+  ASSERT_EQ(recclCommInitRankConfig(&comms[2], n, id, 2, &cfg), recclInProgress);
+  for (int r = 0; r < n; ++r) ASSERT_EQ(waitReady(comms[r], milliseconds(30000)), recclSuccess) << "rank " << r;
+  std::vector<recclResult_t> rcs(n);
+  std::vector<float> out(n);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < n; ++r)
+    ts.emplace_back([&, r] {
+      float v = static_cast<float>(r + 1);
+      rcs[r] = recclAllReduce(&v, &out[r], 1, recclFloat32, recclSum, comms[r], nullptr);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(rcs[r], recclSuccess);
+    EXPECT_EQ(out[r], 6.0f);
+  }
+  for (auto c : comms) EXPECT_EQ(recclCommDestroy(c), recclSuccess);
+}
+
+TEST(NcclApi, NonBlockingInitThatCannotFinishReportsItsError) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclConfig_t cfg = nonBlocking();
+  cfg.bootstrapTimeoutMs = 300;  // rank 1 never comes
+  recclComm_t comm = nullptr;
+  ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
+  EXPECT_EQ(waitReady(comm, milliseconds(20000)), recclTimeout);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("rank 0 init"), std::string::npos) << recclGetLastError(nullptr);
+  int count = 0;
+  EXPECT_EQ(recclCommCount(comm, &count), recclTimeout);
+  EXPECT_EQ(recclCommDestroy(comm), recclSuccess);
+}
+
+TEST(NcclApi, AbortDuringNonBlockingInitReturnsAtOnce) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclConfig_t cfg = nonBlocking();
+  cfg.bootstrapTimeoutMs = 3000;
+  recclComm_t comm = nullptr;
+  ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
+  auto t0 = Clock::now();
+  EXPECT_EQ(recclCommAbort(comm), recclSuccess);
+  EXPECT_LT(Clock::now() - t0, milliseconds(1000));
+}
+
+TEST(NcclApi, SplitGroupsByColorAndOrdersByKey) {
+  const int n = 5;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<recclComm_t> child(n, nullptr);
+  auto rcs = world.run([&](int r, recclComm_t c) {
+    // Colors: 0 for even ranks, 1 for odd, none for rank 4; keys reverse the order.
+    int color = r == 4 ? RECCL_SPLIT_NOCOLOR : r % 2;
+    return recclCommSplit(c, color, -r, &child[r], nullptr);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << recclGetLastError(nullptr);
+  EXPECT_EQ(child[4], nullptr);
+  // Even {0, 2} -> new ranks {1, 0}; odd {1, 3} -> {1, 0}.
+  const int wantRank[] = {1, 1, 0, 0};
+  std::vector<int32_t> gathered(n * 2, -1);
+  std::vector<std::thread> ts;
+  std::vector<recclResult_t> crc(4, recclSuccess);
+  for (int r = 0; r < 4; ++r)
+    ts.emplace_back([&, r] {
+      int rank = -1, count = 0;
+      recclCommUserRank(child[r], &rank);
+      recclCommCount(child[r], &count);
+      EXPECT_EQ(rank, wantRank[r]) << "parent rank " << r;
+      EXPECT_EQ(count, 2);
+      int32_t mine = r;
+      crc[r] = recclAllGather(&mine, &gathered[2 * r], 1, recclInt32, child[r], nullptr);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(crc[r], recclSuccess);
+    // New rank 0 of the even group is parent rank 2: the gather lists parent ranks by new rank.
+    const int32_t want0 = r % 2 == 0 ? 2 : 3, want1 = r % 2 == 0 ? 0 : 1;
+    EXPECT_EQ(gathered[2 * r], want0) << "parent rank " << r;
+    EXPECT_EQ(gathered[2 * r + 1], want1) << "parent rank " << r;
+  }
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(recclCommDestroy(child[r]), recclSuccess);
+}
+
+TEST(NcclApi, SplitRefusesBadArgumentsOnEveryRank) {
+  Comms world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  recclComm_t child = nullptr;
+  EXPECT_EQ(recclCommSplit(world[0], -7, 0, &child, nullptr), recclInvalidArgument);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("color"), std::string::npos);
+  // A bad config on one rank fails the split on both, naming it on that rank, none waits.
+  std::vector<recclComm_t> kids(2, nullptr);
+  std::vector<std::string> errs(2);
+  auto rcs = world.run([&](int r, recclComm_t c) {
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    if (r == 1) cfg.nChannels = 99;
+    recclResult_t rc = recclCommSplit(c, 0, r, &kids[r], &cfg);
+    errs[r] = recclGetLastError(nullptr);
+    return rc;
+  });
+  EXPECT_EQ(rcs[1], recclInvalidArgument);
+  EXPECT_NE(errs[1].find("config.nChannels"), std::string::npos) << errs[1];
+  EXPECT_EQ(rcs[0], recclInvalidUsage);
+  EXPECT_NE(errs[0].find("rank 1"), std::string::npos) << errs[0];
+  EXPECT_EQ(kids[0], nullptr);
+  EXPECT_EQ(kids[1], nullptr);
+}
+
+TEST(NcclApi, FinalizeIsCollectiveThenOnlyDestroyFollows) {
+  for (int blocking : {1, 0}) {
+    const int n = 3;
+    recclUniqueId id;
+    ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+    std::vector<recclComm_t> comms(n, nullptr);
+    std::vector<recclResult_t> rcs(n);
+    std::vector<std::thread> ts;
+    for (int r = 0; r < n; ++r)
+      ts.emplace_back([&, r] {
+        recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+        cfg.blocking = blocking;
+        rcs[r] = recclCommInitRankConfig(&comms[r], n, id, r, &cfg);
+        if (rcs[r] == recclInProgress) rcs[r] = waitReady(comms[r], milliseconds(30000));
+        if (rcs[r] != recclSuccess) return;
+        rcs[r] = recclCommFinalize(comms[r]);
+        if (rcs[r] == recclInProgress) rcs[r] = waitReady(comms[r], milliseconds(30000));
+      });
+    for (auto& t : ts) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(rcs[r], recclSuccess) << "blocking " << blocking << " rank " << r;
+      float x = 1;
+      EXPECT_EQ(recclAllReduce(&x, &x, 1, recclFloat32, recclSum, comms[r], nullptr), recclInvalidUsage);
+      EXPECT_NE(std::string(recclGetLastError(nullptr)).find("finalized"), std::string::npos);
+      int rank = -1;
+      EXPECT_EQ(recclCommUserRank(comms[r], &rank), recclSuccess);  // still readable
+      EXPECT_EQ(rank, r);
+      EXPECT_EQ(recclCommDestroy(comms[r]), recclSuccess);
+    }
+  }
+}
+
+TEST(NcclApi, BcastAndBothAlltoAllSpellings) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  const size_t count = 1001;
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    std::vector<int32_t> buf(count);
+    std::iota(buf.begin(), buf.end(), r * 10000);
+    if (recclResult_t rc = recclBcast(buf.data(), count, recclInt32, 1, c, nullptr); rc != recclSuccess) return rc;
+    for (size_t i = 0; i < count; ++i)
+      if (buf[i] != static_cast<int32_t>(10000 + i)) return recclInternalError;  // rank 1's data everywhere
+    std::vector<int32_t> send(count * n), a(count * n), b(count * n);
+    for (size_t i = 0; i < send.size(); ++i) send[i] = static_cast<int32_t>(r * 1000000 + i);
+    if (recclResult_t rc = recclAlltoAll(send.data(), a.data(), count, recclInt32, c, nullptr); rc != recclSuccess)
+      return rc;
+    if (recclResult_t rc = recclAllToAll(send.data(), b.data(), count, recclInt32, c, nullptr); rc != recclSuccess)
+      return rc;
+    for (int p = 0; p < n; ++p)
+      for (size_t i = 0; i < count; ++i)
+        if (a[p * count + i] != static_cast<int32_t>(p * 1000000 + r * count + i)) return recclInternalError;
+    return a == b ? recclSuccess : recclInternalError;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r;
+}
+
+// recclGetUniqueId here; the ranks are other processes (api_worker, linked with libreccl.so as an
+// application is) that get the id as text, as an application would hand it over MPI.
+TEST(NcclApi, UniqueIdJoinsRanksInOtherProcesses) {
+  const int n = 3;
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::string hex;
+  for (unsigned char b : id.internal) {
+    char h[3];
+    std::snprintf(h, sizeof h, "%02x", b);
+    hex += h;
+  }
+  std::vector<std::unique_ptr<benchtest::Child>> ranks;
+  std::vector<std::string> outs;
+  for (int r = 0; r < n; ++r) {
+    outs.push_back(::testing::TempDir() + "api_worker." + std::to_string(getpid()) + "." + std::to_string(r));
+    ranks.push_back(std::make_unique<benchtest::Child>(
+        std::vector<std::string>{RECCL_API_WORKER_PATH, "uid", hex, std::to_string(n), std::to_string(r)},
+        std::vector<std::string>{}, outs.back()));
+  }
+  for (int r = 0; r < n; ++r) {
+    int rc = ranks[r]->wait(std::chrono::seconds(60));
+    std::string out = benchtest::slurp(outs[r]);
+    EXPECT_EQ(rc, 0) << "rank " << r << ": " << out;
+    EXPECT_NE(out.find("api_worker: rank " + std::to_string(r) + " of 3: ok"), std::string::npos) << out;
+    std::remove(outs[r].c_str());
+  }
+}
+
+}  // namespace
+}  // namespace reccl::test

@@ -1,0 +1,202 @@
+"""Failures of the reccl backend reach Python as exceptions carrying reccl's message, and the
+process group's timeout is honoured. One scenario per run (--case), two ranks on this host:
+
+  arguments       refused arguments raise at the call, naming the argument; the group still works
+  mismatch        ranks disagreeing on a count: both raise, one with reccl's "mismatched count"
+                  message; later calls fail at once with the same, latched message
+  init_failure    rank 0 cannot make the unique id: it raises reccl's message, rank 1 raises
+                  "rank 0 could not create the communicator" with it, without waiting for a timeout
+  peer_death      a rank exits mid-job: the other's next collective raises reccl's remote error
+  timeout_wait    a collective nobody joins: wait() raises at the group's timeout; later calls fail
+  timeout_future  the same through the future DDP waits on: reccl's own deadline (the group's
+                  timeout, passed as RECCL_TIMEOUT_MS) fails the call
+  wait_timeout    wait(timeout) shorter than the group's: raises then; destroying the group ends
+                  the call still inside reccl (abort) instead of waiting out the group's timeout
+
+    PYTHONPATH=build/torch /usr/bin/python3 tests/unit/torch/errors_test.py --case mismatch
+"""
+
+import argparse
+import datetime
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_ranks import require_backend, run_ranks  # noqa: E402
+
+# The deadlines these tests give are short; "at the timeout" allows this much for a loaded machine.
+SLACK_S = 10.0
+
+
+def _init(rank, world, store_url, timeout_s=60.0):
+    import torch.distributed as dist
+    import reccl_torch  # noqa: F401
+    dist.init_process_group("reccl", init_method=store_url, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=timeout_s))
+    return dist
+
+
+def _raises(fn):
+    """The RuntimeError fn raises (fails when it raises nothing) and how long fn took."""
+    t0 = time.monotonic()
+    try:
+        fn()
+    except RuntimeError as e:
+        return str(e), time.monotonic() - t0
+    raise AssertionError("expected a RuntimeError, nothing was raised")
+
+
+def _expect(text, *parts):
+    for p in parts:
+        assert p in text, f"expected {p!r} in the error, got: {text}"
+
+
+def case_arguments(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    msg, _ = _raises(lambda: dist.all_reduce(torch.ones(4, 4).t()))
+    _expect(msg, "reccl: tensors: must be contiguous")
+    msg, _ = _raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int16)))
+    _expect(msg, "reccl: dtype: reccl cannot reduce")
+    msg, _ = _raises(lambda: dist.all_reduce(torch.ones(4, dtype=torch.int32), op=dist.ReduceOp.BAND))
+    _expect(msg, "reccl: op: ReduceOp.BAND is not supported")
+    msg, _ = _raises(lambda: dist.broadcast(torch.ones(4), src=world + 3))
+    _expect(msg, "reccl: rootRank: ")
+    msg, _ = _raises(lambda: dist.send(torch.ones(4), (rank + 1) % world, tag=3))
+    _expect(msg, "reccl: tag: 3 is not supported")
+    msg, _ = _raises(lambda: dist.all_gather([torch.ones(3)] * world, torch.ones(4)))
+    _expect(msg, "reccl: tensor_list[0]: 3 elements, the input has 4")
+    # Refused at the call: nothing reached reccl, the group works on.
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t)
+    assert t.tolist() == [world * (world + 1) / 2] * 5, t
+    dist.destroy_process_group()
+
+
+def case_mismatch(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    first, _ = _raises(lambda: dist.all_reduce(torch.ones(100 - rank)))
+    _expect(first, f"reccl allreduce failed on rank {rank}: ")
+    again, took = _raises(lambda: dist.all_reduce(torch.ones(8)))
+    assert again == first, f"later calls should fail with the latched error {first!r}, got {again!r}"
+    assert took < SLACK_S, took
+    dist.destroy_process_group()
+    return first
+
+
+def case_init_failure(rank, world, store_url):
+    if rank == 0:
+        os.environ["RECCL_BOOTSTRAP_IFNAME"] = "nosuchnic0"
+    try:
+        _init(rank, world, store_url)
+    except RuntimeError as e:
+        msg = str(e)
+        _expect(msg, "RECCL_BOOTSTRAP_IFNAME=nosuchnic0 names no interface")
+        if rank != 0:
+            _expect(msg, "rank 0 could not create the communicator")
+        return
+    raise AssertionError("init should have failed")
+
+
+def case_peer_death(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    t = torch.ones(1000)
+    dist.all_reduce(t)
+    if rank == 1:
+        os._exit(3)  # no goodbye: the socket or shared-memory side channel closes with the process
+    msg, took = _raises(lambda: dist.all_reduce(torch.ones(1000)))
+    _expect(msg, "reccl allreduce failed on rank 0: remote process exited or there was a network error")
+    assert took < SLACK_S, f"the peer's death took {took:.1f} s to surface"
+    dist.destroy_process_group()
+
+
+def _nobody_joins(rank, world, store_url, timeout_s, on_rank0):
+    """Rank 0 runs on_rank0(group) on a reccl process group with the timeout under test while rank
+    1 makes no call on it. The group is made directly (not by new_group, whose store barrier
+    would run with that short timeout too) beside a default group with a long one: the ranks'
+    processes may start seconds apart on a loaded machine, and the store's reads wait only that
+    long."""
+    import reccl_torch
+    dist = _init(rank, world, store_url)
+    store = dist.distributed_c10d._get_default_store()
+    group = reccl_torch.ProcessGroupReccl(dist.PrefixStore("under_test", store), rank, world,
+                                          datetime.timedelta(seconds=timeout_s))
+    result = None
+    if rank == 0:
+        try:
+            result = on_rank0(group)
+        finally:
+            store.set("rank0_done", "1")
+    else:
+        store.wait(["rank0_done"], datetime.timedelta(seconds=120))
+    t0 = time.monotonic()
+    del group  # the last reference: destroys the group
+    took = time.monotonic() - t0
+    assert took < SLACK_S, f"destroying the group took {took:.1f} s"
+    dist.destroy_process_group()
+    return result
+
+
+def case_timeout_wait(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        msg, took = _raises(lambda: group.allreduce([torch.ones(8)]).wait())
+        assert 2.0 <= took < 2.0 + SLACK_S, f"raised after {took:.2f} s, the group's timeout is 2 s"
+        _expect(msg, "reccl allreduce ")
+        assert "2000 ms" in msg or "timeout" in msg, msg
+        again, took2 = _raises(lambda: group.barrier().wait())
+        assert again == msg and took2 < SLACK_S, (again, took2)
+        return took
+    return _nobody_joins(rank, world, store_url, 2.0, on_rank0)
+
+
+def case_timeout_future(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        fut = group.allreduce([torch.ones(8)]).get_future()
+        msg, took = _raises(fut.wait)
+        # Not the Work's own deadline: reccl's call failed at its collective deadline.
+        _expect(msg, "reccl allreduce failed on rank 0: timeout")
+        assert 2.0 <= took < 2.0 + SLACK_S, f"raised after {took:.2f} s, the group's timeout is 2 s"
+        return took
+    return _nobody_joins(rank, world, store_url, 2.0, on_rank0)
+
+
+def case_wait_timeout(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        work = group.allreduce([torch.ones(8)])
+        msg, took = _raises(lambda: work.wait(datetime.timedelta(seconds=1)))
+        _expect(msg, "reccl allreduce on rank 0 did not complete within 1000 ms (the timeout given to wait)")
+        assert 1.0 <= took < 1.0 + SLACK_S, took
+        again, _ = _raises(lambda: group.allreduce([torch.ones(8)]).wait())
+        assert again == msg, again
+        return took
+    # The group's timeout (reccl's deadline for the call still in flight) is far away: only the
+    # abort on destruction keeps _nobody_joins' bound on destroying the group.
+    return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
+
+
+CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--case", required=True, choices=sorted(CASES))
+    args = ap.parse_args()
+    require_backend()
+    may_die = (1,) if args.case == "peer_death" else ()
+    results = run_ranks(2, CASES[args.case], may_die=may_die, timeout=300)
+    if args.case == "mismatch":
+        assert any("mismatched count across ranks" in m for m in results), results
+    print(f"ok: {args.case}: {results}")
+
+
+if __name__ == "__main__":
+    main()

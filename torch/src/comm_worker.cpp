@@ -1,0 +1,118 @@
+#include "comm_worker.h"
+
+#include <chrono>
+#include <utility>
+
+namespace reccl_torch {
+
+namespace {
+// recclCommAbort frees the communicator, so it must not meet a call that has been handed the
+// pointer but not yet entered reccl (a few instructions). A call this old is inside reccl.
+constexpr auto kAbortMinCallAge = std::chrono::milliseconds(50);
+}  // namespace
+
+bool FailureLatch::set(const std::string& why) {
+  std::lock_guard lk(mu_);
+  if (why_) return false;
+  why_ = why;
+  return true;
+}
+
+std::optional<std::string> FailureLatch::get() const {
+  std::lock_guard lk(mu_);
+  return why_;
+}
+
+std::string describeFailure(const std::string& op, int rank, recclResult_t result, const char* lastError) {
+  std::string s = "reccl " + op + " failed on rank " + std::to_string(rank) + ": " + recclGetErrorString(result);
+  if (lastError && *lastError) s += std::string(": ") + lastError;
+  return s;
+}
+
+CommWorker::CommWorker(recclComm_t comm, int rank, std::shared_ptr<FailureLatch> latch)
+    : rank_(rank), latch_(std::move(latch)), comm_(comm), thread_([this] { loop(); }) {}
+
+CommWorker::~CommWorker() {
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  abortStuckCall();
+  thread_.join();
+  if (!aborted_) recclCommDestroy(comm_);
+}
+
+void CommWorker::abortStuckCall() {
+  // Only a call a Work has given up on (its timeout latched a failure) is cut short; any other
+  // call in flight finishes, bounded by reccl's own deadlines.
+  if (!latch_->get()) return;
+  std::unique_lock lk(mu_);
+  if (!inCall_) return;
+  auto age = std::chrono::steady_clock::now() - callStart_;
+  if (age < kAbortMinCallAge) {
+    lk.unlock();
+    std::this_thread::sleep_for(kAbortMinCallAge - age);
+    lk.lock();
+    if (!inCall_) return;
+  }
+  aborted_ = true;
+  lk.unlock();
+  recclCommAbort(comm_);
+}
+
+void CommWorker::enqueue(CommOp op) {
+  {
+    std::lock_guard lk(mu_);
+    queue_.push_back(std::move(op));
+  }
+  cv_.notify_all();
+}
+
+bool CommWorker::stats(recclCommStats_t* out) const {
+  std::lock_guard lk(mu_);
+  if (aborted_) return false;
+  out->size = sizeof(*out);
+  return recclCommGetStats(comm_, out) == recclSuccess;
+}
+
+void CommWorker::loop() {
+  for (;;) {
+    CommOp op;
+    std::optional<std::string> latched;
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      op = std::move(queue_.front());
+      queue_.pop_front();
+      latched = latch_->get();
+      if (!latched) {
+        inCall_ = true;
+        callStart_ = std::chrono::steady_clock::now();
+      }
+    }
+    if (latched) {
+      op.done(*latched);
+      continue;
+    }
+    std::string error;
+    try {
+      recclResult_t r = op.call(comm_);
+      if (r != recclSuccess) {
+        error = describeFailure(op.name, rank_, r, recclGetLastError(nullptr));
+        // An argument reccl refused leaves the communicator usable; anything else broke it.
+        if (r != recclInvalidArgument) latch_->set(error);
+      }
+    } catch (const std::exception& e) {  // the tensor work around the call (copies out)
+      error = "reccl " + op.name + " failed on rank " + std::to_string(rank_) + ": " + e.what();
+    }
+    {
+      std::lock_guard lk(mu_);
+      inCall_ = false;
+    }
+    op.done(error);
+  }
+}
+
+}  // namespace reccl_torch

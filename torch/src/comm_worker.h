@@ -1,0 +1,79 @@
+// Runs a process group's operations on its reccl communicator, one at a time and in the order
+// they were issued, on a thread of its own: what a CUDA stream is to NCCL. A reccl call blocks
+// until this rank's part is done and a communicator takes one call at a time, so the queue is
+// what makes the process group's operations asynchronous. No libtorch here.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "reccl/reccl.h"
+
+namespace reccl_torch {
+
+// The first failure of a process group, shared with its Work objects (which may outlive the
+// group). Once set, queued and later operations fail with it without entering reccl.
+class FailureLatch {
+ public:
+  // False when a failure was latched already (the first one stays).
+  bool set(const std::string& why);
+  std::optional<std::string> get() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::optional<std::string> why_;
+};
+
+struct CommOp {
+  using Call = std::function<recclResult_t(recclComm_t)>;
+  using Done = std::function<void(const std::string& error)>;
+  std::string name;  // "allreduce": for messages
+  Call call;         // on the worker thread
+  Done done;         // "" on success; on the worker thread
+};
+
+// The text a failed call raises in Python: the collective, the rank, reccl's code and reccl's
+// own message (recclGetLastError, read on the thread that made the call).
+std::string describeFailure(const std::string& op, int rank, recclResult_t result, const char* lastError);
+
+class CommWorker {
+ public:
+  // Takes ownership of `comm`.
+  CommWorker(recclComm_t comm, int rank, std::shared_ptr<FailureLatch> latch);
+  // Runs (or, once a failure is latched, fails) what is queued, then destroys the communicator.
+  // A call still inside reccl after a Work gave up on it is ended by aborting the communicator.
+  ~CommWorker();
+  CommWorker(const CommWorker&) = delete;
+  CommWorker& operator=(const CommWorker&) = delete;
+
+  void enqueue(CommOp op);
+  // The communicator's counters; false once it was aborted.
+  bool stats(recclCommStats_t* out) const;
+
+ private:
+  void loop();
+  void abortStuckCall();
+
+  const int rank_;
+  std::shared_ptr<FailureLatch> latch_;
+  // Guarded by mu_: the queue and the call in flight. comm_ is used by the worker thread for
+  // calls and by stats(); abortStuckCall() frees it (recclCommAbort) and sets aborted_.
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<CommOp> queue_;
+  recclComm_t comm_;
+  bool stop_ = false;
+  bool inCall_ = false;
+  bool aborted_ = false;
+  std::chrono::steady_clock::time_point callStart_;
+  std::thread thread_;
+};
+
+}  // namespace reccl_torch

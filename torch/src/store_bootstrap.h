@@ -1,0 +1,21 @@
+// Creates a process group's communicator the way ProcessGroupNCCL does: rank 0 makes a unique id
+// (a random secret and communicator id, its bootstrap root listening) and publishes it in the
+// group's c10d store; the other ranks read it there and all call recclCommInitRank. The store
+// torch hands the backend is already private to the group, so nothing else is needed from the
+// environment.
+#pragma once
+
+#include <chrono>
+
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include "reccl/reccl.h"
+
+namespace reccl_torch {
+
+// Raises (c10::Error) with reccl's message when rank 0 could not make the id or any rank could
+// not join. `timeout` becomes the communicator's collective deadline (RECCL_TIMEOUT_MS) unless
+// the user set that variable.
+recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout);
+
+}  // namespace reccl_torch

@@ -1,0 +1,91 @@
+#include "tensor_args.h"
+
+#include <c10/util/Exception.h>
+
+namespace reccl_torch {
+
+recclDataType_t reduceType(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Char: return recclInt8;
+    case c10::ScalarType::Byte: return recclUint8;
+    case c10::ScalarType::Int: return recclInt32;
+    case c10::ScalarType::Long: return recclInt64;
+    case c10::ScalarType::Half: return recclFloat16;
+    case c10::ScalarType::BFloat16: return recclBfloat16;
+    case c10::ScalarType::Float: return recclFloat32;
+    case c10::ScalarType::Double: return recclFloat64;
+    default: break;
+  }
+  TORCH_CHECK(false, "reccl: dtype: reccl cannot reduce ", t,
+              " (reductions take float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+}
+
+recclRedOp_t reduceOp(const c10d::ReduceOp& op) {
+  switch (op.op_) {
+    case c10d::ReduceOp::SUM: return recclSum;
+    case c10d::ReduceOp::PRODUCT: return recclProd;
+    case c10d::ReduceOp::MIN: return recclMin;
+    case c10d::ReduceOp::MAX: return recclMax;
+    case c10d::ReduceOp::AVG: return recclAvg;
+    default: break;
+  }
+  const char* name = op.op_ == c10d::ReduceOp::BAND  ? "BAND"
+                     : op.op_ == c10d::ReduceOp::BOR  ? "BOR"
+                     : op.op_ == c10d::ReduceOp::BXOR ? "BXOR"
+                     : op.op_ == c10d::ReduceOp::PREMUL_SUM ? "PREMUL_SUM"
+                                                            : "(unknown)";
+  TORCH_CHECK(false, "reccl: op: ReduceOp.", name, " is not supported (reccl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+}
+
+void checkTensor(const at::Tensor& t, const char* what) {
+  TORCH_CHECK(t.defined(), "reccl: ", what, ": undefined tensor");
+  TORCH_CHECK(t.device().is_cpu(), "reccl: ", what, ": must be a CPU tensor, got one on ", t.device());
+  TORCH_CHECK(t.layout() == c10::kStrided, "reccl: ", what, ": must be a dense tensor, got layout ", t.layout());
+  TORCH_CHECK(t.is_contiguous(), "reccl: ", what, ": must be contiguous");
+}
+
+const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what) {
+  TORCH_CHECK(tensors.size() == 1, "reccl: ", what, ": expected exactly one tensor (one device per process), got ",
+              tensors.size());
+  checkTensor(tensors[0], what);
+  return tensors[0];
+}
+
+void checkSameShape(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    checkTensor(list[i], what);
+    checkSameDtype(list[i], like, what);
+    TORCH_CHECK(list[i].numel() == like.numel(), "reccl: ", what, "[", i, "]: ", list[i].numel(),
+                " elements, the input has ", like.numel());
+  }
+}
+
+const std::vector<at::Tensor>& perRankList(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                                           const at::Tensor& like, const char* what) {
+  TORCH_CHECK(lists.size() == 1, "reccl: ", what, ": expected one list (one device per process), got ", lists.size());
+  TORCH_CHECK(static_cast<int>(lists[0].size()) == size, "reccl: ", what, ": expected ", size,
+              " tensors (one per rank), got ", lists[0].size());
+  checkSameShape(lists[0], like, what);
+  return lists[0];
+}
+
+void checkSameDtype(const at::Tensor& t, const at::Tensor& like, const char* what) {
+  TORCH_CHECK(t.scalar_type() == like.scalar_type(), "reccl: ", what, ": dtype ", t.scalar_type(),
+              " differs from the input's ", like.scalar_type());
+}
+
+void checkWholeAndPart(const at::Tensor& whole, const char* wholeName, const at::Tensor& part, const char* partName,
+                       int size) {
+  checkTensor(whole, wholeName);
+  checkTensor(part, partName);
+  checkSameDtype(whole, part, wholeName);
+  TORCH_CHECK(whole.numel() == part.numel() * size, "reccl: ", wholeName, ": ", whole.numel(), " elements, expected ",
+              size, " x ", partName, " = ", part.numel() * size);
+}
+
+int checkRank(int64_t rank, int size, const char* what) {
+  TORCH_CHECK(rank >= 0 && rank < size, "reccl: ", what, ": ", rank, " is not a rank of this group [0, ", size, ")");
+  return static_cast<int>(rank);
+}
+
+}  // namespace reccl_torch

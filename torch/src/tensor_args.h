@@ -1,0 +1,45 @@
+// What the backend accepts from torch: tensors, dtypes and reduce ops, mapped onto reccl's types.
+// Every refusal raises (RuntimeError in Python) with a message naming the argument.
+//
+// Data movement (broadcast, all-gather, all-to-all, gather, scatter, send/recv) takes any dtype:
+// the bytes move as they are. Reductions take the dtypes reccl has kernels for.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include <ATen/core/Tensor.h>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include "reccl/reccl.h"
+
+namespace reccl_torch {
+
+// reccl's element type for a reduction over `t`; raises for dtypes reccl cannot reduce.
+recclDataType_t reduceType(c10::ScalarType t);
+// reccl's op; raises for ops reccl has no kernel for (bitwise ops, PREMUL_SUM).
+recclRedOp_t reduceOp(const c10d::ReduceOp& op);
+
+// A CPU, dense, contiguous tensor; `what` names the argument in the message.
+void checkTensor(const at::Tensor& t, const char* what);
+// The one tensor of a list (one device per process); checked as above.
+const at::Tensor& singleTensor(const std::vector<at::Tensor>& tensors, const char* what);
+// Every tensor of `list` has the dtype and element count of `like`.
+void checkSameShape(const std::vector<at::Tensor>& list, const at::Tensor& like, const char* what);
+// The one list (one device per process) of one tensor per rank, each shaped as `like`.
+const std::vector<at::Tensor>& perRankList(const std::vector<std::vector<at::Tensor>>& lists, int size,
+                                           const at::Tensor& like, const char* what);
+// `whole` holds `size` times the elements of `part`, in its dtype (all-gather and
+// reduce-scatter into or out of one tensor); both checked as by checkTensor.
+void checkWholeAndPart(const at::Tensor& whole, const char* wholeName, const at::Tensor& part, const char* partName,
+                       int size);
+// `t` has the dtype of `like` (the input).
+void checkSameDtype(const at::Tensor& t, const at::Tensor& like, const char* what);
+// A rank given by the caller (root, peer) lies in [0, size).
+int checkRank(int64_t rank, int size, const char* what);
+
+inline size_t byteCount(const at::Tensor& t) { return static_cast<size_t>(t.numel()) * t.element_size(); }
+inline void* bytes(const at::Tensor& t) { return t.data_ptr(); }
+
+}  // namespace reccl_torch
