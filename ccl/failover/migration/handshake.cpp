@@ -31,6 +31,16 @@ core::Hello dataHello(const FailoverContext& ctx, int dstRank, uint32_t channel,
   return h;
 }
 
+void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c, MigrateReason reason, int rail,
+                 uint32_t epoch) {
+  req->conn = c.id;
+  req->initiator = c.role;
+  req->reason = reason;
+  req->rail = static_cast<uint16_t>(rail);
+  req->epoch = epoch;
+  req->railsUp = ctx.rails.upMask();
+}
+
 Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, std::unique_ptr<transport::Link> link,
                              int via, Deadline deadline, Status* err, Moved* moved, Timeline* tl) {
   int peer = c.peer;
@@ -54,12 +64,7 @@ Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, st
     c.busy.fetch_sub(1);
     return a;
   };
-  req.conn = c.id;
-  req.initiator = c.role;
-  req.reason = j.reason;
-  req.rail = static_cast<uint16_t>(rail);
-  req.epoch = epoch;
-  req.railsUp = ctx_.rails.upMask();
+  fillRequest(&req, ctx_, c, j.reason, rail, epoch);
 
   // The usual authenticated data hello (communicator, ranks; the epoch marks a migration) unless
   // the path is a standby, whose hello went at its opening; the request rides behind it.

@@ -35,6 +35,10 @@ struct FailoverContext;
 // The data hello this rank sends on a new link to `dstRank` (communicator, ranks, channel; an
 // epoch > 1 marks a migration, core/failover_part.h).
 core::Hello dataHello(const FailoverContext& ctx, int dstRank, uint32_t channel, uint32_t epoch);
+// The request's fields that say who asks and for what (connection, role, reason, rail, epoch,
+// this rank's healthy rails); a migration's receiver adds its steps.
+void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c, MigrateReason reason, int rail,
+                 uint32_t epoch);
 
 // Lock rule: qMu_ guards the queues and idle_ (the migrator threads wait on qCv_); poolMu_ the
 // thread list (taken after qMu_ is released, never inside it). A connection's commits serialize

@@ -169,12 +169,7 @@ void Standbys::make(Conn& c) {
   // Authenticated like any data connection; the request says it is a standby (nothing commits).
   uint32_t marker = nextEpoch(1, c.role);  // a migration-looking epoch of this end's parity
   MigrateRequest req;
-  req.conn = c.id;
-  req.initiator = c.role;
-  req.reason = MigrateReason::kStandby;
-  req.rail = static_cast<uint16_t>(rail);
-  req.epoch = marker;
-  req.railsUp = ctx_.rails.upMask();
+  fillRequest(&req, ctx_, c, MigrateReason::kStandby, rail, marker);
   std::array<std::byte, kMigrateRequestBytes> out;
   encodeMigrateRequest(req, out);
   const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, marker};
