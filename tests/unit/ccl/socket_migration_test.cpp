@@ -157,9 +157,13 @@ SocketPair socketPair() {
 }
 
 // One directed connection as a migration finds it: two ports over a loopback socket pair, their
-// paths started on one engine. Members are destroyed in reverse order (ports and their paths
-// before the engine).
+// paths started on one engine. The engine stops first, as a communicator's does: a port's path
+// goes with the port's base, and a progress thread still pumping it would read the port half
+// destroyed (UBSan: member call on an object that is no longer a RecvPort).
 struct Connection {
+  ~Connection() {
+    if (engine) engine->stop();
+  }
   std::unique_ptr<transport::SocketEngine> engine;
   channel::PortEnv env;
   std::unique_ptr<channel::SendPort> tx;
