@@ -424,8 +424,8 @@ int BPF_PROG(linkwatch_ran, struct work_struct *work)
 }
 
 /* No tp_btf twin on timer_start: that tracepoint fires on every timer armed on the machine
- * (~50 000/s under TCP load here), once per loaded copy of this object, and cost each rank ~5 %
- * more CPU in a fault-free allreduce. What it saw -- a non-urgent carrier change within a
+ * (tens of thousands a second under TCP load), once per loaded copy of this object, which made it
+ * the whole zero-fault CPU cost of failover (~5 %). What it saw -- a non-urgent carrier change within a
  * second of the previous link-watch run, which arms the delayed work's timer instead of
  * queueing it -- the scan timer armed by that previous run's queueing sees within
  * scan_period_ns, since every run the work makes is queued through workqueue_queue_work
@@ -637,10 +637,9 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     /* And by more than chance: the lost count must exceed what the limit allows of these sent
      * segments by three standard deviations of a count (excess >= 3 sqrt(lost); in integers
      * excess^2 >= 9 lost). More than one: segments are retransmitted (and D-SACKed) in GSO-sized
-     * clumps, so the count spreads wider than a per-segment one. Early in a window a few segments
-     * over the allowance crossed the rate alone (fault-free: 6 of 1 896, 7 of 1 465, 7 of 2 072
-     * segments, past one deviation); two let 6 lost of 56 sent through under a loaded CI run (a
-     * window just begun, its D-SACKs not yet in). A 1 % loss (60-200 of 10-18k segments) clears
+     * clumps, so the count spreads wider than a per-segment one. Early in a window a clump a few
+     * segments over the allowance crosses the rate alone, and one or two deviations still let such
+     * fault-free windows through (docs/results/retransmit-rate.md). A 1 % loss (60-200 of 10-18k segments) clears
      * three by far; a link that sends 500 segments a window needs 12 lost. */
     __u64 due = sent * retrans_rate_ppm / 1000000;
     __u64 excess = lost > due ? lost - due : 0;

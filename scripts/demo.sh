@@ -87,7 +87,7 @@ echo
 RUN_PID=$!
 # Show the interesting lines live.
 tail -n +1 -f "$OUT/ranks.log" --pid "$RUN_PID" 2>/dev/null |
-  grep --line-buffered -E 'link detector on|down \(source|failover (of|by)|fail-back (of|by)|up again' |
+  grep --line-buffered -E 'fault source: |down \(source|failover (of|by)|fail-back (of|by)|up again' |
   sed -u 's/^/   /' &
 TAIL_PID=$!
 RC=0
@@ -125,7 +125,10 @@ with open(out + "/marks.gp", "w") as f:
         f.write('set label %d "%s" at %.4f, graph %.2f offset 0.5,0 tc rgb "%s"\n' % (
             i + 1, what, t, 0.96 if what != "fail-back done" else 0.90, color))
 src = re.search(r"rail 0 \(rail0\) down \(source ([^)]*)\)", log)
-det = re.search(r"link detector on \(([^)]*)\)", log)
+# Rank 0's fault source at the end of the run (recclCommGetStats), the same one the rail-down line
+# names: the daemon, the in-process detector (BPF or rtnetlink) or the NIC poll.
+fs = j.get("fault_source") or {}
+det = "%s (%s)" % (fs["kind"], fs["name"]) if fs.get("kind") else "-"
 f = j["faults"][0] if j["faults"] else {}
 def v(x, fmt="%.2f"):
     return "-" if x is None else fmt % x
@@ -136,7 +139,7 @@ lines = [
         j["collective"]["bytes"], j["collective"]["type"], j["collective"]["op"], len(j["iterations"])),
     "  fault                 %s %s at +%s s, recovered at +%s s" % (f.get("action", "-"), f.get("target", "-"),
         v(f.get("at_s"), "%.3f"), v(f.get("recover_at_s"), "%.3f")),
-    "  detector              %s" % (det.group(1) if det else "not running (NIC poll)"),
+    "  fault source in use   %s" % det,
     "  detection source      %s" % (src.group(1) if src else "-"),
     "  detection latency     %s ms (fault syscall -> first kernel/netlink signal)" % v(f.get("signal_after_fault_ms"), "%.3f"),
     "  switch                %s ms (first signal -> new path committed)" % v(f.get("fault_to_switch_ms"), "%.3f"),

@@ -17,6 +17,7 @@ PACKAGES=(
   prometheus systemd  # promtool (detectord_metrics_test), systemd-analyze (detectord_unit_check)
   python3-torch libtorch-dev pybind11-dev  # the PyTorch backend (torch/), built for /usr/bin/python3
   gnuplot-nox python3
+  graphviz  # dot: the figures of docs/ from their text sources (scripts/render_figures.sh)
   libbpf-tools bpftrace  # runqslower (fault_bench.sh --trace-waits), bench/failover/cpu_holders.bt
   qemu-system-x86 busybox-static cpio xz-utils  # stock-kernel lab (tools/lab/lab.sh; the kernel .deb it fetches itself)
 )

@@ -18,8 +18,9 @@
 # (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
 # timing on a machine that others load), --pause-damon (turn the kernel's running DAMON monitors
-# off for the run and back on at its end: on a kernel without preemption their scans hold a CPU
-# for up to ~24 ms at a time (measured here), which lands in the stall's tail; docs/benchmarks.md).
+# off for the run and back on at its end: on a kernel without preemption their scans can hold a
+# CPU for tens of ms at a time, which lands in the stall's tail; docs/results/fault-bench.md,
+# 2026-12-01 03:23).
 # The JSON's "machine" says how many ran and the CPU they took during the run, paused or not.
 # --trace-waits US (runqslower from libbpf-tools during the fault runs: each time a reccl thread
 # waited US or more between its wake-up and a CPU, and which task the CPU switched from; counted
@@ -216,7 +217,7 @@ done
 # each call), so that "degraded after a failover" has a like-for-like one-rail figure: the loop's
 # per-call work between calls makes its busbw differ from the plain benchmark's. Its plan only
 # touches rail 1 of host 0, which RECCL_NICS==rail0 leaves unused. Run before each round and after
-# the last: this VM's bandwidth drifts by 10 % within minutes, more than the goal's margin.
+# the last: a shared VM's bandwidth drifts by more than the goal's margin within minutes.
 python3 -c 'import json,sys; json.dump({"version": 1, "actions": [{"at_ms": 500, "action": "link-down",
   "target": {"netns": sys.argv[2], "dev": "rail1", "side": "switch"}, "duration_ms": 300}]}, open(sys.argv[1], "w"))' \
   "$WORK/plan_loop_one.json" "$NAME-h0"

@@ -4,7 +4,7 @@
 # elements in a loop for SECONDS; 40 % in, the switch port of host 0 rail 0 goes down (the ranks
 # of host 0 lose rail 0; rail 1 is left). busbw = bytes * 2(n-1)/n / call time, median over the
 # iterations before the fault and over those ending more than 1 s after it (rank 0's timeline).
-# Fault source: NIC poll (four ranks loading BPF at once delay the detector by seconds here).
+# Fault source: NIC poll (four ranks loading BPF at once delay an in-process detector by seconds on a small host).
 # Usage: bench/failover/relay_bw.sh BUILD_DIR [COUNT] [SECONDS] [RUNS]
 set -eu
 B=${1:?build dir}; COUNT=${2:-4194304}; SECS=${3:-14}; RUNS=${4:-1}

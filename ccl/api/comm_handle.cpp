@@ -12,6 +12,7 @@
 #include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/topology.h"
+#include "failover/failover.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
@@ -76,6 +77,7 @@ Status readConfig(const recclConfig_t* config, const CommConfig& inherit, CommCo
 
 Status commOptions(const CommConfig& cfg, core::CommOptions* out) {
   RECCL_TRY(core::CommOptions::fromEnv(out));
+  out->makeFailover = failover::makeFailover;  // the communicator's failover part (ccl/failover)
   if (cfg.nChannels != CommConfig::kUnset) out->nchannels = cfg.nChannels;
   if (cfg.timeoutMs != CommConfig::kUnset) out->timeoutMs = cfg.timeoutMs;
   if (cfg.bootstrapTimeoutMs != CommConfig::kUnset) out->bootstrapTimeoutMs = cfg.bootstrapTimeoutMs;

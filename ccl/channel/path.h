@@ -1,6 +1,11 @@
 // The transport-specific carrier under one directed connection: a TCP connection bound to a NIC,
-// or a shared-memory ring. A port owns its Path; failover replaces it (SendPort::setPath) and
-// resends from the receiver's applied step + 1 without the algorithm noticing.
+// a shared-memory ring, a relay pipe, an RDMA QP. A port owns its Path; failover replaces it
+// (PortBase::setPath) and resends from the receiver's step without the algorithm noticing.
+//
+// Life of a path: made (by a transport's factory or the communicator), published in its port,
+// start(); when replaced: abandon() if the link under it is dead, shutdown(), then either
+// handOver(successor) or drain() before the successor starts (a receiver's successor must not
+// write into the slots while this path may still do so). The port keeps it until the port goes.
 #pragma once
 
 #include <string>
@@ -14,8 +19,19 @@ class Path {
   virtual void notifyPosted() noexcept = 0;
   // The receiver applied steps: acknowledge them so the sender can reuse the slots.
   virtual void notifyConsumed() noexcept = 0;
+  // Starts moving steps (after the port published the path).
+  virtual void start() {}
   // Stops the path's I/O at once (the peer sees the connection close); thread-safe.
   virtual void shutdown() noexcept {}
+  // The link under the path is dead: drop its connection on the spot, so that the transport stops
+  // retransmitting what it held (before shutdown()). Transports without such a state do nothing.
+  virtual void abandon() noexcept {}
+  // After shutdown(): returns once the path's I/O no longer touches the port's memory (it left
+  // its progress engine). Never from the thread that drives the path.
+  virtual void drain() noexcept {}
+  // After shutdown(): starts `next` once this path has drained, without waiting for that here
+  // (the engine that drives both does it). False when it cannot: the caller drains and starts.
+  virtual bool handOver(Path& next) noexcept { return false; }
   // Sends what the path holds back (batched acks) without waiting for more; true once nothing
   // is held back. Thread-safe; a communicator calls it before it closes, since its peers wait
   // for those acks.

@@ -57,8 +57,24 @@ void PortBase::releasePaths() noexcept {
   current.reset();
 }
 
+void PathFailureHook::install(Fn fn) {
+  std::unique_lock lk(mu_);
+  fn_ = std::move(fn);
+}
+
+void PathFailureHook::remove() noexcept {
+  // Waits for the calls inside the hook (they hold mu_ shared): none runs after this returns.
+  std::unique_lock lk(mu_);
+  fn_ = nullptr;
+}
+
+bool PathFailureHook::offer(const PortId& id, bool isSender, const Status& s) const {
+  std::shared_lock lk(mu_);
+  return fn_ && fn_(id, isSender, s);
+}
+
 void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
-  if (env_ && env_->onPathFailure && env_->onPathFailure(id_, isSender, s)) return;
+  if (env_ && env_->pathFailureHook.offer(id_, isSender, s)) return;
   if (self && path() != self) {
     RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
     return;

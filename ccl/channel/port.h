@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <vector>
 
@@ -46,12 +47,33 @@ struct PortId {
   int channel = 0;
 };
 
+// The hook every path failure is offered to first (failover installs one; without one the port
+// latches the failure). Its lifetime is defined: remove() returns only once no thread is inside
+// the hook, and no failure reaches the hook after that, so its owner may go right after remove().
+// The callers are the threads that drive paths (the socket engine's progress thread, relay and
+// verbs path threads, a posting thread whose post was refused), any of them at any time.
+// Lock rule: offer() holds mu_ shared while the hook runs; install() and remove() hold it
+// exclusively. So the hook must never wait for a thread that may be inside remove() (it decides
+// and queues; failover's does).
+class PathFailureHook {
+ public:
+  // Returns true when the failure is being handled (e.g. the connection is being migrated).
+  using Fn = std::function<bool(const PortId&, bool isSender, const Status&)>;
+  void install(Fn fn);
+  void remove() noexcept;
+  // Offers a path's failure to the hook: true when the hook took it.
+  bool offer(const PortId& id, bool isSender, const Status& s) const;
+
+ private:
+  mutable std::shared_mutex mu_;
+  Fn fn_;  // under mu_
+};
+
 // Shared by all ports of a communicator: abort flag and the hook that sees every path failure
-// first (failover installs one; without it the port latches the error).
+// first.
 struct PortEnv {
   std::atomic<bool> aborted{false};
-  // Return true when the failure is being handled (e.g. the path is being migrated).
-  std::function<bool(const PortId&, bool isSender, const Status&)> onPathFailure;
+  PathFailureHook pathFailureHook;
   std::atomic<uint64_t> duplicateSteps{0};
   std::atomic<uint64_t> staleSteps{0};
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see
@@ -68,6 +90,10 @@ struct PortEnv {
   int64_t waitSpinNs = 0;
 };
 
+// Lock rule: pathMu_ guards the current and retired paths (setPath takes it; path() is one atomic
+// load, never a lock); the error latch has its own. Counters and doorbells are atomics: the
+// algorithm's thread and the path's thread meet there, not under a lock. Neither lock is held
+// while a path or the failure hook runs.
 class PortBase {
  public:
   PortBase(PortId id, ConnMemory mem, PortEnv* env) : id_(id), mem_(std::move(mem)), env_(env) {}
@@ -99,7 +125,7 @@ class PortBase {
   // already so; it is checked again after the hook, since a commit can land while the hook decides
   // (a migrated receiver hands its new path to the engine without waiting for the failing
   // thread), and the hook then sees no migration in progress and takes the close of the retired
-  // path for a dead peer (fault_bench: once in 87 faults, once in 40; both communicators failed).
+  // path for a dead peer, which would fail both ends' communicators.
   void pathFailed(const Path* self, bool isSender, const Status& s);
   // True (logged at INFO under `subsys`) when `self` is no longer the port's path: its failure is
   // how a migration looks from here, so the path neither warns nor reports it.

@@ -17,16 +17,16 @@
 #include "channel/channel_set.h"
 #include "channel/port.h"
 #include "core/auth.h"
+#include "core/comm_stats.h"
+#include "core/failover_host.h"
+#include "core/failover_part.h"
 #include "core/topology.h"
 #include "core/wire.h"
 #include "reccl/common/status.h"
 #include "reccl/common/unique_fd.h"
 #include "transport/socket_engine.h"
+#include "transport/socket_path_factory.h"
 #include "transport/socket_util.h"
-
-namespace reccl::failover {
-class Failover;
-}
 
 namespace reccl::core {
 
@@ -46,34 +46,21 @@ struct CommOptions {
   size_t directRecvMinBytes = 64 * 1024;
   size_t directSendMinBytes = 64 * 1024;
   std::string algo;
+  // The communicator's failover part (failover::makeFailover; the api layer sets it). Empty, or
+  // RECCL_FAILOVER=0: none, and a path fault fails the communicator.
+  FailoverMaker makeFailover;
   static Status fromEnv(CommOptions* out);
 };
 
-struct CommStats {
-  uint64_t collectives = 0;
-  uint64_t bytesSent = 0;
-  uint64_t bytesReceived = 0;
-  uint64_t duplicateSteps = 0;
-  uint32_t railsTotal = 0;
-  // Filled by the failover layer (ccl/failover/).
-  uint64_t failovers = 0;
-  uint64_t failbacks = 0;
-  uint64_t bytesResent = 0;
-  uint64_t lastFailoverUs = 0;
-  uint32_t railsUp = 0;
-  uint64_t lastFailoverSignalNs = 0;
-  uint64_t lastMigrationFirstStepNs = 0;  // from PortEnv (the ports stamp it)
-  uint64_t lastMigrationResumeNs = 0;     // from PortEnv (the send ports stamp it)
-  uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
-  uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
-  uint64_t relayPipesServed = 0;
-  uint64_t standbyFailovers = 0;     // failovers initiated over a pre-connected standby path
-  uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
-  std::string faultSourceName = "none";
-  bool faultSourceStarting = false;  // the in-process detector still loading (off the monitor)
-};
 
-class Comm final : public channel::ChannelSet {
+// Lock rule: sendMu_ guards sends_ and sendRail_ and is held for the whole of a lazy connect;
+// recvMu_ guards recvs_ and recvRail_ and is held while recvPort waits for the peer's connection;
+// inMu_ guards incoming_ (the listener's hand-over); workMu_ the channel workers' queue and
+// batches; activeMu_ the count of calls in flight; errMu_ the latched error. Order where two are
+// held: recvMu_ -> sendMu_ and recvMu_ -> inMu_ (recvPort), workMu_ -> activeMu_ (a worker that
+// outlived its call). breakComm, portCount and ports only try_lock the port maps: they run on
+// threads that may hold them or wait for them (a path's failure, the failover's monitor).
+class Comm final : public channel::ChannelSet, private FailoverHost {
  public:
   // Joins the communicator described by `id` as `rank` of `nranks`. `root`, when given, is the
   // bootstrap root this rank started at a launcher's fixed address: the communicator keeps it
@@ -104,28 +91,39 @@ class Comm final : public channel::ChannelSet {
   // First fatal error (Ok if none).
   Status asyncError() const;
   CommStats stats() const;
-  const Topology& topology() const { return topo_; }
-  const std::vector<RankInfo>& rankTable() const { return table_; }
+  const Topology& topology() const override { return topo_; }
+  const std::vector<RankInfo>& rankTable() const override { return table_; }
   const CommOptions& options() const { return opts_; }
   // Connections refused by this communicator's data listener.
   uint64_t refusedConnections() const { return refused_.load(); }
   transport::Endpoint dataEndpoint() const { return dataEp_; }
 
  private:
-  // The failover layer (monitor, migration) works on the ports, NICs and engine directly.
-  friend class failover::Failover;
+  // FailoverHost: what the failover part sees of this communicator (core/failover_host.h).
+  const std::vector<NicInfo>& nics() const override { return myNics_; }
+  uint32_t slots() const override { return opts_.slots; }
+  size_t chunkBytes() const override { return opts_.chunkBytes; }
+  uint64_t commId() const override { return commId_; }
+  const Key& key() const override { return key_; }
+  bool portCount(size_t* n) override;
+  PortWalk ports() override;
+  transport::PathFactory& paths() override { return *paths_; }
+  bool broken() const override { return broken_.load(); }
+  channel::PathFailureHook& pathFailureHook() override { return env_.pathFailureHook; }
+
   struct Incoming {
     UniqueFd fd;
     Hello hello;
     channel::ConnMemory shm;
   };
   using PortKey = std::pair<int, int>;  // (peer, channel)
+  static constexpr uint32_t kFlagShmDisable = 1;  // RankInfo::flags: this rank takes no shared memory
 
   Comm() = default;
   Status init(const UniqueIdData& id, int nranks, int rank);
   void listenLoop();
   Status handleHello(UniqueFd fd, const Hello& h);
-  void breakComm(const Status& s);
+  void breakComm(const Status& s) override;
   void forEachPort(const std::function<void(channel::PortBase&)>& fn);
   void flushSends();
   // Sum of every connection's step counters: changes whenever any step moves.
@@ -150,12 +148,16 @@ class Comm final : public channel::ChannelSet {
 
   channel::PortEnv env_;
   std::unique_ptr<transport::SocketEngine> engine_;
-  std::unique_ptr<failover::Failover> failover_;  // monitor thread + migration (ccl/failover/)
+  std::unique_ptr<transport::SocketPathFactory> paths_;  // TCP paths for failover (after the bootstrap)
+  // Monitor thread + migration (ccl/failover/). Stopped first in ~Comm, freed after the ports.
+  std::unique_ptr<FailoverPart> failover_;
 
   std::mutex sendMu_;
   std::map<PortKey, std::unique_ptr<channel::SendPort>> sends_;
+  std::map<PortKey, int> sendRail_;  // TCP ports: the rail of the first path (shared memory: absent)
   std::mutex recvMu_;
   std::map<PortKey, std::unique_ptr<channel::RecvPort>> recvs_;
+  std::map<PortKey, int> recvRail_;
 
   // Data listener: accepts connections, checks their hello, parks them for recvPort().
   UniqueFd listen_;

@@ -9,11 +9,6 @@
 
 namespace reccl::core {
 
-ByteIo socketIo(int fd, Deadline deadline) {
-  return ByteIo{[fd, deadline](std::span<const std::byte> b) { return transport::sendAll(fd, b, deadline); },
-                [fd, deadline](std::span<std::byte> b) { return transport::recvAll(fd, b, deadline); }};
-}
-
 Result<Nonce> sendChallenge(int fd, AuthPurpose purpose) {
   Nonce n = randomNonce();
   std::array<std::byte, kChallengeBytes> c;

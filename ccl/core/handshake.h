@@ -3,22 +3,20 @@
 // side's two, over any stream (a socket, or the relay pipe a migration runs through).
 #pragma once
 
-#include <functional>
 #include <span>
 
 #include "core/auth.h"
 #include "core/wire.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/status.h"
+#include "transport/byte_io.h"
+#include "transport/socket_util.h"
 
 namespace reccl::core {
 
-// A byte stream with deadlines already bound in.
-struct ByteIo {
-  std::function<Status(std::span<const std::byte>)> send;
-  std::function<Status(std::span<std::byte>)> recv;
-};
-ByteIo socketIo(int fd, Deadline deadline);
+// A byte stream with deadlines already bound in (transport/byte_io.h), and one over a socket.
+using transport::ByteIo;
+using transport::socketIo;
 
 // Acceptor: sends the challenge on a freshly accepted socket (24 bytes: they fit any new
 // socket's buffer, so this never blocks).

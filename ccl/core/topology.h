@@ -65,7 +65,7 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
 // online CPUs over the communicator's ranks there, whichever is less; unknown counts are left
 // out), so that its channels run one after another; else 0. On the 2-vCPU testbed (one rank per
 // host, both on one machine) two channel threads per rank cost 8-15 % of the bus bandwidth
-// against one (docs/benchmarks.md, "Channels in turn").
+// against one (docs/results/fault-bench.md, 2026-12-01 09:57).
 int rankChannelThreads(const RankInfo& r, int machineNranks);
 
 // The rail a sender uses for a channel: its primary NIC (local rank mod rails) shifted by channel.

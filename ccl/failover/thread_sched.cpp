@@ -9,6 +9,8 @@
 #include <cstring>
 #include <string>
 
+#include "reccl/common/log.h"
+
 namespace reccl::failover {
 
 namespace {
@@ -83,6 +85,22 @@ void dropToNormalScheduling() noexcept {
   if (!fairPolicy(a.sched_policy)) return;
   a.sched_runtime = 0;  // the kernel's default slice again
   setAttr(&a);
+}
+
+void ControlThreads::enter(const char* what, const char* threadName) {
+  pthread_setname_np(pthread_self(), threadName);
+  if (rtPrio_ > 0) {
+    Status s = raiseToFifo(rtPrio_);
+    if (s.ok()) return;
+    if (!rtLogged_.exchange(true))
+      RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_RT_PRIO=%d: SCHED_FIFO for the %s thread refused (%s); normal scheduling",
+                 rank_, rtPrio_, what, s.message().c_str());
+  }
+  if (sliceNs_ == 0) return;
+  Status s = requestSlice(sliceNs_);
+  if (!s.ok() && !sliceLogged_.exchange(true))
+    RECCL_INFO(kLogFailover, "rank %d: RECCL_FAILOVER_SLICE_US: the %s thread keeps the default slice (%s)", rank_,
+               what, s.message().c_str());
 }
 
 }  // namespace reccl::failover

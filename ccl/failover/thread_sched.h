@@ -5,7 +5,7 @@
 //   slice, yet keeps its fair share; no privilege is needed. Older kernels ignore the request.
 // - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted, and the
 //   in-process detector's thread too (DetectorOptions::realtimePriority: it raises itself).
-// Neither is on by default; docs/failover.md gives the measurements and the reasons.
+// Neither is on by default; docs/failover.md gives the reasons, docs/results/fault-bench.md the runs.
 // A thread one of them starts inherits either, so the threads that must not run at FIFO drop back
 // to normal scheduling first thing: the relay paths (they move data, and at FIFO would starve the
 // application) and the in-process detector's loader (100s of ms of BPF verification). The loader
@@ -13,6 +13,7 @@
 // fault's path: ring buffer -> monitor); a slice changes no thread's share of the CPU.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 
 #include "reccl/common/status.h"
@@ -32,5 +33,22 @@ Status requestSlice(uint64_t ns);
 // The calling thread back to normal scheduling: SCHED_OTHER from a real-time policy, and the
 // kernel's default slice at a fair policy (which it keeps). Needs no privilege.
 void dropToNormalScheduling() noexcept;
+
+// The policy of one communicator's control threads: enter() names the calling thread and puts it
+// at SCHED_FIFO `rtPrio` when set and permitted, else at the short slice `sliceNs` where the
+// kernel has them; a refusal is logged once per communicator. Safe from any thread.
+class ControlThreads {
+ public:
+  ControlThreads(int rank, int rtPrio, uint64_t sliceNs) : rank_(rank), rtPrio_(rtPrio), sliceNs_(sliceNs) {}
+  // `threadName`: 15 characters at most (top -H, ps -L, perf show it).
+  void enter(const char* what, const char* threadName);
+
+ private:
+  int rank_;
+  int rtPrio_;
+  uint64_t sliceNs_;
+  std::atomic<bool> rtLogged_{false};
+  std::atomic<bool> sliceLogged_{false};
+};
 
 }  // namespace reccl::failover

@@ -45,6 +45,11 @@ class EnginePath {
   virtual std::string describe() const = 0;
 };
 
+// Lock rule: mu_ guards the registered set and the removals, replacements and cancellations in
+// flight (add, remove, replace and the progress thread between its loop turns take it; remove()
+// waits on cv_ under it); stopMu_ serializes stop(), which a removal past its deadline may call
+// from another thread, always after releasing mu_. The progress thread holds no lock while it
+// pumps and completes paths; a path's own lock (a socket path's txMu_ / ackMu_) is taken inside.
 class SocketEngine {
  public:
   // measureEnterCpu: record maxEnterCpuNs (two thread-CPU clock reads, real system calls, per

@@ -5,8 +5,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "channel/recv_framing.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
+#include "transport/socket_util.h"
 
 namespace reccl::transport {
 namespace {
@@ -18,6 +20,18 @@ Status ioError(int res, const std::string& desc, const char* what) {
   int err = -res;
   Errc code = (err == ECONNRESET || err == EPIPE) ? Errc::kPeerFailure : Errc::kLinkFailure;
   return Status(code, desc + ": " + what + " failed: " + strerror(err));
+}
+
+// The engine of a socket path (null: another kind of path).
+SocketEngine* engineOf(channel::Path& p) noexcept;
+
+// `old`'s engine starts `next` once `old` drained (SocketEngine::replace), when both are paths of
+// the same engine.
+bool handOverOnEngine(SocketEngine* engine, EnginePath* old, channel::Path& next) noexcept {
+  auto* ep = dynamic_cast<EnginePath*>(&next);
+  if (!ep || engineOf(next) != engine) return false;
+  engine->replace(old, ep);
+  return true;
 }
 
 }  // namespace
@@ -49,6 +63,10 @@ void SocketSendPath::quiesce() noexcept {
   dead_ = true;
   if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
 }
+
+void SocketSendPath::abandon() noexcept { abortTcp(fd_.get()); }
+
+bool SocketSendPath::handOver(channel::Path& next) noexcept { return handOverOnEngine(engine_, this, next); }
 
 void SocketSendPath::failed(const Status& s) {
   if (dead_.exchange(true) || port_->replacedPath(this, s, kLogNet)) return;
@@ -256,9 +274,13 @@ void SocketRecvPath::quiesce() noexcept {
   if (fd_) ::shutdown(fd_.get(), SHUT_RDWR);
 }
 
+void SocketRecvPath::abandon() noexcept { abortTcp(fd_.get()); }
+
+bool SocketRecvPath::handOver(channel::Path& next) noexcept { return handOverOnEngine(engine_, this, next); }
+
 void SocketRecvPath::failed(const Status& s) {
   if (dead_.exchange(true) || port_->replacedPath(this, s, kLogNet)) return;
-  if (phase_ == Phase::kHeader && stageLen_ == stageOff_)
+  if (in_.phase == Phase::kHeader && stageLen_ == stageOff_)
     RECCL_INFO(kLogNet, "%s", s.message().c_str());
   else
     RECCL_WARN(kLogNet, "%s", s.message().c_str());
@@ -270,14 +292,14 @@ void SocketRecvPath::pump(SocketEngine& engine) {
   if (!recvOp_.inflight) {
     io_uring_sqe* s = engine.sqe(recvOp_);
     if (s) {
-      size_t left = want_ - got_;
-      if (phase_ == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
+      size_t left = in_.want - in_.got;
+      if (in_.phase == Phase::kPayload && stageLen_ == stageOff_ && left >= kStageBytes / 2) {
         recvIntoSlot_ = true;
         // One I/O chunk at a time, as for sends: each retry of a waiting receive copies what has
         // arrived on this thread, up to the whole rest of the step.
         size_t cap = engine.ioChunkBytes();
         if (cap && left > cap) left = cap;
-        io_uring_prep_recv(s, fd_.get(), payload_ + got_, left, MSG_WAITALL);
+        io_uring_prep_recv(s, fd_.get(), payload_ + in_.got, left, MSG_WAITALL);
         engine.noteSubmit(left);
       } else {
         if (stageOff_ > 0) {  // keep the unconsumed tail at the front
@@ -287,7 +309,7 @@ void SocketRecvPath::pump(SocketEngine& engine) {
         }
         recvIntoSlot_ = false;
         size_t room = stage_.size() - stageLen_;
-        if (phase_ == Phase::kHeader && lastStepLarge_ && stageLen_ < hdr_.size())
+        if (in_.phase == Phase::kHeader && lastStepLarge_ && stageLen_ < hdr_.size())
           room = hdr_.size() - stageLen_;
         io_uring_prep_recv(s, fd_.get(), stage_.data() + stageLen_, room, 0);
       }
@@ -380,56 +402,36 @@ bool SocketRecvPath::hasDeferredWork() const noexcept {
 
 void SocketRecvPath::publish() {
   // Header last into the slot, then the counter: the receiver reads both after `received`.
-  std::memcpy(port_->memory().slotFrame(cur_.step), hdr_.data(), hdr_.size());
-  if (direct_) port_->onLandedDirect(cur_.step);
+  std::memcpy(port_->memory().slotFrame(in_.step.step), hdr_.data(), hdr_.size());
+  if (direct_) port_->onLandedDirect(in_.step.step);
   direct_ = false;
-  lastStepLarge_ = cur_.bytes >= kStageBytes / 2;
-  phase_ = Phase::kHeader;
-  got_ = want_ = 0;
-  port_->onReceived(cur_.step);
+  lastStepLarge_ = in_.step.bytes >= kStageBytes / 2;
+  in_.done();
+  port_->onReceived(in_.step.step);
 }
 
 bool SocketRecvPath::onHeader() {
-  auto h = channel::decodeStepHeader(std::span<const std::byte>(hdr_.data(), hdr_.size()));
-  if (!h.ok()) {
-    failed(h.status().Wrap(desc_));
-    return false;
-  }
-  cur_ = *h;
-  got_ = 0;
-  want_ = cur_.bytes;
-  auto verdict = channel::classifyStep(cur_, port_->received(), port_->epoch(),
-                                       static_cast<uint32_t>(port_->chunkBytes()));
-  if (verdict == channel::StepVerdict::kBad) {
-    failed(Status(Errc::kProtocol, desc_ + ": unexpected step " + std::to_string(cur_.step) + " epoch " +
-                                       std::to_string(cur_.epoch) + " (" + std::to_string(cur_.bytes) + " bytes)"));
-    return false;
-  }
-  if (verdict != channel::StepVerdict::kNext) {
-    // Exactly once: a step already received, or one from a retired path, is read and dropped.
-    if (auto* env = port_->env())
-      (verdict == channel::StepVerdict::kDuplicate ? env->duplicateSteps : env->staleSteps).fetch_add(1);
-    phase_ = want_ ? Phase::kDrain : Phase::kHeader;
-    return true;
-  }
-  if (cur_.step > port_->applied() + port_->slots()) {
-    failed(Status(Errc::kProtocol, desc_ + ": sender overran the slot window"));
-    return false;
+  // Decoded, judged (exactly once: duplicates and stale frames dropped) and checked against the
+  // slot window as on every path (channel/recv_framing.h).
+  Status err;
+  switch (in_.begin(*port_, hdr_, desc_, &err)) {
+    case channel::StepArrival::Kind::kError: failed(err); return false;
+    case channel::StepArrival::Kind::kDrop: return true;
+    case channel::StepArrival::Kind::kNext: break;
   }
   // Before the step is published (its reader decides on its release whether to wake us).
-  ackNow_[(cur_.step - 1) % port_->slots()].store(
-      lazyAckMaxBytes_ == 0 || cur_.bytes > lazyAckMaxBytes_ || (cur_.flags & channel::kStepFlagAckNow) != 0,
+  ackNow_[(in_.step.step - 1) % port_->slots()].store(
+      lazyAckMaxBytes_ == 0 || in_.step.bytes > lazyAckMaxBytes_ || (in_.step.flags & channel::kStepFlagAckNow) != 0,
       std::memory_order_relaxed);
-  if (want_ == 0) {
+  if (in_.want == 0) {
     direct_ = false;
     publish();
   } else {
     // The payload goes where the algorithm will want it when it said so in time (RecvPort::
     // expectDirect), else into the slot.
-    std::byte* target = port_->directTarget(cur_.step, want_);
+    std::byte* target = port_->directTarget(in_.step.step, in_.want);
     direct_ = target != nullptr;
-    payload_ = direct_ ? target : port_->memory().slotPayload(cur_.step);
-    phase_ = Phase::kPayload;
+    payload_ = direct_ ? target : port_->memory().slotPayload(in_.step.step);
   }
   return true;
 }
@@ -438,7 +440,7 @@ bool SocketRecvPath::consumeStage() {
   for (;;) {
     size_t avail = stageLen_ - stageOff_;
     const std::byte* p = stage_.data() + stageOff_;
-    switch (phase_) {
+    switch (in_.phase) {
       case Phase::kHeader:
         if (avail < hdr_.size()) return true;
         std::memcpy(hdr_.data(), p, hdr_.size());
@@ -446,21 +448,20 @@ bool SocketRecvPath::consumeStage() {
         if (!onHeader()) return false;
         break;
       case Phase::kPayload: {
-        size_t take = std::min(avail, want_ - got_);
-        if (take) std::memcpy(payload_ + got_, p, take);
+        size_t take = std::min(avail, in_.want - in_.got);
+        if (take) std::memcpy(payload_ + in_.got, p, take);
         stageOff_ += take;
-        got_ += take;
-        if (got_ < want_) return true;
+        in_.got += take;
+        if (in_.got < in_.want) return true;
         publish();
         break;
       }
       case Phase::kDrain: {
-        size_t take = std::min(avail, want_ - got_);
+        size_t take = std::min(avail, in_.want - in_.got);
         stageOff_ += take;
-        got_ += take;
-        if (got_ < want_) return true;
-        phase_ = Phase::kHeader;
-        got_ = want_ = 0;
+        in_.got += take;
+        if (in_.got < in_.want) return true;
+        in_.done();
         break;
       }
     }
@@ -490,13 +491,21 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
   }
   engine.bytesReceived.fetch_add(static_cast<uint64_t>(res), std::memory_order_relaxed);
   if (recvIntoSlot_) {
-    got_ += static_cast<size_t>(res);
-    if (got_ >= want_) publish();
+    in_.got += static_cast<size_t>(res);
+    if (in_.got >= in_.want) publish();
     return;
   }
   stageLen_ += static_cast<size_t>(res);
   consumeStage();
 }
+
+namespace {
+SocketEngine* engineOf(channel::Path& p) noexcept {
+  if (auto* s = dynamic_cast<SocketSendPath*>(&p)) return s->engine();
+  if (auto* r = dynamic_cast<SocketRecvPath*>(&p)) return r->engine();
+  return nullptr;
+}
+}  // namespace
 
 // ---------------------------------------------------------------- liveness
 

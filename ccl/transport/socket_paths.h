@@ -14,6 +14,7 @@
 
 #include "channel/path.h"
 #include "channel/port.h"
+#include "channel/recv_framing.h"
 #include "channel/step_header.h"
 #include "transport/socket_engine.h"
 
@@ -43,9 +44,13 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   void complete(SocketEngine& engine, IoOp& op, int res) override;
   void quiesce() noexcept override;
   int inflight() const noexcept override { return sendOp_.inflight + ackOp_.inflight; }
-  void start() { engine_->add(this); }
-  // The socket, for the failover monitor's TCP_INFO stall check (read-only use).
+  void start() override { engine_->add(this); }
+  void abandon() noexcept override;
+  void drain() noexcept override { engine_->remove(this); }
+  bool handOver(channel::Path& next) noexcept override;
+  // The socket (the path factory's TCP_INFO, keepalive and rail; read-only use).
   int fd() const noexcept override { return fd_.get(); }
+  SocketEngine* engine() const noexcept { return engine_; }
 
  private:
   void failed(const Status& s);
@@ -115,11 +120,15 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   bool hasDeferredWork() const noexcept override;
   void idle() noexcept override { flushAcks_ = true; }
   bool flush() noexcept override;
-  void start() { engine_->add(this); }
+  void start() override { engine_->add(this); }
+  void abandon() noexcept override;
+  void drain() noexcept override { engine_->remove(this); }
+  bool handOver(channel::Path& next) noexcept override;
   int fd() const noexcept override { return fd_.get(); }
+  SocketEngine* engine() const noexcept { return engine_; }
 
  private:
-  enum class Phase { kHeader, kPayload, kDrain };
+  using Phase = channel::StepInHand::Phase;
   void failed(const Status& s);
   // Acks of small steps are batched: one per ackEvery_ applied steps, or at once for a step that
   // is large (> lazyAckMaxBytes_) or asks for it (kStepFlagAckNow), or when the engine idles.
@@ -137,13 +146,10 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   channel::RecvPort* port_;
   std::string desc_;
   std::atomic<bool> dead_{false};
-  Phase phase_ = Phase::kHeader;
-  channel::StepHeader cur_{};
+  channel::StepInHand in_;  // the step being read (channel/recv_framing.h)
   std::array<std::byte, channel::kStepHeaderBytes> hdr_{};
-  size_t got_ = 0;   // payload (or drained) bytes of the current step so far
   std::byte* payload_ = nullptr;  // where the current step's payload goes: its slot or direct target
   bool direct_ = false;
-  size_t want_ = 0;
   // Reads go into this staging buffer (a header and a small payload in one recv) unless a large
   // payload remains, which is received straight into its slot.
   static constexpr size_t kStageBytes = 64 * 1024;

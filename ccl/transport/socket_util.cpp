@@ -157,6 +157,24 @@ Status recvAll(int fd, std::span<std::byte> data, Deadline deadline) {
   return Status::Ok();
 }
 
+ByteIo socketIo(int fd, Deadline deadline) {
+  return ByteIo{[fd, deadline](std::span<const std::byte> b) { return sendAll(fd, b, deadline); },
+                [fd, deadline](std::span<std::byte> b) { return recvAll(fd, b, deadline); }};
+}
+
+void abortTcp(int fd) noexcept {
+  sockaddr sa{};
+  sa.sa_family = AF_UNSPEC;
+  [[maybe_unused]] int rc = ::connect(fd, &sa, sizeof(sa));
+}
+
+void closeAbruptly(UniqueFd& fd) noexcept {
+  if (!fd) return;
+  linger lg{1, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+  fd.reset();
+}
+
 void tuneDataSocket(int fd, const std::string& device) noexcept {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -11,6 +11,7 @@
 #include "reccl/common/deadline.h"
 #include "reccl/common/status.h"
 #include "reccl/common/unique_fd.h"
+#include "transport/byte_io.h"
 
 namespace reccl::transport {
 
@@ -35,8 +36,22 @@ Result<UniqueFd> acceptTcp(int listenFd, Deadline deadline);
 
 Status sendAll(int fd, std::span<const std::byte> data, Deadline deadline);
 Status recvAll(int fd, std::span<std::byte> data, Deadline deadline);
+// sendAll / recvAll on `fd` as a byte stream.
+ByteIo socketIo(int fd, Deadline deadline);
 
 // TCP_NODELAY and large socket buffers for data connections.
 void tuneDataSocket(int fd, const std::string& device) noexcept;
+
+// Drops a TCP connection on the spot (connect(AF_UNSPEC): tcp_disconnect): its unacknowledged
+// data and FIN are purged, so the kernel stops retransmitting them. shutdown() alone leaves a
+// socket on a dead link retransmitting for seconds (RTO backoff), and those retransmissions read
+// as a DEGRADED rail to a retransmit-counting detector after the link is back, which moves
+// everything off the repaired rail and leaves the next fault on it nothing to move. Errors are of
+// no interest: the socket is being retired.
+void abortTcp(int fd) noexcept;
+// Closes an idle socket with a reset (SO_LINGER 0) rather than a FIN: on a dead link the kernel
+// would retransmit the FIN for seconds, which a retransmit-counting detector counts against the
+// rail once it is back. Only for a socket that holds no data.
+void closeAbruptly(UniqueFd& fd) noexcept;
 
 }  // namespace reccl::transport

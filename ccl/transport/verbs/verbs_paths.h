@@ -53,6 +53,10 @@ struct VerbsPathOptions {
 // their completions.
 RcQp::Depth depthForSlots(uint32_t slots) noexcept;
 
+// Lock rule: postMu_ is held by whoever posts to the QP (the algorithm's thread in notify*, the
+// progress thread) and by retire() to take the QP away; failMu_ guards the first failure alone.
+// A failure is reported to the port after postMu_ is released (the failover hook may shut the
+// path down, which takes postMu_).
 class VerbsPath : public channel::Path {
  public:
   ~VerbsPath() override;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "channel/recv_framing.h"
 #include "channel/step_header.h"
 
 namespace reccl::transport::verbs {
@@ -74,12 +75,12 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
   const uint64_t received = port->received();
   const uint64_t next = received + 1;
   const uint64_t step = next + static_cast<int32_t>(imm - static_cast<uint32_t>(next));
-  auto protocolError = [&](const std::string& what) {
-    Status s(Errc::kProtocol, desc_ + ": " + what);
+  auto failWith = [&](const Status& s) {
     RECCL_WARN(kLogNet, "%s", s.message().c_str());
     dead_.store(true, std::memory_order_release);
     port->fail(s);
   };
+  auto protocolError = [&](const std::string& what) { failWith(Status(Errc::kProtocol, desc_ + ": " + what)); };
   if (step == 0 || step + port->slots() < next) {
     protocolError("write with immediate " + std::to_string(imm) + " is no step near " + std::to_string(next));
     return;
@@ -95,30 +96,17 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
     protocolError("step " + std::to_string(step) + " arrived after step " + std::to_string(received));
     return;
   }
+  // The header landed in the slot with the payload: the same framing as every path's
+  // (channel/recv_framing.h), once it names the step the immediate said.
   const std::byte* frame = port->memory().slotFrame(step);
-  auto h = channel::decodeStepHeader(std::span<const std::byte>(frame, channel::kStepHeaderBytes));
-  if (!h.ok()) {
-    protocolError("step " + std::to_string(step) + ": " + h.status().message());
-    return;
-  }
-  if (h->step != step) {
+  std::span<const std::byte> header(frame, channel::kStepHeaderBytes);
+  if (auto h = channel::decodeStepHeader(header); h.ok() && h->step != step) {
     protocolError("the slot of step " + std::to_string(step) + " holds step " + std::to_string(h->step));
     return;
   }
-  switch (channel::classifyStep(*h, received, port->epoch(), static_cast<uint32_t>(port->chunkBytes()))) {
-    case channel::StepVerdict::kNext: port->onReceived(step); return;
-    case channel::StepVerdict::kDuplicate:
-      if (port->env()) port->env()->duplicateSteps.fetch_add(1, std::memory_order_relaxed);
-      return;
-    case channel::StepVerdict::kStale:
-      if (port->env()) port->env()->staleSteps.fetch_add(1, std::memory_order_relaxed);
-      return;
-    case channel::StepVerdict::kBad:
-      protocolError("step " + std::to_string(step) + " epoch " + std::to_string(h->epoch) + " of " +
-                    std::to_string(h->bytes) + " bytes does not follow step " + std::to_string(received) + " epoch " +
-                    std::to_string(port->epoch()));
-      return;
-  }
+  channel::StepArrival a = channel::judgeArrival(*port, header, desc_);
+  if (a.kind == channel::StepArrival::Kind::kError) return failWith(a.error);
+  if (a.kind == channel::StepArrival::Kind::kNext) port->onReceived(step);
 }
 
 int VerbsRecvPath::progress() noexcept {

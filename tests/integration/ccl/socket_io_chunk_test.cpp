@@ -221,8 +221,9 @@ PingRun pingUnderBulk(const char* cap, std::string* error) {
 
 TEST(SocketIoChunk, SmallStepsAndAcksAreServedDuringABulkBatch) {
   // Uncapped, one submission copies up to the socket's 16 MiB send buffer into the kernel on the
-  // progress thread (measured on an idle 2-vCPU VM: ping + ack p95 11.8 ms); capped at 256 KiB it
-  // returns to its loop after each piece (0.41 ms). The wall-time figure also counts waiting for a
+  // progress thread (milliseconds for ping + ack at p95); capped at 256 KiB it returns to its loop
+  // after each piece (well under a millisecond; docs/failover.md, "The progress thread during a
+  // migration"). The wall-time figure also counts waiting for a
   // CPU, which a loaded machine makes as large as the copy, so the assertion is on the thread's CPU
   // time inside one submission, which only the copying makes long.
   std::string err;

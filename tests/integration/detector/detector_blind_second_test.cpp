@@ -72,10 +72,10 @@ int64_t blindSecondCarrierLossDelayNs(const VethLab& lab, TapDevice& tap, uint64
   return -1;
 }
 
-// The scan the link-watch hook arms sees a carrier loss the kernel holds back (it replaced a
-// timer_start hook that ran on every timer the machine arms). The run without the scan shows
-// that the sequence did hit the blind second; the bound separates the two paths (the scan:
-// 100 us; link-watch: the rest of its second, >= 550 ms here), it is not a latency goal.
+// The scan the link-watch hook arms sees a carrier loss the kernel holds back (rather than a
+// timer_start hook, which would run on every timer the machine arms). The run without the scan
+// shows that the sequence did hit the blind second; the bound separates the two paths (the scan:
+// 100 us; link-watch: the rest of its second, hundreds of ms), it is not a latency goal.
 TEST(DetectorBlindSecond, CarrierLossInLinkWatchsBlindSecondIsSeenByTheScan) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces, tap and BPF";
   logCaptureLibbpf();
@@ -168,13 +168,14 @@ void flapAndCountScans(VethLab& lab, const std::string& hostDev, const std::stri
 
 // Link-watch handles a running device's carrier change as urgent when its iflink is another
 // device (a veth whose peer has another ifindex, as on the testbed): queued at once, or joining
-// a queued run. The scan then runs only until that run ends (before, it ran 1.25 s from each
-// queueing, ~6000 firings in these 600 ms: it cost a rank's bandwidth through a fault loop).
+// a queued run. The scan then runs only until that run ends (a scan for 1.25 s from each
+// queueing would fire thousands of times in these 600 ms, and costs a rank bandwidth through a
+// fault loop).
 // A veth whose peer has its own ifindex (eth0 and sw0 are both 2 in their fresh namespaces) is
 // non-urgent like a physical NIC, and keeps the scan for the second after the run. Both
 // directions of both flaps come from the kernel in time (a scan that judged urgency by
 // ndo_get_iflink alone would end the same-ifindex veth's scan too: its loss then comes from
-// rtnetlink, 468 ms late in a trial of that rule).
+// rtnetlink, hundreds of ms late).
 TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and BPF";
   logCaptureLibbpf();
@@ -192,7 +193,7 @@ TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
   for (const auto* runs : {&urgent.runsAfterDown, &urgent.runsAfterUp})
     for (size_t i = 0; i < runs->size(); ++i) {
       // A run left pending on its timer for another device's held change is no window for
-      // eth9's: before, that kept the scan on until the held run, ~3 000 firings.
+      // eth9's: keeping the scan on until the held run would cost thousands of firings.
       EXPECT_LT((*runs)[i], 1000u) << "flap " << i + 1 << (runs == &urgent.runsAfterUp ? " up" : " down");
       urgentRuns += (*runs)[i];
     }
@@ -209,8 +210,8 @@ TEST(DetectorBlindSecond, ScanEndsWithLinkWatchsRunOnlyForUrgentDevices) {
 // A watched veth's link-watch class follows its peer's ifindex: eth0 and sw0 share ifindex 2
 // (non-urgent); moved into a namespace where 2 is taken, sw0 gets another ifindex and eth0's
 // carrier changes become urgent. The detector reads IFLA_LINK in every RTM_NEWLINK and hands the
-// new class to the program (read back from its .bss through status()); before, the class read
-// at watch time stayed, and a device that became non-urgent would have lost the scan's second.
+// new class to the program (read back from its .bss through status()); a class read only at
+// watch time would go stale, and a device that became non-urgent would lose the scan's second.
 TEST(DetectorBlindSecond, LinkwatchClassFollowsThePeersIfindex) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: network namespaces and BPF";
   logCaptureLibbpf();

@@ -174,7 +174,7 @@ TEST_F(DaemonSource, DaemonDetectsASwitchSideLinkDown) {
   EXPECT_EQ(matches(t, "source rank [01] daemon daemon:[a-z_,]+"), 2) << t;
   EXPECT_EQ(matches(t, "rank 0: rail 0 \\(rail0\\) down \\(source daemon "), 1) << t;
   EXPECT_EQ(matches(t, "down \\(source (nic-poll|detector|stall)"), 0) << t;  // nobody else saw it first
-  EXPECT_GE(matches(t, "rank 0: failover of rank [0-9]->[0-9] ch [0-9]+ -> rail 1 .*source daemon"), 1) << t;
+  EXPECT_GE(matches(t, "rank 0: failover of rank [0-9]->[0-9] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 1 .*source daemon"), 1) << t;
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;  // both directions of the pair on rail 0
   EXPECT_EQ(matches(t, "reccl-detectord lost"), 0) << t;
   // The daemon's side: it watched the rank's NIC in the rank's namespace and reported the loss.

@@ -24,17 +24,17 @@ TEST_F(FailoverFailBackOrder, PreferredRailComesBackFromAGrayRailAsFailBack) {
   ASSERT_NO_FATAL_FAILURE(grayRail0ThenRail1Back(&job));
   Job& j = *job;
   // Rank 0 is where rail 1 comes back: what prefers rail 1 goes home as a fail-back.
-  bool failedBack = j.waitForMatch("rank 0: fail-back of rank [01]->[01] ch [0-9]+ -> rail 1", 1,
+  bool failedBack = j.waitForMatch("rank 0: fail-back of rank [01]->[01] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 1", 1,
                                    std::chrono::seconds(30));
   expectAllOk(j, 2);
   std::string t = j.text();
   EXPECT_TRUE(failedBack) << t;
   // Every connection rank 0 moved off rail 1 at the fault prefers rail 1: each comes back as a
   // fail-back, none of them by weight.
-  int moved = countMatches(t, "rank 0: failover (by peer )?of rank [01]->[01] ch [0-9]+ -> rail 0 \\(rail0\\) epoch "
+  int moved = countMatches(t, "rank 0: failover (by peer )?of rank [01]->[01] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0 \\(rail0\\) epoch "
                               "[0-9]+: reason link-down");
   EXPECT_GE(moved, 1) << t;
-  EXPECT_GE(countMatches(t, "rank 0: fail-back of rank [01]->[01] ch [0-9]+ -> rail 1"), moved) << t;
+  EXPECT_GE(countMatches(t, "rank 0: fail-back of rank [01]->[01] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 1"), moved) << t;
   EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
 }
 

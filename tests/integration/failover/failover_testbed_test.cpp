@@ -298,7 +298,7 @@ class FailoverMatrix : public Failover {
       // The settle time between faults (700 ms) lets every connection open a standby again;
       // most failovers use one (the first collective's may fault before its standby is up).
       EXPECT_GE(sumField(t, "standby_used"), 4u) << t;
-      EXPECT_GE(countMatches(t, "failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail [01] \\([a-z0-9]+\\) epoch [0-9]+: "
+      EXPECT_GE(countMatches(t, "failover of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail [01] \\([a-z0-9]+\\) epoch [0-9]+: "
                                 "reason [a-z-]+, source [a-z-]+, fault-to-switch [0-9]+ us, resent [0-9]+ bytes, "
                                 "timeline us: queue -?[0-9]+ thread -?[0-9]+ standby"),
                 1)
@@ -331,7 +331,8 @@ void expectPhaseFault(Job& j, const std::string& phase) {
   EXPECT_EQ(countMatches(t, "done rank [0-9]+"), 2) << t;
   EXPECT_GE(countMatches(t, "when " + phase + ": hit"), 1) << t;
   EXPECT_GE(countMatches(t, "when " + phase + ": migrated in phase yes"), 1) << t;
-  EXPECT_GE(countMatches(t, "failover of rank [01]->[01] ch 0 -> rail 1"), 1) << t;
+  // The line names the rail left and the rail taken.
+  EXPECT_GE(countMatches(t, "failover of rank [01]->[01] ch 0 rail 0 \\(rail0\\) -> rail 1 \\(rail1\\) epoch"), 1) << t;
 }
 
 std::string phaseEnv(const std::string& phase) {
@@ -374,15 +375,15 @@ TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   std::string t = j.text();
   EXPECT_TRUE(degraded) << t;
   EXPECT_GE(countMatches(t, "rail 0 \\(rail0\\) degraded \\(source detector tp_tcp_retransmit\\)"), 1) << t;
-  EXPECT_GE(countMatches(t, "failover of rank [01]->[01] ch 0 -> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded"), 1)
+  EXPECT_GE(countMatches(t, "failover of rank [01]->[01] ch 0 rail [0-9]+ \\([^)]*\\) -> rail 1 \\(rail1\\) epoch [0-9]+: reason degraded"), 1)
       << t;
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
 }
 
 // The same loss on a job that uses rail 0 only (RECCL_NICS==rail0): DEGRADED has nowhere to go.
 // A gray rail still carries bytes, so the connections stay on it and the job completes, exact;
-// before, the job failed with "no healthy rail" after RECCL_FAILOVER_TIMEOUT_MS (a false DEGRADED
-// under a saturating one-rail benchmark did that).
+// failing the job with "no healthy rail" after RECCL_FAILOVER_TIMEOUT_MS would lose it to a gray
+// failure, or to a false DEGRADED under a saturating one-rail benchmark.
 TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
   Job j(testbed().name(),
         env("RECCL_NICS==rail0 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
@@ -392,7 +393,7 @@ TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
   ASSERT_EQ(onePercentDropOnRail0(netns(0), true), 0);
   bool stayed = j.waitFor("degraded and no healthy rail to move to: staying on it", 1, std::chrono::seconds(30));
-  // Long enough after the DEGRADED for the old behaviour's failover timeout (2 s) to fail the job.
+  // Long enough after the DEGRADED for the failover timeout set above (2 s) to fail the job.
   std::this_thread::sleep_for(std::chrono::seconds(3));
   int clear = onePercentDropOnRail0(netns(0), false);
   expectAllOk(j, 2);
@@ -434,8 +435,8 @@ TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  const std::string toRail1 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 1 \\(rail1\\)";
-  const std::string toRail0 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ -> rail 0 \\(rail0\\)";
+  const std::string toRail1 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 1 \\(rail1\\)";
+  const std::string toRail0 = "failover (of|by peer of) rank [01]->[01] ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0 \\(rail0\\)";
   // At the lowered threshold a saturated, fault-free rail is marked DEGRADED now and then (seen
   // 100 ms after start): its channels then sit elsewhere before the fault, and the subject is gone.
   if (countMatches(j.text(), "degraded \\(source") > 0)
@@ -537,7 +538,7 @@ TEST_F(FailoverThreeRails, TwoFailuresDifferentRailsDifferentHosts) {
   for (const char* dir : {"0->1", "1->0"})
     for (int ch = 0; ch < 2; ++ch)
       EXPECT_GE(countMatches(t, std::string("failover (of|by peer of) rank ") + dir + " ch " + std::to_string(ch) +
-                                    " -> rail 2 \\(rail2\\)"),
+                                    " rail [0-9]+ \\([^)]*\\) -> rail 2 \\(rail2\\)"),
                 1)
           << dir << " ch " << ch << "\n"
           << t;
@@ -574,7 +575,7 @@ void FailoverSpread::expectDisplacedChannelsSpread(const std::string& extra) {
   for (const char* dir : {"0->1", "1->0"}) {
     std::vector<std::set<int>> to(2);  // per fault: the rails channels 0 and 3 moved to
     for (int ch : {0, 3}) {
-      std::regex r(std::string("rank 0: failover of rank ") + dir + " ch " + std::to_string(ch) + " -> rail ([0-9])");
+      std::regex r(std::string("rank 0: failover of rank ") + dir + " ch " + std::to_string(ch) + " rail [0-9]+ \\([^)]*\\) -> rail ([0-9])");
       size_t k = 0;
       for (auto it = std::sregex_iterator(t.begin(), t.end(), r); it != std::sregex_iterator() && k < 2; ++it, ++k)
         to[k].insert(std::stoi((*it)[1]));

@@ -125,7 +125,7 @@ TEST_F(Relay, AutoRelaysUnderNicAffinity) {
   EXPECT_GT(st[0].second, 1u << 20) << t;    // through rank 0
   EXPECT_EQ(st[0].first, 0u) << t;           // rank 0 stayed direct
   EXPECT_TRUE(relayedConns(t).count("rank 1->2 ch 0")) << t;
-  EXPECT_GE(countMatches(t, "rank 0: failover of rank 3->0 ch 0 -> rail 0"), 1) << t;
+  EXPECT_GE(countMatches(t, "rank 0: failover of rank 3->0 ch 0 rail [0-9]+ \\([^)]*\\) -> rail 0"), 1) << t;
 }
 
 // route=direct under the same NIC affinity: where auto relays (above), rank 1 moves its connection
@@ -136,7 +136,7 @@ TEST_F(Relay, DirectUnderNicAffinityMovesOntoTheOtherNic) {
       startThenFail(&j, "RECCL_FAILOVER_ROUTE=direct RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_ITERS=120", 0, 1));
   std::string t = finish(*j);
   ASSERT_NO_FATAL_FAILURE(expectNothingRelayed(t));
-  EXPECT_GE(countMatches(t, "rank 1: failover of rank 1->2 ch 0 -> rail 0"), 1) << t;
+  EXPECT_GE(countMatches(t, "rank 1: failover of rank 1->2 ch 0 rail [0-9]+ \\([^)]*\\) -> rail 0"), 1) << t;
 }
 
 // route=auto without affinity: every rank may use either NIC, so everything moves directly.
@@ -158,11 +158,11 @@ TEST_F(Relay, RelayThenFailBack) {
   linkSwitch(true, 0, 0);
   // The run ends once every relayed connection has failed back (or the deadline).
   for (const auto& c : relayedConns(j->text()))
-    EXPECT_TRUE(j->waitForMatch("fail-back of " + c + " -> rail 0", 1, std::chrono::seconds(30))) << c;
+    EXPECT_TRUE(j->waitForMatch("fail-back of " + c + " rail [0-9]+ \\([^)]*\\) -> rail 0", 1, std::chrono::seconds(30))) << c;
   std::string t = finish(*j);
   auto conns = relayedConns(t);
   ASSERT_GE(conns.size(), 2u) << t;
-  for (const auto& c : conns) EXPECT_GE(countMatches(t, "fail-back of " + c + " -> rail 0"), 1) << c << "\n" << t;
+  for (const auto& c : conns) EXPECT_GE(countMatches(t, "fail-back of " + c + " rail [0-9]+ \\([^)]*\\) -> rail 0"), 1) << c << "\n" << t;
   EXPECT_GE(sumField(t, "failbacks"), conns.size()) << t;
 }
 
@@ -180,14 +180,14 @@ TEST_F(Relay, FarEndRailFailsWhileRelayed) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   linkSwitch(false, 1, 1);
   // The run ends once both ends have moved (or the deadline).
-  EXPECT_TRUE(j->waitForMatch("rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0", 1,
+  EXPECT_TRUE(j->waitForMatch("rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0", 1,
                               std::chrono::seconds(30)));
-  EXPECT_TRUE(j->waitForMatch("rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0", 1,
+  EXPECT_TRUE(j->waitForMatch("rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0", 1,
                               std::chrono::seconds(30)));
   std::string t = finish(*j);
-  EXPECT_GE(countMatches(t, "rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0"), 1) << t;
+  EXPECT_GE(countMatches(t, "rank [23]: failover of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0"), 1) << t;
   // The relayed connections were taken over by their far ends (passive at host 0).
-  EXPECT_GE(countMatches(t, "rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ -> rail 0"), 1) << t;
+  EXPECT_GE(countMatches(t, "rank [01]: failover by peer of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail 0"), 1) << t;
 }
 
 }  // namespace

@@ -23,7 +23,7 @@
 #include "core/handshake.h"
 #include "core/launch_env.h"
 #include "core/wire.h"
-#include "failover/migrate_wire.h"
+#include "failover/migration/migrate_wire.h"
 #include "worker_procs.h"
 
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <span>
 
-#include "failover/migrate_wire.h"
-#include "failover/relay_wire.h"
+#include "failover/migration/migrate_wire.h"
+#include "failover/relay/relay_wire.h"
 
 using namespace reccl::failover;
 

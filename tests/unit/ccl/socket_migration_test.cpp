@@ -157,9 +157,13 @@ SocketPair socketPair() {
 }
 
 // One directed connection as a migration finds it: two ports over a loopback socket pair, their
-// paths started on one engine. Members are destroyed in reverse order (ports and their paths
-// before the engine).
+// paths started on one engine. The engine stops first, as a communicator's does: a port's path
+// goes with the port's base, and a progress thread still pumping it would read the port half
+// destroyed (UBSan: member call on an object that is no longer a RecvPort).
 struct Connection {
+  ~Connection() {
+    if (engine) engine->stop();
+  }
   std::unique_ptr<transport::SocketEngine> engine;
   channel::PortEnv env;
   std::unique_ptr<channel::SendPort> tx;
@@ -206,21 +210,11 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
 
 // The sender's counters moved past what the handshake reported (steps and acks kept flowing on
 // a healthy old path): the new path resends nothing the receiver acknowledged, since those slots
-// now hold later steps. Before, it resent the slots from the reported step on: the receiver saw
-// later steps again (dropped as duplicates here; half-written ones could have been taken).
+// now hold later steps. Resending from the reported step would send slots that now hold later
+// steps: the receiver would see later steps again (dropped as duplicates here; half-written ones
+// could be taken).
 TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
-  // Closing the old socket fails the old paths; the failover's hook takes those (expected while
-  // it migrates), any other failure is an error. As in the library, the hook is in place before
-  // the paths start (the progress thread reads it unlocked), and what it writes outlives them.
-  std::mutex failMu;
-  std::string otherFailure;
   Connection c;
-  c.env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
-    if (st.message().rfind("old ", 0) == 0) return true;
-    std::lock_guard lk(failMu);
-    otherFailure = st.ToString();
-    return false;
-  };
   connect(c, "test-resend");
   if (HasFatalFailure()) return;
   const uint64_t steps = 20;  // every slot reused twice
@@ -236,6 +230,16 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   // has only step 3.
   auto b = socketPair();
   ASSERT_EQ(b.error, "");
+  // Closing the old socket fails the old paths; the failover's hook takes those (expected while
+  // it migrates), any other failure is an error.
+  std::mutex failMu;
+  std::string otherFailure;
+  c.env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
+    if (st.message().rfind("old ", 0) == 0) return true;
+    std::lock_guard lk(failMu);
+    otherFailure = st.ToString();
+    return false;
+  });
   // The receiver first (the sender's close would read as a dead peer to a live old receiver).
   c.rx->setEpoch(2);
   auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
@@ -266,19 +270,19 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
 // them (the old path was completing them; on a fail-back the old path still flows). Those acks
 // must wait until the path has handed the steps to the socket: an ack frees the step's slot for
 // reuse and tells the algorithm that a direct step's payload, the caller's memory the resend is
-// still reading, may go. Before, the ack reached the port at once: the caller could unmap the
-// buffer under the resend (its sendmsg failed with EFAULT, a spurious failover), and a reused
-// slot could be sent as the step it replaced.
+// still reading, may go. An ack let through at once would let the caller unmap the buffer under
+// the resend (sendmsg EFAULT, a spurious failover), and a reused slot be sent as the step it
+// replaced.
 TEST(CclSocketMigration, AnAckAheadOfTheSendIsHeldUntilTheStepIsSent) {
   auto created = transport::SocketEngine::create("test-ack-ahead");
   ASSERT_TRUE(created.ok()) << created.status().ToString();
   auto engine = std::move(created).value();
   channel::PortEnv env;
   std::string failure;
-  env.onPathFailure = [&](const channel::PortId&, bool, const Status& st) {
+  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
     failure = st.ToString();
     return false;
-  };
+  });
   // 8 direct steps of 8 MiB: 64 MiB, more than the socket's buffers on both ends hold.
   constexpr uint32_t kSteps = 8;
   constexpr size_t kChunk = 8 << 20;
@@ -336,21 +340,26 @@ namespace {
 // closes the old socket) while this end commits on the reply. The old receive path's EOF reaches
 // the failover hook, and this end's commit lands while the hook decides: a migrated receiver
 // hands its new path to the engine without waiting for the progress thread (SocketEngine::replace),
-// so the commit ends and the hook finds no migration in progress (Failover::onPathFailure reads
+// so the commit ends and the hook finds no migration in progress (Monitor::onPathFailure reads
 // `busy` after the commit cleared it) and answers false, as it does for a dead peer. The close
-// of a path the port no longer uses must not fail the connection. Before, the port latched
-// "connection closed by peer while receiving" and both ranks' communicators failed (fault_bench,
-// once in 87 faults, around a fail-back).
+// of a path the port no longer uses must not fail the connection. Latched, it would fail both
+// ranks' communicators with "connection closed by peer while receiving".
 TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailure) {
+  Connection c;
+  connect(c, "test-retired-eof");
+  if (HasFatalFailure()) return;
+  for (uint64_t s = 1; s <= 4; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (HasFatalFailure()) return;
+  }
+
   // The hook holds the progress thread on the old receive path's failure until this end has
-  // committed, then gives the verdict the failover gives once no migration is in progress. In
-  // place before the paths start, its state outliving them (see the test above).
+  // committed, then gives the verdict the failover gives once no migration is in progress.
   std::mutex mu;
   std::condition_variable cv;
   bool inHook = false, committed = false;
   std::string otherFailure;
-  Connection c;
-  c.env.onPathFailure = [&](const channel::PortId&, bool isSender, const Status& st) {
+  c.env.pathFailureHook.install([&](const channel::PortId&, bool isSender, const Status& st) {
     std::unique_lock lk(mu);
     if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
       inHook = true;
@@ -361,13 +370,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
     if (st.message().rfind("old ", 0) == 0) return true;  // the retired paths: expected
     otherFailure = st.ToString();
     return false;
-  };
-  connect(c, "test-retired-eof");
-  if (HasFatalFailure()) return;
-  for (uint64_t s = 1; s <= 4; ++s) {
-    roundTrip(*c.tx, *c.rx, s);
-    if (HasFatalFailure()) return;
-  }
+  });
 
   // The peer (the sender) commits first and closes its old socket: EOF on the old receive path.
   auto b = socketPair();
@@ -403,7 +406,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   }
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
-  // No completion (and no hook call) after this: what the hook wrote is final.
+  // No completion (and no hook call) after this: the hook's state goes before the ports.
   c.engine->stop();
   std::lock_guard lk(mu);
   EXPECT_EQ(otherFailure, "");

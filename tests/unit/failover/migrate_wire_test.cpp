@@ -4,7 +4,7 @@
 #include <array>
 #include <random>
 
-#include "failover/migrate_wire.h"
+#include "failover/migration/migrate_wire.h"
 
 namespace reccl::failover {
 namespace {

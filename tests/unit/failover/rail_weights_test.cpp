@@ -1,7 +1,7 @@
 // Rail weights from measured throughput (pure functions) and their effect on rail assignment.
 #include <gtest/gtest.h>
 
-#include "failover/rebalance.h"
+#include "failover/rebalance/rebalance.h"
 
 namespace reccl::failover {
 namespace {

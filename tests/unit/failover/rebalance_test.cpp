@@ -1,7 +1,7 @@
 // Rail assignment after failover and fail-back (pure functions).
 #include <gtest/gtest.h>
 
-#include "failover/rebalance.h"
+#include "failover/rebalance/rebalance.h"
 
 namespace reccl::failover {
 namespace {

@@ -2,8 +2,8 @@
 // finished writing into the pipe (after a migration the path resends from the step the handshake
 // reported, and the receiver may already have more). The ack must wait until the step is written
 // whole: an ack frees the step's slot, the algorithm writes a later step into it, and the path
-// would then write the later step's bytes as the earlier step. Before, the ack reached the port at
-// once and the relay read steps 9.. in the places of steps 2.. .
+// would then write the later step's bytes as the earlier step. Let through at once, the ack makes
+// the relay write steps 9.. in the places of steps 2.. .
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 
@@ -19,8 +19,8 @@
 #include "channel/conn_memory.h"
 #include "channel/port.h"
 #include "channel/step_header.h"
-#include "failover/relay_paths.h"
-#include "failover/relay_pipe.h"
+#include "failover/relay/relay_paths.h"
+#include "failover/relay/relay_pipe.h"
 #include "reccl/common/deadline.h"
 
 namespace reccl::failover {
@@ -47,10 +47,10 @@ TEST(RelaySendPath, AnAckAheadOfTheWriteIsHeldUntilTheStepIsWritten) {
 
   channel::PortEnv env;
   std::atomic<bool> pathFailed{false};
-  env.onPathFailure = [&](const channel::PortId&, bool, const Status&) {
+  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status&) {
     pathFailed.store(true);
     return false;
-  };
+  });
   auto mem = channel::ConnMemory::anonymous(kSlots, kChunk);
   ASSERT_TRUE(mem.ok()) << mem.status().ToString();
   channel::SendPort tx(channel::PortId{0, 1, 0}, std::move(mem).value(), &env);

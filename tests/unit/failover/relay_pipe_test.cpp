@@ -7,8 +7,8 @@
 #include <random>
 #include <vector>
 
-#include "failover/relay_pipe.h"
-#include "failover/relay_wire.h"
+#include "failover/relay/relay_pipe.h"
+#include "failover/relay/relay_wire.h"
 
 namespace reccl::failover {
 namespace {

@@ -10,8 +10,8 @@
 #include <string>
 #include <thread>
 
-#include "failover/daemon_source.h"
-#include "failover/source_choice.h"
+#include "failover/health/daemon_source.h"
+#include "failover/health/source_choice.h"
 #include "reccl/common/unique_fd.h"
 
 namespace {

@@ -31,9 +31,9 @@ struct BpfOptions {
   uint64_t degradedMinIntervalNs = 1'000'000'000;
   bool reportUnattributed = false;
   bool reportRdma = true;
-  // After each link-watch hook the watched devices are re-read in the kernel this often for
-  // a second (link-watch's blind window); 0 disables. Costly on a VM (docs/detector.md, "The
-  // scan's cost"); 1 ms made link-downs late in a test there, so the default stays 100 us.
+  // Period of the in-kernel re-read of the watched devices while link-watch may hold a carrier
+  // change (from a queueing of its work until that run ends, and for a second after it while a
+  // device is non-urgent: docs/detector.md, "Link-watch's blind second"); 0 disables.
   uint64_t scanPeriodNs = 100'000;
 };
 

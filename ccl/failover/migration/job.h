@@ -1,0 +1,49 @@
+// What the migrator threads work on: jobs this rank initiates (a connection to move, or a standby
+// to open) and the timeline one migration records for its log line.
+#pragma once
+
+#include <cstdint>
+
+#include "failover/health/rail_state.h"
+#include "failover/migration/migrate_wire.h"
+
+namespace reccl::failover {
+
+struct Job {
+  ConnId id;
+  MigrateReason reason = MigrateReason::kLinkDown;  // kStandby: open a standby path, move nothing
+  FaultSource source = FaultSource::kPoll;
+  int fromRail = -1;     // the rail being left (-1: any)
+  int toRail = -1;       // fail-back target (-1: choose)
+  uint64_t faultNs = 0;  // first signal (CLOCK_MONOTONIC)
+  uint64_t emitNs = 0;   // in-process detector: its decision; the monitor read it at seenNs
+  uint64_t seenNs = 0;
+  uint64_t queuedNs = 0;
+};
+
+// Where one migration's time went (CLOCK_MONOTONIC ns; 0: not reached). Logged with the failover
+// line (Migration::log) so a benchmark's log shows the split per fault.
+struct Timeline {
+  uint64_t signalNs = 0;   // first signal of the fault
+  uint64_t emitNs = 0;     // in-process detector: its thread decided (0: another source)
+  uint64_t seenNs = 0;     // in-process detector: the monitor thread read the event
+  uint64_t queuedNs = 0;   // job queued (monitor) / hello or request seen (passive end)
+  uint64_t runningNs = 0;  // a migrator thread runs it
+  uint64_t pathNs = 0;     // new path ready: connected, or standby taken
+  uint64_t sentNs = 0;     // hello + request sent
+  uint64_t replyNs = 0;    // reply received (passive end: request read)
+  uint64_t commitNs = 0;   // new path committed and started
+  bool standby = false;    // the path was a pre-connected standby
+};
+
+// One handshake's outcome at the initiator.
+enum class Attempt { kDone, kStale, kNotReady, kFailed };
+
+// What a committed move did: for the log line and the counters.
+struct Moved {
+  uint32_t epoch = 0;
+  int fromRail = -1;   // the rail the connection left
+  uint64_t resent = 0; // payload bytes resent (sender end)
+};
+
+}  // namespace reccl::failover

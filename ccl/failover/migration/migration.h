@@ -1,0 +1,110 @@
+// Migration of connections: migrator threads serve a queue of jobs (connections this rank moves,
+// standbys it opens) and of handshakes peers open to it; a job picks a rail, takes the standby or
+// asks the transport for a link on that rail, runs the handshake ({epoch, receiver's step} both
+// ways, the transport's records between), and commits: the old path retired, the new one made
+// from the link, the unacknowledged steps resent from the sender's slots. The far end serves the
+// same handshake passively and commits on the request. The steps in order:
+//   migrator_pool.cpp  the threads and the queue
+//   run_job.cpp        one job: route, rail choice per try, give up after RECCL_FAILOVER_TIMEOUT_MS
+//   handshake.cpp      the initiator's handshake (direct, standby and relay routes) and the passive end's
+//   commit.cpp         the switch of a port to its new path, and the resend
+//   migration_log.cpp  the failover line and the counters
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/wire.h"
+#include "failover/conn_table.h"
+#include "failover/migration/job.h"
+#include "failover/migration/migrate_wire.h"
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+#include "reccl/common/unique_fd.h"
+#include "transport/path_factory.h"
+
+namespace reccl::failover {
+
+struct FailoverContext;
+
+// The data hello this rank sends on a new link to `dstRank` (communicator, ranks, channel; an
+// epoch > 1 marks a migration, core/failover_part.h).
+core::Hello dataHello(const FailoverContext& ctx, int dstRank, uint32_t channel, uint32_t epoch);
+// The request's fields that say who asks and for what (connection, role, reason, rail, epoch,
+// this rank's healthy rails); a migration's receiver adds its steps.
+void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c, MigrateReason reason, int rail,
+                 uint32_t epoch);
+
+// Lock rule: qMu_ guards the queues and idle_ (the migrator threads wait on qCv_); poolMu_ the
+// thread list (taken after qMu_ is released, never inside it). A connection's commits serialize
+// on Conn::mu, taken with no other failover lock held but the rail picker's never inside it.
+class Migration {
+ public:
+  explicit Migration(FailoverContext& ctx) : ctx_(ctx) {}
+  ~Migration();
+  Migration(const Migration&) = delete;
+  Migration& operator=(const Migration&) = delete;
+
+  // Two migrator threads wait from the start: a fault's jobs (one per connection on the rail,
+  // usually 2+) start at once instead of after a thread creation each.
+  void start();
+  // After FailoverContext::stop is set: wake() has every migrator thread leave its wait; stop()
+  // also joins them.
+  void wake() noexcept;
+  void stop() noexcept;
+
+  // One job per connection at a time: a job for a connection already queued is dropped.
+  void enqueue(Job j);
+  // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one), woken by notify().
+  void queueStandby(const ConnId& id, uint64_t nowNs);
+  void notify();
+  // A migration hello the data listener proved: its handshake is served on a migrator thread.
+  Status onMigrationHello(UniqueFd fd, const core::Hello& h);
+
+  // The initiator's handshake on a new link, shared by the direct, standby and relay routes:
+  // (hello +) request out, reply in, commit. `via`: the relay rank the link goes through (-1:
+  // direct). On kDone, *moved says what the commit did.
+  Attempt handshake(Conn& c, int rail, const Job& j, bool withHello, std::unique_ptr<transport::Link> link, int via,
+                    Deadline deadline, Status* err, Moved* moved, Timeline* tl);
+  // The passive end of a handshake whose request has been read (a new link, or a standby).
+  void servePassive(std::unique_ptr<transport::Link> link, const core::Hello& h, const MigrateRequest& req,
+                    Timeline tl);
+  // The failover line (WARN) and the counters, at each end of a committed move.
+  void log(const Conn& c, const Job& j, const Moved& m, int rail, bool initiated, uint64_t commitNs,
+           const Timeline* tl = nullptr);
+
+ private:
+  struct Passive {
+    UniqueFd fd;
+    core::Hello hello;
+    uint64_t arrivedNs = 0;
+  };
+  void startThread();  // under poolMu_
+  void loop();
+  void runJob(const Job& j);
+  // One try on `rail`: over `standby` when given (the handshake only), else a new link.
+  Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, std::unique_ptr<transport::Link> standby,
+                  Status* err, Moved* moved, Timeline* tl);
+  void handlePassive(Passive p);
+  // Switches c's port to a path made from `link` at `epoch` (c.mu held). `reply` (passive end) is
+  // sent on the link before its path starts. `via`: the relay rank (-1: direct).
+  Result<Moved> commit(Conn& c, std::unique_ptr<transport::Link> link, uint32_t epoch, int rail, int via,
+                       MigrateReason reason, uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply);
+  void unrecoverable(Conn& c, const Status& s);
+
+  FailoverContext& ctx_;
+  std::mutex qMu_;
+  std::condition_variable qCv_;
+  std::deque<Job> jobs_;
+  std::deque<Passive> passive_;
+  int idle_ = 0;  // migrator threads waiting (under qMu_)
+  std::mutex poolMu_;
+  std::vector<std::thread> pool_;  // under poolMu_
+};
+
+}  // namespace reccl::failover

@@ -1,0 +1,76 @@
+// The monitor: one thread per communicator that turns fault signals into rail state and
+// migration jobs. It sleeps in poll() on its descriptors (wake-up eventfd, the in-process
+// detector's events, the node daemon's socket) until the earliest deadline of its periodic work,
+// which is only what a source needs: the NIC poll while that poll is the fault source (or hands
+// rails back), the stall check every RECCL_STALL_TIMEOUT_MS / 20, the rail meter every 100 ms,
+// standby upkeep, held DEGRADED signals, the daemon's liveness ping and link-state look. A
+// detector event wakes it at once: nothing on the fault's path waits for a tick. An idle
+// communicator with a detector wakes about ten times a second.
+//
+// It also decides on path failures the transports report (onPathFailure, the path-failure hook:
+// the progress thread calls it) and on the rails peers report in their migration messages
+// (peerReported, the migrator and standby threads call it).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <thread>
+
+#include "channel/port.h"
+#include "core/comm_stats.h"
+#include "failover/health/fault_sources.h"
+#include "failover/migration/migrate_wire.h"
+#include "reccl/common/status.h"
+
+namespace reccl::failover {
+
+struct FailoverContext;
+
+class Monitor {
+ public:
+  explicit Monitor(FailoverContext& ctx);
+  ~Monitor();
+  Monitor(const Monitor&) = delete;
+  Monitor& operator=(const Monitor&) = delete;
+
+  Status init();
+  void start();
+  // After FailoverContext::stop is set: wakes the thread and joins it, then stops the sources.
+  void stop() noexcept;
+  void wake() noexcept;
+  bool onThread() const noexcept { return threadId_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
+
+  // Rail signals (monitor thread). `emitNs`: when the in-process detector decided (its thread),
+  // for the migration's timeline. railBackUp's `src`: who declared the rail up (the fail-back's
+  // source in its log line and job).
+  void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown,
+                uint64_t emitNs = 0);
+  void railBackUp(int rail, uint64_t signalNs, FaultSource src);
+  // Any thread: a peer's healthy rails, from its migration request or reply; a rail back there
+  // moves what stayed on a gray rail for want of one.
+  void peerReported(int peer, uint64_t railsUp);
+  // The path-failure hook (progress thread and other path threads): decide and queue, never block.
+  bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
+  void fillStats(core::CommStats* s) const { sources_.fillStats(s); }
+  const std::string& sourceName() const noexcept { return sources_.name(); }
+
+ private:
+  void loop();
+  uint64_t stallScanPeriodNs() const;
+  void scanStalls(uint64_t nowNs);
+  void tendGray(uint64_t nowNs);
+  bool grayExplainedNow(int rail, uint64_t nowNs);
+  // Connections that stayed on a DEGRADED rail for want of a healthy one move as soon as one
+  // appears: a rail up again here (railBackUp) or at the peer (peerReported). peer -1: all.
+  void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);
+
+  FailoverContext& ctx_;
+  FaultSources sources_;
+  int wakeFd_ = -1;  // eventfd: stop or wake the monitor thread
+  std::atomic<std::thread::id> threadId_{};
+  std::thread thread_;
+  uint64_t standbyDueNs_ = 0;  // monitor thread: next standby upkeep (0: at the next wake-up)
+};
+
+}  // namespace reccl::failover

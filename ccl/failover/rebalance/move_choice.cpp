@@ -1,0 +1,38 @@
+#include "failover/rebalance/move_choice.h"
+
+#include "failover/rebalance/rebalance.h"
+
+namespace reccl::failover {
+
+MoveChoice chooseMoveRail(const MoveChoiceInput& in) {
+  const int nrails = static_cast<int>(in.weights.size());
+  auto bit = [](uint64_t mask, int r) { return r >= 0 && r < 64 && ((mask >> r) & 1u); };
+  MoveChoice out;
+  if (in.reason == MigrateReason::kFailBack) {
+    int r = in.toRail;
+    if (r >= 0 && r < nrails && bit(in.upHere, r) && !bit(in.tried, r)) {
+      out.rail = r;
+      out.speculative = in.weights[r] <= 0;
+    }
+    return out;
+  }
+  std::vector<double> w = in.weights;
+  for (int r = 0; r < nrails; ++r)
+    if (bit(in.tried, r)) w[r] = 0;
+  if (in.fromRail >= 0 && in.fromRail < nrails) w[in.fromRail] = 0;
+  out.rail = pickRail(in.load, w, -1);
+  if (out.rail >= 0) return out;
+  if (in.reason == MigrateReason::kDegraded && in.currentRail == in.fromRail) {
+    out.stay = true;
+    return out;
+  }
+  std::vector<double> any(nrails, 1.0);
+  for (int r = 0; r < nrails; ++r)
+    if (bit(in.tried, r)) any[r] = 0;
+  const bool inBand = in.reason == MigrateReason::kStall || in.reason == MigrateReason::kSocketError;
+  if (in.fromRail >= 0 && in.fromRail < nrails && !(inBand && bit(in.upHere, in.fromRail))) any[in.fromRail] = 0;
+  out.rail = pickRail(in.load, any, -1);
+  return out;
+}
+
+}  // namespace reccl::failover

@@ -1,0 +1,62 @@
+#include "failover/rebalance/rail_picker.h"
+
+#include "failover/context.h"
+#include "failover/rebalance/rail_meter.h"
+#include "failover/rebalance/rebalance.h"
+
+namespace reccl::failover {
+
+std::vector<double> RailPicker::weights(int peer) {
+  // Weights from the measured throughput of each rail (rail_meter.h); a rail must be up here and,
+  // as far as this rank knows, at the peer.
+  uint64_t both = ctx_.rails.upMask() & ctx_.rails.peerRails(peer);
+  return weightsFromThroughput(ctx_.meter->measuredBps(), both);
+}
+
+int RailPicker::forNewConnection(int peer, int preferred) {
+  auto w = weights(peer);
+  if (preferred >= 0 && preferred < ctx_.cfg.nrails && w[preferred] > 0) return preferred;
+  int r = pickRail(ctx_.conns.loads(), w, -1);
+  return r >= 0 ? r : preferred;  // nothing healthy: connecting fails and reports it
+}
+
+MoveChoice RailPicker::pickMove(Conn& c, MoveChoiceInput in) {
+  if (in.reason == MigrateReason::kFailBack) return chooseMoveRail(in);  // its own rail: nothing to claim
+  const int nrails = ctx_.cfg.nrails;
+  std::lock_guard lk(mu_);
+  in.load = ctx_.conns.loads(c.role);
+  for (auto& d : ctx_.conns.snapshot()) {
+    if (d.get() == &c || d->role != c.role) continue;
+    int t = d->movingTo.load();
+    if (t >= 0 && t < nrails && t != d->rail.load()) ++in.load[t];
+  }
+  MoveChoice m = chooseMoveRail(in);
+  c.movingTo.store(m.rail);
+  return m;
+}
+
+void RailPicker::claimMove(Conn& c, int rail) {
+  std::lock_guard lk(mu_);
+  c.movingTo.store(rail);
+}
+
+int RailPicker::standbyRailFor(Conn& c, std::pair<double, double>* score, int scoreRail) {
+  const int nrails = ctx_.cfg.nrails;
+  auto w = weights(c.peer);
+  int cur = c.rail.load();
+  if (cur >= 0 && cur < nrails) w[cur] = 0;
+  std::vector<int> load = ctx_.conns.loads(c.role);
+  for (auto& d : ctx_.conns.snapshot()) {
+    if (d.get() == &c || d->role != c.role || d->rail.load() != cur) continue;
+    int t = d->standbyTarget.load();
+    if (t >= 0 && t < nrails) ++load[t];
+  }
+  int best = pickRail(load, w, -1);
+  if (score) {
+    auto cost = [&](int r) { return r >= 0 && r < nrails && w[r] > 0 ? (load[r] + 1) / w[r] : 0.0; };
+    *score = {cost(scoreRail), cost(best)};
+  }
+  return best;
+}
+
+}  // namespace reccl::failover
