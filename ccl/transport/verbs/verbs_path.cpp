@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reccl/common/log.h"
+#include "transport/verbs/verbs_progress.h"
 
 namespace reccl::transport::verbs {
 
@@ -27,6 +28,33 @@ void VerbsPath::shutdown() noexcept {
   if (!qp_) return;
   Status s = qp_->toError();
   if (!s.ok()) RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
+}
+
+void VerbsPath::start() {
+  Status s = startFailure_;
+  if (s.ok() && engine_) {
+    s = engine_->add(this);
+    if (s.ok()) inEngine_.store(true, std::memory_order_release);
+  }
+  if (!s.ok()) {
+    dead_.store(true, std::memory_order_release);
+    RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
+    port_->pathFailed(this, isSender_, Status(Errc::kLinkFailure, desc_ + ": " + s.message()));
+    return;
+  }
+  if (isSender_)
+    notifyPosted();
+  else
+    notifyConsumed();
+}
+
+void VerbsPath::drain() noexcept {
+  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+  if (onDrained_) {
+    auto fn = std::move(onDrained_);
+    onDrained_ = nullptr;
+    fn(this);
+  }
 }
 
 std::optional<VerbsPath::Failure> VerbsPath::failure() const {

@@ -26,6 +26,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,8 @@
 #include "transport/verbs/rc_qp.h"
 
 namespace reccl::transport::verbs {
+
+class VerbsProgress;
 
 enum class AckMode : uint8_t { kImm, kWrite };
 const char* ackModeName(AckMode m) noexcept;
@@ -70,6 +73,18 @@ class VerbsPath : public channel::Path {
 
   // Moves the QP to ERR: its retries stop at once and nothing lands through it any more.
   void shutdown() noexcept override;
+  // channel::Path's life on an engine (a path made by VerbsPathFactory): start() adds it to the
+  // engine and posts at once (a sender its steps, a receiver its applied step's ack), or reports
+  // the failure set by failOnStart(); drain() takes it out of the engine (never from the engine's
+  // thread) and hands it to `onDrained` (the factory's reaper, which retires it off the fault's
+  // path). Without attach() both are the caller's business (VerbsProgress::add / remove).
+  void attach(VerbsProgress* engine, std::function<void(VerbsPath*)> onDrained = {}) noexcept {
+    engine_ = engine;
+    onDrained_ = std::move(onDrained);
+  }
+  void failOnStart(Status why) { startFailure_ = std::move(why); }
+  void start() override;
+  void drain() noexcept override;
   std::string describe() const override { return desc_; }
 
   // The QP, until retire().
@@ -132,6 +147,10 @@ class VerbsPath : public channel::Path {
   bool isSender_;
   std::atomic<bool> dead_{false};
   std::atomic<bool> shutdown_{false};
+  VerbsProgress* engine_ = nullptr;
+  std::function<void(VerbsPath*)> onDrained_;
+  Status startFailure_;
+  std::atomic<bool> inEngine_{false};
   mutable std::mutex failMu_;
   std::optional<Failure> failure_;
 };
