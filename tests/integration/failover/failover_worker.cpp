@@ -17,7 +17,8 @@
 //
 // Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
 // makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
-// own) admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
+// own; "@lab": the cable of this lab VM's NIC DEV, pulled through the qemu monitor, docs/lab.md)
+// admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
 // iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS (800) for the fail-back
 // before going on. A trigger thread watches this rank's output buffer (initialized to a sentinel)
 // to place the fault:
@@ -193,7 +194,7 @@ struct Fault {
 // A socket in the named namespace: made on a thread that joined it (setns affects that thread
 // only), so this process stays where it is.
 int socketIn(const std::string& netns) {
-  if (netns == "-") return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (netns == "-" || netns == "@lab") return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   std::string path = "/run/netns/" + netns;
   int nsfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (nsfd < 0) {
@@ -214,6 +215,13 @@ int socketIn(const std::string& netns) {
 }
 
 bool setAdmin(const Fault& f, bool up) {
+  if (f.netns == "@lab") {
+    // The lab runner hands this line to the VM's qemu monitor: the virtio NIC loses its carrier
+    // the way a physical NIC's driver reports a pulled cable.
+    printf("\n@@lab-monitor set_link %s %s\n", f.dev.c_str(), up ? "on" : "off");
+    fflush(stdout);
+    return true;
+  }
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, f.dev.c_str(), IFNAMSIZ - 1);
   if (ioctl(f.fd, SIOCGIFFLAGS, &ifr) != 0) {
