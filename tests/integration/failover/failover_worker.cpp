@@ -17,7 +17,8 @@
 //
 // Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
 // makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
-// own; "@lab": the cable of this lab VM's NIC DEV, pulled through the qemu monitor, docs/lab.md)
+// own; "@lab": the cable of this lab VM's NIC DEV, pulled through the qemu monitor, docs/lab.md;
+// DEV may then be "rail0+rail1")
 // admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
 // iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS (800) for the fail-back
 // before going on. A trigger thread watches this rank's output buffer (initialized to a sentinel)
@@ -45,7 +46,8 @@
 // Output: "started rank R" once connected; "done rank R iters N secs S failovers F failbacks B
 // resent X dup D last_us L rails_up U standby_used S max_iter_us M" and "source rank R KIND NAME"
 // (the fault source in use, recclCommStats_t) at the end; on failure "worker rank R iteration K:
-// <error>" (stderr), then "failed rank R at_ns T" (when the failing call returned), the same
+// <error>" (stderr), then "failed rank R at_ns T call_us U" (when the failing call returned; U:
+// from the start of that iteration's collective until it returned), the same
 // counters as "stats rank R iters ..." and the abort's line (abortAfterError).
 // Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing call.
 #include <fcntl.h>
@@ -218,7 +220,15 @@ bool setAdmin(const Fault& f, bool up) {
   if (f.netns == "@lab") {
     // The lab runner hands this line to the VM's qemu monitor: the virtio NIC loses its carrier
     // the way a physical NIC's driver reports a pulled cable.
-    printf("\n@@lab-monitor set_link %s %s\n", f.dev.c_str(), up ? "on" : "off");
+    // DEV may name several NICs joined by '+' (both rails of a host at once).
+    size_t p = 0;
+    for (;;) {
+      size_t q = f.dev.find('+', p);
+      printf("\n@@lab-monitor set_link %s %s\n", f.dev.substr(p, q == std::string::npos ? q : q - p).c_str(),
+             up ? "on" : "off");
+      if (q == std::string::npos) break;
+      p = q + 1;
+    }
     fflush(stdout);
     return true;
   }
@@ -403,6 +413,7 @@ struct RunCounters {
   Clock::time_point start = Clock::now();
   Clock::time_point failedAt{};
   double maxIterUs = 0;  // the longest iteration (a collective and its checks)
+  double callUs = 0;     // the last iteration's collective, from its start until it returned
 };
 
 // "<label> rank R iters N secs S failovers F ...": the counters a test adds up over ranks.
@@ -421,7 +432,7 @@ void printStats(const char* label, recclComm_t comm, int rank, const RunCounters
 // that took is printed: an error must leave a communicator that can be torn down at once, with
 // nothing left hanging ("aborted rank R: result 0 (no error) in N ms; async error: ..."). Returns `code`.
 int abortAfterError(recclComm_t comm, int rank, int code, const RunCounters& run) {
-  printf("failed rank %d at_ns %lld\n", rank, monoNs(run.failedAt));
+  printf("failed rank %d at_ns %lld call_us %.0f\n", rank, monoNs(run.failedAt), run.callUs);
   printStats("stats", comm, rank, run);
   recclResult_t async = recclSuccess;
   recclCommGetAsyncError(comm, &async);
@@ -528,9 +539,11 @@ int main() {
     std::string c = coll == "all" ? kColls[it % kNumColls] : coll;
     // A fault (attempt) planned for this iteration?
     Fault* fault = nullptr;
+    // This rank's own fault of the iteration first (several ranks may inject in one iteration).
     for (auto& f : faults)
-      for (int a = 0; a < attempts && !fault; ++a)
-        if (it == f.iter + a * stride && !(rank == f.rank && f.hit)) fault = &f;
+      for (int a = 0; a < attempts; ++a)
+        if (it == f.iter + a * stride && !(rank == f.rank && f.hit) && (!fault || (fault->rank != rank && f.rank == rank)))
+          fault = &f;
     if (fault && (fault->when == "rs" || fault->when == "ag")) {
       // Phase faults: who enters late decides which phase the injecting rank waits in.
       bool late = fault->when == "rs" ? rank != fault->rank : rank == fault->rank;
@@ -546,6 +559,7 @@ int main() {
       if (fault && rank == fault->rank)
         trig = std::make_unique<Trigger>(*fault, comm, rank, it, c, out, samplesFor(c, rank, n, sh.outCount));
       r = runOne(c, comm, rank, n, count, it, in, out, want);
+      run.callUs = std::chrono::duration<double, std::micro>(Clock::now() - s0).count();
       if (trig) downed = trig->downed();
     }
     if (downed) {
