@@ -220,16 +220,36 @@ bool setAdmin(const Fault& f, bool up) {
   if (f.netns == "@lab") {
     // The lab runner hands this line to the VM's qemu monitor: the virtio NIC loses its carrier
     // the way a physical NIC's driver reports a pulled cable.
-    // DEV may name several NICs joined by '+' (both rails of a host at once).
-    size_t p = 0;
-    for (;;) {
+    // DEV may name several NICs joined by '+' (both rails of a host at once). The host serves the
+    // request when it next reads the console: returns once every NIC's carrier is as asked.
+    std::vector<std::string> devs;
+    for (size_t p = 0;;) {
       size_t q = f.dev.find('+', p);
-      printf("\n@@lab-monitor set_link %s %s\n", f.dev.substr(p, q == std::string::npos ? q : q - p).c_str(),
-             up ? "on" : "off");
+      devs.push_back(f.dev.substr(p, q == std::string::npos ? q : q - p));
       if (q == std::string::npos) break;
       p = q + 1;
     }
+    auto t0 = Clock::now();
+    for (const auto& d : devs) printf("\n@@lab-monitor set_link %s %s\n", d.c_str(), up ? "on" : "off");
     fflush(stdout);
+    auto carrierIs = [&](const std::string& d) {
+      char c = 0;
+      int fd = open(("/sys/class/net/" + d + "/carrier").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        if (read(fd, &c, 1) != 1) c = 0;
+        close(fd);
+      }
+      return c == (up ? '1' : '0');
+    };
+    while (!std::all_of(devs.begin(), devs.end(), carrierIs)) {
+      if (Clock::now() - t0 > std::chrono::seconds(30)) {
+        fprintf(stderr, "worker: the carrier of %s did not go %s within 30 s\n", f.dev.c_str(), up ? "up" : "down");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    printf("cable %s %s: carrier %s %.1f ms after the request\n", f.dev.c_str(), up ? "on" : "off", up ? "up" : "down",
+           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     return true;
   }
   ifreq ifr{};
