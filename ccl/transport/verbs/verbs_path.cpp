@@ -39,7 +39,11 @@ void VerbsPath::start() {
   if (!s.ok()) {
     dead_.store(true, std::memory_order_release);
     RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
-    port_->pathFailed(this, isSender_, Status(Errc::kLinkFailure, desc_ + ": " + s.message()));
+    Status why(Errc::kLinkFailure, desc_ + ": " + s.message());
+    if (onStartFailure_)
+      onStartFailure_(this, why);
+    else
+      port_->pathFailed(this, isSender_, why);
     return;
   }
   if (isSender_)

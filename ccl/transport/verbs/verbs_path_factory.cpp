@@ -16,19 +16,23 @@ namespace {
 constexpr int64_t kReadyMs = 5000;
 // How long the reaper waits for a retired QP's flushes (an rxe QP took up to 0.9 s to go).
 constexpr int64_t kRetireMs = 5000;
+// How long after a failed start its failure is reported: the commit that started the path has
+// returned by then (it only publishes the path and retires the old one after start()).
+constexpr int64_t kStartFailureDelayMs = 500;
 
 // The path of a link whose QP could not be made into one: it reports that when started, so the
 // failover moves the connection again (a commit needs a path to publish).
 class FailedPath final : public channel::Path {
  public:
-  FailedPath(channel::PortBase* port, bool isSender, Status why, std::string desc)
-      : port_(port), isSender_(isSender), why_(std::move(why)), desc_(std::move(desc)) {}
+  FailedPath(VerbsPathFactory* f, channel::PortBase* port, bool isSender, Status why, std::string desc)
+      : f_(f), port_(port), isSender_(isSender), why_(std::move(why)), desc_(std::move(desc)) {}
   void notifyPosted() noexcept override {}
   void notifyConsumed() noexcept override {}
-  void start() override { port_->pathFailed(this, isSender_, why_); }
+  void start() override { f_->failLater(port_, this, isSender_, why_); }
   std::string describe() const override { return desc_; }
 
  private:
+  VerbsPathFactory* f_;
   channel::PortBase* port_;
   bool isSender_;
   Status why_;
@@ -91,7 +95,7 @@ class VerbsLink final : public Link {
   std::unique_ptr<channel::Path> makePath(channel::PortBase& port, bool isSender, uint64_t after,
                                           std::string desc) override {
     if (!qp_ || !took_ || !reg_)
-      return std::make_unique<FailedPath>(&port, isSender,
+      return std::make_unique<FailedPath>(f_, &port, isSender,
                                           Status(Errc::kInternal, desc + ": no connected queue pair on the link"), desc);
     const VerbsPathOptions opts = f_->config().pathOptions;
     std::unique_ptr<VerbsPath> path;
@@ -105,8 +109,9 @@ class VerbsLink final : public Link {
                                      opts, after);
       if (r.ok()) path = std::move(r).value(); else bad = r.status();
     }
-    if (!path) return std::make_unique<FailedPath>(&port, isSender, bad, desc);
-    path->attach(f_->engine(), [f = f_](VerbsPath* p) { f->reap(p); });
+    if (!path) return std::make_unique<FailedPath>(f_, &port, isSender, bad, desc);
+    path->attach(f_->engine(), [f = f_](VerbsPath* p) { f->reap(p); },
+                 [f = f_](VerbsPath* p, Status why) { f->failLater(p->port(), p, p->isSender(), std::move(why)); });
     if (needReady_) {
       std::byte ready{0};
       Status s = side_->io(Deadline::afterMs(kReadyMs)).recv(std::span<std::byte>(&ready, 1));
@@ -226,18 +231,41 @@ void VerbsPathFactory::reap(VerbsPath* path) {
   reapCv_.notify_one();
 }
 
+void VerbsPathFactory::failLater(channel::PortBase* port, channel::Path* path, bool isSender, Status why) {
+  {
+    std::lock_guard lk(reapMu_);
+    failQ_.push_back({port, path, isSender, std::move(why), Deadline::afterMs(kStartFailureDelayMs)});
+  }
+  reapCv_.notify_one();
+}
+
 void VerbsPathFactory::reaperLoop() {
   pthread_setname_np(pthread_self(), "reccl-vreaper");
   std::unique_lock lk(reapMu_);
   for (;;) {
-    reapCv_.wait(lk, [&] { return stopping_ || !reapQ_.empty(); });
-    if (reapQ_.empty()) return;  // stopping, nothing left
-    VerbsPath* p = reapQ_.front();
-    reapQ_.pop_front();
-    lk.unlock();
-    if (Status s = p->retire(Deadline::afterMs(kRetireMs)); !s.ok())
-      RECCL_WARN(kLogNet, "verbs: retiring %s: %s", p->describe().c_str(), s.message().c_str());
-    lk.lock();
+    if (!failQ_.empty() && (failQ_.front().due.expired() || stopping_)) {
+      LateFailure f = std::move(failQ_.front());
+      failQ_.pop_front();
+      lk.unlock();
+      // A path replaced meanwhile (failover moved the connection on) is no news.
+      if (!stopping_ && !f.port->replacedPath(f.path, f.why, kLogNet)) f.port->pathFailed(f.path, f.isSender, f.why);
+      lk.lock();
+      continue;
+    }
+    if (!reapQ_.empty()) {
+      VerbsPath* p = reapQ_.front();
+      reapQ_.pop_front();
+      lk.unlock();
+      if (Status s = p->retire(Deadline::afterMs(kRetireMs)); !s.ok())
+        RECCL_WARN(kLogNet, "verbs: retiring %s: %s", p->describe().c_str(), s.message().c_str());
+      lk.lock();
+      continue;
+    }
+    if (stopping_ && failQ_.empty()) return;
+    if (failQ_.empty())
+      reapCv_.wait(lk);
+    else
+      reapCv_.wait_until(lk, failQ_.front().due.at());
   }
 }
 

@@ -70,6 +70,10 @@ class VerbsPathFactory final : public PathFactory {
   const VerbsPathFactoryConfig& config() const noexcept { return cfg_; }
   // Hands a drained path to the reaper (retire: drain its flushes, destroy its QP).
   void reap(VerbsPath* path);
+  // Reports `path`'s failure to its port from the reaper, kStartFailureDelayMs from now: a path
+  // that fails as it starts does so inside a failover commit, which would take the report for
+  // its own retirement of the old path and drop it.
+  void failLater(channel::PortBase* port, channel::Path* path, bool isSender, Status why);
   VerbsProgress* engine() const noexcept { return engine_.get(); }
   // The rail devices' async event descriptors, for a fault source (IBV_EVENT_PORT_ERR).
   std::vector<RailDevice*> railDevices() const;
@@ -86,6 +90,14 @@ class VerbsPathFactory final : public PathFactory {
   std::mutex reapMu_;  // guards reapQ_, stopping_
   std::condition_variable reapCv_;
   std::deque<VerbsPath*> reapQ_;
+  struct LateFailure {
+    channel::PortBase* port;
+    channel::Path* path;
+    bool isSender;
+    Status why;
+    Deadline due;
+  };
+  std::deque<LateFailure> failQ_;
   bool stopping_ = false;
   std::thread reaper_;
 };

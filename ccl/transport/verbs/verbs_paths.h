@@ -78,10 +78,16 @@ class VerbsPath : public channel::Path {
   // the failure set by failOnStart(); drain() takes it out of the engine (never from the engine's
   // thread) and hands it to `onDrained` (the factory's reaper, which retires it off the fault's
   // path). Without attach() both are the caller's business (VerbsProgress::add / remove).
-  void attach(VerbsProgress* engine, std::function<void(VerbsPath*)> onDrained = {}) noexcept {
+  // `onStartFailure` reports a failed start later, from another thread: start() runs inside a
+  // failover commit, which takes a failure reported there for its own retirement of the old path.
+  void attach(VerbsProgress* engine, std::function<void(VerbsPath*)> onDrained = {},
+              std::function<void(VerbsPath*, Status)> onStartFailure = {}) noexcept {
     engine_ = engine;
     onDrained_ = std::move(onDrained);
+    onStartFailure_ = std::move(onStartFailure);
   }
+  channel::PortBase* port() const noexcept { return port_; }
+  bool isSender() const noexcept { return isSender_; }
   void failOnStart(Status why) { startFailure_ = std::move(why); }
   void start() override;
   void drain() noexcept override;
@@ -149,6 +155,7 @@ class VerbsPath : public channel::Path {
   std::atomic<bool> shutdown_{false};
   VerbsProgress* engine_ = nullptr;
   std::function<void(VerbsPath*)> onDrained_;
+  std::function<void(VerbsPath*, Status)> onStartFailure_;
   Status startFailure_;
   std::atomic<bool> inEngine_{false};
   mutable std::mutex failMu_;
