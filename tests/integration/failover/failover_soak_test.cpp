@@ -103,8 +103,8 @@ void printUsage(FILE* to) {
 //
 // Connections are made lazily: the ring's at communicator init, the others by the first call of
 // the collective that needs them (here the first all-to-all, every pair). The soak lets every rank
-// warm up first (SoakOptions::warmupIters); these are the faults in that window. They fail on the
-// code of 2026-12-02 and are disabled until it is mended (run them with
+// warm up first (SoakOptions::warmupIters); these are the faults in that window. They fail today
+// and are disabled until the library routes around them (run them with
 // --gtest_also_run_disabled_tests):
 // - a rail down at one host while connections toward it are made (init, or a first call) is
 //   survivable, rail 1 being up everywhere, yet the job fails: at init "connect ...: deadline

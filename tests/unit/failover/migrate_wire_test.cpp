@@ -45,7 +45,9 @@ TEST(MigrateWire, RequestRejectsMalformed) {
     encodeMigrateRequest(r, b);
     auto d = decodeMigrateRequest(b);
     EXPECT_FALSE(d.ok()) << what;
-    if (!d.ok()) EXPECT_EQ(d.status().code(), Errc::kProtocol) << what;
+    if (!d.ok()) {
+      EXPECT_EQ(d.status().code(), Errc::kProtocol) << what;
+    }
   };
   expectBad([](MigrateRequest& r) { r.epoch = 1; }, "epoch 1 is the first path, not a migration");
   expectBad([](MigrateRequest& r) { r.epoch = 8; }, "receiver-initiated epochs are odd");
