@@ -195,13 +195,21 @@ int VerbsPathFactory::railOf(const channel::Path& path) const {
   return v ? v->rail() : -1;
 }
 
-PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t) const {
-  // A dead link shows as a completion error (the path reports it) or from the detector and the
-  // device's async events, never as a quiet QP: a QP with nothing to send never fails.
+void VerbsPathFactory::watch(const channel::Path& path, int64_t stallMs) const {
+  // The path is the factory's own (made by makePath); watching arms its liveness probes.
+  if (auto* v = dynamic_cast<const VerbsPath*>(&path)) const_cast<VerbsPath*>(v)->watch(stallMs);
+}
+
+PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t stallMs) const {
+  // A dead link shows as a completion error (the path reports it), from the detector and the
+  // device's async events, or, for a QP with nothing posted, as a liveness probe unanswered for
+  // the stall time (verbs_paths.h). Sampling posts the probe when one is due.
   PathSample out;
-  if (!dynamic_cast<const VerbsPath*>(&path)) return out;
+  auto* v = dynamic_cast<const VerbsPath*>(&path);
+  if (!v) return out;
   out.known = true;
   out.pathId = reinterpret_cast<uintptr_t>(&path);
+  out.stalled = const_cast<VerbsPath*>(v)->stalled(monotonicNs(), stallMs, &out.quietMs);
   return out;
 }
 

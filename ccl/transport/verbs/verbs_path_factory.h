@@ -57,7 +57,7 @@ class VerbsPathFactory final : public PathFactory {
   Result<std::unique_ptr<Link>> connect(int peer, int rail, Deadline deadline) override;
   std::unique_ptr<Link> accept(UniqueFd fd) override;
   int railOf(const channel::Path& path) const override;
-  void watch(const channel::Path&, int64_t) const override {}
+  void watch(const channel::Path& path, int64_t stallMs) const override;
   PathSample sample(const channel::Path& path, int64_t stallMs) const override;
   void stop() noexcept override;
 

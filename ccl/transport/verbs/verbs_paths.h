@@ -20,8 +20,18 @@
 // still writing; see VerbsSendPath). Steps the receiver already has in its slots stay there
 // across paths; resending them is harmless (same bytes, counted as duplicates).
 //
+// Liveness: an RC QP with nothing posted never learns that its peer or the peer's link is gone
+// (a receiver waiting for the next step, a sender waiting for credit). A path failover watches
+// (watch()) therefore posts a zero-length RDMA write, the probe, once it has heard nothing for a
+// quarter of the stall time, and is stalled (stalled()) once it has heard nothing for the stall
+// time with a probe outstanding: the probe's ACK is a completion like any other. This bounds
+// in-band detection by RECCL_STALL_TIMEOUT_MS whatever the QP's retry budget (34 s at NCCL's
+// default 20:7 on hardware, never on rxe); an idle watched path costs one empty write per
+// quarter stall time.
+//
 // Threads: notifyPosted/notifyConsumed from the algorithm's thread (they post directly),
-// progress() from one progress thread; retire() only once the path left its engine.
+// progress() from one progress thread, watch()/stalled() from the failover's monitor thread;
+// retire() only once the path left its engine.
 #pragma once
 
 #include <atomic>
@@ -93,6 +103,12 @@ class VerbsPath : public channel::Path {
   void drain() noexcept override;
   std::string describe() const override { return desc_; }
 
+  // Liveness (file comment): probes from now on, one per quarter of `stallMs` of silence.
+  void watch(int64_t stallMs) noexcept;
+  // Heard nothing for `stallMs` with a probe outstanding; posts the probe when one is due.
+  // `quietMs`: since the last completion.
+  bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
+
   // The QP, until retire().
   RcQp& qp() noexcept { return *qp_; }
   int rail() const noexcept { return rail_; }
@@ -129,12 +145,19 @@ class VerbsPath : public channel::Path {
       onError(bad);
       return 0;
     }
+    bool heard = false;
     for (int i = 0; i < n; ++i) {
-      if (wc[i].status == IBV_WC_SUCCESS)
-        done(wc[i]);
-      else
+      if (wc[i].status != IBV_WC_SUCCESS) {
         onError(wc[i]);
+        continue;
+      }
+      heard = true;
+      if (wc[i].wr_id == kProbeWrId)
+        probing_.store(false, std::memory_order_release);
+      else
+        done(wc[i]);
     }
+    if (heard) heardNs_.store(monotonicNs(), std::memory_order_release);
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
@@ -158,6 +181,11 @@ class VerbsPath : public channel::Path {
   std::function<void(VerbsPath*, Status)> onStartFailure_;
   Status startFailure_;
   std::atomic<bool> inEngine_{false};
+  // Liveness: the last successful completion (or the start), a probe posted and not completed.
+  static constexpr uint64_t kProbeWrId = 1ull << 61;  // apart from steps, acks and receives
+  std::atomic<int64_t> watchMs_{0};
+  std::atomic<uint64_t> heardNs_{0};
+  std::atomic<bool> probing_{false};
   mutable std::mutex failMu_;
   std::optional<Failure> failure_;
 };
