@@ -26,7 +26,7 @@ done
 reccl detector watch --signals --json --dev "$a" --duration 60 >"$out" 2>"$err" &
 pid=$!
 i=0
-until grep -q "watching" "$err"; do
+until grep -q "watching" "$err" 2>/dev/null; do
   i=$((i + 1)); [ $i -le 3000 ] || fail "the watch never started"; sleep 0.01
 done
 ip link set "$b" down
