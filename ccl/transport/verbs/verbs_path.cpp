@@ -41,7 +41,9 @@ bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noex
   const uint64_t quietNs = nowNs > heard ? nowNs - heard : 0;
   if (quietMs) *quietMs = static_cast<uint32_t>(std::min<uint64_t>(quietNs / 1000000, UINT32_MAX));
   const uint64_t stallNs = static_cast<uint64_t>(std::max<int64_t>(1, stallMs)) * 1000000;
-  if (probing_.load(std::memory_order_acquire)) return quietNs > stallNs;
+  const uint64_t polled = polledNs_.load(std::memory_order_acquire);
+  if (probing_.load(std::memory_order_acquire))
+    return polled >= probeSentNs_.load(std::memory_order_acquire) + stallNs;
   if (quietNs < stallNs / 4) return false;
   std::lock_guard lk(postMu_);
   // A full send queue is work outstanding: its completions (or its error) will come.
@@ -52,6 +54,7 @@ bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noex
   wr.num_sge = 0;
   wr.wr.rdma.remote_addr = remote_.addr;
   wr.wr.rdma.rkey = remote_.rkey;
+  probeSentNs_.store(nowNs, std::memory_order_release);
   if (Status s = qp_->post(wr); s.ok())
     probing_.store(true, std::memory_order_release);
   else if (!shutdown_.load(std::memory_order_acquire))

@@ -24,7 +24,9 @@
 // (a receiver waiting for the next step, a sender waiting for credit). A path failover watches
 // (watch()) therefore posts a zero-length RDMA write, the probe, once it has heard nothing for a
 // quarter of the stall time, and is stalled (stalled()) once it has heard nothing for the stall
-// time with a probe outstanding: the probe's ACK is a completion like any other. This bounds
+// time with a probe outstanding, as the progress thread found when it last polled (a starved
+// progress thread that has not looked yet proves nothing): the probe's ACK is a completion like
+// any other. This bounds
 // in-band detection by RECCL_STALL_TIMEOUT_MS whatever the QP's retry budget (34 s at NCCL's
 // default 20:7 on hardware, never on rxe); an idle watched path costs one empty write per
 // quarter stall time.
@@ -105,7 +107,8 @@ class VerbsPath : public channel::Path {
 
   // Liveness (file comment): probes from now on, one per quarter of `stallMs` of silence.
   void watch(int64_t stallMs) noexcept;
-  // Heard nothing for `stallMs` with a probe outstanding; posts the probe when one is due.
+  // A probe outstanding for `stallMs` when the progress thread last polled; posts the probe
+  // when one is due (nothing heard for a quarter of `stallMs`).
   // `quietMs`: since the last completion.
   bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
 
@@ -157,7 +160,9 @@ class VerbsPath : public channel::Path {
       else
         done(wc[i]);
     }
-    if (heard) heardNs_.store(monotonicNs(), std::memory_order_release);
+    const uint64_t now = monotonicNs();
+    if (heard) heardNs_.store(now, std::memory_order_release);
+    polledNs_.store(now, std::memory_order_release);  // after probing_ was cleared: stalled() reads it first
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
@@ -185,6 +190,8 @@ class VerbsPath : public channel::Path {
   static constexpr uint64_t kProbeWrId = 1ull << 61;  // apart from steps, acks and receives
   std::atomic<int64_t> watchMs_{0};
   std::atomic<uint64_t> heardNs_{0};
+  std::atomic<uint64_t> probeSentNs_{0};
+  std::atomic<uint64_t> polledNs_{0};  // the progress thread's last look at the completions
   std::atomic<bool> probing_{false};
   mutable std::mutex failMu_;
   std::optional<Failure> failure_;
