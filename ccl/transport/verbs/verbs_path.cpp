@@ -42,8 +42,10 @@ bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noex
   if (quietMs) *quietMs = static_cast<uint32_t>(std::min<uint64_t>(quietNs / 1000000, UINT32_MAX));
   const uint64_t stallNs = static_cast<uint64_t>(std::max<int64_t>(1, stallMs)) * 1000000;
   const uint64_t polled = polledNs_.load(std::memory_order_acquire);
+  // Any completion proves the peer answers, even while the probe waits in the send queue behind
+  // a request the peer holds up (an RNR-retried write).
   if (probing_.load(std::memory_order_acquire))
-    return polled >= probeSentNs_.load(std::memory_order_acquire) + stallNs;
+    return quietNs > stallNs && polled >= probeSentNs_.load(std::memory_order_acquire) + stallNs;
   if (quietNs < stallNs / 4) return false;
   std::lock_guard lk(postMu_);
   // A full send queue is work outstanding: its completions (or its error) will come.

@@ -107,8 +107,8 @@ class VerbsPath : public channel::Path {
 
   // Liveness (file comment): probes from now on, one per quarter of `stallMs` of silence.
   void watch(int64_t stallMs) noexcept;
-  // A probe outstanding for `stallMs` when the progress thread last polled; posts the probe
-  // when one is due (nothing heard for a quarter of `stallMs`).
+  // Nothing heard for `stallMs` and a probe outstanding for `stallMs` when the progress thread
+  // last polled; posts the probe when one is due (nothing heard for a quarter of `stallMs`).
   // `quietMs`: since the last completion.
   bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
 
