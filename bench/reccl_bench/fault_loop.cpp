@@ -69,8 +69,9 @@ bool isRepair(inject::ActionKind k) {
   return k == K::kLinkUp || k == K::kCarrierOn || k == K::kClear;
 }
 
-// Fault syscall starts and their recoveries (the undo of the same entry, or a later link-up /
-// carrier-on / clear of the same target).
+// Fault moments (a syscall's start; a lab cable's carrier change: ActionRecord::effectNs) and
+// their recoveries (the undo of the same entry, or a later link-up / carrier-on / clear of the
+// same target).
 std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const inject::PlanRunResult& r) {
   auto targetOf = [&](const inject::ActionRecord& rec) -> const inject::Target* {
     for (const auto& a : plan.actions)
@@ -83,7 +84,7 @@ std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const injec
     if (rec.undo || !isFault(rec.kind)) continue;
     const inject::Target* t = targetOf(rec);
     FaultMoment m;
-    m.faultNs = rec.startNs;
+    m.faultNs = rec.effectNs;
     m.action = inject::actionName(rec.kind);
     m.target = t ? t->toString() : "?";
     for (size_t k = i + 1; k < r.records.size(); ++k) {
@@ -91,7 +92,7 @@ std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const injec
       const inject::Target* ut = targetOf(u);
       bool same = ut && t && ut->netns == t->netns && ut->dev == t->dev && ut->side == t->side;
       if ((u.undo && u.source == rec.source && u.kind == rec.kind) || (!u.undo && isRepair(u.kind) && same)) {
-        m.recoverNs = u.startNs;
+        m.recoverNs = u.effectNs;
         break;
       }
     }
@@ -286,7 +287,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     for (const auto& r : pr.records)
       recs.push_back({{"seq", r.seq}, {"source", r.source}, {"action", inject::actionName(r.kind)}, {"undo", r.undo},
                       {"at_ms", r.atMs}, {"scheduled_mono_ns", r.scheduledNs}, {"start_mono_ns", r.startNs},
-                      {"done_mono_ns", r.doneNs}, {"ok", r.status.ok()},
+                      {"done_mono_ns", r.doneNs}, {"effect_mono_ns", r.effectNs}, {"ok", r.status.ok()},
                       {"error", r.status.ok() ? std::string() : r.status.ToString()}});
     planJson = {{"path", o.faultPlanPath}, {"t0_mono_ns", pr.t0MonoNs}, {"sched", pr.schedPolicy},
                 {"stopped", pr.stopped}, {"failed", pr.failed}, {"restore_ok", pr.restoreStatus.ok()},

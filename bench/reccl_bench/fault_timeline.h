@@ -39,7 +39,7 @@ struct IterationSample {
 };
 
 struct FaultMoment {
-  int64_t faultNs = 0;     // the fault action's syscall start
+  int64_t faultNs = 0;     // the fault action's syscall start (a lab cable: its carrier change)
   int64_t recoverNs = -1;  // its undo (or the next up action on the same target); -1: none
   std::string action;      // "link-down", ...
   std::string target;      // "tb-h0/rail0 (switch)"

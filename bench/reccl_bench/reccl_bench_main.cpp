@@ -134,11 +134,16 @@ int runFaultPlan(const BenchOptions& o) {
   // The runner's own root-namespace check compares with init's namespace, which a rank inside a
   // testbed host often cannot see (/proc/1 unreadable: it then compares with its own, the very
   // host the plan targets). The bench applies the rules that matter itself and runs the plan
-  // with force: never the caller's namespace by omission, never the management NIC.
+  // with force: never the caller's namespace by omission, never the management NIC. A lab VM
+  // (RECCL_TEST_LAB, docs/lab.md) is a host of its own whose rail NICs are in its root namespace;
+  // there the management NIC is the one lab.sh names in RECCL_LAB_NIC.
+  const char* labNic = std::getenv("RECCL_TEST_LAB") ? std::getenv("RECCL_LAB_NIC") : nullptr;
   for (const auto& a : plan.value().actions) {
-    if (a.target.netns.empty() || a.target.dev == "mgmt0") {
+    const bool mgmt = a.target.dev == "mgmt0" || (labNic && a.target.dev == labNic);
+    if ((a.target.netns.empty() && !std::getenv("RECCL_TEST_LAB")) || mgmt) {
       std::fprintf(stderr, "reccl-bench: --fault-plan: entry %d: refusing to act on %s\n", a.source,
-                   a.target.netns.empty() ? "the root network namespace (no netns named)" : "the management nic mgmt0");
+                   mgmt ? ("the management nic " + a.target.dev).c_str()
+                        : "the root network namespace (no netns named)");
       return kExitUsage;
     }
   }

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "core/bootstrap.h"
+#include "core/comm_transport.h"
 #include "core/handshake.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
@@ -88,6 +89,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     info.onlineCpus = static_cast<uint16_t>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 0, 65535));
     info.channelThreads = opts_.channelThreads;
     info.nics = myNics_;
+    RECCL_TRY(fillTransportReport(&info, myNics_));
     return info;
   };
   transport::Endpoint root{id.addr, id.port};
@@ -139,6 +141,16 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     pc.peerPort.push_back(ri.dataPort);
   }
   paths_ = std::make_unique<transport::SocketPathFactory>(std::move(pc));
+  // Every rank decides alike from the table (rank 0's RECCL_TRANSPORT, every rank's report).
+  {
+    RECCL_ASSIGN_OR_RETURN(TransportChoice tc, chooseTransport(table_));
+    RECCL_INFO(kLogInit, "rank %d: transport %s", rank, tc.why.c_str());
+    if (tc.verbs) {
+      auto v = makeVerbsPaths(paths_.get(), myNics_);
+      if (!v.ok()) return v.status().Wrap("rank " + std::to_string(rank) + ": verbs transport");
+      verbs_ = std::move(v).value();
+    }
+  }
 
   // Failover: monitor thread and the path-failure hook, before any connection exists.
   // RECCL_FAILOVER=0 leaves it out (the bookkeeping benchmark's baseline): a path fault then
@@ -181,6 +193,7 @@ Comm::~Comm() {
   workCv_.notify_all();
   for (auto& t : workers_) t.join();
   if (engine_) engine_->stop();
+  if (verbs_) verbs_->stop();
   sends_.clear();
   recvs_.clear();
   {
@@ -188,6 +201,7 @@ Comm::~Comm() {
     incoming_.clear();
   }
   failover_.reset();  // after everything that could have called into it
+  verbs_.reset();      // registrations and devices, after every QP (with the ports) went
   paths_.reset();
   engine_.reset();
   wipeKey(key_);

@@ -107,7 +107,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   const Key& key() const override { return key_; }
   bool portCount(size_t* n) override;
   PortWalk ports() override;
-  transport::PathFactory& paths() override { return *paths_; }
+  transport::PathFactory& paths() override { return verbs_ ? *verbs_ : *paths_; }
   bool broken() const override { return broken_.load(); }
   channel::PathFailureHook& pathFailureHook() override { return env_.pathFailureHook; }
 
@@ -115,6 +115,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
     UniqueFd fd;
     Hello hello;
     channel::ConnMemory shm;
+    std::unique_ptr<channel::RecvPort> port;  // verbs: made and connected by the listener
   };
   using PortKey = std::pair<int, int>;  // (peer, channel)
   static constexpr uint32_t kFlagShmDisable = 1;  // RankInfo::flags: this rank takes no shared memory
@@ -149,6 +150,11 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   channel::PortEnv env_;
   std::unique_ptr<transport::SocketEngine> engine_;
   std::unique_ptr<transport::SocketPathFactory> paths_;  // TCP paths for failover (after the bootstrap)
+  // RECCL_TRANSPORT chose verbs (core/comm_transport.h): every connection between hosts, and
+  // failover's paths; paths_ is then its side channel.
+  std::unique_ptr<transport::PathFactory> verbs_;
+  // The passive end of a verbs connection's first records, on the listener thread.
+  Status acceptVerbs(Incoming& in, const Hello& h, Deadline d);
   // Monitor thread + migration (ccl/failover/). Stopped first in ~Comm, freed after the ports.
   std::unique_ptr<FailoverPart> failover_;
 

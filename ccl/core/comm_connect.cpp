@@ -97,6 +97,20 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   auto port = std::make_unique<channel::SendPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
   if (shm) {
     port->setPath(std::make_unique<transport::ShmPath>(engine_.get(), std::move(fd), port.get(), true, desc));
+  } else if (verbs_) {
+    // The connection that carried the hello is the side channel of the records (this end first;
+    // the receiver's listener answers with its QP connected), then closes.
+    desc = "verbs " + myNics_[rail].name + " rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " +
+           std::to_string(channel);
+    auto link = verbs_->accept(std::move(fd));
+    const transport::LinkEnd end{port.get(), true, rail, port->epoch()};
+    transport::ByteIo io = link->io(d);
+    RECCL_TRY(link->sendRecord(io, end).Wrap("connecting to rank " + std::to_string(peer)));
+    RECCL_TRY(link->takePeerRecord(io, end).Wrap("connecting to rank " + std::to_string(peer)));
+    auto path = link->makePath(*port, true, 0, desc);
+    auto* raw = path.get();
+    port->setPath(std::move(path));
+    raw->start();
   } else {
     auto path = std::make_unique<transport::SocketSendPath>(engine_.get(), std::move(fd), port.get(), desc);
     auto* raw = path.get();
@@ -151,6 +165,9 @@ Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
   if (in.hello.kind == HelloKind::kShmData) {
     port = std::make_unique<channel::RecvPort>(channel::PortId{rank_, peer, channel}, std::move(in.shm), &env_);
     port->setPath(std::make_unique<transport::ShmPath>(engine_.get(), std::move(in.fd), port.get(), false, desc));
+  } else if (in.port) {
+    port = std::move(in.port);  // verbs: connected by the listener
+    if (channel::Path* p = port->path()) recvRail_[key] = paths().railOf(*p);
   } else {
     RECCL_ASSIGN_OR_RETURN(auto mem, channel::ConnMemory::anonymous(opts_.slots, opts_.chunkBytes));
     transport::tuneDataSocket(in.fd.get(), "");
@@ -267,11 +284,35 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
   RECCL_TRY(transport::sendAll(fd.get(), rb, d));
   in.fd = std::move(fd);
   in.hello = h;
+  if (verbs_ && h.kind == HelloKind::kTcpData) RECCL_TRY(acceptVerbs(in, h, d));
   {
     std::lock_guard lk(inMu_);
     incoming_[key] = std::move(in);
   }
   inCv_.notify_all();
+  return Status::Ok();
+}
+
+Status Comm::acceptVerbs(Incoming& in, const Hello& h, Deadline d) {
+  // The receiving end is made here, not in recvPort: its sender waits for this end's record, and
+  // every rank connects its sends before it takes its receives (init), so waiting for recvPort
+  // would hold every rank in its first send.
+  const int peer = h.srcRank, channel = static_cast<int>(h.channel);
+  RECCL_ASSIGN_OR_RETURN(auto mem, channel::ConnMemory::anonymous(opts_.slots, opts_.chunkBytes));
+  auto port = std::make_unique<channel::RecvPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
+  auto link = verbs_->accept(std::move(in.fd));
+  const transport::LinkEnd end{port.get(), false, -1, port->epoch()};
+  transport::ByteIo io = link->io(d);
+  const std::string from = "verbs connection from rank " + std::to_string(peer);
+  RECCL_TRY(link->takePeerRecord(io, end).Wrap(from));
+  RECCL_TRY(link->sendRecord(io, end).Wrap(from));
+  const std::string desc = "verbs rank " + std::to_string(peer) + "->" + std::to_string(rank_) + " ch " +
+                           std::to_string(channel);
+  auto path = link->makePath(*port, false, 0, desc);
+  auto* raw = path.get();
+  port->setPath(std::move(path));
+  raw->start();
+  in.port = std::move(port);
   return Status::Ok();
 }
 

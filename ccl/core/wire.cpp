@@ -255,6 +255,9 @@ std::vector<std::byte> encodeRankInfo(const RankInfo& r) {
   w.num<uint16_t>(r.cpus);
   w.num<uint16_t>(r.onlineCpus);
   w.num<int32_t>(r.channelThreads);
+  w.num<uint8_t>(r.transport);
+  w.num<uint8_t>(r.rdmaReady ? 1 : 0);
+  w.str(r.rdmaWhy);
   w.num<uint16_t>(static_cast<uint16_t>(r.nics.size()));
   for (const auto& n : r.nics) {
     w.str(n.name);
@@ -268,13 +271,14 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in) {
   Reader rd(in);
   uint32_t magic;
   uint16_t version, nnics;
+  uint8_t rdmaReady = 0;
   RankInfo r;
   if (!rd.num(&magic) || magic != kRankInfoMagic) return bad("rank info: bad magic");
   if (!rd.num(&version) || version != kProtocolVersion) return bad("rank info: bad version");
   if (!rd.num(&r.rank) || !rd.str(&r.hostId, 512) || !rd.str(&r.hostName, 256) || !rd.num(&r.pid) ||
       !rd.num(&r.dataPort) || !rd.num(&r.chunkBytes) || !rd.num(&r.slots) || !rd.num(&r.nchannels) ||
       !rd.num(&r.flags) || !rd.num(&r.cpus) || !rd.num(&r.onlineCpus) || !rd.num(&r.channelThreads) ||
-      !rd.num(&nnics))
+      !rd.num(&r.transport) || !rd.num(&rdmaReady) || !rd.str(&r.rdmaWhy, 512) || !rd.num(&nnics))
     return bad("rank info: truncated");
   if (r.rank < 0 || r.rank >= kMaxRanks) return bad("rank info: bad rank");
   if (!printable(r.hostId) || !printable(r.hostName)) return bad("rank info: bad host identity");
@@ -282,6 +286,9 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in) {
   if (r.chunkBytes == 0 || r.slots == 0 || r.slots > 1024) return bad("rank info: bad slot geometry");
   if (r.nchannels < 0 || r.nchannels > 64) return bad("rank info: bad channel count");
   if (r.channelThreads < 0 || r.channelThreads > 64) return bad("rank info: bad channel thread count");
+  if (r.transport > 2 || rdmaReady > 1) return bad("rank info: bad transport report");
+  if (!printable(r.rdmaWhy)) return bad("rank info: bad transport reason");
+  r.rdmaReady = rdmaReady != 0;
   for (uint16_t i = 0; i < nnics; ++i) {
     NicInfo n;
     if (!rd.str(&n.name, 15) || !rd.num(&n.addr)) return bad("rank info: truncated NIC list");

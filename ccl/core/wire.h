@@ -17,7 +17,7 @@ namespace reccl::core {
 inline constexpr uint32_t kHelloMagic = 0x4c4c4852;  // "RHLL"
 // 3: every connection authenticated by challenge and MAC (core/auth.h); the hello carries the
 // public job id where it carried a launcher-derived secret.
-inline constexpr uint16_t kProtocolVersion = 3;
+inline constexpr uint16_t kProtocolVersion = 4;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kAuthHelloBytes = kHelloBytes + kTagBytes;  // hello + its MAC
 inline constexpr size_t kHelloReplyBytes = 24;
@@ -115,6 +115,11 @@ struct RankInfo {
   uint16_t cpus = 0;
   uint16_t onlineCpus = 0;
   int32_t channelThreads = 0;
+  // RECCL_TRANSPORT as this rank reads it (0 auto, 1 verbs, 2 socket; rank 0's wins) and whether
+  // every one of its rails has an ACTIVE RDMA port (core/comm_transport.h); rdmaWhy says why not.
+  uint8_t transport = 0;
+  bool rdmaReady = false;
+  std::string rdmaWhy;
   std::vector<NicInfo> nics;
 };
 inline constexpr size_t kMaxNics = 64;

@@ -33,6 +33,9 @@ struct LinkEnd {
   bool isSender = false;
   int rail = -1;
   uint32_t epoch = 0;  // the epoch proposed for the new path
+  // The records are exchanged to open an idle standby, not to commit a move: neither end retires
+  // anything for it (a verbs receiver that initiated a commit shuts its old path down here).
+  bool standbyOpening = false;
 };
 
 class Link {
@@ -99,6 +102,9 @@ class PathFactory {
   // is armed, and a path fault fails the communicator.
   virtual void watch(const channel::Path& path, int64_t stallMs) const = 0;
   virtual PathSample sample(const channel::Path& path, int64_t stallMs) const = 0;
+  // Stops what the transport runs on its own (a progress thread, a reaper): after failover
+  // stopped, before the ports and their paths go. Idempotent.
+  virtual void stop() noexcept {}
 };
 
 }  // namespace reccl::transport

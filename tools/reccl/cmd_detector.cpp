@@ -7,6 +7,7 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -45,7 +46,25 @@ struct WatchArgs {
   int64_t holdDownMs = -1;
   double durationS = 0;
   int64_t count = 0;
+  bool signals = false;
 };
+
+// One raw signal as a source produced it, before the state machine folds it into link events
+// (`watch --signals`): the RDMA port events (fentry on ib_dispatch_event, the verbs async
+// events) show here even when the carrier hook took the link down first.
+void printSignal(const LinkSignal& s, uint64_t recvNs, bool json) {
+  if (json) {
+    nlohmann::json j{{"op", "signal"},     {"kind", kindName(s.kind)}, {"source", sourceName(s.source)},
+                     {"ifname", s.ifname}, {"netns_ino", s.link.netnsIno}, {"ifindex", s.link.ifindex},
+                     {"value", s.value},   {"ts_ns", s.tsNs},           {"recv_ns", recvNs}};
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    double latUs = recvNs >= s.tsNs && s.tsNs ? (recvNs - s.tsNs) / 1e3 : 0;
+    std::printf("%-13s %s (ifindex %u) kind=%s source=%s value=%" PRIu64 " delivered=%.1fus\n", "signal",
+                s.ifname.c_str(), s.link.ifindex, kindName(s.kind), sourceName(s.source), s.value, latUs);
+  }
+  std::fflush(stdout);
+}
 
 // Every device of the namespace except loopback.
 Result<std::vector<std::string>> allDevices(const std::string& netns) {
@@ -96,6 +115,13 @@ int runWatch(const WatchArgs& a) {
   }
   Detector& d = *det.value();
 
+  // The signal observer prints from the detector's thread, the events from this one.
+  std::mutex outMu;
+  if (a.signals)
+    d.setSignalObserver([&outMu, json = a.json](const LinkSignal& s, uint64_t recvNs) {
+      std::lock_guard lk(outMu);
+      printSignal(s, recvNs, json);
+    });
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -129,6 +155,7 @@ int runWatch(const WatchArgs& a) {
     for (const auto& e : d.drain()) {
       if (a.count > 0 && printed >= a.count) break;
       ++printed;
+      std::lock_guard lk(outMu);
       if (a.json) {
         std::printf("%s\n", eventToJson(e).c_str());
       } else {
@@ -191,6 +218,7 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
       "EXAMPLES:\n"
       "  reccl detector watch --netns tb1-h0 --dev rail0 --dev rail1\n"
       "  reccl detector watch --json --source netlink          # every device of this namespace\n"
+      "  reccl detector watch --signals --dev rail0           # RDMA port events of rail0's rxe/HCA too\n"
       "  reccl detector status --json");
 
   static WatchArgs wa;
@@ -200,6 +228,9 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   watch->add_option("--dev", wa.devs, "device to watch (repeatable; default: every device but lo)");
   watch->add_option("--source", wa.source, "auto (BPF where it loads, else rtnetlink), bpf or netlink")->capture_default_str();
   watch->add_option("--hold-down-ms", wa.holdDownMs, "a link must stay up this long before LinkUp (default RECCL_HOLDDOWN_MS)");
+  watch->add_flag("--signals", wa.signals,
+                  "also every raw signal as its source produced it (RDMA port events included), before the "
+                  "state machine folds them into link events");
   watch->add_option("--duration", wa.durationS, "stop after this many seconds (default: until Ctrl-C)");
   watch->add_option("--count", wa.count, "stop after printing this many events (default: no limit)")
       ->check(CLI::PositiveNumber);

@@ -116,8 +116,9 @@ int runAndReport(const char* cmd, const inject::FaultPlan& plan, inject::PlanRun
 
 void addLinkCommand(CLI::App* parent, CommandContext& ctx, const char* name, bool carrier, bool up) {
   auto* cmd = parent->add_subcommand(
-      name, carrier ? (up ? "set a tap NIC's carrier on (TUNSETCARRIER)"
-                          : "drop a tap NIC's carrier (TUNSETCARRIER, the physical-NIC path)")
+      name, carrier ? (up ? "set a tap NIC's carrier on (TUNSETCARRIER; in the lab: plug a VM's cable)"
+                          : "drop a tap NIC's carrier (TUNSETCARRIER, the physical-NIC path; in the lab: pull a "
+                            "VM's cable)")
                     : (up ? "set a device admin up (rtnetlink)" : "set a device admin down (rtnetlink)"));
   auto flags = std::make_shared<TargetFlags>();
   flags->add(cmd, !carrier);
@@ -274,7 +275,7 @@ void addFlapCommand(CLI::App* parent, CommandContext& ctx) {
   cmd->add_option("--down", spec->downMs, "ms down per cycle (default: half the period)");
   cmd->add_option("--jitter", spec->jitterMs, "shift each transition by up to +-MS (seeded)");
   cmd->add_option("--seed", spec->seed, "jitter seed")->capture_default_str();
-  cmd->add_flag("--carrier", spec->carrier, "carrier-off/on a tap NIC instead of link-down/up");
+  cmd->add_flag("--carrier", spec->carrier, "carrier-off/on a tap NIC (a lab VM's cable) instead of link-down/up");
   timing->add(cmd);
   cmd->footer("EXAMPLE:\n  reccl inject flap --netns tb-h0 --dev rail0 --side switch --period 200 "
               "--count 10 --jitter 10 --log flap.jsonl");
@@ -285,7 +286,7 @@ void addFlapCommand(CLI::App* parent, CommandContext& ctx) {
       return;
     }
     if (spec->carrier && t->side != inject::Side::kHost) {
-      ctx.exitCode = report("flap", {Errc::kInvalidArgument, "--carrier acts on the host nic (a tap)"});
+      ctx.exitCode = report("flap", {Errc::kInvalidArgument, "--carrier acts on the host nic (a tap or a lab VM's nic)"});
       return;
     }
     auto actions = inject::expandFlap(*t, *spec, 0);

@@ -217,7 +217,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
       (void)send(reply);
       return;
     }
-    const transport::LinkEnd end{c->port, c->role == Role::kSender, req.rail, req.epoch};
+    const transport::LinkEnd end{c->port, c->role == Role::kSender, req.rail, req.epoch, true};
     transport::ByteIo io = link->io(Deadline::afterMs(kPassiveReadMs));
     if (!link->takePeerRecord(io, end).ok()) return;
     reply.status = MigrateStatus::kOk;

@@ -172,7 +172,7 @@ void Standbys::make(Conn& c) {
   fillRequest(&req, ctx_, c, MigrateReason::kStandby, rail, marker);
   std::array<std::byte, kMigrateRequestBytes> out;
   encodeMigrateRequest(req, out);
-  const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, marker};
+  const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, marker, true};
   transport::ByteIo io = link->io(dl);
   const core::Key& key = ctx_.host.key();
   auto session = core::sendAuthHello(io, dataHello(ctx_, peer, c.id.channel, marker), key, core::AuthPurpose::kData, out);

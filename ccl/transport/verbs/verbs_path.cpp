@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "reccl/common/log.h"
+#include "transport/verbs/verbs_progress.h"
 
 namespace reccl::transport::verbs {
 
@@ -27,6 +28,71 @@ void VerbsPath::shutdown() noexcept {
   if (!qp_) return;
   Status s = qp_->toError();
   if (!s.ok()) RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
+}
+
+void VerbsPath::watch(int64_t stallMs) noexcept {
+  heardNs_.store(monotonicNs(), std::memory_order_release);
+  watchMs_.store(std::max<int64_t>(1, stallMs), std::memory_order_release);
+}
+
+bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept {
+  if (watchMs_.load(std::memory_order_acquire) == 0 || dead()) return false;
+  const uint64_t heard = heardNs_.load(std::memory_order_acquire);
+  const uint64_t quietNs = nowNs > heard ? nowNs - heard : 0;
+  if (quietMs) *quietMs = static_cast<uint32_t>(std::min<uint64_t>(quietNs / 1000000, UINT32_MAX));
+  const uint64_t stallNs = static_cast<uint64_t>(std::max<int64_t>(1, stallMs)) * 1000000;
+  const uint64_t polled = polledNs_.load(std::memory_order_acquire);
+  // Any completion proves the peer answers, even while the probe waits in the send queue behind
+  // a request the peer holds up (an RNR-retried write).
+  if (probing_.load(std::memory_order_acquire))
+    return quietNs > stallNs && polled >= probeSentNs_.load(std::memory_order_acquire) + stallNs;
+  if (quietNs < stallNs / 4) return false;
+  std::lock_guard lk(postMu_);
+  // A full send queue is work outstanding: its completions (or its error) will come.
+  if (!qp_ || dead() || qp_->sendsOutstanding() >= qp_->depth().send) return false;
+  ibv_send_wr wr{};
+  wr.wr_id = kProbeWrId;
+  wr.opcode = IBV_WR_RDMA_WRITE;
+  wr.num_sge = 0;
+  wr.wr.rdma.remote_addr = remote_.addr;
+  wr.wr.rdma.rkey = remote_.rkey;
+  probeSentNs_.store(nowNs, std::memory_order_release);
+  if (Status s = qp_->post(wr); s.ok())
+    probing_.store(true, std::memory_order_release);
+  else if (!shutdown_.load(std::memory_order_acquire))
+    RECCL_WARN(kLogNet, "%s: liveness probe: %s", desc_.c_str(), s.message().c_str());
+  return false;
+}
+
+void VerbsPath::start() {
+  Status s = startFailure_;
+  if (s.ok() && engine_) {
+    s = engine_->add(this);
+    if (s.ok()) inEngine_.store(true, std::memory_order_release);
+  }
+  if (!s.ok()) {
+    dead_.store(true, std::memory_order_release);
+    RECCL_WARN(kLogNet, "%s: %s", desc_.c_str(), s.message().c_str());
+    Status why(Errc::kLinkFailure, desc_ + ": " + s.message());
+    if (onStartFailure_)
+      onStartFailure_(this, why);
+    else
+      port_->pathFailed(this, isSender_, why);
+    return;
+  }
+  if (isSender_)
+    notifyPosted();
+  else
+    notifyConsumed();
+}
+
+void VerbsPath::drain() noexcept {
+  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+  if (onDrained_) {
+    auto fn = std::move(onDrained_);
+    onDrained_ = nullptr;
+    fn(this);
+  }
 }
 
 std::optional<VerbsPath::Failure> VerbsPath::failure() const {

@@ -20,12 +20,25 @@
 // still writing; see VerbsSendPath). Steps the receiver already has in its slots stay there
 // across paths; resending them is harmless (same bytes, counted as duplicates).
 //
+// Liveness: an RC QP with nothing posted never learns that its peer or the peer's link is gone
+// (a receiver waiting for the next step, a sender waiting for credit). A path failover watches
+// (watch()) therefore posts a zero-length RDMA write, the probe, once it has heard nothing for a
+// quarter of the stall time, and is stalled (stalled()) once it has heard nothing for the stall
+// time with a probe outstanding, as the progress thread found when it last polled (a starved
+// progress thread that has not looked yet proves nothing): the probe's ACK is a completion like
+// any other. This bounds
+// in-band detection by RECCL_STALL_TIMEOUT_MS whatever the QP's retry budget (34 s at NCCL's
+// default 20:7 on hardware, never on rxe); an idle watched path costs one empty write per
+// quarter stall time.
+//
 // Threads: notifyPosted/notifyConsumed from the algorithm's thread (they post directly),
-// progress() from one progress thread; retire() only once the path left its engine.
+// progress() from one progress thread, watch()/stalled() from the failover's monitor thread;
+// retire() only once the path left its engine.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +53,8 @@
 #include "transport/verbs/rc_qp.h"
 
 namespace reccl::transport::verbs {
+
+class VerbsProgress;
 
 enum class AckMode : uint8_t { kImm, kWrite };
 const char* ackModeName(AckMode m) noexcept;
@@ -70,7 +85,32 @@ class VerbsPath : public channel::Path {
 
   // Moves the QP to ERR: its retries stop at once and nothing lands through it any more.
   void shutdown() noexcept override;
+  // channel::Path's life on an engine (a path made by VerbsPathFactory): start() adds it to the
+  // engine and posts at once (a sender its steps, a receiver its applied step's ack), or reports
+  // the failure set by failOnStart(); drain() takes it out of the engine (never from the engine's
+  // thread) and hands it to `onDrained` (the factory's reaper, which retires it off the fault's
+  // path). Without attach() both are the caller's business (VerbsProgress::add / remove).
+  // `onStartFailure` reports a failed start later, from another thread: start() runs inside a
+  // failover commit, which takes a failure reported there for its own retirement of the old path.
+  void attach(VerbsProgress* engine, std::function<void(VerbsPath*)> onDrained = {},
+              std::function<void(VerbsPath*, Status)> onStartFailure = {}) noexcept {
+    engine_ = engine;
+    onDrained_ = std::move(onDrained);
+    onStartFailure_ = std::move(onStartFailure);
+  }
+  channel::PortBase* port() const noexcept { return port_; }
+  bool isSender() const noexcept { return isSender_; }
+  void failOnStart(Status why) { startFailure_ = std::move(why); }
+  void start() override;
+  void drain() noexcept override;
   std::string describe() const override { return desc_; }
+
+  // Liveness (file comment): probes from now on, one per quarter of `stallMs` of silence.
+  void watch(int64_t stallMs) noexcept;
+  // Nothing heard for `stallMs` and a probe outstanding for `stallMs` when the progress thread
+  // last polled; posts the probe when one is due (nothing heard for a quarter of `stallMs`).
+  // `quietMs`: since the last completion.
+  bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
 
   // The QP, until retire().
   RcQp& qp() noexcept { return *qp_; }
@@ -108,12 +148,21 @@ class VerbsPath : public channel::Path {
       onError(bad);
       return 0;
     }
+    bool heard = false;
     for (int i = 0; i < n; ++i) {
-      if (wc[i].status == IBV_WC_SUCCESS)
-        done(wc[i]);
-      else
+      if (wc[i].status != IBV_WC_SUCCESS) {
         onError(wc[i]);
+        continue;
+      }
+      heard = true;
+      if (wc[i].wr_id == kProbeWrId)
+        probing_.store(false, std::memory_order_release);
+      else
+        done(wc[i]);
     }
+    const uint64_t now = monotonicNs();
+    if (heard) heardNs_.store(now, std::memory_order_release);
+    polledNs_.store(now, std::memory_order_release);  // after probing_ was cleared: stalled() reads it first
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
@@ -132,6 +181,18 @@ class VerbsPath : public channel::Path {
   bool isSender_;
   std::atomic<bool> dead_{false};
   std::atomic<bool> shutdown_{false};
+  VerbsProgress* engine_ = nullptr;
+  std::function<void(VerbsPath*)> onDrained_;
+  std::function<void(VerbsPath*, Status)> onStartFailure_;
+  Status startFailure_;
+  std::atomic<bool> inEngine_{false};
+  // Liveness: the last successful completion (or the start), a probe posted and not completed.
+  static constexpr uint64_t kProbeWrId = 1ull << 61;  // apart from steps, acks and receives
+  std::atomic<int64_t> watchMs_{0};
+  std::atomic<uint64_t> heardNs_{0};
+  std::atomic<uint64_t> probeSentNs_{0};
+  std::atomic<uint64_t> polledNs_{0};  // the progress thread's last look at the completions
+  std::atomic<bool> probing_{false};
   mutable std::mutex failMu_;
   std::optional<Failure> failure_;
 };

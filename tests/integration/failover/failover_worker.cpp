@@ -11,13 +11,17 @@
 // of a fixed count; with WORKER_STOP_FILE also until that file exists: the test creates it when
 // its faults are done; with WORKER_MIN_ITERS also not before that many iterations, and rank 0
 // prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default:
-// iteration % ranks), WORKER_START_DELAY_MS (0: a pause after "started", before the first call).
+// iteration % ranks), WORKER_START_DELAY_MS (0: a pause after "started", before the first call),
+// WORKER_WAIT_SOURCE=1 (after "started", wait until the fault source finished starting, at most
+// 60 s, then a barrier and "settled source rank R NAME").
 // sendrecv is one-way: rank r < n/2 sends to r + n/2 (host-major ranks: first half of the hosts
 // to the second).
 //
 // Fault hook (test only; the library knows nothing of it): WORKER_FAULTS="IT/WHEN/NETNS/DEV[/RANK],..."
 // makes rank RANK (default WORKER_FAULT_RANK, 0) take device DEV of namespace NETNS ("-": its
-// own) admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
+// own; "@lab": the cable of this lab VM's NIC DEV, pulled through the qemu monitor, docs/lab.md;
+// DEV may then be "rail0+rail1")
+// admin down (SIOCSIFFLAGS on a socket made in that namespace) while the collective of
 // iteration IT runs, then up again after it, and wait WORKER_SETTLE_MS (800) for the fail-back
 // before going on. A trigger thread watches this rank's output buffer (initialized to a sentinel)
 // to place the fault:
@@ -30,9 +34,10 @@
 // After the device went down it reads the buffer again and prints
 //   "fault rank R iteration K coll C when W: hit|missed (...)"
 // (hit: the collective was still in that phase when the device was down) and, once the phase
-// ended, whether a migration had committed before ("migrated in phase yes|no"). A missed fault
-// is tried again WORKER_FAULT_STRIDE iterations later (default: the rotation length), at most
-// WORKER_FAULT_ATTEMPTS (3) times.
+// ended, whether a migration had committed before ("migrated in phase yes|no"); for an @lab
+// cable also "timeline rank R signal_ms S resume_ms M source X", from the carrier loss
+// (Trigger::printTimeline). A missed fault is tried again WORKER_FAULT_STRIDE iterations later
+// (default: the rotation length), at most WORKER_FAULT_ATTEMPTS (3) times.
 // WORKER_CPU=1 (bench/bookkeeping.sh): instead of the loop, the CPU cost of the collective work
 // alone: after WORKER_CPU_SETTLE_MS (2000: set-up work such as loading the detector ends first)
 // and 2 warm-up calls, WORKER_ITERS allreduces of WORKER_COUNT floats, measured with
@@ -44,7 +49,8 @@
 // Output: "started rank R" once connected; "done rank R iters N secs S failovers F failbacks B
 // resent X dup D last_us L rails_up U standby_used S max_iter_us M" and "source rank R KIND NAME"
 // (the fault source in use, recclCommStats_t) at the end; on failure "worker rank R iteration K:
-// <error>" (stderr), then "failed rank R at_ns T" (when the failing call returned), the same
+// <error>" (stderr), then "failed rank R at_ns T call_us U" (when the failing call returned; U:
+// from the start of that iteration's collective until it returned), the same
 // counters as "stats rank R iters ..." and the abort's line (abortAfterError).
 // Exit: 0 all correct, 1 wrong result, 2 bad fault plan, 10 + recclResult_t of the first failing call.
 #include <fcntl.h>
@@ -188,12 +194,13 @@ struct Fault {
   int rank = 0;      // the rank that injects
   int fd = -1;       // AF_INET socket living in netns (device ioctls act in the socket's netns)
   bool hit = false;
+  Clock::time_point carrierDownAt{};  // @lab: when this guest first read the carrier as lost
 };
 
 // A socket in the named namespace: made on a thread that joined it (setns affects that thread
 // only), so this process stays where it is.
 int socketIn(const std::string& netns) {
-  if (netns == "-") return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (netns == "-" || netns == "@lab") return socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   std::string path = "/run/netns/" + netns;
   int nsfd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (nsfd < 0) {
@@ -213,7 +220,44 @@ int socketIn(const std::string& netns) {
   return fd;
 }
 
-bool setAdmin(const Fault& f, bool up) {
+bool setAdmin(Fault& f, bool up) {
+  if (f.netns == "@lab") {
+    // The lab runner hands this line to the VM's qemu monitor: the virtio NIC loses its carrier
+    // the way a physical NIC's driver reports a pulled cable.
+    // DEV may name several NICs joined by '+' (both rails of a host at once). The host serves the
+    // request when it next reads the console: returns once every NIC's carrier is as asked.
+    std::vector<std::string> devs;
+    for (size_t p = 0;;) {
+      size_t q = f.dev.find('+', p);
+      devs.push_back(f.dev.substr(p, q == std::string::npos ? q : q - p));
+      if (q == std::string::npos) break;
+      p = q + 1;
+    }
+    auto t0 = Clock::now();
+    for (const auto& d : devs) printf("\n@@lab-monitor set_link %s %s\n", d.c_str(), up ? "on" : "off");
+    fflush(stdout);
+    auto carrierIs = [&](const std::string& d) {
+      char c = 0;
+      int fd = open(("/sys/class/net/" + d + "/carrier").c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd >= 0) {
+        if (read(fd, &c, 1) != 1) c = 0;
+        close(fd);
+      }
+      return c == (up ? '1' : '0');
+    };
+    // Read every millisecond: the carrier loss is where the migration timeline starts.
+    while (!std::all_of(devs.begin(), devs.end(), carrierIs)) {
+      if (Clock::now() - t0 > std::chrono::seconds(30)) {
+        fprintf(stderr, "worker: the carrier of %s did not go %s within 30 s\n", f.dev.c_str(), up ? "up" : "down");
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (!up) f.carrierDownAt = Clock::now();
+    printf("cable %s %s: carrier %s %.1f ms after the request\n", f.dev.c_str(), up ? "on" : "off", up ? "up" : "down",
+           std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    return true;
+  }
   ifreq ifr{};
   std::strncpy(ifr.ifr_name, f.dev.c_str(), IFNAMSIZ - 1);
   if (ioctl(f.fd, SIOCGIFFLAGS, &ifr) != 0) {
@@ -273,6 +317,10 @@ bool landed(const std::vector<float>& v, size_t i) {
   uint32_t sb;
   std::memcpy(&sb, &s, sizeof(sb));
   return bitsAt(v, i) != sb;
+}
+
+long long monoNs(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
 recclCommStats_t statsOf(recclComm_t comm) {
@@ -358,6 +406,32 @@ class Trigger {
     printf("fault rank %d iteration %d coll %s when %s: migrated in phase %s (phase ended %.1f ms after the fault)\n",
            rank_, it_, coll_.c_str(), f_.when.c_str(), migrated ? "yes" : "no",
            std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+    if (f_.netns == "@lab") printTimeline(before);
+  }
+
+  // A lab cable pull's migration timeline, from the carrier loss this guest read: "timeline rank
+  // R signal_ms S resume_ms M source X" (the latest failover this rank started: its first signal,
+  // and when the work it held up moved again), or "timeline rank R: no migration" when the
+  // collective ended (or failed) without one. Sampled until the collective returns, before the
+  // cable is put back and a fail-back overwrites the figures.
+  void printTimeline(uint64_t before) {
+    recclCommStats_t got{};
+    while (!finished_.load()) {
+      recclCommStats_t st = statsOf(comm_);
+      if (st.failovers > before && st.lastFailoverSignalNs != 0) got = st;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    recclCommStats_t st = statsOf(comm_);
+    if (st.failovers > before && st.lastFailoverSignalNs != 0) got = st;
+    if (got.lastFailoverSignalNs == 0) {
+      printf("timeline rank %d: no migration\n", rank_);
+      return;
+    }
+    auto msAfter = [&](uint64_t ns) {
+      return ns == 0 ? -1.0 : (static_cast<double>(ns) - static_cast<double>(monoNs(f_.carrierDownAt))) / 1e6;
+    };
+    printf("timeline rank %d signal_ms %.1f resume_ms %.1f source %s\n", rank_, msAfter(got.lastFailoverSignalNs),
+           msAfter(got.lastMigrationResumeNs), got.faultSourceName);
   }
 
   Fault& f_;
@@ -385,9 +459,6 @@ std::vector<size_t> samplesFor(const std::string& coll, int rank, int n, size_t 
   return s;
 }
 
-long long monoNs(Clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 // What a run did so far, for its last lines.
 struct RunCounters {
@@ -395,6 +466,7 @@ struct RunCounters {
   Clock::time_point start = Clock::now();
   Clock::time_point failedAt{};
   double maxIterUs = 0;  // the longest iteration (a collective and its checks)
+  double callUs = 0;     // the last iteration's collective, from its start until it returned
 };
 
 // "<label> rank R iters N secs S failovers F ...": the counters a test adds up over ranks.
@@ -413,7 +485,7 @@ void printStats(const char* label, recclComm_t comm, int rank, const RunCounters
 // that took is printed: an error must leave a communicator that can be torn down at once, with
 // nothing left hanging ("aborted rank R: result 0 (no error) in N ms; async error: ..."). Returns `code`.
 int abortAfterError(recclComm_t comm, int rank, int code, const RunCounters& run) {
-  printf("failed rank %d at_ns %lld\n", rank, monoNs(run.failedAt));
+  printf("failed rank %d at_ns %lld call_us %.0f\n", rank, monoNs(run.failedAt), run.callUs);
   printStats("stats", comm, rank, run);
   recclResult_t async = recclSuccess;
   recclCommGetAsyncError(comm, &async);
@@ -501,6 +573,18 @@ int main() {
     return 10 + rc;
   }
   printf("started rank %d\n", rank);
+  if (getenv("WORKER_WAIT_SOURCE")) {
+    // Time against the fault source the communicator settles on, not the NIC poll it starts with.
+    auto until = Clock::now() + std::chrono::seconds(60);
+    while (statsOf(comm).faultSourceStarting && Clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    rc = recclBarrier(comm, nullptr);
+    if (rc != recclSuccess) {
+      fprintf(stderr, "worker rank %d iteration -1: %s: %s\n", rank, recclGetErrorString(rc), recclGetLastError(comm));
+      return 10 + rc;
+    }
+    printf("settled source rank %d %s\n", rank, statsOf(comm).faultSourceName);
+  }
   if (getenv("WORKER_CPU")) return cpuRun(comm, rank, n, count, iters);
   std::this_thread::sleep_for(std::chrono::milliseconds(envInt("WORKER_START_DELAY_MS", 0)));
   RunCounters run;
@@ -520,9 +604,11 @@ int main() {
     std::string c = coll == "all" ? kColls[it % kNumColls] : coll;
     // A fault (attempt) planned for this iteration?
     Fault* fault = nullptr;
+    // This rank's own fault of the iteration first (several ranks may inject in one iteration).
     for (auto& f : faults)
-      for (int a = 0; a < attempts && !fault; ++a)
-        if (it == f.iter + a * stride && !(rank == f.rank && f.hit)) fault = &f;
+      for (int a = 0; a < attempts; ++a)
+        if (it == f.iter + a * stride && !(rank == f.rank && f.hit) && (!fault || (fault->rank != rank && f.rank == rank)))
+          fault = &f;
     if (fault && (fault->when == "rs" || fault->when == "ag")) {
       // Phase faults: who enters late decides which phase the injecting rank waits in.
       bool late = fault->when == "rs" ? rank != fault->rank : rank == fault->rank;
@@ -538,6 +624,7 @@ int main() {
       if (fault && rank == fault->rank)
         trig = std::make_unique<Trigger>(*fault, comm, rank, it, c, out, samplesFor(c, rank, n, sh.outCount));
       r = runOne(c, comm, rank, n, count, it, in, out, want);
+      run.callUs = std::chrono::duration<double, std::micro>(Clock::now() - s0).count();
       if (trig) downed = trig->downed();
     }
     if (downed) {

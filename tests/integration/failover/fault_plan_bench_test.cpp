@@ -117,4 +117,20 @@ TEST_F(FaultPlanBench, BadPlanIsAUsageError) {
   EXPECT_NE(r.out.find("--coll"), std::string::npos) << r.out;
 }
 
+// A target in the caller's own namespace is refused outside the lab; inside it (a VM is one host,
+// its rails in its root namespace) the lab's management NIC still is. The device does not exist
+// here, so a check that let the plan through would fail on it (exit 1) and change nothing.
+TEST_F(FaultPlanBench, RootNamespaceOutsideTheLabAndTheLabsManagementNicAreUsageErrors) {
+  fs::path plan = dir_ / "root.json";
+  std::ofstream(plan) << R"({"version": 1, "actions": [{"at_ms": 0, "action": "link-down",
+                             "target": {"netns": "", "dev": "rcltest0"}, "duration_ms": 10}]})";
+  Ran r = sh("env -u RECCL_TEST_LAB " + std::string(RECCL_BENCH_PATH) + " --fault-plan " + plan.string());
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("root network namespace"), std::string::npos) << r.out;
+  r = sh("env RECCL_TEST_LAB=1 RECCL_LAB_NIC=rcltest0 " + std::string(RECCL_BENCH_PATH) + " --fault-plan " +
+         plan.string());
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("management nic rcltest0"), std::string::npos) << r.out;
+}
+
 }  // namespace

@@ -105,9 +105,20 @@ TEST_F(InjectTapTest, CarrierOffStopsTrafficAndCarrierOnResumes) {
   EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); })) << "traffic did not resume";
 }
 
+// Outside the lab and inside it alike (a veth in a named namespace is no lab VM's cable): refused,
+// the device named, its carrier untouched.
 TEST_F(InjectTapTest, CarrierOnAVethIsRefused) {
   auto st = inject::injectCarrier({netns(0), "mgmt0", Side::kHost}, false, true);
   EXPECT_EQ(st.code(), Errc::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find(netns(0) + "/mgmt0"), std::string::npos) << st.message();
+  const char* old = getenv("RECCL_TEST_LAB");
+  const std::string saved = old ? old : "";
+  setenv("RECCL_TEST_LAB", "1", 1);
+  auto inLab = inject::injectCarrier({netns(0), "mgmt0", Side::kHost}, false, true);
+  if (old) setenv("RECCL_TEST_LAB", saved.c_str(), 1);
+  else unsetenv("RECCL_TEST_LAB");
+  EXPECT_EQ(inLab.code(), Errc::kInvalidArgument) << inLab.ToString();
+  EXPECT_TRUE(linkRunning(netns(0), "mgmt0"));
 }
 
 }  // namespace

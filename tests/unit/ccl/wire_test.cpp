@@ -121,10 +121,16 @@ TEST(CclWire, RankInfoAndTable) {
   r.cpus = 3;
   r.onlineCpus = 96;
   r.channelThreads = 2;
+  r.transport = 1;
+  r.rdmaReady = false;
+  r.rdmaWhy = "rail NIC rail1: rxe_rail1 port 1 is DOWN";
   r.nics = {{"rail0", 1}, {"rail1", 2}};
   auto b = core::encodeRankInfo(r);
   auto d = core::decodeRankInfo(b);
   ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->transport, 1);
+  EXPECT_FALSE(d->rdmaReady);
+  EXPECT_EQ(d->rdmaWhy, r.rdmaWhy);
   EXPECT_EQ(d->cpus, 3);
   EXPECT_EQ(d->onlineCpus, 96);
   EXPECT_EQ(d->channelThreads, 2);

@@ -206,7 +206,7 @@ class PlanParser {
         spec.carrier = params["carrier"].get<bool>();
       }
       if (spec.carrier && target.side != Side::kHost)
-        return fail(where + ".target.side", "carrier flaps act on the host nic (a tap)");
+        return fail(where + ".target.side", "carrier flaps act on the host nic (a tap or a lab VM's nic)");
       if (Status st = validateFlap(spec); !st.ok()) return fail(pw, st.message());
       if (atMs + spec.periodMs * spec.count > kMaxPlanMs) return fail(where, "ends after 24 h");
       RECCL_ASSIGN_OR_RETURN(auto expanded, expandFlap(target, spec, atMs, index));
@@ -228,7 +228,7 @@ class PlanParser {
     if (atMs + durationMs > kMaxPlanMs) return fail(where, "ends after 24 h");
     if ((act.kind == ActionKind::kCarrierOff || act.kind == ActionKind::kCarrierOn) &&
         act.target.side != Side::kHost)
-      return fail(where + ".target.side", "carrier actions act on the host nic (a tap)");
+      return fail(where + ".target.side", "carrier actions act on the host nic (a tap or a lab VM's nic)");
 
     if (act.kind == ActionKind::kDrop || act.kind == ActionKind::kBlackhole) {
       if (act.kind == ActionKind::kDrop) {

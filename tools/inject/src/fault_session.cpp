@@ -3,6 +3,7 @@
 #include <net/if.h>
 
 #include "reccl/common/log.h"
+#include "reccl/inject/lab_cable.h"
 #include "reccl/netlink/netns.h"
 
 namespace reccl::inject {
@@ -63,10 +64,7 @@ Status FaultSession::prepare(const std::vector<PlanAction>& actions) {
       resolved_.emplace(k, *r);
     }
     const ResolvedTarget& r = resolved_[k];
-    if (isCarrierAction(a.kind) && !isTapKind(r.kind))
-      return {Errc::kInvalidArgument,
-              std::string(actionName(a.kind)) + " needs a tap nic; " + r.toString() + " is a " +
-                  (r.kind.empty() ? std::string("device of unknown kind") : r.kind)};
+    if (isCarrierAction(a.kind)) RECCL_TRY(carrierControl(r).status());
     if (a.kind == ActionKind::kClear && !clearPeers_.count(key(r))) {
       RECCL_ASSIGN_OR_RETURN(auto peer, cablePeer(a.target, r, force_));
       if (peer) clearPeers_.emplace(key(r), *peer);
@@ -79,7 +77,7 @@ Status FaultSession::prepare(const std::vector<PlanAction>& actions) {
     if (isCarrierAction(a.kind)) RECCL_TRY(snapshotLink(r, false, true));
     if (isDropAction(a.kind)) RECCL_TRY(snapshotDrop(r));
     if (a.kind == ActionKind::kClear) {
-      RECCL_TRY(snapshotLink(r, true, isTapKind(r.kind)));
+      RECCL_TRY(snapshotLink(r, true, carrierControl(r).ok()));
       RECCL_TRY(snapshotDrop(r));
       auto peer = clearPeers_.find(key(r));
       if (peer != clearPeers_.end()) {
@@ -150,7 +148,7 @@ Status FaultSession::clearCable(const ResolvedTarget& host, const std::optional<
     keepFirst(first, links_.setAdminUp(*t, true));
     auto ls = linkSnaps_.find(key(*t));
     if (ls != linkSnaps_.end()) ls->second.downCount = ls->second.carrierOffCount = 0;
-    if (isTapKind(t->kind)) keepFirst(first, links_.setCarrier(*t, true));
+    if (carrierControl(*t).ok()) keepFirst(first, links_.setCarrier(*t, true));
   }
   return first;
 }
@@ -257,7 +255,7 @@ Status injectLinkAdmin(const Target& target, bool up, bool force) {
 
 Status injectCarrier(const Target& target, bool on, bool force) {
   if (target.side != Side::kHost)
-    return {Errc::kInvalidArgument, "carrier-off/on act on the host nic (a tap); name the switch port's namespace and device instead of --side switch"};
+    return {Errc::kInvalidArgument, "carrier-off/on act on the host nic (a tap or a lab VM's nic); name the switch port's namespace and device instead of --side switch"};
   RECCL_ASSIGN_OR_RETURN(ResolvedTarget t, resolveTarget(target, force));
   LinkControl lc;
   return lc.setCarrier(t, on);
@@ -285,7 +283,7 @@ Status clearTarget(const Target& target, bool force) {
     if (!r) continue;
     keepFirst(first, detachFaultDrop(r->netns, r->dev));
     keepFirst(first, lc.setAdminUp(*r, true));
-    if (isTapKind(r->kind)) keepFirst(first, lc.setCarrier(*r, true));
+    if (carrierControl(*r).ok()) keepFirst(first, lc.setCarrier(*r, true));
   }
   return first;
 }

@@ -1,5 +1,6 @@
 #include "reccl/inject/link_control.h"
 
+#include "reccl/inject/lab_cable.h"
 #include "reccl/netlink/link.h"
 #include "reccl/netlink/tap.h"
 
@@ -20,11 +21,8 @@ Status LinkControl::setAdminUp(const ResolvedTarget& t, bool up) {
 }
 
 Status LinkControl::setCarrier(const ResolvedTarget& t, bool on) {
-  if (!isTapKind(t.kind))
-    return {Errc::kInvalidArgument,
-            "carrier-off/on needs a tap nic; " + t.toString() + " is a " +
-                (t.kind.empty() ? std::string("device of unknown kind") : t.kind) +
-                " (use link-down/link-up)"};
+  RECCL_ASSIGN_OR_RETURN(CarrierControl control, carrierControl(t));
+  if (control == CarrierControl::kLabCable) return setLabCable(t, on);
   // Attach a queue, disable it at once (so it strands no frames), TUNSETCARRIER, close. Closing
   // off-thread was tried: the close then contends for RTNL with the next action and made plan
   // timing worse (p99 lateness 24 ms vs 0.4 ms for transitions 5 ms apart).

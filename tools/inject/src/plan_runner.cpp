@@ -8,6 +8,7 @@
 
 #include "reccl/common/log.h"
 #include "reccl/inject/fault_session.h"
+#include "reccl/inject/lab_cable.h"
 #include "reccl/inject/precise_wait.h"
 
 namespace reccl::inject {
@@ -114,6 +115,12 @@ Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts)
       }
       rec.doneNs = monotonicNs();
       auto device = session.resolved(a.target);
+      bool cable = false;
+      if (device && (a.kind == ActionKind::kCarrierOff || a.kind == ActionKind::kCarrierOn)) {
+        auto control = carrierControl(*device);
+        cable = control.ok() && *control == CarrierControl::kLabCable;
+      }
+      rec.effectNs = cable ? rec.doneNs : rec.startNs;
       json line = {{"event", "action"}, {"seq", rec.seq}, {"source", rec.source},
                    {"action", actionName(a.kind)}, {"undo", rec.undo},
                    {"netns", a.target.netns}, {"dev", a.target.dev},
@@ -121,7 +128,7 @@ Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts)
                    {"device", device ? device->toString() : std::string()},
                    {"at_ms", rec.atMs}, {"scheduled_mono_ns", rec.scheduledNs},
                    {"start_mono_ns", rec.startNs}, {"done_mono_ns", rec.doneNs},
-                   {"start_realtime_ns", rec.startRealtimeNs},
+                   {"effect_mono_ns", rec.effectNs}, {"start_realtime_ns", rec.startRealtimeNs},
                    {"late_ns", rec.startNs - rec.scheduledNs}, {"ok", rec.status.ok()}};
       if (a.kind == ActionKind::kDrop || a.kind == ActionKind::kBlackhole)
         line["rule"] = a.drop.toString();

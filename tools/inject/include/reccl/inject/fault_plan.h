@@ -64,7 +64,7 @@ struct FlapSpec {
   int64_t jitterMs = 0;
   int64_t count = 0;
   uint64_t seed = 1;
-  bool carrier = false;  // carrier-off/on (taps) instead of link-down/up
+  bool carrier = false;  // carrier-off/on (taps, lab cables) instead of link-down/up
 };
 
 Status validateFlap(const FlapSpec& spec);

@@ -33,9 +33,9 @@ class FaultSession {
   ~FaultSession();
 
   // Resolves every target of the plan and checks each action fits its device (carrier actions
-  // need a tap); on error nothing has been changed. Then snapshots the devices and attaches the
-  // drop program (with an empty rule table) to every drop target, so that a scheduled drop is a
-  // single map write.
+  // need a tap or a lab VM's NIC, lab_cable.h); on error nothing has been changed. Then
+  // snapshots the devices and attaches the drop program (with an empty rule table) to every drop
+  // target, so that a scheduled drop is a single map write.
   Status prepare(const std::vector<PlanAction>& actions);
 
   Result<AppliedFault> apply(const PlanAction& action);
@@ -87,7 +87,7 @@ Status injectCarrier(const Target& target, bool on, bool force);
 // Adds (or updates the rate of) a drop rule; returns its slot.
 Result<int> injectDrop(const Target& target, const DropRule& rule, bool force);
 // Undoes everything on the cable of the target: drop programs on the NIC and its switch port are
-// detached and unpinned, both ends set admin up, a tap's carrier set on.
+// detached and unpinned, both ends set admin up, a tap's carrier set on (a lab VM's cable plugged).
 Status clearTarget(const Target& target, bool force);
 Result<FaultDropStats> readDropStats(const Target& target, bool force);
 

@@ -1,5 +1,6 @@
 // Link faults through rtnetlink: admin state (IFF_UP) of a device and, for tap NICs, the carrier
-// (TUNSETCARRIER, the path a physical NIC's driver takes). Keeps one netlink socket per namespace
+// (TUNSETCARRIER, the path a physical NIC's driver takes); for a lab VM's virtio NIC its cable
+// (lab_cable.h). Keeps one netlink socket per namespace
 // so that a scheduled action costs one request, not a socket set-up.
 #pragma once
 
@@ -16,7 +17,7 @@ namespace reccl::inject {
 class LinkControl {
  public:
   Status setAdminUp(const ResolvedTarget& t, bool up);
-  // kInvalidArgument when the device is not a tap.
+  // kInvalidArgument when the device is neither a tap nor a lab VM's virtio NIC (lab_cable.h).
   Status setCarrier(const ResolvedTarget& t, bool on);
   Result<netlink::LinkInfo> query(const ResolvedTarget& t);
 

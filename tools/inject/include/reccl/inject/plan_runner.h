@@ -2,8 +2,8 @@
 // clocks, so that benchmarks can line up injection with detection and recovery:
 //   {"event":"action","seq":0,"source":0,"action":"link-down","undo":false,
 //    "netns":"tb-h0","dev":"rail0","side":"switch","device":"tb-fab/h0r0","at_ms":500,
-//    "scheduled_mono_ns":..,"start_mono_ns":..,"done_mono_ns":..,"start_realtime_ns":..,
-//    "late_ns":..,"ok":true}
+//    "scheduled_mono_ns":..,"start_mono_ns":..,"done_mono_ns":..,"effect_mono_ns":..,
+//    "start_realtime_ns":..,"late_ns":..,"ok":true}
 // plus "plan-start" (T0 on both clocks), "restore" and "plan-end" (lateness percentiles) lines.
 // Every fault is undone at the end, when the stop fd becomes readable (SIGINT/SIGTERM through a
 // signalfd) and when an action fails.
@@ -36,6 +36,10 @@ struct ActionRecord {
   int64_t scheduledNs = 0;  // CLOCK_MONOTONIC
   int64_t startNs = 0;
   int64_t doneNs = 0;
+  // When the action took hold as far as this host can tell: startNs for a syscall (the kernel
+  // acts inside it); doneNs for a lab cable (lab_cable.h), whose request waits for the runner
+  // outside the VM and which is done once the carrier reads as asked.
+  int64_t effectNs = 0;
   int64_t startRealtimeNs = 0;
   Status status;
 };
