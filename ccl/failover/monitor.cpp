@@ -282,8 +282,21 @@ bool Monitor::onPathFailure(const channel::PortId& id, bool isSender, const Stat
   auto c = ctx_.conns.find(cid);
   if (!c) return false;  // shared memory or unknown: the peer is gone
   // Our own migration of this connection closes the old path under the peer, and the peer's
-  // closes it under us: expected, not a fault.
-  if (c->busy.load()) return true;
+  // closes it under us: expected, not a fault, as long as the handshake in flight commits. When it
+  // does not (its reply lost on a rail that failed at that moment), the port is left on a dead path
+  // that nothing else notices (a closed socket is not a stalled one): a move of the connection
+  // follows the handshake, and runs only if the port still has this path then.
+  if (c->busy.load()) {
+    Job j;
+    j.id = cid;
+    j.reason = MigrateReason::kSocketError;
+    j.source = FaultSource::kSocketError;
+    j.fromRail = c->rail.load();
+    j.faultNs = monotonicNs();
+    j.ifPath = c->port->path();
+    ctx_.migration->enqueue(j);
+    return true;
+  }
   // The peer closed the connection (FIN/RST): its process died or its communicator failed. A
   // link fault never looks like this (nothing crosses a dead link). Except after a handshake that
   // one end gave up on (reply later than its deadline) while the other committed it: the committed

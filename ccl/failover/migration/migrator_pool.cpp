@@ -79,7 +79,15 @@ void Migration::loop() {
       }
     } else {
       runJob(*j);
-      if (auto c = ctx_.conns.find(j->id)) c->queued.store(false);
+      if (auto c = ctx_.conns.find(j->id)) {
+        std::optional<Job> next;
+        {
+          std::lock_guard jl(c->jobMu);
+          c->queued.store(false);
+          next.swap(c->deferred);
+        }
+        if (next) enqueue(*next);
+      }
     }
     lk.lock();
   }
@@ -88,7 +96,17 @@ void Migration::loop() {
 void Migration::enqueue(Job j) {
   auto c = ctx_.conns.find(j.id);
   if (!c) return;
-  if (c->queued.exchange(true)) return;  // one job per connection at a time
+  {
+    // One job per connection at a time; one asked for meanwhile runs after it (Conn::deferred).
+    // A fail-back never displaces a fault's move.
+    std::lock_guard jl(c->jobMu);
+    if (c->queued.load()) {
+      if (!c->deferred || j.reason != MigrateReason::kFailBack || c->deferred->reason == MigrateReason::kFailBack)
+        c->deferred = j;
+      return;
+    }
+    c->queued.store(true);
+  }
   j.queuedNs = monotonicNs();
   {
     std::lock_guard lk(qMu_);

@@ -48,6 +48,9 @@ void Migration::runJob(const Job& j) {
   Status last(Errc::kLinkFailure, "no healthy rail");
   while (!ctx_.stopping() && !ctx_.broken() && !c->port->failed()) {
     int cur = c->rail.load();
+    // The failed path this job was queued for has been replaced meanwhile (the handshake in flight
+    // then committed): nothing to do.
+    if (j.ifPath && c->port->path() != j.ifPath) return;
     // Someone (the peer, or an earlier job) already moved it.
     if (!failBack && j.fromRail >= 0 && cur != j.fromRail) return;
     if (failBack && cur == j.toRail) return;
