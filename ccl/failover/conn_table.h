@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "channel/port.h"
-#include "failover/migration/job.h"
+#include "failover/migration/job_slot.h"
 #include "failover/migration/migrate_wire.h"
 #include "transport/path_factory.h"
 
@@ -37,13 +37,7 @@ struct Conn {
 
   // Migration (migration/).
   std::atomic<int> busy{0};        // a handshake or commit of this connection is in progress here
-  std::atomic<bool> queued{false}; // a job of this connection is queued or running (one at a time)
-  // A job asked for while one was queued or running: it runs after that one (Migration::enqueue),
-  // since the running job may end without doing what it asks (a fail-back that the peer's commit
-  // "completed" onto a rail that failed right after, a handshake that failed after the peer closed
-  // the path in force under it). jobMu guards queued's changes and `deferred`.
-  std::mutex jobMu;
-  std::optional<Job> deferred;  // under jobMu
+  JobSlot jobs;                    // its jobs, one at a time (Migration::enqueue)
   std::mutex mu;                   // serializes commits (initiated and passive)
   uint32_t highest = 1;            // largest epoch used, proposed or seen (under mu)
   uint32_t pending = 0;            // own proposal in flight (under mu)

@@ -79,15 +79,8 @@ void Migration::loop() {
       }
     } else {
       runJob(*j);
-      if (auto c = ctx_.conns.find(j->id)) {
-        std::optional<Job> next;
-        {
-          std::lock_guard jl(c->jobMu);
-          c->queued.store(false);
-          next.swap(c->deferred);
-        }
-        if (next) enqueue(*next);
-      }
+      if (auto c = ctx_.conns.find(j->id))
+        if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
     }
     lk.lock();
   }
@@ -95,18 +88,10 @@ void Migration::loop() {
 
 void Migration::enqueue(Job j) {
   auto c = ctx_.conns.find(j.id);
-  if (!c) return;
-  {
-    // One job per connection at a time; one asked for meanwhile runs after it (Conn::deferred).
-    // A fail-back never displaces a fault's move.
-    std::lock_guard jl(c->jobMu);
-    if (c->queued.load()) {
-      if (!c->deferred || j.reason != MigrateReason::kFailBack || c->deferred->reason == MigrateReason::kFailBack)
-        c->deferred = j;
-      return;
-    }
-    c->queued.store(true);
-  }
+  if (c && c->jobs.claim(j)) push(std::move(j));
+}
+
+void Migration::push(Job j) {
   j.queuedNs = monotonicNs();
   {
     std::lock_guard lk(qMu_);
