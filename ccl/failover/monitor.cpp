@@ -286,20 +286,19 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
   // A commit replaced the path since it failed: how a migration looks from here (pathFailed
   // ignores it).
   if (self && self != c->port->path()) return false;
+  Job j;  // a move of the connection, when one is taken
+  j.id = cid;
+  j.reason = MigrateReason::kSocketError;
+  j.source = FaultSource::kSocketError;
+  j.fromRail = c->rail.load();
+  j.faultNs = monotonicNs();
   // Our own migration of this connection closes the old path under the peer, and the peer's
   // closes it under us: expected, not a fault, as long as the handshake in flight commits. When it
   // does not (its reply lost on a rail that failed at that moment), the port is left on a dead path
   // that nothing else notices (a closed socket is not a stalled one): a move of the connection
   // follows the handshake, and runs only if the port still has the failed path then.
   if (c->busy.load()) {
-    const channel::Path* failed = self ? self : c->port->path();
-    Job j;
-    j.id = cid;
-    j.reason = MigrateReason::kSocketError;
-    j.source = FaultSource::kSocketError;
-    j.fromRail = c->rail.load();
-    j.faultNs = monotonicNs();
-    j.ifPath = failed;
+    j.ifPath = self ? self : c->port->path();
     ctx_.migration->enqueue(j);
     return true;
   }
@@ -322,12 +321,6 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
                c->jobs.busy() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
     return false;
   }
-  Job j;
-  j.id = cid;
-  j.reason = MigrateReason::kSocketError;
-  j.source = FaultSource::kSocketError;
-  j.fromRail = c->rail.load();
-  j.faultNs = monotonicNs();
   RECCL_WARN(kLogFailover, "rank %d: path rank %d->%d ch %u failed (%s); migrating", ctx_.cfg.rank, cid.sender,
              cid.receiver, cid.channel, s.message().c_str());
   ctx_.migration->enqueue(j);

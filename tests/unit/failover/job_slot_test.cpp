@@ -18,23 +18,6 @@
 namespace reccl::failover {
 namespace {
 
-Job fault(int fromRail, uint64_t tag = 0) {
-  Job j;
-  j.reason = MigrateReason::kLinkDown;
-  j.fromRail = fromRail;
-  j.faultNs = tag;
-  return j;
-}
-
-Job failBack(int fromRail, int toRail, uint64_t tag = 0) {
-  Job j;
-  j.reason = MigrateReason::kFailBack;
-  j.fromRail = fromRail;
-  j.toRail = toRail;
-  j.faultNs = tag;
-  return j;
-}
-
 // Paths are compared by identity only: two distinct addresses stand for two paths.
 struct TwoPaths {
   std::byte bytes[2]{};
@@ -42,13 +25,23 @@ struct TwoPaths {
   const channel::Path* b() const { return reinterpret_cast<const channel::Path*>(&bytes[1]); }
 };
 
-Job ifPath(const channel::Path* p, int fromRail, uint64_t tag = 0) {
+// A job; `tag` (its faultNs) tells the jobs apart.
+Job job(MigrateReason reason, int fromRail, int toRail, const channel::Path* ifPath, uint64_t tag) {
   Job j;
-  j.reason = MigrateReason::kSocketError;
+  j.reason = reason;
   j.fromRail = fromRail;
-  j.ifPath = p;
+  j.toRail = toRail;
+  j.ifPath = ifPath;
   j.faultNs = tag;
   return j;
+}
+Job fault(int fromRail, uint64_t tag = 0) { return job(MigrateReason::kLinkDown, fromRail, -1, nullptr, tag); }
+Job failBack(int fromRail, int toRail, uint64_t tag = 0) {
+  return job(MigrateReason::kFailBack, fromRail, toRail, nullptr, tag);
+}
+// The move the path-failure hook queues while a handshake is in flight.
+Job ifPath(const channel::Path* p, int fromRail, uint64_t tag = 0) {
+  return job(MigrateReason::kSocketError, fromRail, -1, p, tag);
 }
 
 TEST(FailoverJobSlot, AJobAskedForWhileAnotherRunsRunsAfterIt) {
