@@ -68,13 +68,13 @@ void PathFailureHook::remove() noexcept {
   fn_ = nullptr;
 }
 
-bool PathFailureHook::offer(const PortId& id, bool isSender, const Status& s) const {
+bool PathFailureHook::offer(const PortId& id, const Path* self, bool isSender, const Status& s) const {
   std::shared_lock lk(mu_);
-  return fn_ && fn_(id, isSender, s);
+  return fn_ && fn_(id, self, isSender, s);
 }
 
 void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
-  if (env_ && env_->pathFailureHook.offer(id_, isSender, s)) return;
+  if (env_ && env_->pathFailureHook.offer(id_, self, isSender, s)) return;
   if (self && path() != self) {
     RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
     return;

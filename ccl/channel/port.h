@@ -58,11 +58,13 @@ struct PortId {
 class PathFailureHook {
  public:
   // Returns true when the failure is being handled (e.g. the connection is being migrated).
-  using Fn = std::function<bool(const PortId&, bool isSender, const Status&)>;
+  // `self`: the failing path (nullptr: a watcher that is not the port's path), which the port may
+  // have replaced since it failed.
+  using Fn = std::function<bool(const PortId&, const Path* self, bool isSender, const Status&)>;
   void install(Fn fn);
   void remove() noexcept;
   // Offers a path's failure to the hook: true when the hook took it.
-  bool offer(const PortId& id, bool isSender, const Status& s) const;
+  bool offer(const PortId& id, const Path* self, bool isSender, const Status& s) const;
 
  private:
   mutable std::shared_mutex mu_;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "channel/port.h"
+#include "failover/migration/job_slot.h"
 #include "failover/migration/migrate_wire.h"
 #include "transport/path_factory.h"
 
@@ -36,7 +37,7 @@ struct Conn {
 
   // Migration (migration/).
   std::atomic<int> busy{0};        // a handshake or commit of this connection is in progress here
-  std::atomic<bool> queued{false}; // a job of this connection is queued or running (one at a time)
+  JobSlot jobs;                    // its jobs, one at a time (Migration::enqueue)
   std::mutex mu;                   // serializes commits (initiated and passive)
   uint32_t highest = 1;            // largest epoch used, proposed or seen (under mu)
   uint32_t pending = 0;            // own proposal in flight (under mu)

@@ -78,9 +78,10 @@ Status Failover::start(core::FailoverHost& host) {
   RECCL_TRY(relay_->start());  // this rank's relay server
   RECCL_TRY(monitor_->init());
 
-  host.pathFailureHook().install([m = monitor_.get()](const channel::PortId& id, bool isSender, const Status& s) {
-    return m->onPathFailure(id, isSender, s);
-  });
+  host.pathFailureHook().install(
+      [m = monitor_.get()](const channel::PortId& id, const channel::Path* self, bool isSender, const Status& s) {
+        return m->onPathFailure(id, self, isSender, s);
+      });
   monitor_->start();
   migration_->start();
   standbys_->start();

@@ -128,7 +128,7 @@ void Monitor::loop() {
 
 void Monitor::scanStalls(uint64_t nowNs) {
   for (auto& c : ctx_.conns.snapshot()) {
-    if (c->busy.load() || c->queued.load() || c->port->failed()) continue;
+    if (c->busy.load() || c->jobs.busy() || c->port->failed()) continue;
     channel::Path* path = c->port->path();
     if (!path) continue;
     // Something outstanding and no answer from the peer for the stall time: the path is dead,
@@ -236,7 +236,9 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
              rail, ctx_.nicName(rail), faultSourceName(src));
   standbyDueNs_ = 0;  // standbys on the rail that is back, and for the connections that leave it
   // Fail-back first: a connection that prefers this rail goes back to it even when it sits on a
-  // gray rail. One job per connection (enqueue), so moved by weight first it stayed off its rail.
+  // gray rail. One job per connection at a time (enqueue): moved by weight first it would leave
+  // its gray rail for another one and only then go home; the weight's job that waits behind the
+  // fail-back finds it moved.
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
@@ -274,16 +276,32 @@ void Monitor::moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs) {
   }
 }
 
-bool Monitor::onPathFailure(const channel::PortId& id, bool isSender, const Status& s) {
+bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self, bool isSender, const Status& s) {
   // Runs on the progress thread: decide and queue, never block.
   if (ctx_.stopping() || ctx_.broken()) return false;
   ConnId cid = isSender ? ConnId{id.self, id.peer, static_cast<uint32_t>(id.channel)}
                         : ConnId{id.peer, id.self, static_cast<uint32_t>(id.channel)};
   auto c = ctx_.conns.find(cid);
   if (!c) return false;  // shared memory or unknown: the peer is gone
+  // A commit replaced the path since it failed: how a migration looks from here (pathFailed
+  // ignores it).
+  if (self && self != c->port->path()) return false;
+  Job j;  // a move of the connection, when one is taken
+  j.id = cid;
+  j.reason = MigrateReason::kSocketError;
+  j.source = FaultSource::kSocketError;
+  j.fromRail = c->rail.load();
+  j.faultNs = monotonicNs();
   // Our own migration of this connection closes the old path under the peer, and the peer's
-  // closes it under us: expected, not a fault.
-  if (c->busy.load()) return true;
+  // closes it under us: expected, not a fault, as long as the handshake in flight commits. When it
+  // does not (its reply lost on a rail that failed at that moment), the port is left on a dead path
+  // that nothing else notices (a closed socket is not a stalled one): a move of the connection
+  // follows the handshake, and runs only if the port still has the failed path then.
+  if (c->busy.load()) {
+    j.ifPath = self ? self : c->port->path();
+    ctx_.migration->enqueue(j);
+    return true;
+  }
   // The peer closed the connection (FIN/RST): its process died or its communicator failed. A
   // link fault never looks like this (nothing crosses a dead link). Except after a handshake that
   // one end gave up on (reply later than its deadline) while the other committed it: the committed
@@ -300,15 +318,9 @@ bool Monitor::onPathFailure(const channel::PortId& id, bool isSender, const Stat
                "rank %d: peer close on %s with no migration in progress here: port epoch %u (path %s), queued %d, "
                "last epoch accepted from the peer %u, rail %d (%s)",
                ctx_.cfg.rank, connName(cid).c_str(), c->port->epoch(), cur ? cur->describe().c_str() : "none",
-               c->queued.load() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
+               c->jobs.busy() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
     return false;
   }
-  Job j;
-  j.id = cid;
-  j.reason = MigrateReason::kSocketError;
-  j.source = FaultSource::kSocketError;
-  j.fromRail = c->rail.load();
-  j.faultNs = monotonicNs();
   RECCL_WARN(kLogFailover, "rank %d: path rank %d->%d ch %u failed (%s); migrating", ctx_.cfg.rank, cid.sender,
              cid.receiver, cid.channel, s.message().c_str());
   ctx_.migration->enqueue(j);

@@ -51,7 +51,8 @@ class Monitor {
   // moves what stayed on a gray rail for want of one.
   void peerReported(int peer, uint64_t railsUp);
   // The path-failure hook (progress thread and other path threads): decide and queue, never block.
-  bool onPathFailure(const channel::PortId& id, bool isSender, const Status& s);
+  // `self`: the failing path (nullptr: not the port's own path).
+  bool onPathFailure(const channel::PortId& id, const channel::Path* self, bool isSender, const Status& s);
   void fillStats(core::CommStats* s) const { sources_.fillStats(s); }
   const std::string& sourceName() const noexcept { return sources_.name(); }
 

@@ -100,7 +100,7 @@ TEST_F(VerbsLab, RailPullFailsItsQpsAndTheConnectionsMoveToTheOtherRail) {
   // Failover's hook: a failed path is being handled (moved below), not a failed connection.
   channel::PortEnv env;
   std::atomic<int> failures{0};
-  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& s) {
+  env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& s) {
     printf("path failure: %s\n", s.ToString().c_str());
     failures.fetch_add(1);
     return true;

@@ -48,6 +48,8 @@ Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, st
   MigrateRequest req;
   {
     std::lock_guard lk(c.mu);
+    // A commit that ran meanwhile (a passive one, under this lock) replaced the failed path.
+    if (j.ifPath && c.port->path() != j.ifPath) return Attempt::kStale;
     epoch = nextEpoch(std::max(c.highest, c.port->epoch()), c.role);
     c.highest = epoch;
     c.pending = epoch;

@@ -7,6 +7,10 @@
 #include "failover/health/rail_state.h"
 #include "failover/migration/migrate_wire.h"
 
+namespace reccl::channel {
+class Path;
+}
+
 namespace reccl::failover {
 
 struct Job {
@@ -19,6 +23,9 @@ struct Job {
   uint64_t emitNs = 0;   // in-process detector: its decision; the monitor read it at seenNs
   uint64_t seenNs = 0;
   uint64_t queuedNs = 0;
+  // Only while the port still runs this path (null: always). A path that failed while a
+  // handshake of this connection was in flight is moved only if that handshake did not replace it.
+  const channel::Path* ifPath = nullptr;
 };
 
 // Where one migration's time went (CLOCK_MONOTONIC ns; 0: not reached). Logged with the failover

@@ -58,7 +58,8 @@ class Migration {
   void wake() noexcept;
   void stop() noexcept;
 
-  // One job per connection at a time: a job for a connection already queued is dropped.
+  // One job per connection at a time: one asked for while a job of its connection is queued or
+  // running is queued when that one ends (Conn::jobs, JobSlot).
   void enqueue(Job j);
   // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one), woken by notify().
   void queueStandby(const ConnId& id, uint64_t nowNs);
@@ -86,6 +87,7 @@ class Migration {
   };
   void startThread();  // under poolMu_
   void loop();
+  void push(Job j);  // onto the queue (its connection's JobSlot claimed)
   void runJob(const Job& j);
   // One try on `rail`: over `standby` when given (the handshake only), else a new link.
   Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, std::unique_ptr<transport::Link> standby,

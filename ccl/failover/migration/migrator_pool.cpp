@@ -79,7 +79,8 @@ void Migration::loop() {
       }
     } else {
       runJob(*j);
-      if (auto c = ctx_.conns.find(j->id)) c->queued.store(false);
+      if (auto c = ctx_.conns.find(j->id))
+        if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
     }
     lk.lock();
   }
@@ -87,8 +88,10 @@ void Migration::loop() {
 
 void Migration::enqueue(Job j) {
   auto c = ctx_.conns.find(j.id);
-  if (!c) return;
-  if (c->queued.exchange(true)) return;  // one job per connection at a time
+  if (c && c->jobs.claim(j)) push(std::move(j));
+}
+
+void Migration::push(Job j) {
   j.queuedNs = monotonicNs();
   {
     std::lock_guard lk(qMu_);

@@ -38,6 +38,13 @@ void Migration::runJob(const Job& j) {
   Deadline deadline = Deadline::afterMs(std::max<int64_t>(
       1, ctx_.cfg.timeoutMs - static_cast<int64_t>((monotonicNs() - std::min(monotonicNs(), startNs)) / 1000000)));
   if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
+  {
+    // A job deferred behind another (Migration::enqueue) often finds it done. Under the
+    // connection's lock: a passive commit in progress (whose close of the old path queued an
+    // ifPath job) ends first.
+    std::lock_guard lk(c->mu);
+    if (jobMoot(j, c->port->path(), c->rail.load())) return;
+  }
   // Relay route first when RECCL_FAILOVER_ROUTE asks for it (relay/); else, or when no relay
   // works, the direct route below.
   if (!failBack) {
@@ -48,9 +55,7 @@ void Migration::runJob(const Job& j) {
   Status last(Errc::kLinkFailure, "no healthy rail");
   while (!ctx_.stopping() && !ctx_.broken() && !c->port->failed()) {
     int cur = c->rail.load();
-    // Someone (the peer, or an earlier job) already moved it.
-    if (!failBack && j.fromRail >= 0 && cur != j.fromRail) return;
-    if (failBack && cur == j.toRail) return;
+    if (jobMoot(j, c->port->path(), cur)) return;
     // A pre-connected standby on a usable rail: the handshake only, no connect.
     int rail = -1;
     std::unique_ptr<transport::Link> standby = failBack ? nullptr : ctx_.standbys->take(*c, j, tried, &rail);

@@ -80,7 +80,7 @@ uint64_t Standbys::tend(uint64_t nowNs) {
   bool queued = false;
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->relayVia.load() >= 0 || c->port->failed()) continue;
-    if (c->busy.load() || c->queued.load() || c->standbyMaking.load()) {
+    if (c->busy.load() || c->jobs.busy() || c->standbyMaking.load()) {
       next = std::min(next, nowNs + kTendPeriodNs);
       continue;
     }

@@ -37,7 +37,7 @@ TEST(CclPortPathFailureHook, RemoveWaitsForTheCallInsideAndLetsNoneInAfter) {
   int order = 0;
   int leftAt = -1;
   int removedAt = -1;
-  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status&) {
+  env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status&) {
     owner.calls.fetch_add(1);
     if (!owner.alive.load()) owner.callsWhileDead.fetch_add(1);
     std::unique_lock lk(mu);
@@ -97,11 +97,12 @@ TEST(CclPortPathFailureHook, NoCallReachesAnOwnerAfterItsRemoval) {
   for (int round = 0; round < 100; ++round) {
     auto owner = std::make_unique<Owner>();
     Owner* raw = owner.get();
-    env.pathFailureHook.install([raw, &lateCalls, &calls](const channel::PortId&, bool, const Status&) {
-      calls.fetch_add(1);
-      if (!raw->alive.load()) lateCalls.fetch_add(1);
-      return true;  // handled: the port never latches
-    });
+    env.pathFailureHook.install(
+        [raw, &lateCalls, &calls](const channel::PortId&, const channel::Path*, bool, const Status&) {
+          calls.fetch_add(1);
+          if (!raw->alive.load()) lateCalls.fetch_add(1);
+          return true;  // handled: the port never latches
+        });
     // Removal races a reporter that is in the hook or about to enter it: wait (bounded) until a
     // report reached this owner, so every round removes a hook that is in use.
     int before = calls.load();

@@ -234,7 +234,7 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   // it migrates), any other failure is an error.
   std::mutex failMu;
   std::string otherFailure;
-  c.env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
+  c.env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& st) {
     if (st.message().rfind("old ", 0) == 0) return true;
     std::lock_guard lk(failMu);
     otherFailure = st.ToString();
@@ -279,7 +279,7 @@ TEST(CclSocketMigration, AnAckAheadOfTheSendIsHeldUntilTheStepIsSent) {
   auto engine = std::move(created).value();
   channel::PortEnv env;
   std::string failure;
-  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status& st) {
+  env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& st) {
     failure = st.ToString();
     return false;
   });
@@ -359,7 +359,7 @@ TEST(CclSocketMigration, PeerCloseOfAPathReplacedWhileTheHookDecidesIsNotAFailur
   std::condition_variable cv;
   bool inHook = false, committed = false;
   std::string otherFailure;
-  c.env.pathFailureHook.install([&](const channel::PortId&, bool isSender, const Status& st) {
+  c.env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool isSender, const Status& st) {
     std::unique_lock lk(mu);
     if (!isSender && st.message().rfind("old rx", 0) == 0 && !inHook) {
       inHook = true;

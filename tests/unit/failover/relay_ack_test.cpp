@@ -47,7 +47,7 @@ TEST(RelaySendPath, AnAckAheadOfTheWriteIsHeldUntilTheStepIsWritten) {
 
   channel::PortEnv env;
   std::atomic<bool> pathFailed{false};
-  env.pathFailureHook.install([&](const channel::PortId&, bool, const Status&) {
+  env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status&) {
     pathFailed.store(true);
     return false;
   });
