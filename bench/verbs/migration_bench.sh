@@ -6,7 +6,9 @@
 #   bench/verbs/migration_bench.sh [--build DIR] [--rounds N] [--timeout S] [--log FILE] [MODE...]
 #
 # MODE is SOURCE:IB_TIMEOUT:IB_RETRY_CNT (RECCL_IB_TIMEOUT, RECCL_IB_RETRY_CNT). SOURCE: bpf, the
-# kernel hooks (carrier fexit, ib_dispatch_event) through the in-process detector; inband, no
+# kernel hooks (carrier fexit, ib_dispatch_event) through the in-process detector, the move onto
+# a pre-connected standby QP; bpfconnect, the same with standbys off (RECCL_FAILOVER_STANDBY=0:
+# the new QP connected on the fault); inband, no
 # detector: completion errors and the stall check's liveness probes (RECCL_STALL_TIMEOUT_MS 2 s);
 # cqe, completion errors alone, the path NCCL has. Default modes: the detector and in-band at the
 # lab's QP setting, the detector at NCCL's default, completion errors alone at the smallest
@@ -39,8 +41,8 @@ done
 [[ $rounds =~ ^[1-9][0-9]*$ ]] || { echo "migration_bench: --rounds: a positive count, got '$rounds'" >&2; exit 64; }
 ((${#modes[@]})) || modes=(bpf:18:1 inband:18:1 bpf:20:7 cqe:16:1 cqe:20:6 cqe:20:7)
 for m in "${modes[@]}"; do
-  [[ $m =~ ^(bpf|inband|cqe):[0-9]+:[0-7]$ ]] ||
-    { echo "migration_bench: mode '$m': expected bpf|inband|cqe:IB_TIMEOUT:IB_RETRY_CNT, e.g. bpf:18:1" >&2; exit 64; }
+  [[ $m =~ ^(bpf|bpfconnect|inband|cqe):[0-9]+:[0-7]$ ]] ||
+    { echo "migration_bench: mode '$m': expected bpf|bpfconnect|inband|cqe:IB_TIMEOUT:IB_RETRY_CNT, e.g. bpf:18:1" >&2; exit 64; }
 done
 worker=$build/bin/failover_worker
 [[ -x $worker ]] || { echo "migration_bench: $worker missing (build the tree first)" >&2; exit 64; }

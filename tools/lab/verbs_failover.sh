@@ -13,7 +13,8 @@
 #     prints "bench SOURCE:T:R round K rank R: timeline ..." (fault to migration, from the
 #     worker) or "... error after U us" (no migration before RECCL_TIMEOUT_MS), and exits 1 only
 #     for a wrong result or a run that could not start. SOURCE: bpf (RECCL_DETECTOR=bpf: the
-#     kernel hooks), inband (RECCL_DETECTOR=none: completion errors and the stall check's
+#     kernel hooks; the move onto a pre-connected standby QP), bpfconnect (the same, standbys
+#     off: the QP connected on the fault), inband (RECCL_DETECTOR=none: completion errors and the stall check's
 #     liveness probes), cqe (completion errors alone, as NCCL has: the stall check an hour).
 # Every run rendezvouses on its own port (MASTER_PORT + run index): the previous run's
 # listener may still be closing.
@@ -42,7 +43,7 @@ base_env() {
   export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=${1:-18} RECCL_IB_RETRY_CNT=${2:-1}
   export RECCL_CHUNK_SIZE=16384 WORKER_COLL=allreduce WORKER_COUNT=1048576 WORKER_ITERS=5 WORKER_SETTLE_MS=3000
   export RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=INIT,FAILOVER
-  unset RECCL_DETECTOR RECCL_STALL_TIMEOUT_MS RECCL_FAILOVER_TIMEOUT_MS RECCL_TIMEOUT_MS WORKER_WAIT_SOURCE
+  unset RECCL_DETECTOR RECCL_FAILOVER_STANDBY RECCL_STALL_TIMEOUT_MS RECCL_FAILOVER_TIMEOUT_MS RECCL_TIMEOUT_MS WORKER_WAIT_SOURCE
 }
 
 fail() { echo "verbs_failover $1 rank $RANK: FAILED: $2"; rm -f "$out" "$out.rc"; exit 1; }
@@ -88,9 +89,10 @@ bench() {
       base_env "${qp%%:*}" "${qp#*:}"
       case $source in
         bpf) export RECCL_DETECTOR=bpf ;;
+        bpfconnect) export RECCL_DETECTOR=bpf RECCL_FAILOVER_STANDBY=0 ;;
         inband) export RECCL_DETECTOR=none ;;
         cqe) export RECCL_DETECTOR=none RECCL_STALL_TIMEOUT_MS=3600000 ;;
-        *) echo "verbs_failover.sh: unknown source $source (bpf, inband, cqe)"; exit 64 ;;
+        *) echo "verbs_failover.sh: unknown source $source (bpf, bpfconnect, inband, cqe)"; exit 64 ;;
       esac
       # A completion error at NCCL's 20:7 never comes on rxe (docs/verbs.md): the allreduce then
       # ends in RECCL_TIMEOUT_MS's error, which is the figure.
