@@ -19,6 +19,10 @@ out=/tmp/verbs_bench_plan.$$
 # 18:1 (2 x 1.1 s): smaller QP settings fail healthy rxe links on a starved TCG host
 # (docs/verbs.md); the detector, not the QP's retry budget, starts the migrations here.
 export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=18 RECCL_IB_RETRY_CNT=1
+# The plan's faults are the detector's to find; a stall check at 10 s keeps the liveness probes
+# from moving healthy paths while a guest's one vCPU verifies the detector's BPF programs
+# (unanswered for over 2 s there), which would leave nothing on rail0 for the plan's cable pull.
+export RECCL_STALL_TIMEOUT_MS=10000
 export RECCL_CHUNK_SIZE=16384 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=INIT,FAILOVER
 
 fail() { echo "verbs_bench_plan rank $RANK: FAILED: $1"; rm -f "$out" "$out.rc" "$out.json" "$out.log"; exit 1; }

@@ -523,25 +523,30 @@ TEST_F(Failover, RetiredSocketsOnAFailedLinkStopRetransmitting) {
 // 2 hosts x 3 rails: host 0 loses rail 0 (switch port), host 1 loses rail 1 (its own NIC) while
 // every collective runs; rail 2 is the one rail both hosts still share, and everything moves there.
 TEST_F(FailoverThreeRails, TwoFailuresDifferentRailsDifferentHosts) {
-  Job j(testbed().name(), env("WORKER_COLL=all WORKER_ITERS=210 WORKER_COUNT=262144"), 120);
+  // A timed run (until the test has seen both faults handled), not a fixed count: on a fast
+  // machine 210 iterations ended before the second fault.
+  Job j(testbed().name(), env("WORKER_COLL=all WORKER_SECONDS=1 WORKER_COUNT=262144"), 120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   link(false, 0, 0, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   link(false, 1, 1, false);
+  // Channels 0 and 1 of both directions end up on rail 2 (channel 2 is there already); some may
+  // first have moved to the rail that failed second.
+  auto toRail2 = [](const char* dir, int ch) {
+    return std::string("failover (of|by peer of) rank ") + dir + " ch " + std::to_string(ch) +
+           " rail [0-9]+ \\([^)]*\\) -> rail 2 \\(rail2\\)";
+  };
+  j.waitFor("rank 1: rail 1 (rail1) down", 1, std::chrono::seconds(30));
+  for (const char* dir : {"0->1", "1->0"})
+    for (int ch = 0; ch < 2; ++ch) j.waitForMatch(toRail2(dir, ch), 1, std::chrono::seconds(30));
   expectAllOk(j, 2);
   std::string t = j.text();
   EXPECT_GE(countMatches(t, "rank 0: rail 0 \\(rail0\\) down"), 1) << t;
   EXPECT_GE(countMatches(t, "rank 1: rail 1 \\(rail1\\) down"), 1) << t;
-  // Channels 0 and 1 of both directions end up on rail 2 (channel 2 is there already); some may
-  // first have moved to the rail that failed second.
   for (const char* dir : {"0->1", "1->0"})
     for (int ch = 0; ch < 2; ++ch)
-      EXPECT_GE(countMatches(t, std::string("failover (of|by peer of) rank ") + dir + " ch " + std::to_string(ch) +
-                                    " rail [0-9]+ \\([^)]*\\) -> rail 2 \\(rail2\\)"),
-                1)
-          << dir << " ch " << ch << "\n"
-          << t;
+      EXPECT_GE(countMatches(t, toRail2(dir, ch)), 1) << dir << " ch " << ch << "\n" << t;
 }
 
 // ---- rebalancing: the displaced connections share the surviving rails ---------------------------
