@@ -77,6 +77,7 @@
 #include <vector>
 
 #include "reccl/reccl.h"
+#include "source_wait.h"
 
 namespace {
 
@@ -575,9 +576,7 @@ int main() {
   printf("started rank %d\n", rank);
   if (getenv("WORKER_WAIT_SOURCE")) {
     // Time against the fault source the communicator settles on, not the NIC poll it starts with.
-    auto until = Clock::now() + std::chrono::seconds(60);
-    while (statsOf(comm).faultSourceStarting && Clock::now() < until)
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    reccl::bench::waitFaultSourceReady(comm, 60000);
     rc = recclBarrier(comm, nullptr);
     if (rc != recclSuccess) {
       fprintf(stderr, "worker rank %d iteration -1: %s: %s\n", rank, recclGetErrorString(rc), recclGetLastError(comm));
