@@ -160,9 +160,13 @@ class VerbsPath : public channel::Path {
       else
         done(wc[i]);
     }
-    const uint64_t now = monotonicNs();
-    if (heard) heardNs_.store(now, std::memory_order_release);
-    polledNs_.store(now, std::memory_order_release);  // after probing_ was cleared: stalled() reads it first
+    // The clock only when the liveness check needs it: something heard, or a probe out (whose
+    // verdict needs this poll's time, stored after probing_ was cleared: stalled() reads it first).
+    if (heard || probing_.load(std::memory_order_acquire)) {
+      const uint64_t now = monotonicNs();
+      if (heard) heardNs_.store(now, std::memory_order_release);
+      polledNs_.store(now, std::memory_order_release);
+    }
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
