@@ -29,7 +29,8 @@ Result<CarrierControl> carrierControlFor(const ResolvedTarget& t, bool inLab, st
 // that is not a tap, its driver in sysfs.
 Result<CarrierControl> carrierControl(const ResolvedTarget& t);
 
-// Returns at once when rtnetlink reports the device's carrier as asked; else prints the
+// Returns at once when the device's carrier (sysfs; rtnetlink for an admin-down device) is as
+// asked; else prints the
 // runner's request on the console and returns once it does; kTimeout naming the device after
 // `waitMs`.
 Status setLabCable(const ResolvedTarget& t, bool on, int64_t waitMs = kLabCableWaitMs);
