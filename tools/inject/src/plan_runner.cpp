@@ -8,7 +8,6 @@
 
 #include "reccl/common/log.h"
 #include "reccl/inject/fault_session.h"
-#include "reccl/inject/lab_cable.h"
 #include "reccl/inject/precise_wait.h"
 
 namespace reccl::inject {
@@ -115,12 +114,8 @@ Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts)
       }
       rec.doneNs = monotonicNs();
       auto device = session.resolved(a.target);
-      bool cable = false;
-      if (device && (a.kind == ActionKind::kCarrierOff || a.kind == ActionKind::kCarrierOn)) {
-        auto control = carrierControl(*device);
-        cable = control.ok() && *control == CarrierControl::kLabCable;
-      }
-      rec.effectNs = cable ? rec.doneNs : rec.startNs;
+      bool carrier = a.kind == ActionKind::kCarrierOff || a.kind == ActionKind::kCarrierOn;
+      rec.effectNs = carrier ? rec.doneNs : rec.startNs;
       json line = {{"event", "action"}, {"seq", rec.seq}, {"source", rec.source},
                    {"action", actionName(a.kind)}, {"undo", rec.undo},
                    {"netns", a.target.netns}, {"dev", a.target.dev},

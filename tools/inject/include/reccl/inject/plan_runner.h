@@ -36,9 +36,11 @@ struct ActionRecord {
   int64_t scheduledNs = 0;  // CLOCK_MONOTONIC
   int64_t startNs = 0;
   int64_t doneNs = 0;
-  // When the action took hold as far as this host can tell: startNs for a syscall (the kernel
-  // acts inside it); doneNs for a lab cable (lab_cable.h), whose request waits for the runner
-  // outside the VM and which is done once the carrier reads as asked.
+  // When the action took hold as far as this host can tell: startNs for a link or drop syscall
+  // (the kernel acts inside it); doneNs for a carrier action: TUNSETCARRIER on a tap changes the
+  // carrier only after the queue's RCU wait when it attaches a queue (docs/inject.md, "Timing"),
+  // and a lab cable's request (lab_cable.h) waits for the runner outside the VM and is done once
+  // the carrier reads as asked.
   int64_t effectNs = 0;
   int64_t startRealtimeNs = 0;
   Status status;
