@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Failover under real last-hop faults, side by side, on one fresh 2 hosts x 2 rails testbed, in
 # one go: fault-free allreduce on one rail (RECCL_NICS==rail0) and on both rails; then
-# `reccl-bench --fault-plan` with N switch-side link-downs of a rail of host 0 (each recovered
-# later) for each detection source (BPF detector, rtnetlink, in-band only), in R rounds of N/R
+# `reccl-bench --fault-plan` with N faults of a rail of host 0 (each recovered later: switch-side
+# link-downs, or with --fault carrier a tap NIC's carrier dropped with TUNSETCARRIER, the path a
+# physical NIC's driver takes) for each detection source (BPF detector, rtnetlink, in-band only), in R rounds of N/R
 # faults per source, each round preceded by a fault-free one-rail run in the fault loop's own mode
 # (and one after the last), so that each round's bandwidth degraded to one rail is paired with a
 # one-rail figure measured next to it; then the same fault against Gloo (one rail) once with
@@ -11,9 +12,16 @@
 #
 #   sudo bench/failover/fault_bench.sh --build build --faults 100 --out fault_bench.json
 #   sudo bench/failover/fault_bench.sh --faults 5 --size 8M --sources bpf     # a quick look
+#   sudo bench/failover/fault_bench.sh --nic tap --fault carrier --down-ms 50-300 --out short.json
+#   sudo bench/failover/fault_bench.sh --nic tap --fault carrier --down-ms 1000 --out held.json
 #
 # Options: --build DIR (build), --faults N per source (100), --size BYTES (64M), --down-ms MS
-# fault duration (1000), --period-ms MS between faults (2400), --sources "bpf netlink none",
+# fault duration (1000), or LO-HI: each fault's duration drawn uniformly from [LO, HI] ms (seeded,
+# the same every run; e.g. 50-300 for short drops), --period-ms MS between faults (the longest
+# duration + 1400 on veth, + 2000 on tap, where rtnetlink learns of a change ~1 s late and the
+# fail-back waits for it), --nic veth|tap (veth: the testbed's NICs; tap: taps whose carrier takes
+# the driver's path, docs/testbed.md), --fault link|carrier (link: the cable pulled at the switch
+# port, the default; carrier: the host NIC's carrier off and on, tap only), --sources "bpf netlink none",
 # --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --no-gloo, --out FILE
 # (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
@@ -28,6 +36,8 @@
 # (bpftrace kthread_bursts.bt during the fault runs: every time a kernel thread held a CPU for 1 ms
 # or more without a break; the report lays them over each fault's stall, per source in the JSON,
 # the lines in FILE.logs/bursts.txt; mounts tracefs for the run when it is not).
+# Per source the report counts the faults no failover followed (missed; a short drop may pass
+# without one) and what such a fault cost the call it hit.
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
 # 77 not root / a tool missing.
 set -euo pipefail
@@ -36,7 +46,9 @@ BUILD=build
 FAULTS=100
 SIZE=64M
 DOWN_MS=1000
-PERIOD_MS=2400
+PERIOD_MS=""
+NIC=veth
+FAULT=link
 SOURCES="bpf netlink none"
 BASE_ITERS=40
 ROUNDS=4
@@ -59,6 +71,8 @@ while [[ $# -gt 0 ]]; do
     --size) SIZE="$2"; shift 2 ;;
     --down-ms) DOWN_MS="$2"; shift 2 ;;
     --period-ms) PERIOD_MS="$2"; shift 2 ;;
+    --nic) NIC="$2"; shift 2 ;;
+    --fault) FAULT="$2"; shift 2 ;;
     --sources) SOURCES="$2"; shift 2 ;;
     --baseline-iters) BASE_ITERS="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -75,11 +89,25 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fault_bench.sh: $1: a positive number, got '$2'" >&2; exit 64; }; }
-num --faults "$FAULTS"; num --down-ms "$DOWN_MS"; num --period-ms "$PERIOD_MS"
+[[ $NIC == veth || $NIC == tap ]] || { echo "fault_bench.sh: --nic: veth or tap, got '$NIC'" >&2; exit 64; }
+[[ $FAULT == link || $FAULT == carrier ]] || { echo "fault_bench.sh: --fault: link or carrier, got '$FAULT'" >&2; exit 64; }
+[[ $FAULT == link || $NIC == tap ]] || { echo "fault_bench.sh: --fault carrier needs --nic tap (a veth's carrier follows its peer)" >&2; exit 64; }
+# --down-ms MS or LO-HI.
+if [[ "$DOWN_MS" =~ ^([1-9][0-9]*)-([1-9][0-9]*)$ ]]; then
+  DOWN_LO=${BASH_REMATCH[1]}; DOWN_HI=${BASH_REMATCH[2]}
+  ((DOWN_LO <= DOWN_HI)) || { echo "fault_bench.sh: --down-ms: LO-HI with LO <= HI, got '$DOWN_MS'" >&2; exit 64; }
+else
+  num --down-ms "$DOWN_MS"; DOWN_LO=$DOWN_MS; DOWN_HI=$DOWN_MS
+fi
+# The fail-back after a fault: its recovery seen (on tap, rtnetlink and in-band see it through
+# link-watch's non-urgent run, ~1 s late), the hold-down (300 ms), and room before the next fault.
+if [[ $NIC == tap ]]; then MARGIN_MS=1600; SPARE_MS=400; else MARGIN_MS=600; SPARE_MS=800; fi
+[[ -n "$PERIOD_MS" ]] || PERIOD_MS=$((DOWN_HI + MARGIN_MS + SPARE_MS))
+num --faults "$FAULTS"; num --period-ms "$PERIOD_MS"
 num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"
 [[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }
-((PERIOD_MS > DOWN_MS + 600)) || { echo "fault_bench.sh: --period-ms must exceed --down-ms by 600 ms (fail-back)" >&2; exit 64; }
+((PERIOD_MS > DOWN_HI + MARGIN_MS)) || { echo "fault_bench.sh: --period-ms must exceed the longest --down-ms by $MARGIN_MS ms on $NIC (fail-back)" >&2; exit 64; }
 [[ "$FIFO" =~ ^([0-9]|[1-9][0-9])$ ]] || { echo "fault_bench.sh: --fifo: a priority 1-99, got '$FIFO'" >&2; exit 64; }
 SCHED=()
 if ((FIFO > 0)); then
@@ -111,6 +139,26 @@ REPORT="$(dirname "$0")/fault_report.py"
 command -v python3 >/dev/null || { echo "fault_bench.sh: python3 not installed (scripts/setup.sh)" >&2; exit 77; }
 [[ $(id -u) -eq 0 ]] || { echo "fault_bench.sh: needs root for the testbed's namespaces" >&2; exit 77; }
 RECCL="$BIN/reccl"
+
+# The fault of host 0's rail R, as `reccl inject` arguments and as a plan's target:
+# link on veth: the switch port's admin state, named as the host NIC's --side switch; link on
+# tap: the switch port itself (a tap has no veth peer), the testbed's forwarder drops the host
+# NIC's carrier with it; carrier (tap): the host NIC's own carrier, TUNSETCARRIER.
+case "$FAULT" in
+  link) FAULT_DOWN=link-down; FAULT_UP=link-up; FAULT_WHAT="link-downs of a switch port" ;;
+  carrier) FAULT_DOWN=carrier-off; FAULT_UP=carrier-on; FAULT_WHAT="carrier drops of a host NIC" ;;
+esac
+fault_cli() {  # $1 rail: --netns NS --dev IF [--side switch]
+  case "$FAULT/$NIC" in
+    link/veth) echo --netns "$NAME-h0" --dev "rail$1" --side switch ;;
+    link/tap) echo --netns "$NAME-fab" --dev "h0r$1" ;;
+    carrier/tap) echo --netns "$NAME-h0" --dev "rail$1" ;;
+  esac
+}
+fault_target() {  # $1 rail: the plan's target object
+  local a; read -ra a <<<"$(fault_cli "$1")"
+  printf '{"netns": "%s", "dev": "%s", "side": "%s"}' "${a[1]}" "${a[3]}" "$([[ ${#a[@]} -gt 4 ]] && echo switch || echo host)"
+}
 
 # DAMON (the kernel's data-access monitor) runs one kernel thread per kdamond that is on; they
 # compete with the ranks for the CPUs. Counted always, paused only when asked.
@@ -151,6 +199,8 @@ cleanup() {
   # A run killed half-way may leave a link down: put every cable back before the teardown.
   for h in 0 1; do for r in 0 1; do
     "$RECCL" inject clear --netns "$NAME-h$h" --dev "rail$r" >/dev/null 2>&1 || true
+    # A tap has no veth peer that clear would put up: the switch port itself.
+    [[ $NIC != tap ]] || "$RECCL" inject link-up --netns "$NAME-fab" --dev "h${h}r$r" >/dev/null 2>&1 || true
   done; done
   if [[ $KEEP -eq 0 ]]; then
     "$RECCL" testbed down --name "$NAME" >/dev/null 2>&1 || true
@@ -196,8 +246,8 @@ if ((TRACE_BURSTS)) && [[ ! -d /sys/kernel/tracing/events/sched ]]; then
   TRACEFS_MOUNTED=1
 fi
 
-step "testbed $NAME: 2 hosts x 2 rails"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
+step "testbed $NAME: 2 hosts x 2 rails, $NIC NICs"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 --nic "$NIC" >&2
 
 # Runs a command as one rank per host; rank 0's output in $WORK/$tag.log.
 ranks() {
@@ -218,9 +268,9 @@ done
 # per-call work between calls makes its busbw differ from the plain benchmark's. Its plan only
 # touches rail 1 of host 0, which RECCL_NICS==rail0 leaves unused. Run before each round and after
 # the last: a shared VM's bandwidth drifts by more than the goal's margin within minutes.
-python3 -c 'import json,sys; json.dump({"version": 1, "actions": [{"at_ms": 500, "action": "link-down",
-  "target": {"netns": sys.argv[2], "dev": "rail1", "side": "switch"}, "duration_ms": 300}]}, open(sys.argv[1], "w"))' \
-  "$WORK/plan_loop_one.json" "$NAME-h0"
+python3 -c 'import json,sys; json.dump({"version": 1, "actions": [{"at_ms": 500, "action": sys.argv[2],
+  "target": json.loads(sys.argv[3]), "duration_ms": 300}]}, open(sys.argv[1], "w"))' \
+  "$WORK/plan_loop_one.json" "$FAULT_DOWN" "$(fault_target 1)"
 loop_one() {  # $1 round (from 0; ROUNDS: after the last)
   local tag="base_loop_one_r$1" when="before round $(($1 + 1))/$ROUNDS"
   (($1 < ROUNDS)) || when="after the last round"
@@ -231,18 +281,21 @@ loop_one() {  # $1 round (from 0; ROUNDS: after the last)
 }
 
 # --- the fault plan per source, in rounds -------------------------------------------------------
-# Per round and source, its share of the FAULTS link-downs of host 0's cable at the switch, each
-# DOWN_MS long, PERIOD_MS apart, first at 3 s. With the BPF or rtnetlink detector the traffic fails
+# Per round and source, its share of the FAULTS faults of host 0's cable (link-downs at the switch,
+# or carrier drops), each DOWN_MS long (or drawn from DOWN_LO-DOWN_HI, seeded by the round, so every
+# source gets the same durations), PERIOD_MS apart, first at 3 s. With the BPF or rtnetlink detector the traffic fails
 # back to rail 0 after each recovery, so every fault hits rail 0. In-band only has no source that
 # sees a rail come back: its traffic stays where the last failover put it, so its faults alternate
 # between rail 0 and rail 1.
-plan() {  # $1 file, $2 alternate rails (0/1), $3 faults
-  python3 - "$1" "$NAME-h0" "$3" "$DOWN_MS" "$PERIOD_MS" "$2" <<'PY'
-import json, sys
-path, ns, n, down, period, alt = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5]), sys.argv[6] == "1"
-acts = [{"at_ms": 3000 + i * period, "action": "link-down",
-         "target": {"netns": ns, "dev": "rail%d" % ((i % 2) if alt else 0), "side": "switch"},
-         "duration_ms": down} for i in range(n)]
+plan() {  # $1 file, $2 alternate rails (0/1), $3 faults, $4 round (the durations' seed)
+  python3 - "$1" "$3" "$DOWN_LO" "$DOWN_HI" "$PERIOD_MS" "$2" "$4" "$FAULT_DOWN" "$(fault_target 0)" "$(fault_target 1)" <<'PY'
+import json, random, sys
+path, n, lo, hi, period, alt, seed, action = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
+    int(sys.argv[5]), sys.argv[6] == "1", int(sys.argv[7]), sys.argv[8]
+targets = [json.loads(sys.argv[9]), json.loads(sys.argv[10])]
+rng = random.Random(seed)
+acts = [{"at_ms": 3000 + i * period, "action": action, "target": targets[(i % 2) if alt else 0],
+         "duration_ms": rng.randint(lo, hi)} for i in range(n)]
 json.dump({"version": 1, "actions": acts}, open(path, "w"))
 PY
 }
@@ -288,8 +341,8 @@ for ((k = 0; k < ROUNDS; k++)); do
   for src in $SOURCES; do
     alt=0; [[ $src == none ]] && alt=1
     tag="fault_${src}_r$k"
-    plan "$WORK/plan_$tag.json" "$alt" "$n"
-    step "round $((k + 1))/$ROUNDS, RECCL_DETECTOR=$src: $n link-downs of $NAME-h0 rail (switch side), ${DOWN_MS} ms each, every ${PERIOD_MS} ms"
+    plan "$WORK/plan_$tag.json" "$alt" "$n" "$k"
+    step "round $((k + 1))/$ROUNDS, RECCL_DETECTOR=$src: $n $FAULT_WHAT ($NAME-h0's rail, $NIC), ${DOWN_MS} ms each, every ${PERIOD_MS} ms"
     trace_start "$tag"
     ranks "$tag" /usr/bin/env RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" "$BIN/reccl-bench" \
       --fault-plan "$WORK/plan_$tag.json" --fault-log "$WORK/plan_$tag.jsonl" -e "$SIZE" -w 3 -n 5 \
@@ -303,7 +356,8 @@ done
 loop_one "$ROUNDS"
 
 # --- Gloo under the same fault ------------------------------------------------------------------
-# Gloo runs on rail 0 only (it has one TCP device). (a) rail 0's cable down DOWN_MS and back,
+# Gloo runs on rail 0 only (it has one TCP device), under the same kind of fault as reccl's runs.
+# (a) rail 0's cable down DOWN_MS (with a range: its longest, DOWN_HI) and back,
 # during a loop of GLOO_ITERS allreduces of 1 MiB (short iterations, so the loop's length is
 # known to a few ms): the loop's extra time over the same loop without a fault, run just before
 # and just after (the faster of the two), is Gloo's stall. (b) the cable stays down: how long
@@ -319,32 +373,36 @@ if [[ $GLOO -eq 1 ]]; then
   step "gloo fault-free, rail0: $SIZE, and 1 MiB x $GLOO_ITERS"
   gloo gloo_free "$SIZE" -n 10 || { tail -5 "$WORK/gloo_free.log" >&2; echo "fault_bench.sh: gloo baseline failed" >&2; exit 1; }
   gloo gloo_free_small1 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small1.log" >&2; exit 1; }
-  step "gloo 1 MiB x $GLOO_ITERS, rail0 cable of host 0 down ${DOWN_MS} ms at ~2 s"
+  step "gloo 1 MiB x $GLOO_ITERS, rail0 of host 0: $FAULT_DOWN for ${DOWN_HI} ms at ~2 s"
   gloo gloo_recover 1M -n "$GLOO_ITERS" --timeline &
   GPID=$!
   sleep 2
   T_DOWN=$(mono_ms)
-  "$RECCL" inject link-down --netns "$NAME-h0" --dev rail0 --side switch >&2
-  sleep "$(python3 -c "print($DOWN_MS / 1000)")"
+  # shellcheck disable=SC2046  # fault_cli prints words without blanks
+  "$RECCL" inject "$FAULT_DOWN" $(fault_cli 0) >&2
+  sleep "$(python3 -c "print($DOWN_HI / 1000)")"
   T_UP=$(mono_ms)
-  "$RECCL" inject link-up --netns "$NAME-h0" --dev rail0 --side switch >&2
+  # shellcheck disable=SC2046
+  "$RECCL" inject "$FAULT_UP" $(fault_cli 0) >&2
   GRC=0; wait $GPID || GRC=$?
   echo "$GRC" >"$WORK/gloo_recover.rc"
   echo "$T_DOWN $T_UP" >"$WORK/gloo_recover.fault"  # CLOCK_MONOTONIC ms, as the timeline
   gloo gloo_free_small2 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small2.log" >&2; exit 1; }
-  step "gloo, rail0 cable of host 0 down at ~4 s and kept down (Gloo timeout ${GLOO_TIMEOUT_MS} ms)"
+  step "gloo, rail0 of host 0: $FAULT_DOWN at ~4 s, kept (Gloo timeout ${GLOO_TIMEOUT_MS} ms)"
   gloo gloo_hold "$SIZE" -n 1000 --timeline &
   GPID=$!
   sleep 4
   T_FAULT=$(mono_ms)
-  "$RECCL" inject link-down --netns "$NAME-h0" --dev rail0 --side switch >&2
+  # shellcheck disable=SC2046
+  "$RECCL" inject "$FAULT_DOWN" $(fault_cli 0) >&2
   # A Gloo that never reports an error is a hang: stopped 30 s after its own timeout.
   ( sleep $((GLOO_TIMEOUT_MS / 1000 + 30)); kill -TERM $GPID 2>/dev/null && touch "$WORK/gloo_hold.hung" ) &
   WATCH=$!
   GRC=0; wait $GPID || GRC=$?
   T_END=$(mono_ms)
   kill $WATCH 2>/dev/null || true
-  "$RECCL" inject link-up --netns "$NAME-h0" --dev rail0 --side switch >&2
+  # shellcheck disable=SC2046
+  "$RECCL" inject "$FAULT_UP" $(fault_cli 0) >&2
   echo "$GRC $((T_END - T_FAULT)) $T_FAULT" >"$WORK/gloo_hold.rc"
 fi
 
@@ -352,10 +410,13 @@ fi
 KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK)))
 ((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
-  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" <<'PY'
+  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" \
+  "$NIC" "$FAULT" <<'PY'
 import json, sys
 a = sys.argv[2:]
-json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3], "down_ms": int(a[4]),
+# down_ms: the duration, or "LO-HI" when drawn from a range.
+json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3],
+           "down_ms": int(a[4]) if a[4].isdigit() else a[4], "nic": a[17], "fault": a[18],
            "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
            "name": a[9], "fifo": int(a[10]), "settings": a[11],
            "machine": {"damon_kdamonds_on": int(a[12]), "damon_paused": int(a[13]) > 0,

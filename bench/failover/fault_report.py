@@ -76,6 +76,28 @@ def window_medians(faults):
     return {k: median(f["busbw_%s_gbps" % k] for f in faults) for k in ("before", "during", "degraded", "after")}
 
 
+def call_ms(seg, busbw):
+    """The time of one call of this run at this bus bandwidth (reccl-bench: busbw = bytes x
+    busbw_factor / time)."""
+    c = seg.get("collective") or {}
+    if not busbw or "bytes" not in c:
+        return None
+    return c["bytes"] * c.get("busbw_factor", 1.0) / (busbw * 1e9) * 1e3
+
+
+def missed_faults(segments):
+    """Faults no failover followed (a short drop may pass without one: TCP resent what was lost).
+    What each cost: the call it hit over the median call before it, in ms."""
+    extra = []
+    for seg in segments:
+        for f in seg.get("faults") or []:
+            if f.get("stall_ms") is not None:
+                continue
+            hit, before = call_ms(seg, f.get("busbw_during_gbps")), call_ms(seg, f.get("busbw_before_gbps"))
+            extra.append(hit - before if hit is not None and before is not None else None)
+    return {"faults": len(extra), "hit_call_extra_ms": spread(extra)}
+
+
 def pool_source(segments):
     """One source's rounds as one: per-fault figures pooled over every round's faults.
 
@@ -85,6 +107,8 @@ def pool_source(segments):
     out = {
         "faults": sum(s["faults"] for s in sums),
         "faults_with_failover": sum(s["faults_with_failover"] for s in sums),
+        "missed": missed_faults(segments),
+        "wrong_elements": sum(seg["out_of_bounds"] for seg in segments),
         "stall_ms": spread(f["stall_ms"] for f in faults),
         "stall_ms_fault_inside_a_call": spread(f["stall_ms"] for f in faults if f.get("in_collective")),
         "signal_after_fault_ms": spread(f["signal_after_fault_ms"] for f in faults),
@@ -216,7 +240,8 @@ def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
     r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-         "testbed": {"name": meta["name"], "hosts": 2, "rails": 2}, "size": meta["size"],
+         "testbed": {"name": meta["name"], "hosts": 2, "rails": 2, "nic": meta.get("nic", "veth")},
+         "fault": meta.get("fault", "link"), "size": meta["size"],
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],
          "ranks_sched": "SCHED_FIFO %d" % meta["fifo"] if meta["fifo"] else "normal", "runs": {}}
@@ -283,12 +308,13 @@ def report(work, out):
             ratios["before_over_two_rails_" + s] = bw["before"] / two
         if bw["after"] is not None:
             ratios["after_over_two_rails_" + s] = bw["after"] / two
-    base = r["sources"].get("bpf", {}).get("stall_ms", {}).get("p50")
-    if base:
-        for s in sources:
-            p = r["sources"][s].get("stall_ms", {})
-            if p.get("p50"):
-                ratios["stall_p50_%s_over_bpf" % s] = p["p50"] / base
+    for q in ("p50", "p99"):
+        base = r["sources"].get("bpf", {}).get("stall_ms", {}).get(q)
+        if base:
+            for s in sources:
+                p = r["sources"][s].get("stall_ms", {})
+                if p.get(q) and s != "bpf":
+                    ratios["stall_%s_%s_over_bpf" % (q, s)] = p[q] / base
     ratios["two_rails_over_one_rail"] = two / one
     r["ratios"] = ratios
     if meta["gloo"]:
@@ -302,8 +328,10 @@ def report(work, out):
 
 
 def gloo_report(work, r, meta, sources):
-    down, gtimeout, iters = meta["down_ms"], meta["gloo_timeout_ms"], meta["gloo_iters"]
-    g = {"timeout_ms": gtimeout}
+    gtimeout, iters = meta["gloo_timeout_ms"], meta["gloo_iters"]
+    down = str(meta["down_ms"]).split("-")[-1]  # with a range of durations, Gloo's fault lasts the longest
+    what = {"link": "cable down", "carrier": "carrier off"}[meta.get("fault", "link")]
+    g = {"timeout_ms": gtimeout, "recover_after_ms": int(down)}
     free, rec = load(work, "gloo_free"), load(work, "gloo_recover")
     s1, s2 = load(work, "gloo_free_small1"), load(work, "gloo_free_small2")
     for k in ("gloo_free", "gloo_recover", "gloo_free_small1", "gloo_free_small2"):
@@ -315,8 +343,8 @@ def gloo_report(work, r, meta, sources):
         tf = min(s1["rows"][0]["in_place"]["time_us"], s2["rows"][0]["in_place"]["time_us"])
         tr = rec["rows"][0]["in_place"]["time_us"]
         g["recovered_fault_extra_ms"] = (tr - tf) * iters / 1000  # the loop's time difference
-        g["recovered_fault"] = "completed, loop %.0f ms longer than fault-free (cable down %s ms)" % (
-            g["recovered_fault_extra_ms"], down)
+        g["recovered_fault"] = "completed, loop %.0f ms longer than fault-free (%s %s ms)" % (
+            g["recovered_fault_extra_ms"], what, down)
     else:
         g["recovered_fault"] = "failed (exit %d): %s" % (rc_rec, log_tail(work, "gloo_recover").strip())
     rc, ms = map(int, open(os.path.join(work, "gloo_hold.rc")).read().split()[:2])
@@ -383,8 +411,10 @@ def f2(v, d=2):
 
 def print_table(r, meta, sources, one, two, one_loop, ratios):
     print()
-    print("allreduce %s, 2 hosts x 2 rails (veth), %s faults per source in %d rounds, cable down %s ms every %s ms"
-          % (meta["size"], meta["faults"], meta["rounds"], meta["down_ms"], meta["period_ms"]))
+    what = {"link": "cable down (switch port)", "carrier": "carrier off (TUNSETCARRIER)"}[meta.get("fault", "link")]
+    print("allreduce %s, 2 hosts x 2 rails (%s), %s faults per source in %d rounds, %s %s ms every %s ms"
+          % (meta["size"], meta.get("nic", "veth"), meta["faults"], meta["rounds"], what, meta["down_ms"],
+             meta["period_ms"]))
     m = r.get("machine")
     if m:
         print("machine: %d DAMON kdamond(s) on at the start, %s; kdamond CPU during the run %d ms"
@@ -418,6 +448,13 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
             s, "%d/%d" % (x["faults_with_failover"], x["faults"]), f2(st["p50"]), f2(st["p99"]), f2(st["max"]),
             f2(fs["p99"]), f2(x["signal_after_fault_ms"]["p50"]), f2(x["fault_to_switch_ms"]["p50"]),
             f2(bw["before"], 3), f2(bw["during"], 3), f2(bw["degraded"], 3), f2(bw["after"], 3)))
+    for s in sources:
+        x = r["sources"][s]
+        if "missed" in x:
+            m, e = x["missed"], x["missed"]["hit_call_extra_ms"]
+            print("%-8s missed %d of %d faults (no failover)%s; wrong elements %d" % (
+                s, m["faults"], x["faults"], "; the call each hit took p50 %s p99 %s max %s ms longer" % (
+                    f2(e["p50"]), f2(e["p99"]), f2(e["max"])) if e["n"] else "", x["wrong_elements"]))
     print("(stall ms: fault syscall -> the held-up work moving on the new paths: the first step of a connection")
     print(" that had steps outstanding, the new path's start for an idle one; step99: fault -> first step")
     print(" completed on a new path, p99, which for an idle connection waits for the next call; signal: fault ->")
@@ -448,7 +485,8 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
         print("  %-40s %.3f%s" % (k, v, goal))
     if "gloo" in r:
         g = r["gloo"]
-        print("gloo (rail0 only): fault recovered after %s ms: %s" % (meta["down_ms"], g["recovered_fault"]))
+        print("gloo (rail0 only): fault recovered after %s ms: %s" % (g.get("recover_after_ms", meta["down_ms"]),
+                                                                    g["recovered_fault"]))
         print("gloo: fault held: %s" % g["held_fault"])
         print("per iteration around the fault (ms; t = iteration start after the fault):")
         print("  %-16s %10s %10s %12s %12s %11s" % ("run", "bytes", "iters", "median before", "slowest after", "at t ms"))
