@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
 # `make demo`: failover of a running allreduce across a real last-hop fault.
-# A fresh testbed of 2 hosts x 2 rails (network namespaces, veth cables, a switch namespace), one
-# rank per host running reccl-bench --fault-plan (allreduce in a loop, every result checked bit
-# for bit) with the in-process link detector (BPF where it loads, else rtnetlink); the plan pulls
-# host 0's rail-0 cable at the switch and plugs it back in later. Prints a report and draws the
-# bus bandwidth per iteration with the fault and its recovery marked (gnuplot, PNG).
+# A fresh testbed of 2 hosts x 2 rails (network namespaces, tap NICs whose carrier takes a
+# physical NIC driver's path, a switch namespace), one rank per host running reccl-bench
+# --fault-plan (allreduce in a loop, every result checked bit for bit) with the in-process link
+# detector (every source, first signal wins); the plan drops host 0's rail-0 carrier
+# (TUNSETCARRIER, as a pulled cable shows to a NIC's driver) and brings it back later. Beside the
+# ranks, `reccl detector watch` watches that NIC with BPF only and with rtnetlink only, so the
+# report shows what each source took for the same fault. Prints a report and draws the bus
+# bandwidth per iteration with the fault and its recovery marked (gnuplot, PNG).
 # Everything it creates is removed at the end, also on Ctrl-C.
 #
-#   sudo scripts/demo.sh [BUILD_DIR] [--short] [--out DIR]
+#   sudo scripts/demo.sh [BUILD_DIR] [--short] [--nic tap|veth] [--out DIR]
 #     --short   smaller messages and a shorter plan (~20 s; what ctest runs)
+#     --nic     tap (default): the carrier dropped on the NIC; veth: the cable pulled at the switch
+#               port (a veth's loss reaches every source at once)
 #     --out     where the report, JSON, plan log and PNG go (default BUILD_DIR/demo)
 # Exit: 0 the collective survived the fault with exact results, 1 it did not or a step failed,
 # 64 usage, 77 not root or a tool missing.
@@ -16,15 +21,18 @@ set -euo pipefail
 BUILD_DIR=build
 SHORT=0
 OUT=""
+NIC=tap
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --short) SHORT=1; shift ;;
     --out) OUT="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --nic) NIC="$2"; shift 2 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "demo: unknown option $1 (try --help)" >&2; exit 64 ;;
     *) BUILD_DIR="$1"; shift ;;
   esac
 done
+[[ $NIC == tap || $NIC == veth ]] || { echo "demo: --nic: tap or veth, got '$NIC'" >&2; exit 64; }
 RECCL="$BUILD_DIR/bin/reccl"
 BENCH="$BUILD_DIR/bin/reccl-bench"
 OUT=${OUT:-$BUILD_DIR/demo}
@@ -46,9 +54,11 @@ OUT="$(cd "$OUT" && pwd)"
 if ((SHORT)); then SIZE=8M; AT=1500; DOWN=2000; TAIL=2000; else SIZE=64M; AT=4000; DOWN=6000; TAIL=5000; fi
 
 RUN_PID=""
+WATCH_PIDS=()
 cleanup() {
   local rc=$?
   trap - EXIT INT TERM
+  stop_watchers
   if [[ -n $RUN_PID ]] && kill -0 "$RUN_PID" 2>/dev/null; then
     echo "== stopping the ranks (the plan puts the cable back)"
     kill -TERM "$RUN_PID" 2>/dev/null || true
@@ -62,21 +72,56 @@ cleanup() {
   "$RECCL" testbed down --name "$NAME" 2>&1 | sed 's/^/   /' || true
   exit $rc
 }
+# The watchers beside the ranks: SIGTERM, then SIGKILL after 2 s.
+stop_watchers() {
+  local p i
+  for p in "${WATCH_PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${WATCH_PIDS[@]}"; do
+    for ((i = 0; i < 20; i++)); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  WATCH_PIDS=()
+}
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 2"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 | sed 's/^/   /'
+echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 2 --nic $NIC"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 --nic "$NIC" | sed 's/^/   /'
+
+if [[ $NIC == tap ]]; then
+  ACTION=carrier-off; SIDE=host; WHAT="host 0's rail-0 carrier dropped (TUNSETCARRIER)"
+else
+  ACTION=link-down; SIDE=switch; WHAT="host 0's rail-0 cable down at the switch port"
+fi
 
 cat >"$OUT/plan.json" <<EOF
 {"version": 1, "actions": [
-  {"at_ms": $AT, "action": "link-down", "target": {"netns": "$NAME-h0", "dev": "rail0", "side": "switch"},
+  {"at_ms": $AT, "action": "$ACTION", "target": {"netns": "$NAME-h0", "dev": "rail0", "side": "$SIDE"},
    "duration_ms": $DOWN}
 ]}
 EOF
 echo
-echo "== fault plan ($OUT/plan.json): host 0's rail-0 cable down at the switch port at +$((AT / 1000)).$((AT % 1000 / 100)) s,"
+echo "== fault plan ($OUT/plan.json): $WHAT at +$((AT / 1000)).$((AT % 1000 / 100)) s,"
 echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s"
+
+# Each source alone on the same NIC, beside the ranks (whose detector takes the first signal of
+# all of them): what each would have taken. Started before the ranks; their stderr line "active
+# sources" says they are watching.
+echo "== watching host 0's rail0 with each source alone: reccl detector watch --source bpf|netlink"
+for src in bpf netlink; do
+  stdbuf -oL "$RECCL" detector watch --json --netns "$NAME-h0" --dev rail0 --source "$src" \
+    >"$OUT/watch_$src.jsonl" 2>"$OUT/watch_$src.err" &
+  WATCH_PIDS+=($!)
+done
+for src in bpf netlink; do
+  for ((i = 0; i < 200; i++)); do
+    grep -q 'active sources' "$OUT/watch_$src.err" && break
+    sleep 0.1
+  done
+  grep -q 'active sources' "$OUT/watch_$src.err" ||
+    echo "   (the $src watcher did not start: $(tail -1 "$OUT/watch_$src.err"); its line stays empty)"
+done
 echo "== allreduce $SIZE in a loop on 2 ranks (one per host, both rails), detector in process:"
 echo "   reccl testbed run -- reccl-bench --fault-plan plan.json -e $SIZE --json demo.json"
 echo
@@ -94,6 +139,7 @@ RC=0
 wait "$RUN_PID" || RC=$?
 RUN_PID=""
 wait "$TAIL_PID" 2>/dev/null || true
+stop_watchers
 if [[ $RC -ne 0 || ! -s $OUT/demo.json ]]; then
   echo "demo: the run failed (exit $RC); last lines of $OUT/ranks.log:" >&2
   tail -15 "$OUT/ranks.log" >&2
@@ -101,9 +147,12 @@ if [[ $RC -ne 0 || ! -s $OUT/demo.json ]]; then
 fi
 
 # Report and plot data from the bench's JSON and the ranks' log.
-python3 - "$OUT" <<'PY'
+# The in-band stall check's bound: the caller's setting, else the default from the one table.
+PARAMS_DEF="$(dirname "$0")/../common/include/reccl/common/params.def"
+STALL_MS=${RECCL_STALL_TIMEOUT_MS:-$(awk -F'"' '$2 == "RECCL_STALL_TIMEOUT_MS" {print $4}' "$PARAMS_DEF" 2>/dev/null || true)}
+python3 - "$OUT" "${STALL_MS:-?}" <<'PY'
 import json, re, sys
-out = sys.argv[1]
+out, stall_timeout_ms = sys.argv[1], sys.argv[2]
 j = json.load(open(out + "/demo.json"))
 log = open(out + "/ranks.log", errors="replace").read()
 t0 = j["t0_mono_ns"]
@@ -152,7 +201,29 @@ lines = [
         v(f.get("busbw_degraded_gbps"), "%.3f"), v(f.get("busbw_after_gbps"), "%.3f")),
     "  results               %s" % ("bit-exact (every iteration checked on every rank)" if exact
                                      else "WRONG: %d elements, status %s" % (j["out_of_bounds"], j["status"])),
+    "  each source alone on the same fault (reccl detector watch beside the ranks; fault -> link down decided):",
 ]
+# The fault's moment as reccl-bench takes it: a carrier action's syscall return, a link action's start.
+rec = next((r for r in j["plan"]["records"] if not r["undo"]), None)
+if rec is not None:
+    fault_ns = rec["done_mono_ns"] if rec["action"].startswith("carrier") else rec["start_mono_ns"]
+    for src, name in (("bpf", "BPF detector"), ("netlink", "rtnetlink")):
+        first = None
+        try:
+            for line in open("%s/watch_%s.jsonl" % (out, src)):
+                e = json.loads(line)
+                if e.get("type") == "link_down" and e.get("emit_ns", 0) >= fault_ns:
+                    first = e
+                    break
+        except (OSError, ValueError):
+            pass
+        if first is None:
+            lines.append("    %-13s no link-down seen" % name)
+        else:
+            lines.append("    %-13s %10.3f ms (its first signal at %.3f ms, %s)" % (
+                name, (first["emit_ns"] - fault_ns) / 1e6, (first["signal_ns"] - fault_ns) / 1e6, first["source"]))
+lines.append("    %-13s not watched: the data path's stall check, after %s ms without progress (RECCL_STALL_TIMEOUT_MS)"
+             % ("in-band only", stall_timeout_ms))
 open(out + "/report.txt", "w").write("\n".join(lines) + "\n")
 print("\n".join(lines))
 sys.exit(0 if exact and f.get("stall_ms") is not None else 1)
