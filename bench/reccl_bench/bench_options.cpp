@@ -137,6 +137,7 @@ Status parseColls(const std::string& coll, std::vector<Coll>* out) {
 Status checkFaultMode(const BenchOptions& o) {
   if (o.faultPlanPath.empty()) {
     if (!o.faultLogPath.empty()) return Status(Errc::kInvalidArgument, "--fault-log: needs --fault-plan");
+    if (!o.faultBackground.empty()) return Status(Errc::kInvalidArgument, "--fault-background: needs --fault-plan");
     return Status::Ok();
   }
   // Fault mode: one allreduce size, checked bit for bit every iteration.
@@ -144,6 +145,11 @@ Status checkFaultMode(const BenchOptions& o) {
     return Status(Errc::kInvalidArgument, "--coll: --fault-plan runs allreduce only");
   if (o.ranksHere() > 1) return Status(Errc::kInvalidArgument, "-t/--threads: --fault-plan needs ranks as processes");
   if (o.faultTailMs < 0) return Status(Errc::kInvalidArgument, "--fault-tail-ms: must not be negative");
+  for (const auto& d : o.faultBackground) {
+    const auto slash = d.find('/');
+    if (slash == 0 || slash == std::string::npos || slash + 1 == d.size() || d.find('/', slash + 1) != std::string::npos)
+      return Status(Errc::kInvalidArgument, "--fault-background: NETNS/DEV, got '" + d + "'");
+  }
   if (o.types.size() != 1 || o.ops.size() != 1)
     return Status(Errc::kInvalidArgument, "-d/-o: --fault-plan takes one type and one op");
   if (o.ops[0] == recclAvg)
@@ -212,6 +218,9 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
                  "run allreduce (one size, -e, default 64M) in a loop while rank 0 runs this reccl inject "
                  "plan; per-iteration timeline and per-fault stall and bus bandwidth in --json");
   app.add_option("--fault-log", o.faultLogPath, "with --fault-plan: write the plan's JSON-lines log here");
+  app.add_option("--fault-background", o.faultBackground,
+                 "with --fault-plan: NETNS/DEV whose plan actions are background link events, not faults to "
+                 "measure (repeatable)");
   app.add_option("--fault-tail-ms", o.faultTailMs,
                  "with --fault-plan: keep looping this long after the plan's last event (default 1000)");
   std::vector<const char*> args(argv, argv + argc);

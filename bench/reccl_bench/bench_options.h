@@ -50,6 +50,9 @@ struct BenchOptions {
   std::string faultPlanPath;
   std::string faultLogPath;  // the plan's JSON-lines log (reccl inject plan --log)
   int64_t faultTailMs = 1000;
+  // NETNS/DEV: the plan's actions on these devices are background events (a neighbour NIC's link
+  // changes), not faults to measure: they have no entry in the fault analysis.
+  std::vector<std::string> faultBackground;
   // nccl-tests flags given that mean nothing here (GPU-only), one line each for stderr.
   std::vector<std::string> notes;
   bool help = false;

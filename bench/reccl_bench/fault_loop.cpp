@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -69,10 +70,11 @@ bool isRepair(inject::ActionKind k) {
   return k == K::kLinkUp || k == K::kCarrierOn || k == K::kClear;
 }
 
-// Fault moments (a syscall's start; a lab cable's carrier change: ActionRecord::effectNs) and
-// their recoveries (the undo of the same entry, or a later link-up / carrier-on / clear of the
-// same target).
-std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const inject::PlanRunResult& r) {
+// Fault moments (ActionRecord::effectNs) and their recoveries (the undo of the same entry, or a
+// later link-up / carrier-on / clear of the same target). Actions on a `background` device
+// (NETNS/DEV) are not faults.
+std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const inject::PlanRunResult& r,
+                                      const std::vector<std::string>& background) {
   auto targetOf = [&](const inject::ActionRecord& rec) -> const inject::Target* {
     for (const auto& a : plan.actions)
       if (a.source == rec.source && a.kind == rec.kind) return &a.target;
@@ -83,6 +85,7 @@ std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const injec
     const auto& rec = r.records[i];
     if (rec.undo || !isFault(rec.kind)) continue;
     const inject::Target* t = targetOf(rec);
+    if (t && std::find(background.begin(), background.end(), t->netns + "/" + t->dev) != background.end()) continue;
     FaultMoment m;
     m.faultNs = rec.effectNs;
     m.action = inject::actionName(rec.kind);
@@ -281,7 +284,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   bool planOk = false;
   if (planResult && planResult->ok()) {
     const auto& pr = planResult->value();
-    moments = faultMoments(plan, pr);
+    moments = faultMoments(plan, pr, o.faultBackground);
     planOk = pr.failed == 0 && pr.restoreStatus.ok() && !pr.stopped;
     json recs = json::array();
     for (const auto& r : pr.records)

@@ -163,6 +163,9 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"--coll", "allshuffle"}, "--coll"},
       {{"-n", "abc"}, "iters"},
       {{"--frobnicate"}, "frobnicate"},
+      {{"--fault-background", "tb-h1/rail2"}, "--fault-background: needs --fault-plan"},
+      {{"--fault-plan", "p.json", "--fault-background", "rail2"}, "--fault-background: NETNS/DEV"},
+      {{"--fault-plan", "p.json", "--fault-background", "tb-h1/"}, "--fault-background: NETNS/DEV"},
   };
   for (const Case& c : cases) {
     std::vector<const char*> v{"reccl-bench"};
@@ -171,6 +174,12 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
     ASSERT_FALSE(o.ok()) << c.mentions;
     EXPECT_NE(o.status().message().find(c.mentions), std::string::npos) << o.status().message();
   }
+}
+
+TEST(BenchOptions, FaultBackgroundDevicesAreKept) {
+  auto o = parse({"--fault-plan", "p.json", "--fault-background", "tb-h1/rail2", "--fault-background", "tb-fab/h1r2"});
+  ASSERT_TRUE(o.ok()) << o.status().message();
+  EXPECT_EQ(o->faultBackground, (std::vector<std::string>{"tb-h1/rail2", "tb-fab/h1r2"}));
 }
 
 TEST(BenchOptions, HelpDoesNotExit) {
