@@ -36,6 +36,12 @@
 # (bpftrace kthread_bursts.bt during the fault runs: every time a kernel thread held a CPU for 1 ms
 # or more without a break; the report lays them over each fault's stall, per source in the JSON,
 # the lines in FILE.logs/bursts.txt; mounts tracefs for the run when it is not).
+# --linkwatch-busy MS: MS ms before each fault (1-900), a neighbour NIC that the ranks do not use
+# (host 1's rail2, a third rail the testbed then has) loses its carrier for 20 ms, so the fault
+# falls inside link-watch's blind second: the kernel runs its non-urgent link work at most once a
+# second, and a tap's loss waits for that run before rtnetlink hears of it (docs/detector.md,
+# "Link-watch's blind second"); what a host whose other NICs or containers change state sees.
+# Without it, faults seconds apart from any other link event are reported at once by every source.
 # Per source the report counts the faults no failover followed (missed; a short drop may pass
 # without one) and what such a fault cost the call it hit.
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
@@ -61,6 +67,7 @@ FIFO=0
 PAUSE_DAMON=0
 TRACE_US=0
 TRACE_BURSTS=0
+LW_BUSY_MS=0
 TRACEFS_MOUNTED=0  # --trace-bursts mounted tracefs (cleanup unmounts it)
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; }
@@ -73,6 +80,7 @@ while [[ $# -gt 0 ]]; do
     --period-ms) PERIOD_MS="$2"; shift 2 ;;
     --nic) NIC="$2"; shift 2 ;;
     --fault) FAULT="$2"; shift 2 ;;
+    --linkwatch-busy) LW_BUSY_MS="$2"; shift 2 ;;
     --sources) SOURCES="$2"; shift 2 ;;
     --baseline-iters) BASE_ITERS="$2"; shift 2 ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
@@ -104,6 +112,11 @@ fi
 if [[ $NIC == tap ]]; then MARGIN_MS=1600; SPARE_MS=400; else MARGIN_MS=600; SPARE_MS=800; fi
 [[ -n "$PERIOD_MS" ]] || PERIOD_MS=$((DOWN_HI + MARGIN_MS + SPARE_MS))
 num --faults "$FAULTS"; num --period-ms "$PERIOD_MS"
+[[ $LW_BUSY_MS == 0 ]] || { num --linkwatch-busy "$LW_BUSY_MS"; ((LW_BUSY_MS < 1000 && LW_BUSY_MS + 20 < PERIOD_MS - DOWN_HI)) ||
+  { echo "fault_bench.sh: --linkwatch-busy: below 1000 ms and inside the gap between faults, got $LW_BUSY_MS" >&2; exit 64; }; }
+# The ranks use rails 0 and 1; with --linkwatch-busy the testbed has a third, the neighbour's.
+RAILS=2; ((LW_BUSY_MS == 0)) || RAILS=3
+BACKGROUND=(); ((LW_BUSY_MS == 0)) || BACKGROUND=(--fault-background "$NAME-h1/rail2")
 num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"
 [[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }
@@ -197,7 +210,7 @@ cleanup() {
     echo on >"$st" 2>/dev/null || echo "fault_bench.sh: could not turn DAMON back on: $st" >&2
   done
   # A run killed half-way may leave a link down: put every cable back before the teardown.
-  for h in 0 1; do for r in 0 1; do
+  for h in 0 1; do for ((r = 0; r < ${RAILS:-2}; r++)); do
     "$RECCL" inject clear --netns "$NAME-h$h" --dev "rail$r" >/dev/null 2>&1 || true
     # A tap has no veth peer that clear would put up: the switch port itself.
     [[ $NIC != tap ]] || "$RECCL" inject link-up --netns "$NAME-fab" --dev "h${h}r$r" >/dev/null 2>&1 || true
@@ -246,8 +259,8 @@ if ((TRACE_BURSTS)) && [[ ! -d /sys/kernel/tracing/events/sched ]]; then
   TRACEFS_MOUNTED=1
 fi
 
-step "testbed $NAME: 2 hosts x 2 rails, $NIC NICs"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 --nic "$NIC" >&2
+step "testbed $NAME: 2 hosts x $RAILS rails, $NIC NICs$( ((RAILS > 2)) && echo ', rail2 only for the neighbour NIC of --linkwatch-busy')"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails "$RAILS" --nic "$NIC" >&2
 
 # Runs a command as one rank per host; rank 0's output in $WORK/$tag.log.
 ranks() {
@@ -256,7 +269,7 @@ ranks() {
 }
 
 # --- fault-free baselines (the same bench, normal mode: out-of-place busbw) --------------------
-for b in one:=rail0 two:rail; do
+for b in one:=rail0 two:rail0,rail1; do
   tag="base_${b%%:*}"
   step "fault-free allreduce $SIZE, RECCL_NICS=${b#*:}"
   ranks "$tag" /usr/bin/env RECCL_NICS="${b#*:}" "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$BASE_ITERS" -w 3 \
@@ -288,14 +301,23 @@ loop_one() {  # $1 round (from 0; ROUNDS: after the last)
 # sees a rail come back: its traffic stays where the last failover put it, so its faults alternate
 # between rail 0 and rail 1.
 plan() {  # $1 file, $2 alternate rails (0/1), $3 faults, $4 round (the durations' seed)
-  python3 - "$1" "$3" "$DOWN_LO" "$DOWN_HI" "$PERIOD_MS" "$2" "$4" "$FAULT_DOWN" "$(fault_target 0)" "$(fault_target 1)" <<'PY'
+  python3 - "$1" "$3" "$DOWN_LO" "$DOWN_HI" "$PERIOD_MS" "$2" "$4" "$FAULT_DOWN" "$(fault_target 0)" "$(fault_target 1)" \
+    "$LW_BUSY_MS" "$NAME-h1" "$NIC" <<'PY'
 import json, random, sys
 path, n, lo, hi, period, alt, seed, action = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), \
     int(sys.argv[5]), sys.argv[6] == "1", int(sys.argv[7]), sys.argv[8]
 targets = [json.loads(sys.argv[9]), json.loads(sys.argv[10])]
+busy, h1, nic = int(sys.argv[11]), sys.argv[12], sys.argv[13]
 rng = random.Random(seed)
-acts = [{"at_ms": 3000 + i * period, "action": action, "target": targets[(i % 2) if alt else 0],
-         "duration_ms": rng.randint(lo, hi)} for i in range(n)]
+acts = []
+for i in range(n):
+    at = 3000 + i * period
+    if busy:  # the neighbour's link event that opens link-watch's blind second before the fault
+        acts.append({"at_ms": at - busy, "action": "carrier-off" if nic == "tap" else "link-down",
+                     "target": {"netns": h1, "dev": "rail2", "side": "host" if nic == "tap" else "switch"},
+                     "duration_ms": 20})
+    acts.append({"at_ms": at, "action": action, "target": targets[(i % 2) if alt else 0],
+                 "duration_ms": rng.randint(lo, hi)})
 json.dump({"version": 1, "actions": acts}, open(path, "w"))
 PY
 }
@@ -344,8 +366,8 @@ for ((k = 0; k < ROUNDS; k++)); do
     plan "$WORK/plan_$tag.json" "$alt" "$n" "$k"
     step "round $((k + 1))/$ROUNDS, RECCL_DETECTOR=$src: $n $FAULT_WHAT ($NAME-h0's rail, $NIC), ${DOWN_MS} ms each, every ${PERIOD_MS} ms"
     trace_start "$tag"
-    ranks "$tag" /usr/bin/env RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" "$BIN/reccl-bench" \
-      --fault-plan "$WORK/plan_$tag.json" --fault-log "$WORK/plan_$tag.jsonl" -e "$SIZE" -w 3 -n 5 \
+    ranks "$tag" /usr/bin/env RECCL_NICS=rail0,rail1 RECCL_DETECTOR="$src" "${FAULT_ENV[@]}" "$BIN/reccl-bench" \
+      --fault-plan "$WORK/plan_$tag.json" "${BACKGROUND[@]}" --fault-log "$WORK/plan_$tag.jsonl" -e "$SIZE" -w 3 -n 5 \
       --fault-tail-ms 1500 --json "$WORK/$tag.json" || {
         tail -20 "$WORK/$tag.log" >&2; echo "fault_bench.sh: fault run ($src, round $k) failed" >&2; exit 1; }
     trace_stop
@@ -411,12 +433,12 @@ KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK
 ((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
   "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" \
-  "$NIC" "$FAULT" <<'PY'
+  "$NIC" "$FAULT" "$LW_BUSY_MS" <<'PY'
 import json, sys
 a = sys.argv[2:]
 # down_ms: the duration, or "LO-HI" when drawn from a range.
 json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3],
-           "down_ms": int(a[4]) if a[4].isdigit() else a[4], "nic": a[17], "fault": a[18],
+           "down_ms": int(a[4]) if a[4].isdigit() else a[4], "nic": a[17], "fault": a[18], "linkwatch_busy_ms": int(a[19]),
            "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
            "name": a[9], "fifo": int(a[10]), "settings": a[11],
            "machine": {"damon_kdamonds_on": int(a[12]), "damon_paused": int(a[13]) > 0,

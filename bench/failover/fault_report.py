@@ -241,7 +241,7 @@ def report(work, out):
     sources, rounds = meta["sources"], meta["rounds"]
     r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
          "testbed": {"name": meta["name"], "hosts": 2, "rails": 2, "nic": meta.get("nic", "veth")},
-         "fault": meta.get("fault", "link"), "size": meta["size"],
+         "fault": meta.get("fault", "link"), "linkwatch_busy_ms": meta.get("linkwatch_busy_ms", 0), "size": meta["size"],
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],
          "ranks_sched": "SCHED_FIFO %d" % meta["fifo"] if meta["fifo"] else "normal", "runs": {}}
@@ -415,6 +415,9 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     print("allreduce %s, 2 hosts x 2 rails (%s), %s faults per source in %d rounds, %s %s ms every %s ms"
           % (meta["size"], meta.get("nic", "veth"), meta["faults"], meta["rounds"], what, meta["down_ms"],
              meta["period_ms"]))
+    if meta.get("linkwatch_busy_ms"):
+        print("each fault %d ms after a neighbour NIC's 20 ms carrier drop (inside link-watch's blind second)"
+              % meta["linkwatch_busy_ms"])
     m = r.get("machine")
     if m:
         print("machine: %d DAMON kdamond(s) on at the start, %s; kdamond CPU during the run %d ms"

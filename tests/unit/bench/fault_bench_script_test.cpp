@@ -3,9 +3,10 @@
 // testbed gone afterwards; with --pause-damon the kernel's DAMON monitors that ran are off for the
 // run and on again after it; with --trace-bursts (where bpftrace is installed) every fault run has
 // its trace of kernel threads' bursts and tracefs is left as it was. On tap NICs with short carrier
-// drops (TUNSETCARRIER) per source: the plan drops the carrier for 50-300 ms, each fault's moment
-// is the carrier syscall's return, every fault is either followed by a failover or counted missed,
-// and Gloo meets the same carrier drop. Needs root; skipped otherwise. The report itself:
+// drops (TUNSETCARRIER) per source: the plan drops the carrier for 50-300 ms, each after a
+// neighbour NIC's carrier event (--linkwatch-busy) that is not counted as a fault, each fault's
+// moment is the carrier syscall's return, every fault is either followed by a failover or counted
+// missed, and Gloo meets the same carrier drop. Needs root; skipped otherwise. The report itself:
 // fault_report_test.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -147,7 +148,8 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   std::vector<std::string> args = {"/bin/bash", FAULT_BENCH, "--build", build.string(), "--nic", "tap",
                                    "--fault", "carrier", "--down-ms", "50-300", "--faults", "2", "--rounds", "1",
                                    "--size", "1M", "--sources", "netlink none", "--baseline-iters", "5",
-                                   "--gloo-timeout-ms", "3000", "--out", (dir / "fb.json").string()};
+                                   "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000",
+                                   "--out", (dir / "fb.json").string()};
   if (!gloo) args.push_back("--no-gloo");
   int rc;
   {
@@ -167,15 +169,20 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
     EXPECT_EQ(s["faults_with_failover"].get<int>() + s["missed"]["faults"].get<int>(), 2) << src;
     EXPECT_EQ(s["wrong_elements"], 0) << src;
     const json& run = j["runs"][std::string("fault_") + src + "_r0"];
-    // The plan: carrier drops of host 0's NIC (in-band only alternates the rails), 50-300 ms.
-    std::vector<json> downs;
+    // The plan: per fault, the neighbour's 20 ms carrier drop 300 ms before it (even action
+    // indexes), then the carrier drop of host 0's NIC (odd; in-band only alternates the rails),
+    // 50-300 ms.
+    std::vector<json> downs, neighbour;
     for (const auto& r : run["plan"]["records"]) {
       EXPECT_TRUE(r["action"] == "carrier-off") << r.dump();
-      if (!r["undo"].get<bool>()) downs.push_back(r);
+      if (!r["undo"].get<bool>()) (r["source"].get<int>() % 2 ? downs : neighbour).push_back(r);
     }
     ASSERT_EQ(downs.size(), 2u) << run["plan"].dump();
+    ASSERT_EQ(neighbour.size(), 2u) << run["plan"].dump();
+    for (size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(downs[i]["at_ms"].get<int64_t>() - neighbour[i]["at_ms"].get<int64_t>(), 300) << run["plan"].dump();
     for (const auto& r : run["plan"]["records"]) {
-      if (!r["undo"].get<bool>()) continue;
+      if (!r["undo"].get<bool>() || r["source"].get<int>() % 2 == 0) continue;
       int64_t held = 0;
       for (const auto& d : downs)
         if (d["source"] == r["source"]) held = r["at_ms"].get<int64_t>() - d["at_ms"].get<int64_t>();
@@ -184,10 +191,11 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
     }
     // A carrier fault counts from its syscall's return (the carrier changes at the end of it).
     const auto& faults = run["faults"];
-    ASSERT_EQ(faults.size(), 2u);
+    ASSERT_EQ(faults.size(), 2u) << "the neighbour's events are not faults: " << faults.dump();
     for (size_t i = 0; i < 2; ++i) {
       const double atNs = double(downs[i]["done_mono_ns"].get<int64_t>() - run["t0_mono_ns"].get<int64_t>());
       EXPECT_NEAR(faults[i]["at_s"].get<double>() * 1e9, atNs, 1000.0) << faults[i].dump();
+      EXPECT_NE(faults[i]["target"].get<std::string>().find("-h0/rail"), std::string::npos) << faults[i].dump();
     }
   }
   EXPECT_NE(out.find("(tap)"), std::string::npos) << out;
