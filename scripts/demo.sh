@@ -147,9 +147,8 @@ if [[ $RC -ne 0 || ! -s $OUT/demo.json ]]; then
 fi
 
 # Report and plot data from the bench's JSON and the ranks' log.
-# The in-band stall check's bound: the caller's setting, else the default from the one table.
-PARAMS_DEF="$(dirname "$0")/../common/include/reccl/common/params.def"
-STALL_MS=${RECCL_STALL_TIMEOUT_MS:-$(awk -F'"' '$2 == "RECCL_STALL_TIMEOUT_MS" {print $4}' "$PARAMS_DEF" 2>/dev/null || true)}
+# The in-band stall check's bound: the caller's setting, else the default (`reccl params`).
+STALL_MS=${RECCL_STALL_TIMEOUT_MS:-$("$RECCL" params 2>/dev/null | awk '$1 == "RECCL_STALL_TIMEOUT_MS" {print $2}' || true)}
 python3 - "$OUT" "${STALL_MS:-?}" <<'PY'
 import json, re, sys
 out, stall_timeout_ms = sys.argv[1], sys.argv[2]
