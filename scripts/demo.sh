@@ -4,7 +4,10 @@
 # physical NIC driver's path, a switch namespace), one rank per host running reccl-bench
 # --fault-plan (allreduce in a loop, every result checked bit for bit) with the in-process link
 # detector (every source, first signal wins); the plan drops host 0's rail-0 carrier
-# (TUNSETCARRIER, as a pulled cable shows to a NIC's driver) and brings it back later. Beside the
+# (TUNSETCARRIER, as a pulled cable shows to a NIC's driver) and brings it back later, 300 ms after
+# a neighbour NIC (host 1's rail2, which the ranks do not use) lost its carrier for 20 ms: the
+# kernel's link-watch then holds non-urgent carrier changes up to a second (what a host whose
+# other NICs or containers change state sees; docs/detector.md). Beside the
 # ranks, `reccl detector watch` watches that NIC with BPF only and with rtnetlink only, so the
 # report shows what each source took for the same fault. Prints a report and draws the bus
 # bandwidth per iteration with the fault and its recovery marked (gnuplot, PNG).
@@ -66,7 +69,7 @@ cleanup() {
     kill -KILL "$RUN_PID" 2>/dev/null || true
   fi
   echo "== tear down: testbed $NAME, fault state, pins"
-  for h in 0 1; do for r in 0 1; do
+  for h in 0 1; do for r in 0 1 2; do
     "$RECCL" inject clear --netns "$NAME-h$h" --dev "rail$r" >/dev/null 2>&1 || true
   done; done
   "$RECCL" testbed down --name "$NAME" 2>&1 | sed 's/^/   /' || true
@@ -86,24 +89,27 @@ stop_watchers() {
 trap cleanup EXIT
 trap 'echo; echo "demo: interrupted"; exit 130' INT TERM
 
-echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 2 --nic $NIC"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 --nic "$NIC" | sed 's/^/   /'
-
 if [[ $NIC == tap ]]; then
   ACTION=carrier-off; SIDE=host; WHAT="host 0's rail-0 carrier dropped (TUNSETCARRIER)"
 else
   ACTION=link-down; SIDE=switch; WHAT="host 0's rail-0 cable down at the switch port"
 fi
+# rail2: only the neighbour NIC; the ranks use rails 0 and 1.
+echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 3 --nic $NIC"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 3 --nic "$NIC" | sed 's/^/   /'
 
 cat >"$OUT/plan.json" <<EOF
 {"version": 1, "actions": [
+  {"at_ms": $((AT - 300)), "action": "$ACTION", "target": {"netns": "$NAME-h1", "dev": "rail2", "side": "$SIDE"},
+   "duration_ms": 20},
   {"at_ms": $AT, "action": "$ACTION", "target": {"netns": "$NAME-h0", "dev": "rail0", "side": "$SIDE"},
    "duration_ms": $DOWN}
 ]}
 EOF
 echo
 echo "== fault plan ($OUT/plan.json): $WHAT at +$((AT / 1000)).$((AT % 1000 / 100)) s,"
-echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s"
+echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s; 300 ms before it host 1's rail2 (a neighbour"
+echo "   NIC the ranks do not use) loses its carrier for 20 ms"
 
 # Each source alone on the same NIC, beside the ranks (whose detector takes the first signal of
 # all of them): what each would have taken. Started before the ranks; their stderr line "active
@@ -123,11 +129,12 @@ for src in bpf netlink; do
     echo "   (the $src watcher did not start: $(tail -1 "$OUT/watch_$src.err"); its line stays empty)"
 done
 echo "== allreduce $SIZE in a loop on 2 ranks (one per host, both rails), detector in process:"
-echo "   reccl testbed run -- reccl-bench --fault-plan plan.json -e $SIZE --json demo.json"
+echo "   reccl testbed run -- reccl-bench --fault-plan plan.json --fault-background $NAME-h1/rail2 -e $SIZE --json demo.json"
 echo
 # Hold-down 1 s before failing back; the library's failover lines (WARN) show as they happen.
-"$RECCL" testbed run --name "$NAME" --timeout 300 -- /usr/bin/env RECCL_DETECTOR=auto RECCL_HOLDDOWN_MS=1000 \
-  RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "$BENCH" --fault-plan "$OUT/plan.json" --fault-log "$OUT/plan.jsonl" \
+"$RECCL" testbed run --name "$NAME" --timeout 300 -- /usr/bin/env RECCL_NICS=rail0,rail1 RECCL_DETECTOR=auto \
+  RECCL_HOLDDOWN_MS=1000 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "$BENCH" --fault-plan "$OUT/plan.json" \
+  --fault-background "$NAME-h1/rail2" --fault-log "$OUT/plan.jsonl" \
   -e "$SIZE" -w 2 -n 5 --fault-tail-ms "$TAIL" --json "$OUT/demo.json" >"$OUT/ranks.log" 2>&1 &
 RUN_PID=$!
 # Show the interesting lines live.
@@ -161,6 +168,8 @@ with open(out + "/timeline.dat", "w") as f:
         f.write("%.4f %.4f\n" % ((it["end_mono_ns"] - t0) / 1e9, it["busbw_gbps"]))
 marks = []
 for r in j["plan"]["records"]:
+    if r["source"] == 0:  # the neighbour NIC's blip
+        continue
     marks.append(((r["start_mono_ns"] - t0) / 1e9, "recovery" if r["undo"] else "fault"))
 for x in j["faults"]:
     if x.get("failed_back_at_s") is not None:
@@ -202,10 +211,9 @@ lines = [
                                      else "WRONG: %d elements, status %s" % (j["out_of_bounds"], j["status"])),
     "  each source alone on the same fault (reccl detector watch beside the ranks; fault -> link down decided):",
 ]
-# The fault's moment as reccl-bench takes it: a carrier action's syscall return, a link action's start.
-rec = next((r for r in j["plan"]["records"] if not r["undo"]), None)
-if rec is not None:
-    fault_ns = rec["done_mono_ns"] if rec["action"].startswith("carrier") else rec["start_mono_ns"]
+# The fault's moment as reccl-bench takes it (a carrier action's syscall return, a link action's start).
+if f.get("at_s") is not None:
+    fault_ns = t0 + round(f["at_s"] * 1e9)
     for src, name in (("bpf", "BPF detector"), ("netlink", "rtnetlink")):
         first = None
         try:
