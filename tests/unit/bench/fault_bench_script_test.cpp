@@ -65,6 +65,20 @@ struct DamonRestore {
   }
 };
 
+// Runs fault_bench.sh with `args` (its --out is DIR/fb.json): its output in `out`, its JSON in `j`;
+// it must succeed with every result exact.
+void runBench(const std::vector<std::string>& args, const fs::path& dir, std::string& out, json& j) {
+  int rc;
+  {
+    Child c(args, {}, dir / "out.txt");
+    rc = c.wait(std::chrono::seconds(400));
+  }
+  out = slurp(dir / "out.txt");
+  ASSERT_EQ(rc, 0) << out;
+  j = json::parse(slurp(dir / "fb.json"));
+  EXPECT_EQ(j["wrong_or_failed"], 0);
+}
+
 TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
   if (geteuid() != 0) GTEST_SKIP() << "the testbed needs root";
   if (!fs::exists(fs::path(RECCL_BIN_DIR) / "reccl-bench")) GTEST_SKIP() << "reccl-bench is not built";
@@ -84,15 +98,9 @@ TEST(FaultBenchScript, RunsTheRoundsWithRealFaultsAndPairsTheBaselines) {
   const auto damonBefore = kdamondsOn();
   const bool onlyAdminKdamonds = kdamondThreads() == damonBefore.size();
   DamonRestore restore{damonBefore};
-  int rc;
-  {
-    Child c(args, {}, dir / "out.txt");
-    rc = c.wait(std::chrono::seconds(400));
-  }
-  std::string out = slurp(dir / "out.txt");
-  ASSERT_EQ(rc, 0) << out;
-  auto j = json::parse(slurp(dir / "fb.json"));
-  EXPECT_EQ(j["wrong_or_failed"], 0);
+  std::string out;
+  json j;
+  ASSERT_NO_FATAL_FAILURE(runBench(args, dir, out, j));
   EXPECT_EQ(j["rounds"], 2);
   EXPECT_EQ(j["baseline_busbw_gbps"]["one_rail_fault_loop_per_round"].size(), 3u);
   const json& s = j["sources"]["netlink"];
@@ -151,15 +159,9 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
                                    "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000",
                                    "--out", (dir / "fb.json").string()};
   if (!gloo) args.push_back("--no-gloo");
-  int rc;
-  {
-    Child c(args, {}, dir / "out.txt");
-    rc = c.wait(std::chrono::seconds(400));
-  }
-  std::string out = slurp(dir / "out.txt");
-  ASSERT_EQ(rc, 0) << out;
-  auto j = json::parse(slurp(dir / "fb.json"));
-  EXPECT_EQ(j["wrong_or_failed"], 0);
+  std::string out;
+  json j;
+  ASSERT_NO_FATAL_FAILURE(runBench(args, dir, out, j));
   EXPECT_EQ(j["testbed"]["nic"], "tap");
   EXPECT_EQ(j["fault"], "carrier");
   for (const char* src : {"netlink", "none"}) {
