@@ -74,7 +74,12 @@ Status FaultSession::prepare(const std::vector<PlanAction>& actions) {
   for (const auto& a : actions) {
     const ResolvedTarget& r = resolved_[key(a.target)];
     if (isLinkAction(a.kind)) RECCL_TRY(snapshotLink(r, true, false));
-    if (isCarrierAction(a.kind)) RECCL_TRY(snapshotLink(r, false, true));
+    if (isCarrierAction(a.kind)) {
+      RECCL_TRY(snapshotLink(r, false, true));
+      // Before T0: a queue attached or closed at an action would announce the new carrier over
+      // rtnetlink at once, which a physical NIC's driver does not.
+      RECCL_TRY(links_.holdCarrier(r));
+    }
     if (isDropAction(a.kind)) RECCL_TRY(snapshotDrop(r));
     if (a.kind == ActionKind::kClear) {
       RECCL_TRY(snapshotLink(r, true, carrierControl(r).ok()));

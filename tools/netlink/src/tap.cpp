@@ -81,12 +81,23 @@ Status setTapCarrier(int queueFd, bool on) {
   return Status::Ok();
 }
 
-Status setTapCarrier(std::string_view netns, std::string_view name, bool on) {
-  const std::string what = "tap " + std::string(name);
+Result<UniqueFd> holdTapQueue(std::string_view netns, std::string_view name) {
   RECCL_ASSIGN_OR_RETURN(UniqueFd q, attachTapQueue(netns, name));
   // While attached, the queue takes its share of the device's transmit flows and nobody reads
   // them; disable it at once so no frame is stranded there. The carrier ioctl still works on a
-  // disabled queue on current kernels; where it does not, re-enable it for the ioctl.
+  // disabled queue on current kernels.
+  ifreq ifr{};
+  ifr.ifr_flags = IFF_DETACH_QUEUE;
+  if (::ioctl(q.get(), TUNSETQUEUE, &ifr) != 0)
+    return Status::FromErrno(errno, "disable the held queue of tap " + std::string(name));
+  return q;
+}
+
+Status setTapCarrier(std::string_view netns, std::string_view name, bool on) {
+  const std::string what = "tap " + std::string(name);
+  RECCL_ASSIGN_OR_RETURN(UniqueFd q, attachTapQueue(netns, name));
+  // Disabled at once, as holdTapQueue's; where the carrier ioctl fails on a disabled queue,
+  // re-enabled for the ioctl.
   ifreq ifr{};
   ifr.ifr_flags = IFF_DETACH_QUEUE;
   const bool detached = ::ioctl(q.get(), TUNSETQUEUE, &ifr) == 0;

@@ -22,8 +22,12 @@ Result<UniqueFd> attachTapQueue(std::string_view netns, std::string_view name,
                                 bool nonblocking = false);
 // TUNSETCARRIER through an attached queue; the carrier is per device, not per queue.
 Status setTapCarrier(int queueFd, bool on);
-// Attaches a queue, disables it for traffic (TUNSETQUEUE IFF_DETACH_QUEUE, so no transmit flow
-// is steered into it), sets the carrier and closes it. The carrier stays as set as long as
+// Attaches one more queue and disables it for traffic (TUNSETQUEUE IFF_DETACH_QUEUE, so no
+// transmit flow is steered into it): a queue to hold for repeated setTapCarrier(fd, on). Attaching
+// and closing a queue each send an RTM_NEWLINK whose flags show the carrier as it is then, so a
+// caller that plays a NIC driver's carrier changes holds one rather than attach one per change.
+Result<UniqueFd> holdTapQueue(std::string_view netns, std::string_view name);
+// Attaches a queue, disables it for traffic (as holdTapQueue), sets the carrier and closes it. The carrier stays as set as long as
 // another queue stays attached (the kernel drops carrier only when the last queue goes).
 Status setTapCarrier(std::string_view netns, std::string_view name, bool on);
 
