@@ -4,10 +4,10 @@
 # physical NIC driver's path, a switch namespace), one rank per host running reccl-bench
 # --fault-plan (allreduce in a loop, every result checked bit for bit) with the in-process link
 # detector (every source, first signal wins); the plan drops host 0's rail-0 carrier
-# (TUNSETCARRIER, as a pulled cable shows to a NIC's driver) and brings it back later, 300 ms after
-# a neighbour NIC (host 1's rail2, which the ranks do not use) lost its carrier for 20 ms: the
-# kernel's link-watch then holds non-urgent carrier changes up to a second (what a host whose
-# other NICs or containers change state sees; docs/detector.md). Beside the
+# (TUNSETCARRIER, as a pulled cable shows to a NIC's driver) and brings it back later, while a
+# neighbour NIC (host 1's rail2, which the ranks do not use) drops its carrier for 20 ms every
+# 250 ms: the kernel's link-watch then holds non-urgent carrier changes up to a second (what a
+# host whose other NICs or containers change state sees; docs/detector.md). Beside the
 # ranks, `reccl detector watch` watches that NIC with BPF only and with rtnetlink only, so the
 # report shows what each source took for the same fault. Prints a report and draws the bus
 # bandwidth per iteration with the fault and its recovery marked (gnuplot, PNG).
@@ -100,16 +100,16 @@ echo "== testbed: reccl testbed up --name $NAME --hosts 2 --rails 3 --nic $NIC"
 
 cat >"$OUT/plan.json" <<EOF
 {"version": 1, "actions": [
-  {"at_ms": $((AT - 300)), "action": "$ACTION", "target": {"netns": "$NAME-h1", "dev": "rail2", "side": "$SIDE"},
-   "duration_ms": 20},
+  {"at_ms": 126, "action": "flap", "target": {"netns": "$NAME-h1", "dev": "rail2", "side": "$SIDE"},
+   "params": {"period_ms": 250, "count": $(((AT + DOWN + TAIL) / 250)), "down_ms": 20, "carrier": $([[ $NIC == tap ]] && echo true || echo false)}},
   {"at_ms": $AT, "action": "$ACTION", "target": {"netns": "$NAME-h0", "dev": "rail0", "side": "$SIDE"},
    "duration_ms": $DOWN}
 ]}
 EOF
 echo
 echo "== fault plan ($OUT/plan.json): $WHAT at +$((AT / 1000)).$((AT % 1000 / 100)) s,"
-echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s; 300 ms before it host 1's rail2 (a neighbour"
-echo "   NIC the ranks do not use) loses its carrier for 20 ms"
+echo "   back after $((DOWN / 1000)).$((DOWN % 1000 / 100)) s; all the while host 1's rail2 (a neighbour NIC the"
+echo "   ranks do not use) drops its carrier for 20 ms every 250 ms"
 
 # Each source alone on the same NIC, beside the ranks (whose detector takes the first signal of
 # all of them): what each would have taken. Started before the ranks; their stderr line "active
@@ -168,7 +168,7 @@ with open(out + "/timeline.dat", "w") as f:
         f.write("%.4f %.4f\n" % ((it["end_mono_ns"] - t0) / 1e9, it["busbw_gbps"]))
 marks = []
 for r in j["plan"]["records"]:
-    if r["source"] == 0:  # the neighbour NIC's blip
+    if r["source"] == 0:  # the neighbour NIC's flaps
         continue
     marks.append(((r["start_mono_ns"] - t0) / 1e9, "recovery" if r["undo"] else "fault"))
 for x in j["faults"]:

@@ -3,8 +3,8 @@
 // testbed gone afterwards; with --pause-damon the kernel's DAMON monitors that ran are off for the
 // run and on again after it; with --trace-bursts (where bpftrace is installed) every fault run has
 // its trace of kernel threads' bursts and tracefs is left as it was. On tap NICs with short carrier
-// drops (TUNSETCARRIER) per source: the plan drops the carrier for 50-300 ms, each after a
-// neighbour NIC's carrier event (--linkwatch-busy) that is not counted as a fault, each fault's
+// drops (TUNSETCARRIER) per source: the plan drops the carrier for 50-300 ms while a neighbour
+// NIC's carrier flaps (--linkwatch-busy), which is not counted as a fault, each fault's
 // moment is the carrier syscall's return, every fault is either followed by a failover or counted
 // missed, and Gloo meets the same carrier drop. Needs root; skipped otherwise. The report itself:
 // fault_report_test.
@@ -171,20 +171,22 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
     EXPECT_EQ(s["faults_with_failover"].get<int>() + s["missed"]["faults"].get<int>(), 2) << src;
     EXPECT_EQ(s["wrong_elements"], 0) << src;
     const json& run = j["runs"][std::string("fault_") + src + "_r0"];
-    // The plan: per fault, the neighbour's 20 ms carrier drop 300 ms before it (even action
-    // indexes), then the carrier drop of host 0's NIC (odd; in-band only alternates the rails),
-    // 50-300 ms.
-    std::vector<json> downs, neighbour;
+    // The plan: the neighbour's carrier flapping every 300 ms from the start (action 0), and the
+    // carrier drops of host 0's NIC (actions 1 and 2; in-band only alternates the rails), 50-300 ms.
+    std::vector<json> downs;
+    size_t neighbourOff = 0;
     for (const auto& r : run["plan"]["records"]) {
+      if (r["source"] == 0) {
+        neighbourOff += r["action"] == "carrier-off" ? 1 : 0;
+        continue;
+      }
       EXPECT_TRUE(r["action"] == "carrier-off") << r.dump();
-      if (!r["undo"].get<bool>()) (r["source"].get<int>() % 2 ? downs : neighbour).push_back(r);
+      if (!r["undo"].get<bool>()) downs.push_back(r);
     }
     ASSERT_EQ(downs.size(), 2u) << run["plan"].dump();
-    ASSERT_EQ(neighbour.size(), 2u) << run["plan"].dump();
-    for (size_t i = 0; i < 2; ++i)
-      EXPECT_EQ(downs[i]["at_ms"].get<int64_t>() - neighbour[i]["at_ms"].get<int64_t>(), 300) << run["plan"].dump();
+    EXPECT_GE(neighbourOff, 20u) << "the neighbour flaps through the run (3 s + 2 faults + 1.5 s, every 300 ms)";
     for (const auto& r : run["plan"]["records"]) {
-      if (!r["undo"].get<bool>() || r["source"].get<int>() % 2 == 0) continue;
+      if (!r["undo"].get<bool>() || r["source"] == 0) continue;
       int64_t held = 0;
       for (const auto& d : downs)
         if (d["source"] == r["source"]) held = r["at_ms"].get<int64_t>() - d["at_ms"].get<int64_t>();
