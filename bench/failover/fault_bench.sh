@@ -22,7 +22,8 @@
 # fail-back waits for it), --nic veth|tap (veth: the testbed's NICs; tap: taps whose carrier takes
 # the driver's path, docs/testbed.md), --fault link|carrier (link: the cable pulled at the switch
 # port, the default; carrier: the host NIC's carrier off and on, tap only), --sources "bpf netlink none",
-# --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --no-gloo, --out FILE
+# --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --gloo-iters N (1500: the
+# 1 MiB allreduces of Gloo's loop around a recovered fault), --no-gloo, --out FILE
 # (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
 # timing on a machine that others load), --pause-damon (turn the kernel's running DAMON monitors
@@ -61,6 +62,7 @@ BASE_ITERS=40
 ROUNDS=4
 GLOO_TIMEOUT_MS=15000
 GLOO=1
+GLOO_ITERS=1500
 OUT=fault_bench.json
 KEEP=0
 NAME="fb$$"
@@ -87,6 +89,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) ROUNDS="$2"; shift 2 ;;
     --gloo-timeout-ms) GLOO_TIMEOUT_MS="$2"; shift 2 ;;
     --no-gloo) GLOO=0; shift ;;
+    --gloo-iters) GLOO_ITERS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --fifo) FIFO="$2"; shift 2 ;;
@@ -118,7 +121,7 @@ num --faults "$FAULTS"; num --period-ms "$PERIOD_MS"
 # The ranks use rails 0 and 1; with --linkwatch-busy the testbed has a third, the neighbour's.
 RAILS=2; ((LW_BUSY_MS == 0)) || RAILS=3
 BACKGROUND=(); ((LW_BUSY_MS == 0)) || BACKGROUND=(--fault-background "$NAME-h1/rail2")
-num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"
+num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"; num --gloo-iters "$GLOO_ITERS"
 [[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }
 ((PERIOD_MS > DOWN_HI + MARGIN_MS)) || { echo "fault_bench.sh: --period-ms must exceed the longest --down-ms by $MARGIN_MS ms on $NIC (fail-back)" >&2; exit 64; }
@@ -385,7 +388,6 @@ loop_one "$ROUNDS"
 # known to a few ms): the loop's extra time over the same loop without a fault, run just before
 # and just after (the faster of the two), is Gloo's stall. (b) the cable stays down: how long
 # until Gloo reports an error (its I/O timeout, --gloo-timeout-ms), or whether it hangs.
-GLOO_ITERS=1500
 gloo() {  # $1 tag, $2 size, then extra args
   local tag="$1" size="$2"; shift 2
   ranks "$tag" "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gs-$tag" --algo ring -b "$size" -e "$size" -w 1 \

@@ -156,7 +156,7 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   std::vector<std::string> args = {"/bin/bash", FAULT_BENCH, "--build", build.string(), "--nic", "tap",
                                    "--fault", "carrier", "--down-ms", "50-300", "--faults", "2", "--rounds", "1",
                                    "--size", "1M", "--sources", "netlink none", "--baseline-iters", "5",
-                                   "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000",
+                                   "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000", "--gloo-iters", "200",
                                    "--out", (dir / "fb.json").string()};
   if (!gloo) args.push_back("--no-gloo");
   std::string out;
