@@ -205,7 +205,9 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   EXPECT_NE(out.find("(tap)"), std::string::npos) << out;
   EXPECT_NE(out.find("netlink  missed"), std::string::npos) << out;
   if (gloo) {
-    EXPECT_EQ(j["gloo"]["recovered_fault"].get<std::string>().rfind("completed", 0), 0u) << j["gloo"].dump();
+    // 200 calls of 1 MiB may end before the fault on a quiet machine: then the report says so.
+    const std::string rec = j["gloo"]["recovered_fault"];
+    EXPECT_TRUE(rec.rfind("completed", 0) == 0 || rec.rfind("not measured", 0) == 0) << j["gloo"].dump();
     EXPECT_EQ(j["gloo"]["held_fault"].get<std::string>().rfind("error after", 0), 0u)
         << "Gloo gives up on a carrier held off (its I/O timeout): " << j["gloo"].dump();
   }
