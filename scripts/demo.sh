@@ -134,7 +134,7 @@ echo
 # Hold-down 1 s before failing back; the library's failover lines (WARN) show as they happen.
 "$RECCL" testbed run --name "$NAME" --timeout 300 -- /usr/bin/env RECCL_NICS=rail0,rail1 RECCL_DETECTOR=auto \
   RECCL_HOLDDOWN_MS=1000 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "$BENCH" --fault-plan "$OUT/plan.json" \
-  --fault-background "$NAME-h1/rail2" --fault-log "$OUT/plan.jsonl" \
+  --fault-background "$NAME-h1/rail2" --fault-hold-tap-queues --fault-log "$OUT/plan.jsonl" \
   -e "$SIZE" -w 2 -n 5 --fault-tail-ms "$TAIL" --json "$OUT/demo.json" >"$OUT/ranks.log" 2>&1 &
 RUN_PID=$!
 # Show the interesting lines live.

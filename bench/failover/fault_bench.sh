@@ -120,7 +120,8 @@ num --faults "$FAULTS"; num --period-ms "$PERIOD_MS"
   { echo "fault_bench.sh: --linkwatch-busy: 50-900 ms, got $LW_BUSY_MS" >&2; exit 64; }; }
 # The ranks use rails 0 and 1; with --linkwatch-busy the testbed has a third, the neighbour's.
 RAILS=2; ((LW_BUSY_MS == 0)) || RAILS=3
-BACKGROUND=(); ((LW_BUSY_MS == 0)) || BACKGROUND=(--fault-background "$NAME-h1/rail2")
+# With it, carrier faults through a held tap queue (no queue's RTM_NEWLINK tells rtnetlink first).
+BACKGROUND=(); ((LW_BUSY_MS == 0)) || BACKGROUND=(--fault-background "$NAME-h1/rail2" --fault-hold-tap-queues)
 num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"; num --gloo-iters "$GLOO_ITERS"
 [[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }

@@ -53,6 +53,8 @@ struct BenchOptions {
   // NETNS/DEV: the plan's actions on these devices are background events (a neighbour NIC's link
   // changes), not faults to measure: they have no entry in the fault analysis.
   std::vector<std::string> faultBackground;
+  // Carrier actions through one held queue per tap (inject::PlanRunOptions::holdTapQueues).
+  bool faultHoldTapQueues = false;
   // nccl-tests flags given that mean nothing here (GPU-only), one line each for stderr.
   std::vector<std::string> notes;
   bool help = false;

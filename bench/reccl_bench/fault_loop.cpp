@@ -205,6 +205,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       po.logPath = o.faultLogPath;
       po.stopFd = stopFd;
       po.force = true;  // targets checked by the caller (reccl_bench_main.cpp: runFaultPlan)
+      po.holdTapQueues = o.faultHoldTapQueues;
       planResult.emplace(inject::runPlan(plan, po));
       planDoneNs.store(monoNs());
       planDone.store(true);

@@ -164,6 +164,7 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"-n", "abc"}, "iters"},
       {{"--frobnicate"}, "frobnicate"},
       {{"--fault-background", "tb-h1/rail2"}, "--fault-background: needs --fault-plan"},
+      {{"--fault-hold-tap-queues"}, "--fault-hold-tap-queues: needs --fault-plan"},
       {{"--fault-plan", "p.json", "--fault-background", "rail2"}, "--fault-background: NETNS/DEV"},
       {{"--fault-plan", "p.json", "--fault-background", "tb-h1/"}, "--fault-background: NETNS/DEV"},
   };
@@ -180,6 +181,10 @@ TEST(BenchOptions, FaultBackgroundDevicesAreKept) {
   auto o = parse({"--fault-plan", "p.json", "--fault-background", "tb-h1/rail2", "--fault-background", "tb-fab/h1r2"});
   ASSERT_TRUE(o.ok()) << o.status().message();
   EXPECT_EQ(o->faultBackground, (std::vector<std::string>{"tb-h1/rail2", "tb-fab/h1r2"}));
+  EXPECT_FALSE(o->faultHoldTapQueues);
+  auto h = parse({"--fault-plan", "p.json", "--fault-hold-tap-queues"});
+  ASSERT_TRUE(h.ok()) << h.status().message();
+  EXPECT_TRUE(h->faultHoldTapQueues);
 }
 
 TEST(BenchOptions, HelpDoesNotExit) {

@@ -205,9 +205,12 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   EXPECT_NE(out.find("(tap)"), std::string::npos) << out;
   EXPECT_NE(out.find("netlink  missed"), std::string::npos) << out;
   if (gloo) {
-    // 200 calls of 1 MiB may end before the fault on a quiet machine: then the report says so.
+    // Gloo's loop around a recovered drop: completed, not measured (200 calls of 1 MiB may end
+    // before the fault on a quiet machine), or failed (its 3 s I/O timeout on a loaded one): the
+    // report names which; that is Gloo's result, not the tooling's.
     const std::string rec = j["gloo"]["recovered_fault"];
-    EXPECT_TRUE(rec.rfind("completed", 0) == 0 || rec.rfind("not measured", 0) == 0) << j["gloo"].dump();
+    EXPECT_TRUE(rec.rfind("completed", 0) == 0 || rec.rfind("not measured", 0) == 0 || rec.rfind("failed (exit", 0) == 0)
+        << j["gloo"].dump();
     EXPECT_EQ(j["gloo"]["held_fault"].get<std::string>().rfind("error after", 0), 0u)
         << "Gloo gives up on a carrier held off (its I/O timeout): " << j["gloo"].dump();
   }

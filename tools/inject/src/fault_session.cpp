@@ -78,7 +78,7 @@ Status FaultSession::prepare(const std::vector<PlanAction>& actions) {
       RECCL_TRY(snapshotLink(r, false, true));
       // Before T0: a queue attached or closed at an action would announce the new carrier over
       // rtnetlink at once, which a physical NIC's driver does not.
-      RECCL_TRY(links_.holdCarrier(r));
+      if (holdTapQueues_) RECCL_TRY(links_.holdCarrier(r));
     }
     if (isDropAction(a.kind)) RECCL_TRY(snapshotDrop(r));
     if (a.kind == ActionKind::kClear) {

@@ -60,7 +60,7 @@ int64_t percentileNs(std::vector<int64_t> v, double p) {
 Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts) {
   if (plan.actions.empty()) return Status{Errc::kInvalidArgument, "plan has no actions"};
   JsonLog log;
-  FaultSession session(opts.force);
+  FaultSession session(opts.force, opts.holdTapQueues);
   RECCL_TRY(session.prepare(plan.actions));
   RECCL_TRY(log.open(opts.logPath));
 

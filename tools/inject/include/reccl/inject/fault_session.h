@@ -27,7 +27,9 @@ struct AppliedFault {
 
 class FaultSession {
  public:
-  explicit FaultSession(bool force) : force_(force) {}
+  // holdTapQueues: prepare() attaches and keeps a queue of every tap whose carrier the actions
+  // change (LinkControl::holdCarrier), so no queue's attach or close announces a carrier change.
+  explicit FaultSession(bool force, bool holdTapQueues = false) : force_(force), holdTapQueues_(holdTapQueues) {}
   FaultSession(const FaultSession&) = delete;
   FaultSession& operator=(const FaultSession&) = delete;
   ~FaultSession();
@@ -71,6 +73,7 @@ class FaultSession {
   Result<FaultDropDevice*> dropDevice(const ResolvedTarget& t);
 
   bool force_;
+  bool holdTapQueues_ = false;
   bool restored_ = false;
   LinkControl links_;
   std::map<std::string, ResolvedTarget> resolved_;       // by Target key

@@ -25,6 +25,11 @@ struct PlanRunOptions {
   int64_t spinNs = 100'000; // busy-wait this long before each action
   bool realtime = true;     // try SCHED_FIFO for the timing thread
   int64_t leadMs = 10;      // T0 = end of preparation + lead
+  // Hold one queue per tap whose carrier the plan changes, attached before T0 (FaultSession's
+  // holdTapQueues): rtnetlink then hears of a carrier change only through link-watch, as from a
+  // physical NIC's driver. Off by default: the testbed's tap forwarder stops frames on the
+  // carrier rtnetlink reports, so with it a carrier fault cuts traffic only once link-watch ran.
+  bool holdTapQueues = false;
 };
 
 struct ActionRecord {
