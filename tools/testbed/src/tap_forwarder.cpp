@@ -20,13 +20,16 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
 #include "reccl/common/deadline.h"
 #include "reccl/netlink/netns.h"
 #include "reccl/netlink/netns_guard.h"
+#include "reccl/testbed/carrier_counters.h"
 
 namespace reccl::testbed {
 
@@ -54,14 +57,21 @@ namespace {
 volatile sig_atomic_t gStop = 0;
 void onTerm(int) { gStop = 1; }
 
-// What the forwarder knows about one host NIC / switch port pair. Fixed-size, so the loop in the
-// child never allocates.
+// How often, at most, the host NIC's carrier counts are read while frames flow: a carrier fault
+// cuts traffic within this, far below the millisecond stalls the benchmarks measure, at a cost of
+// one pread per interval and busy pair.
+constexpr int64_t kCarrierRecheckNs = 200'000;
+
+// What the forwarder knows about one host NIC / switch port pair. Set up before the fork, so the
+// loop in the child never allocates.
 struct PairState {
   int hostFd = -1;
   int fabricFd = -1;
   int hostMonitor = -1;  // index into the monitor sockets
   char hostDev[IFNAMSIZ] = {};
   char fabricDev[IFNAMSIZ] = {};
+  std::optional<CarrierCounters> hostCounters;
+  int64_t carrierCheckedNs = 0;
   bool hostAdminUp = true;
   bool hostCarrier = true;
   bool fabricAdminUp = true;
@@ -82,33 +92,46 @@ void setCarrier(int queueFd, bool on) {
 struct LinkEvent {
   const char* name = nullptr;
   bool adminUp = false;
-  int carrier = -1;  // -1: not reported
 };
 
 int linkAttrCb(const nlattr* attr, void* data) {
   auto* ev = static_cast<LinkEvent*>(data);
-  switch (mnl_attr_get_type(attr)) {
-    case IFLA_IFNAME:
-      if (mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0) ev->name = mnl_attr_get_str(attr);
-      break;
-    case IFLA_CARRIER:
-      if (mnl_attr_validate(attr, MNL_TYPE_U8) >= 0) ev->carrier = mnl_attr_get_u8(attr);
-      break;
-    default: break;
-  }
+  if (mnl_attr_get_type(attr) == IFLA_IFNAME && mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0)
+    ev->name = mnl_attr_get_str(attr);
   return MNL_CB_OK;
+}
+
+int64_t monotonicNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+// The switch port has link exactly while the host NIC is up with a carrier.
+void mirrorToSwitchPort(PairState& p) {
+  const bool want = p.hostAdminUp && p.hostCarrier;
+  if (want != p.fabricCarrierSet) {
+    setCarrier(p.fabricFd, want);
+    p.fabricCarrierSet = want;
+  }
+}
+
+// The host NIC's carrier from the kernel's counts (carrier_counters.h), at once, not when
+// link-watch gets to report it; `force` reads both counts (a link event came).
+void refreshHostCarrier(PairState& p, int64_t nowNs, bool force) {
+  if (!force && nowNs - p.carrierCheckedNs < kCarrierRecheckNs) return;
+  p.carrierCheckedNs = nowNs;
+  auto on = force ? p.hostCounters->on() : p.hostCounters->onCached();
+  if (!on.ok()) return;  // the device is going away; its queue's EPOLLHUP ends the forwarder
+  p.hostCarrier = *on;
+  mirrorToSwitchPort(p);
 }
 
 void onLinkEvent(ForwarderPlan& plan, int monitor, const LinkEvent& ev) {
   for (PairState& p : plan.pairs) {
     if (monitor == p.hostMonitor && std::strcmp(ev.name, p.hostDev) == 0) {
       p.hostAdminUp = ev.adminUp;
-      if (ev.carrier >= 0) p.hostCarrier = ev.carrier != 0;
-      const bool want = p.hostAdminUp && p.hostCarrier;
-      if (want != p.fabricCarrierSet) {
-        setCarrier(p.fabricFd, want);
-        p.fabricCarrierSet = want;
-      }
+      refreshHostCarrier(p, monotonicNs(), true);
     } else if (monitor == plan.fabricMonitor && std::strcmp(ev.name, p.fabricDev) == 0) {
       if (ev.adminUp != p.fabricAdminUp) {
         p.fabricAdminUp = ev.adminUp;
@@ -186,6 +209,7 @@ void drainMonitor(ForwarderPlan& plan, int monitor) {
           break;  // EAGAIN
         }
         if (r == 0) break;
+        refreshHostCarrier(p, monotonicNs(), false);
         if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
         (void)!::write(to, frame, static_cast<size_t>(r));
       }
@@ -245,7 +269,10 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
     RECCL_ASSIGN_OR_RETURN(ps.hostMonitor, monitorFor(tp.hostNetns));
     std::strncpy(ps.hostDev, tp.hostDev.c_str(), IFNAMSIZ - 1);
     std::strncpy(ps.fabricDev, tp.fabricDev.c_str(), IFNAMSIZ - 1);
-    plan.pairs.push_back(ps);
+    RECCL_ASSIGN_OR_RETURN(CarrierCounters counters, CarrierCounters::open(tp.hostNetns, tp.hostDev));
+    ps.hostCounters.emplace(std::move(counters));
+    RECCL_ASSIGN_OR_RETURN(ps.hostCarrier, ps.hostCounters->on());
+    plan.pairs.push_back(std::move(ps));
   }
   // The forwarder lives in the fabric namespace, like the switch it is part of: whoever removes
   // the testbed finds it there even without the state record (its queues and monitor sockets
@@ -256,6 +283,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   for (const PairState& p : plan.pairs) {
     keep.push_back(p.hostFd);
     keep.push_back(p.fabricFd);
+    for (int fd : p.hostCounters->fds()) keep.push_back(fd);
   }
   std::sort(keep.begin(), keep.end());
   // Hand the pid of the grandchild back over a pipe; the middle child exits at once, so the

@@ -1,11 +1,13 @@
 // Tap mode: each host rail NIC is a tap (carrier driven by TUNSETCARRIER, like a physical NIC)
 // and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
 // is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues)
-// and plays the PHY, watching both namespaces over rtnetlink:
+// and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
+// (carrier_counters.h, read at least every 200 us while frames flow):
 //   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
 //                                -> switch port carrier off/on,
-//   - while the host NIC has no carrier no frame crosses in either direction.
+//   - while the host NIC has no carrier no frame crosses in either direction, from the moment
+//     the driver dropped it, not from link-watch's later report.
 // It holds one queue of every tap; anyone may attach a further queue to flip a carrier. It runs
 // inside the fabric namespace, so removing the testbed's processes removes it too.
 #pragma once
