@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Side by side on one fresh 2-host testbed, in one go: iperf3 --bidir per rail and on all rails
+# Side by side on one fresh 2-host testbed, in one go: iperf3 --bidir on rail0 and on all rails
 # at once, Gloo allreduce on one rail, reccl allreduce on one rail (RECCL_NICS==rail0) and on all
-# rails, 64 MiB bus bandwidth and 8 B latency. Prints the ratios and writes one JSON file.
+# rails, 64 MiB bus bandwidth, in interleaved rounds (each round runs every one of them, the order
+# reversed every other round; a ratio is taken within a round and the median over rounds is
+# reported); then 8 B latency once. Prints the ratios and writes one JSON file.
 #
-#   sudo bench/compare.sh --build build --out compare.json
-#   sudo bench/compare.sh --rails 2 --iters 20 --iperf-seconds 5 --keep   # leave the testbed up
+#   sudo bench/compare.sh --build build --out compare.json          # 5 rounds
+#   sudo bench/compare.sh --rails 2 --rounds 7 --iters 20 --iperf-seconds 5 --keep   # leave the testbed up
 #   sudo bench/compare.sh --peers-only      # iperf3 and Gloo only (no libreccl needed)
 #   sudo bench/compare.sh --chrt 10         # Gloo and reccl ranks under SCHED_FIFO 10 (a shared machine)
 #
@@ -15,6 +17,7 @@ set -euo pipefail
 BUILD=build
 RAILS=2
 ITERS=20
+ROUNDS=5
 LAT_ITERS=500
 SIZE=64M
 IPERF_SECONDS=5
@@ -25,12 +28,13 @@ RECCL=""
 NAME="cmp$$"
 CHRT=()
 
-usage() { sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
     --rails) RAILS="$2"; shift 2 ;;
     --iters) ITERS="$2"; shift 2 ;;
+    --rounds) ROUNDS="$2"; shift 2 ;;
     --lat-iters) LAT_ITERS="$2"; shift 2 ;;
     --size) SIZE="$2"; shift 2 ;;
     --iperf-seconds) IPERF_SECONDS="$2"; shift 2 ;;
@@ -46,6 +50,7 @@ while [[ $# -gt 0 ]]; do
 done
 [[ "$RAILS" =~ ^[1-8]$ ]] || { echo "compare.sh: --rails: 1-8, got $RAILS" >&2; exit 64; }
 [[ "$ITERS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --iters: a positive number, got $ITERS" >&2; exit 64; }
+[[ "$ROUNDS" =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: --rounds: 1-99, got $ROUNDS" >&2; exit 64; }
 [[ "$IPERF_SECONDS" =~ ^[1-9][0-9]*$ ]] || { echo "compare.sh: --iperf-seconds: a positive number" >&2; exit 64; }
 [[ ${#CHRT[@]} -eq 0 || "${CHRT[2]}" =~ ^[1-9][0-9]?$ ]] || { echo "compare.sh: --chrt: a priority 1-99, got ${CHRT[2]}" >&2; exit 64; }
 
@@ -106,25 +111,8 @@ iperf() {
          | add / 8 / 1e9' "${files[@]}"
 }
 
-# iperf3 runs before and after the collectives; the ratios use the better of the two (the
-# ceiling), so a burst of load on the machine cannot flatter reccl.
-declare -A IPERF
 ALL_RAILS=()
 for ((k = 0; k < RAILS; ++k)); do ALL_RAILS+=("$k"); done
-iperfRound() {
-  local round="$1" k v
-  for k in "${ALL_RAILS[@]}"; do
-    step "iperf3 --bidir on rail$k alone ($round)"
-    v=$(iperf "rail$k-$round" "$k")
-    IPERF[rail$k-$round]=$v
-    IPERF[rail$k]=$(jq -n --argjson a "${IPERF[rail$k]:-0}" --argjson b "$v" '[$a, $b] | max')
-  done
-  step "iperf3 --bidir on all $RAILS rails at once ($round)"
-  v=$(iperf "all-$round" "${ALL_RAILS[@]}")
-  IPERF[all-$round]=$v
-  IPERF[all]=$(jq -n --argjson a "${IPERF[all]:-0}" --argjson b "$v" '[$a, $b] | max')
-}
-iperfRound before
 
 # Runs a benchmark on both hosts (one rank each) and leaves rank 0's JSON in $WORK/$1.json.
 # --chrt applies here only: iperf3 under SCHED_FIFO spins both vCPUs and starves its own peers.
@@ -139,78 +127,134 @@ bench() {
   grep -v '^\[rank [1-9]' "$WORK/$tag.log" | sed 's/^\[rank 0\] //' | grep -v '^#  \|^#$' >&2 || true
 }
 
-bench gloo_bw "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gloo-store-bw" --algo all \
-  -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3
+# One round's steps, each writing $WORK/<step>-r<round>.json (iperf3: {"gbps": per direction}).
+stepRun() {
+  local what="$1" round="$2" v
+  case "$what" in
+    iperf_rail0)
+      step "iperf3 --bidir on rail0 alone (round $round)"
+      v=$(iperf "rail0-r$round" 0) && echo "{\"gbps\": $v}" >"$WORK/iperf_rail0-r$round.json" ;;
+    iperf_all)
+      step "iperf3 --bidir on all $RAILS rails at once (round $round)"
+      v=$(iperf "all-r$round" "${ALL_RAILS[@]}") && echo "{\"gbps\": $v}" >"$WORK/iperf_all-r$round.json" ;;
+    gloo_bw)
+      bench "gloo_bw-r$round" "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gloo-store-bw-r$round" --algo all \
+        -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3 ;;
+    reccl1_bw)
+      RECCL_NICS="=rail0" bench "reccl1_bw-r$round" "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3 ;;
+    recclall_bw)
+      RECCL_NICS="rail" bench "recclall_bw-r$round" "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3 ;;
+  esac
+}
+
+STEPS=(iperf_all iperf_rail0 gloo_bw)
+[[ $PEERS_ONLY -eq 1 ]] || STEPS+=(recclall_bw reccl1_bw)
+for ((round = 1; round <= ROUNDS; ++round)); do
+  order=("${STEPS[@]}")
+  if ((round % 2 == 0)); then
+    order=()
+    for ((i = ${#STEPS[@]} - 1; i >= 0; --i)); do order+=("${STEPS[i]}"); done
+  fi
+  for what in "${order[@]}"; do stepRun "$what" "$round"; done
+done
+
 bench gloo_lat "$BIN/gloo_bench" --iface rail0 --store-dir "$WORK/gloo-store-lat" --algo ring \
   -b 8 -e 8 -n "$LAT_ITERS" -w 20
-if [[ $PEERS_ONLY -eq 1 ]]; then
-  iperfRound after
-  jq -n --arg size "$SIZE" --argjson rails "$RAILS" \
-    --argjson iperf "$(for k in "${!IPERF[@]}"; do echo "{\"$k\": ${IPERF[$k]}}"; done | jq -s add)" \
-    --slurpfile gb "$WORK/gloo_bw.json" --slurpfile gl "$WORK/gloo_lat.json" '
-    ($gb[0].rows | max_by(.in_place.busbw_gbps)) as $gbest
-    | {date: (now | todate), testbed: {hosts: 2, rails: $rails}, size: $size, iperf3_per_direction_gbps: $iperf,
-       gloo: {busbw_gbps: $gbest.in_place.busbw_gbps, algo: $gbest.algo,
-              latency_8b_us: $gl[0].rows[0].in_place.time_us},
-       ratios: {gloo_over_iperf3_rail0: ($gbest.in_place.busbw_gbps / $iperf.rail0)},
-       wrong: ($gb[0].out_of_bounds + $gl[0].out_of_bounds), runs: {gloo_bw: $gb[0], gloo_lat: $gl[0]}}' >"$OUT"
-  jq -r '"", "iperf3 --bidir per direction (GB/s): \(.iperf3_per_direction_gbps)",
-         "gloo \(.size) allreduce busbw \(.gloo.busbw_gbps) GB/s (\(.gloo.algo)), 8 B latency \(.gloo.latency_8b_us) us",
-         "gloo / iperf3 rail0: \(.ratios.gloo_over_iperf3_rail0)", "wrong elements: \(.wrong)"' "$OUT"
-  echo "written: $OUT" >&2
-  [[ $(jq .wrong "$OUT") -eq 0 ]]
-  exit
+if [[ $PEERS_ONLY -eq 0 ]]; then
+  RECCL_NICS="=rail0" bench reccl1_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
+  RECCL_NICS="rail" bench recclall_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
 fi
-RECCL_NICS="=rail0" bench reccl1_bw "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3
-RECCL_NICS="=rail0" bench reccl1_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
-RECCL_NICS="rail" bench recclall_bw "$BIN/reccl-bench" -b "$SIZE" -e "$SIZE" -n "$ITERS" -w 3
-RECCL_NICS="rail" bench recclall_lat "$BIN/reccl-bench" -b 8 -e 8 -n "$LAT_ITERS" -w 20
-iperfRound after
 
-# Best Gloo allreduce algorithm (in place: Gloo has no out-of-place allreduce); reccl in place
-# too for the like-for-like ratio, out of place reported beside it.
+# Every round's runs as one JSON array: [{round, iperf_rail0, iperf_all, gloo_bw, reccl1_bw, recclall_bw}].
+roundsJson() {
+  local round what
+  for ((round = 1; round <= ROUNDS; ++round)); do
+    local args=(--argjson round "$round")
+    for what in "${STEPS[@]}"; do args+=(--slurpfile "$what" "$WORK/$what-r$round.json"); done
+    jq -n "${args[@]}" '$ARGS.named | with_entries(.value |= (if type == "array" then .[0] else . end))'
+  done | jq -s .
+}
+roundsJson >"$WORK/rounds.json"
+
+# Per round: the best Gloo allreduce algorithm (in place: Gloo has no out-of-place allreduce);
+# reccl in place too for the like-for-like ratios, out of place reported beside it. Each ratio is
+# taken within its round; the figures are the medians over rounds, with their range.
+LAT_FILES=(--slurpfile gl "$WORK/gloo_lat.json")
+if [[ $PEERS_ONLY -eq 0 ]]; then
+  LAT_FILES+=(--slurpfile r1l "$WORK/reccl1_lat.json" --slurpfile ral "$WORK/recclall_lat.json")
+else
+  LAT_FILES+=(--argjson r1l null --argjson ral null)
+fi
 jq -n \
   --arg name "$NAME" --arg size "$SIZE" --argjson rails "$RAILS" --argjson iters "$ITERS" \
-  --argjson iperf_rail0 "${IPERF[rail0]}" --argjson iperf_all "${IPERF[all]}" \
-  --argjson iperf "$(for k in "${!IPERF[@]}"; do echo "{\"$k\": ${IPERF[$k]}}"; done | jq -s add)" \
-  --slurpfile gb "$WORK/gloo_bw.json" --slurpfile gl "$WORK/gloo_lat.json" \
-  --slurpfile r1b "$WORK/reccl1_bw.json" --slurpfile r1l "$WORK/reccl1_lat.json" \
-  --slurpfile rab "$WORK/recclall_bw.json" --slurpfile ral "$WORK/recclall_lat.json" '
+  --argjson peers_only "$PEERS_ONLY" --slurpfile rounds "$WORK/rounds.json" "${LAT_FILES[@]}" '
+  def med: sort | if length == 0 then null elif length % 2 == 1 then .[length / 2 | floor]
+                  else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+  def span: {min: min, max: max};
   def ip(r): r.rows[0].in_place;
   def oop(r): r.rows[0].out_of_place;
-  ($gb[0].rows | max_by(.in_place.busbw_gbps)) as $gbest
-  | ($gl[0].rows[0].in_place.time_us) as $glat
+  def one: if type == "array" then .[0] else . end;
+  ($rounds[0] | map(
+      (.gloo_bw.rows | max_by(.in_place.busbw_gbps)) as $g
+      | {round, iperf3_rail0: .iperf_rail0.gbps, iperf3_all: .iperf_all.gbps,
+         gloo: $g.in_place.busbw_gbps, gloo_algo: $g.algo}
+        + (if $peers_only == 1 then {} else
+            {reccl_one_rail: ip(.reccl1_bw).busbw_gbps, reccl_one_rail_out_of_place: oop(.reccl1_bw).busbw_gbps,
+             reccl_all_rails: ip(.recclall_bw).busbw_gbps, reccl_all_rails_out_of_place: oop(.recclall_bw).busbw_gbps}
+           end)
+      | .ratios = ({gloo_over_iperf3_rail0: (.gloo / .iperf3_rail0)}
+          + (if $peers_only == 1 then {} else
+              {reccl_one_rail_over_gloo: (.reccl_one_rail / .gloo),
+               reccl_all_rails_over_iperf3_all_rails: (.reccl_all_rails / .iperf3_all),
+               reccl_one_rail_over_iperf3_rail0: (.reccl_one_rail / .iperf3_rail0)} end))
+    )) as $per
+  | ($gl | one) as $gl1 | ($r1l | one) as $r1l1 | ($ral | one) as $ral1
+  | ($per[0].ratios | keys) as $rk
   | {
       date: (now | todate), testbed: {name: $name, hosts: 2, rails: $rails}, size: $size, iters: $iters,
-      iperf3_per_direction_gbps: $iperf,
-      gloo: {busbw_gbps: $gbest.in_place.busbw_gbps, algo: $gbest.algo, latency_8b_us: $glat},
-      reccl_one_rail: {busbw_gbps: ip($r1b[0]).busbw_gbps, busbw_out_of_place_gbps: oop($r1b[0]).busbw_gbps,
-                       latency_8b_us: oop($r1l[0]).time_us},
-      reccl_all_rails: {busbw_gbps: ip($rab[0]).busbw_gbps, busbw_out_of_place_gbps: oop($rab[0]).busbw_gbps,
-                        latency_8b_us: oop($ral[0]).time_us},
-      ratios: {
-        reccl_one_rail_over_gloo: (ip($r1b[0]).busbw_gbps / $gbest.in_place.busbw_gbps),
-        reccl_all_rails_over_iperf3_all_rails: (ip($rab[0]).busbw_gbps / $iperf_all),
-        reccl_one_rail_over_iperf3_rail0: (ip($r1b[0]).busbw_gbps / $iperf_rail0),
-        gloo_latency_over_reccl_latency_8b: ($glat / oop($r1l[0]).time_us)
-      },
-      wrong: ([$gb[0], $gl[0], $r1b[0], $r1l[0], $rab[0], $ral[0]] | map(.out_of_bounds) | add),
-      runs: {gloo_bw: $gb[0], gloo_lat: $gl[0], reccl_one_rail_bw: $r1b[0], reccl_one_rail_lat: $r1l[0],
-             reccl_all_rails_bw: $rab[0], reccl_all_rails_lat: $ral[0]}
-    }' >"$OUT"
+      rounds: ($per | length),
+      iperf3_per_direction_gbps: {rail0: ($per | map(.iperf3_rail0) | med), all: ($per | map(.iperf3_all) | med)},
+      gloo: {busbw_gbps: ($per | map(.gloo) | med), algo: ($per | map(.gloo_algo) | group_by(.) | max_by(length)[0]),
+             latency_8b_us: $gl1.rows[0].in_place.time_us},
+      ratios: ($rk | map({key: ., value: (. as $k | $per | map(.ratios[$k]) | med)}) | from_entries),
+      ratio_ranges: ($rk | map({key: ., value: (. as $k | $per | map(.ratios[$k]) | span)}) | from_entries),
+      per_round: $per,
+      wrong: (([$rounds[0][] | (.gloo_bw, .reccl1_bw, .recclall_bw) | select(. != null) | .out_of_bounds]
+               + [$gl1, $r1l1, $ral1 | select(. != null) | .out_of_bounds]) | add),
+      runs: {rounds: $rounds[0], gloo_lat: $gl1, reccl_one_rail_lat: $r1l1, reccl_all_rails_lat: $ral1}
+    }
+  | if $peers_only == 1 then . else
+      .reccl_one_rail = {busbw_gbps: ($per | map(.reccl_one_rail) | med),
+                         busbw_out_of_place_gbps: ($per | map(.reccl_one_rail_out_of_place) | med),
+                         latency_8b_us: oop($r1l1).time_us}
+      | .reccl_all_rails = {busbw_gbps: ($per | map(.reccl_all_rails) | med),
+                            busbw_out_of_place_gbps: ($per | map(.reccl_all_rails_out_of_place) | med),
+                            latency_8b_us: oop($ral1).time_us}
+      | .ratios.gloo_latency_over_reccl_latency_8b = ($gl1.rows[0].in_place.time_us / oop($r1l1).time_us)
+    end' >"$OUT"
 
 jq -r '
+  def r2: . * 100 | round / 100;
+  def r3: . * 1000 | round / 1000;
+  def rng(k): "\(.ratios[k] | r3)   (rounds \(.ratio_ranges[k].min | r3)-\(.ratio_ranges[k].max | r3))";
   "",
-  "allreduce \(.size) bus bandwidth, 2 hosts x \(.testbed.rails) rails (GB/s):",
-  "  iperf3 --bidir per direction  rail0 \(.iperf3_per_direction_gbps.rail0 * 100 | round / 100)   all rails \(.iperf3_per_direction_gbps.all * 100 | round / 100)",
-  "  gloo rail0                    \(.gloo.busbw_gbps * 100 | round / 100)  (\(.gloo.algo), in place)",
-  "  reccl rail0                   \(.reccl_one_rail.busbw_gbps * 100 | round / 100)  (out of place \(.reccl_one_rail.busbw_out_of_place_gbps * 100 | round / 100))",
-  "  reccl all rails               \(.reccl_all_rails.busbw_gbps * 100 | round / 100)  (out of place \(.reccl_all_rails.busbw_out_of_place_gbps * 100 | round / 100))",
-  "8 B allreduce latency (us): gloo \(.gloo.latency_8b_us | round)  reccl rail0 \(.reccl_one_rail.latency_8b_us | round)  reccl all rails \(.reccl_all_rails.latency_8b_us | round)",
-  "ratios:",
-  "  reccl rail0 / gloo rail0                 \(.ratios.reccl_one_rail_over_gloo * 1000 | round / 1000)   (target >= 1.3)",
-  "  reccl all rails / iperf3 all rails       \(.ratios.reccl_all_rails_over_iperf3_all_rails * 1000 | round / 1000)   (target >= 0.7)",
-  "  gloo 8 B latency / reccl 8 B latency     \(.ratios.gloo_latency_over_reccl_latency_8b * 1000 | round / 1000)",
+  "allreduce \(.size) bus bandwidth, 2 hosts x \(.testbed.rails) rails, median of \(.rounds) interleaved rounds (GB/s):",
+  "  iperf3 --bidir per direction  rail0 \(.iperf3_per_direction_gbps.rail0 | r2)   all rails \(.iperf3_per_direction_gbps.all | r2)",
+  "  gloo rail0                    \(.gloo.busbw_gbps | r2)  (\(.gloo.algo), in place)",
+  (if .reccl_one_rail then
+    "  reccl rail0                   \(.reccl_one_rail.busbw_gbps | r2)  (out of place \(.reccl_one_rail.busbw_out_of_place_gbps | r2))",
+    "  reccl all rails               \(.reccl_all_rails.busbw_gbps | r2)  (out of place \(.reccl_all_rails.busbw_out_of_place_gbps | r2))",
+    "8 B allreduce latency (us): gloo \(.gloo.latency_8b_us | round)  reccl rail0 \(.reccl_one_rail.latency_8b_us | round)  reccl all rails \(.reccl_all_rails.latency_8b_us | round)",
+    "ratios, each within a round, median (range):",
+    "  reccl rail0 / gloo rail0                 \(rng("reccl_one_rail_over_gloo"))   target >= 1.3",
+    "  reccl all rails / iperf3 all rails       \(rng("reccl_all_rails_over_iperf3_all_rails"))   target >= 0.85",
+    "  reccl rail0 / iperf3 rail0               \(rng("reccl_one_rail_over_iperf3_rail0"))   target >= 0.9",
+    "  gloo 8 B latency / reccl 8 B latency     \(.ratios.gloo_latency_over_reccl_latency_8b | r3)"
+   else
+    "8 B allreduce latency (us): gloo \(.gloo.latency_8b_us | round)",
+    "ratios, each within a round, median (range):"
+   end),
+  "  gloo rail0 / iperf3 rail0                \(rng("gloo_over_iperf3_rail0"))",
   "wrong elements: \(.wrong)"' "$OUT"
 echo "written: $OUT" >&2
 [[ $(jq .wrong "$OUT") -eq 0 ]]

@@ -1,6 +1,6 @@
 // bench/compare.sh end to end at small sizes on a real 2-host testbed: iperf3, Gloo and (once
-// libreccl is built) reccl in one go, a JSON with every run and ratios, nothing wrong, and the
-// testbed gone afterwards. Needs root; skipped otherwise.
+// libreccl is built) reccl in interleaved rounds, a JSON with every run, per-round ratios and
+// their medians, nothing wrong, and the testbed gone afterwards. Needs root; skipped otherwise.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -32,7 +32,7 @@ TEST(CompareScript, RunsEveryStepAndWritesRatios) {
   const bool full = fs::exists(fs::path(RECCL_BIN_DIR) / "reccl-bench");
   std::vector<std::string> args = {"/bin/bash", COMPARE_SCRIPT, "--build", fs::path(RECCL_BIN_DIR).parent_path().string(),
                                    "--name", name, "--size", "1M", "--iters", "2", "--lat-iters", "20",
-                                   "--iperf-seconds", "1", "--out", (dir / "cmp.json").string()};
+                                   "--iperf-seconds", "1", "--rounds", "2", "--out", (dir / "cmp.json").string()};
   if (!full) args.push_back("--peers-only");
   int rc;
   {
@@ -48,9 +48,20 @@ TEST(CompareScript, RunsEveryStepAndWritesRatios) {
   EXPECT_GT(j["iperf3_per_direction_gbps"]["all"].get<double>(), 0.0);
   EXPECT_GT(j["gloo"]["busbw_gbps"].get<double>(), 0.0);
   EXPECT_GT(j["gloo"]["latency_8b_us"].get<double>(), 0.0);
+  EXPECT_EQ(j["rounds"], 2);
+  ASSERT_EQ(j["per_round"].size(), 2u);
+  for (const auto& r : j["per_round"]) {
+    EXPECT_GT(r["iperf3_all"].get<double>(), 0.0) << r.dump();
+    EXPECT_GT(r["ratios"]["gloo_over_iperf3_rail0"].get<double>(), 0.0) << r.dump();
+  }
+  // The median of two rounds lies between them.
+  const auto& range = j["ratio_ranges"]["gloo_over_iperf3_rail0"];
+  EXPECT_LE(range["min"].get<double>(), j["ratios"]["gloo_over_iperf3_rail0"].get<double>());
+  EXPECT_GE(range["max"].get<double>(), j["ratios"]["gloo_over_iperf3_rail0"].get<double>());
   if (full) {
     EXPECT_GT(j["ratios"]["reccl_one_rail_over_gloo"].get<double>(), 0.0);
     EXPECT_GT(j["ratios"]["reccl_all_rails_over_iperf3_all_rails"].get<double>(), 0.0);
+    EXPECT_GT(j["ratios"]["reccl_one_rail_over_iperf3_rail0"].get<double>(), 0.0);
     EXPECT_NE(out.find("reccl rail0 / gloo rail0"), std::string::npos) << out;
   }
   fs::remove_all(dir);
