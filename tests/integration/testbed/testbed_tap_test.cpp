@@ -84,9 +84,9 @@ class TapTestbed : public TestbedTest<2, 2, NicKind::kTap> {
     EXPECT_EQ(::bind(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
     return fd;
   }
-  // Drains the monitor; true when one of the events said the device has no carrier (IFF_LOWER_UP
-  // clear).
-  static bool monitorToldCarrierLoss(int monitor, int ifindex) {
+  // Drains the monitor; true when one of the events said the device's carrier is `on`
+  // (IFF_LOWER_UP set or clear).
+  static bool monitorTold(int monitor, int ifindex, bool on) {
     constexpr unsigned kLowerUp = 1u << 16;  // IFF_LOWER_UP (linux/if.h; net/if.h lacks it)
     bool told = false;
     alignas(nlmsghdr) char buf[65536];
@@ -97,18 +97,27 @@ class TapTestbed : public TestbedTest<2, 2, NicKind::kTap> {
       for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
         if (h->nlmsg_type != RTM_NEWLINK) continue;
         const auto* ifi = static_cast<const ifinfomsg*>(NLMSG_DATA(h));
-        if (ifi->ifi_index == ifindex && (ifi->ifi_flags & kLowerUp) == 0) told = true;
+        if (ifi->ifi_index == ifindex && ((ifi->ifi_flags & kLowerUp) != 0) == on) told = true;
       }
     }
   }
-  // Waits up to `ms` for the monitor to tell the carrier loss of `ifindex`.
-  static bool waitCarrierLossTold(int monitor, int ifindex, int ms) {
+  // Waits up to `ms` for the monitor to tell that the carrier of `ifindex` is `on`.
+  static bool waitTold(int monitor, int ifindex, bool on, int ms) {
     for (auto dl = reccl::Deadline::afterMs(ms); !dl.expired();) {
-      if (monitorToldCarrierLoss(monitor, ifindex)) return true;
+      if (monitorTold(monitor, ifindex, on)) return true;
       pollfd p{monitor, POLLIN, 0};
       ::poll(&p, 1, 10);
     }
     return false;
+  }
+  // Opens link-watch's blind second: a carrier loss reported (link-watch ran and holds its next
+  // run of non-urgent events for a second), then the carrier back (urgent: reported at once). A
+  // loss right after this is reported only when that second ends. The carrier must be on.
+  static void enterBlindSecond(int queue, int monitor, int ifindex) {
+    ASSERT_TRUE(reccl::netlink::setTapCarrier(queue, false).ok());
+    ASSERT_TRUE(waitTold(monitor, ifindex, false, 3000)) << "carrier loss never reported";
+    ASSERT_TRUE(reccl::netlink::setTapCarrier(queue, true).ok());
+    ASSERT_TRUE(waitTold(monitor, ifindex, true, 3000)) << "carrier return never reported";
   }
   static int ifindexIn(const std::string& netns, const std::string& dev) {
     NlSocket nl = socketIn(netns);
@@ -171,10 +180,9 @@ TEST_F(TapTestbed, CarrierOffThroughASecondQueueStopsTrafficAndCarrierOnRestores
 
 // The forwarder plays a cable: frames stop the moment the driver drops the carrier, not when the
 // kernel's link-watch reports it over rtnetlink, which may be up to a second later. The loss is
-// placed in link-watch's blind second (off, reported; on, reported at once as urgent; off again
-// within the second after the first report: that report waits for the second's end), and
-// datagrams both ways must not cross while rtnetlink still says nothing. An attempt whose report
-// came before the datagrams were through proves nothing and is tried again.
+// placed in link-watch's blind second (enterBlindSecond), and datagrams both ways must not cross
+// while rtnetlink still says nothing. An attempt whose report came before the datagrams were
+// through proves nothing and is tried again.
 TEST_F(TapTestbed, CarrierOffCutsFramesBeforeLinkWatchReportsIt) {
   ASSERT_TRUE(pingEventually(0, 1, 0));
   ASSERT_TRUE(pingEventually(1, 0, 0));
@@ -189,15 +197,16 @@ TEST_F(TapTestbed, CarrierOffCutsFramesBeforeLinkWatchReportsIt) {
   ASSERT_TRUE(q.ok()) << q.status().ToString();
   int inBlindSecond = 0;
   for (int attempt = 0; attempt < 5 && inBlindSecond == 0; ++attempt) {
-    ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), false).ok());
-    ASSERT_TRUE(waitCarrierLossTold(monitor.get(), ifindex, 3000));  // link-watch ran: second starts
-    ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), true).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    monitorToldCarrierLoss(monitor.get(), ifindex);
+    enterBlindSecond(q->get(), monitor.get(), ifindex);
+    if (HasFatalFailure()) return;
     ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), false).ok());
     const bool there = datagramCrosses(s0.get(), a1, s1.get());
     const bool back = datagramCrosses(s1.get(), a0, s0.get());
-    if (monitorToldCarrierLoss(monitor.get(), ifindex)) continue;  // reported already: no proof
+    if (monitorTold(monitor.get(), ifindex, false)) {  // reported already: no proof; carrier back
+      ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), true).ok());
+      ASSERT_TRUE(waitTold(monitor.get(), ifindex, true, 3000));
+      continue;
+    }
     ++inBlindSecond;
     EXPECT_FALSE(there) << "a frame crossed a cable whose carrier was off (host 0 -> 1)";
     EXPECT_FALSE(back) << "a frame crossed a cable whose carrier was off (host 1 -> 0)";
@@ -216,6 +225,10 @@ TEST_F(TapTestbed, CarrierCountersFollowTheDriverAtOnce) {
   auto on = c->on();
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   EXPECT_TRUE(*on);
+  auto missing = CarrierCounters::open(netns(0), "nosuchnic");
+  EXPECT_EQ(missing.status().code(), reccl::Errc::kNotFound) << missing.status().ToString();
+  auto bad = CarrierCounters::open(netns(0), "../rail1");
+  EXPECT_EQ(bad.status().code(), reccl::Errc::kInvalidArgument) << bad.status().ToString();
   // A failed read counts as neither on nor off.
   auto is = [&](bool want, bool cached) {
     auto r = cached ? c->onCached() : c->on();
@@ -235,30 +248,26 @@ TEST_F(TapTestbed, CarrierCountersFollowTheDriverAtOnce) {
 
   // Inside link-watch's blind second (see CarrierOffCutsFramesBeforeLinkWatchReportsIt), reads
   // of the counts leave the loss unreported; a read of /sys/.../carrier would report it at once.
+  // Reads every 10 ms for 100 ms, well inside the second; a run that took longer (a loaded
+  // machine) cannot tell and is skipped.
   const int ifindex = ifindexIn(netns(0), "rail1");
   UniqueFd monitor = linkMonitorIn(netns(0));
-  ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), false).ok());
-  ASSERT_TRUE(waitCarrierLossTold(monitor.get(), ifindex, 3000));
-  const auto told = std::chrono::steady_clock::now();
-  ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), true).ok());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  monitorToldCarrierLoss(monitor.get(), ifindex);
+  enterBlindSecond(q->get(), monitor.get(), ifindex);
+  if (HasFatalFailure()) return;
+  const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), false).ok());
   for (int i = 0; i < 10; ++i) {
     EXPECT_TRUE(is(false, false));
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  const bool reported = monitorToldCarrierLoss(monitor.get(), ifindex);
-  if (std::chrono::steady_clock::now() - told < std::chrono::milliseconds(800)) {
-    EXPECT_FALSE(reported) << "reading the counts made rtnetlink report the loss early";
-  }
+  const bool reported = monitorTold(monitor.get(), ifindex, false);
+  const auto took = std::chrono::steady_clock::now() - start;
   ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), true).ok());
   EXPECT_TRUE(pingEventually(0, 1, 1));
-
-  auto missing = CarrierCounters::open(netns(0), "nosuchnic");
-  EXPECT_EQ(missing.status().code(), reccl::Errc::kNotFound) << missing.status().ToString();
-  auto bad = CarrierCounters::open(netns(0), "../rail1");
-  EXPECT_EQ(bad.status().code(), reccl::Errc::kInvalidArgument) << bad.status().ToString();
+  if (took > std::chrono::milliseconds(700))
+    GTEST_SKIP() << "the blind second's check took " << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                 << " ms (loaded machine): cannot tell whether the reads reported the loss";
+  EXPECT_FALSE(reported) << "reading the counts made rtnetlink report the loss early";
 }
 
 TEST_F(TapTestbed, OneShotCarrierOffLeavesNoQueueThatStrandsFrames) {

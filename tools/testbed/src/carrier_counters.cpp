@@ -20,7 +20,11 @@ namespace {
 Result<UniqueFd> sysfsOfNetns(const std::string& netns) {
   RECCL_ASSIGN_OR_RETURN(auto guard, netlink::NetnsGuard::enter(netns));
   UniqueFd ctx(::fsopen("sysfs", FSOPEN_CLOEXEC));
-  if (!ctx.valid()) return Status::FromErrno(errno, "fsopen sysfs for netns '" + netns + "'");
+  if (!ctx.valid()) {
+    const int err = errno;
+    Status s = Status::FromErrno(err, "fsopen sysfs for netns '" + netns + "'");
+    return err == ENOSYS ? Status{Errc::kUnsupported, s.message()} : s;
+  }
   if (::fsconfig(ctx.get(), FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0)
     return Status::FromErrno(errno, "create sysfs for netns '" + netns + "'");
   UniqueFd mnt(::fsmount(ctx.get(), FSMOUNT_CLOEXEC,
@@ -41,8 +45,9 @@ Result<CarrierCounters> CarrierCounters::open(const std::string& netns, const st
     const std::string path = "class/net/" + dev + "/" + name;
     fd->reset(::openat(sysfs.get(), path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd->valid()) {
-      Status s = Status::FromErrno(errno, "open " + path + " in netns '" + netns + "'");
-      return errno == ENOENT ? Status{Errc::kNotFound, s.message()} : s;
+      const int err = errno;
+      Status s = Status::FromErrno(err, "open " + path + " in netns '" + netns + "'");
+      return err == ENOENT ? Status{Errc::kNotFound, s.message()} : s;
     }
   }
   RECCL_ASSIGN_OR_RETURN(auto nl, netlink::NlSocket::openInNetns(netns));

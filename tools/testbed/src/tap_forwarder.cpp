@@ -20,7 +20,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <ctime>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -60,7 +59,7 @@ void onTerm(int) { gStop = 1; }
 // How often, at most, the host NIC's carrier counts are read while frames flow: a carrier fault
 // cuts traffic within this, far below the millisecond stalls the benchmarks measure, at a cost of
 // one pread per interval and busy pair.
-constexpr int64_t kCarrierRecheckNs = 200'000;
+constexpr uint64_t kCarrierRecheckNs = 200'000;
 
 // What the forwarder knows about one host NIC / switch port pair. Set up before the fork, so the
 // loop in the child never allocates.
@@ -71,7 +70,7 @@ struct PairState {
   char hostDev[IFNAMSIZ] = {};
   char fabricDev[IFNAMSIZ] = {};
   std::optional<CarrierCounters> hostCounters;
-  int64_t carrierCheckedNs = 0;
+  uint64_t carrierCheckedNs = 0;
   bool hostAdminUp = true;
   bool hostCarrier = true;
   bool fabricAdminUp = true;
@@ -101,12 +100,6 @@ int linkAttrCb(const nlattr* attr, void* data) {
   return MNL_CB_OK;
 }
 
-int64_t monotonicNs() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
-
 // The switch port has link exactly while the host NIC is up with a carrier.
 void mirrorToSwitchPort(PairState& p) {
   const bool want = p.hostAdminUp && p.hostCarrier;
@@ -118,12 +111,13 @@ void mirrorToSwitchPort(PairState& p) {
 
 // The host NIC's carrier from the kernel's counts (carrier_counters.h), at once, not when
 // link-watch gets to report it; `force` reads both counts (a link event came).
-void refreshHostCarrier(PairState& p, int64_t nowNs, bool force) {
+void refreshHostCarrier(PairState& p, uint64_t nowNs, bool force) {
   if (!force && nowNs - p.carrierCheckedNs < kCarrierRecheckNs) return;
   p.carrierCheckedNs = nowNs;
   auto on = force ? p.hostCounters->on() : p.hostCounters->onCached();
-  if (!on.ok()) return;  // the device is going away; its queue's EPOLLHUP ends the forwarder
-  p.hostCarrier = *on;
+  // A failed read: the device is going away (its queue's EPOLLHUP ends the forwarder); the
+  // carrier stays as last read.
+  if (on.ok()) p.hostCarrier = *on;
   mirrorToSwitchPort(p);
 }
 

@@ -23,12 +23,14 @@ class CarrierCounters {
   // Opens the device's counters in /run/netns/NETNS ("" the caller's namespace) through a sysfs
   // instance mounted for that namespace (fsmount, detached: no mount namespace changes), and takes
   // the carrier once from rtnetlink as the baseline (a read that may run link-watch, fine while
-  // setting up). kNotFound when the device does not exist.
+  // setting up). kNotFound when the device does not exist; kUnsupported on a kernel without the
+  // mount API (before 5.2).
   static Result<CarrierCounters> open(const std::string& netns, const std::string& dev);
 
   // Whether the carrier is on now. Off and on alternate, each counted once, so the carrier is on
-  // exactly when up - down equals its value at a moment it was on. Two preads at most, no
-  // allocation (callable in a forked child). Errors only when a read fails (device gone).
+  // exactly when up - down equals its value at a moment it was on. Two preads at most and no
+  // allocation on success (callable in a forked child). Errors only when a read fails (device
+  // gone).
   Result<bool> on();
   // The same, reading one counter when it has not moved since the last read (the cheap check
   // for a loop that asks often): off -> on moves only `up`, on -> off only `down`.
