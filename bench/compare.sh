@@ -67,10 +67,13 @@ done
 [[ $(id -u) -eq 0 ]] || { echo "compare.sh: needs root for the testbed's namespaces" >&2; exit 77; }
 
 WORK="$(mktemp -d /tmp/reccl-compare.XXXXXX)"
-IPERF_PIDS=()
+# iperf3 servers still running (iperf() runs in a command substitution: a file, not a variable).
+SERVER_PIDS="$WORK/iperf-servers.pids"
 cleanup() {
   local rc=$?
-  for p in "${IPERF_PIDS[@]:-}"; do [[ -n "$p" ]] && kill "$p" 2>/dev/null || true; done
+  if [[ -f "$SERVER_PIDS" ]]; then
+    while read -r p; do kill "$p" 2>/dev/null || true; done <"$SERVER_PIDS"
+  fi
   if [[ $KEEP -eq 0 ]]; then "$RECCL" testbed down --name "$NAME" >/dev/null 2>&1 || true; fi
   rm -rf "$WORK"
   exit $rc
@@ -88,14 +91,20 @@ step "testbed $NAME: 2 hosts x $RAILS rails"
 # per-direction throughput in GB/s (the mean of the two directions' received rates).
 iperf() {
   local tag="$1"; shift
-  local rails=("$@") pids=() k
-  IPERF_PIDS=()
+  local rails=("$@") pids=() servers=() k p
   for k in "${rails[@]}"; do
     "$RECCL" testbed exec --name "$NAME" --host 1 -- \
       iperf3 -s -1 -B "$(railAddr 1 "$k")" -p $((5201 + k)) >/dev/null 2>&1 &
-    IPERF_PIDS+=($!)
+    servers+=($!)
+    echo $! >>"$SERVER_PIDS"
   done
-  sleep 0.5
+  # Each server listening before its client starts (5 s at most).
+  for k in "${rails[@]}"; do
+    for ((t = 0; t < 100; ++t)); do
+      [[ -n "$("$RECCL" testbed exec --name "$NAME" --host 1 -- ss -Hltn "sport = :$((5201 + k))" 2>/dev/null)" ]] && break
+      sleep 0.05
+    done
+  done
   for k in "${rails[@]}"; do
     "$RECCL" testbed exec --name "$NAME" --host 0 -- \
       iperf3 -c "$(railAddr 1 "$k")" -B "$(railAddr 0 "$k")" -p $((5201 + k)) --bidir \
@@ -103,8 +112,7 @@ iperf() {
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || { echo "compare.sh: iperf3 client failed ($tag)" >&2; return 1; }; done
-  for p in "${IPERF_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-  IPERF_PIDS=()
+  for p in "${servers[@]}"; do wait "$p" 2>/dev/null || true; done
   local files=()
   for k in "${rails[@]}"; do files+=("$WORK/iperf-$tag-rail$k.json"); done
   jq -s '[.[] | (.end.sum_received.bits_per_second + .end.sum_received_bidir_reverse.bits_per_second) / 2]

@@ -211,7 +211,8 @@ lines = [
                                      else "WRONG: %d elements, status %s" % (j["out_of_bounds"], j["status"])),
     "  each source alone on the same fault (reccl detector watch beside the ranks; fault -> link down decided):",
 ]
-# The fault's moment as reccl-bench takes it (a carrier action's syscall return, a link action's start).
+# The fault's moment as reccl-bench takes it (the plan's effect_mono_ns: the start of the carrier
+# syscall through the held queue, or of a link action).
 if f.get("at_s") is not None:
     fault_ns = t0 + round(f["at_s"] * 1e9)
     for src, name in (("bpf", "BPF detector"), ("netlink", "rtnetlink")):

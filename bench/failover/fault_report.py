@@ -240,7 +240,9 @@ def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
     r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-         "testbed": {"name": meta["name"], "hosts": 2, "rails": 2, "nic": meta.get("nic", "veth")},
+         # The ranks use rails 0 and 1; --linkwatch-busy adds a third, the neighbour's, to the testbed.
+         "testbed": {"name": meta["name"], "hosts": 2, "rails": 3 if meta.get("linkwatch_busy_ms") else 2,
+                     "ranks_rails": 2, "nic": meta.get("nic", "veth")},
          "fault": meta.get("fault", "link"), "linkwatch_busy_ms": meta.get("linkwatch_busy_ms", 0), "size": meta["size"],
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],

@@ -156,7 +156,7 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   std::vector<std::string> args = {"/bin/bash", FAULT_BENCH, "--build", build.string(), "--nic", "tap",
                                    "--fault", "carrier", "--down-ms", "50-300", "--faults", "2", "--rounds", "1",
                                    "--size", "1M", "--sources", "netlink none", "--baseline-iters", "5",
-                                   "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000", "--gloo-iters", "200",
+                                   "--linkwatch-busy", "300", "--gloo-timeout-ms", "3000", "--gloo-iters", "600",
                                    "--out", (dir / "fb.json").string()};
   if (!gloo) args.push_back("--no-gloo");
   std::string out;
@@ -168,7 +168,13 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
     const json& s = j["sources"][src];
     ASSERT_TRUE(s.contains("missed")) << src << ": " << s.dump();
     EXPECT_EQ(s["faults"], 2) << src;
-    EXPECT_EQ(s["faults_with_failover"].get<int>() + s["missed"]["faults"].get<int>(), 2) << src;
+    // The report pools every round's faults: its missed count is the faults of the raw runs that
+    // no failover followed.
+    int missedInRuns = 0;
+    for (const auto& [key, r] : j["runs"].items())
+      if (key.rfind(std::string("fault_") + src + "_r", 0) == 0)
+        for (const auto& f : r["faults"]) missedInRuns += f["stall_ms"].is_null() ? 1 : 0;
+    EXPECT_EQ(s["missed"]["faults"].get<int>(), missedInRuns) << src;
     EXPECT_EQ(s["wrong_elements"], 0) << src;
     const json& run = j["runs"][std::string("fault_") + src + "_r0"];
     // The plan: the neighbour's carrier flapping every 300 ms from the start (action 0), and the
@@ -193,11 +199,13 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
       EXPECT_GE(held, 50) << r.dump();
       EXPECT_LE(held, 300) << r.dump();
     }
-    // A carrier fault counts from its syscall's return (the carrier changes at the end of it).
+    // A carrier fault through the plan's held queue counts from its syscall's start (the carrier
+    // changes inside it).
     const auto& faults = run["faults"];
     ASSERT_EQ(faults.size(), 2u) << "the neighbour's events are not faults: " << faults.dump();
     for (size_t i = 0; i < 2; ++i) {
-      const double atNs = double(downs[i]["done_mono_ns"].get<int64_t>() - run["t0_mono_ns"].get<int64_t>());
+      EXPECT_EQ(downs[i]["effect_mono_ns"], downs[i]["start_mono_ns"]) << downs[i].dump();
+      const double atNs = double(downs[i]["effect_mono_ns"].get<int64_t>() - run["t0_mono_ns"].get<int64_t>());
       EXPECT_NEAR(faults[i]["at_s"].get<double>() * 1e9, atNs, 1000.0) << faults[i].dump();
       EXPECT_NE(faults[i]["target"].get<std::string>().find("-h0/rail"), std::string::npos) << faults[i].dump();
     }
@@ -205,12 +213,11 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   EXPECT_NE(out.find("(tap)"), std::string::npos) << out;
   EXPECT_NE(out.find("netlink  missed"), std::string::npos) << out;
   if (gloo) {
-    // Gloo's loop around a recovered drop: completed, not measured (200 calls of 1 MiB may end
-    // before the fault on a quiet machine), or failed (its 3 s I/O timeout on a loaded one): the
-    // report names which; that is Gloo's result, not the tooling's.
+    // Gloo's loop around a recovered drop (600 calls of 1 MiB outlast the fault at ~2 s):
+    // completed, or failed (its 3 s I/O timeout on a loaded machine); the report names which,
+    // that is Gloo's result, not the tooling's.
     const std::string rec = j["gloo"]["recovered_fault"];
-    EXPECT_TRUE(rec.rfind("completed", 0) == 0 || rec.rfind("not measured", 0) == 0 || rec.rfind("failed (exit", 0) == 0)
-        << j["gloo"].dump();
+    EXPECT_TRUE(rec.rfind("completed", 0) == 0 || rec.rfind("failed (exit", 0) == 0) << j["gloo"].dump();
     EXPECT_EQ(j["gloo"]["held_fault"].get<std::string>().rfind("error after", 0), 0u)
         << "Gloo gives up on a carrier held off (its I/O timeout): " << j["gloo"].dump();
   }

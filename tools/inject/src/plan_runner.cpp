@@ -8,6 +8,7 @@
 
 #include "reccl/common/log.h"
 #include "reccl/inject/fault_session.h"
+#include "reccl/inject/lab_cable.h"
 #include "reccl/inject/precise_wait.h"
 
 namespace reccl::inject {
@@ -114,8 +115,12 @@ Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts)
       }
       rec.doneNs = monotonicNs();
       auto device = session.resolved(a.target);
-      bool carrier = a.kind == ActionKind::kCarrierOff || a.kind == ActionKind::kCarrierOn;
-      rec.effectNs = carrier ? rec.doneNs : rec.startNs;
+      bool late = false;  // the carrier changes only at the syscall's end
+      if (device && (a.kind == ActionKind::kCarrierOff || a.kind == ActionKind::kCarrierOn)) {
+        auto control = carrierControl(*device);
+        late = control.ok() && (*control == CarrierControl::kLabCable || !opts.holdTapQueues);
+      }
+      rec.effectNs = late ? rec.doneNs : rec.startNs;
       json line = {{"event", "action"}, {"seq", rec.seq}, {"source", rec.source},
                    {"action", actionName(a.kind)}, {"undo", rec.undo},
                    {"netns", a.target.netns}, {"dev", a.target.dev},

@@ -27,8 +27,8 @@ struct PlanRunOptions {
   int64_t leadMs = 10;      // T0 = end of preparation + lead
   // Hold one queue per tap whose carrier the plan changes, attached before T0 (FaultSession's
   // holdTapQueues): rtnetlink then hears of a carrier change only through link-watch, as from a
-  // physical NIC's driver. Off by default: the testbed's tap forwarder stops frames on the
-  // carrier rtnetlink reports, so with it a carrier fault cuts traffic only once link-watch ran.
+  // physical NIC's driver. Off by default, where a plan's carrier action is the one-shot
+  // `carrier-off` command's (rtnetlink told at once by the queue's attach and close).
   bool holdTapQueues = false;
 };
 
@@ -41,11 +41,11 @@ struct ActionRecord {
   int64_t scheduledNs = 0;  // CLOCK_MONOTONIC
   int64_t startNs = 0;
   int64_t doneNs = 0;
-  // When the action took hold as far as this host can tell: startNs for a link or drop syscall
-  // (the kernel acts inside it); doneNs for a carrier action: TUNSETCARRIER on a tap changes the
-  // carrier only after the queue's RCU wait when it attaches a queue (docs/inject.md, "Timing"),
-  // and a lab cable's request (lab_cable.h) waits for the runner outside the VM and is done once
-  // the carrier reads as asked.
+  // When the action took hold as far as this host can tell: startNs for a syscall that acts at
+  // once (a link or drop action, a tap carrier through a held queue); doneNs for a one-shot tap
+  // carrier action, which changes the carrier only after the attached queue's RCU wait
+  // (docs/inject.md, "Timing"), and for a lab cable (lab_cable.h), whose request waits for the
+  // runner outside the VM and is done once the carrier reads as asked.
   int64_t effectNs = 0;
   int64_t startRealtimeNs = 0;
   Status status;
