@@ -2,12 +2,20 @@
 // switch port goes down (or a tap loses carrier) and comes back when it is restored.
 #include <gtest/gtest.h>
 
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <poll.h>
+#include <sys/socket.h>
+
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 #include "inject_test_util.h"
 #include "reccl/inject/fault_session.h"
 #include "reccl/inject/plan_runner.h"
+#include "reccl/common/unique_fd.h"
+#include "reccl/netlink/netns_guard.h"
 #include "testbed_fixture.h"
 
 using namespace reccl;
@@ -157,6 +165,74 @@ TEST_F(InjectTapPlanTest, CarrierOffWithDurationIsUndoneByThePlan) {
   EXPECT_TRUE(pingFailed) << "traffic crossed a tap without carrier";
   EXPECT_TRUE(eventually([&] { return linkRunning(netns(1), "rail0"); })) << "carrier not restored";
   EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1); }));
+}
+
+// What rtnetlink listeners hear of a tap's carrier actions in a plan. A plan that holds its tap
+// queues changes the carrier with one TUNSETCARRIER each, so the only RTM_NEWLINKs of the NIC are
+// link-watch's reports (at most one per change, fewer when it folds a short one), as with a
+// physical NIC's driver; one-shot actions also send one for each queue they attach and close.
+class LinkEventCounter {
+ public:
+  LinkEventCounter(const std::string& netns, int ifindex) : ifindex_(ifindex) {
+    auto guard = netlink::NetnsGuard::enter(netns);
+    EXPECT_TRUE(guard.ok()) << guard.status().ToString();
+    fd_.reset(::socket(AF_NETLINK, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, NETLINK_ROUTE));
+    sockaddr_nl sa{};
+    sa.nl_family = AF_NETLINK;
+    sa.nl_groups = RTMGRP_LINK;
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  }
+  // RTM_NEWLINKs of the NIC from now until `ms` have passed without one.
+  int countUntilQuietFor(int ms) {
+    int n = 0;
+    alignas(nlmsghdr) char buf[65536];
+    for (;;) {
+      pollfd p{fd_.get(), POLLIN, 0};
+      if (::poll(&p, 1, ms) <= 0) return n;
+      ssize_t got = ::recv(fd_.get(), buf, sizeof(buf), 0);
+      if (got <= 0) return n;
+      int len = static_cast<int>(got);
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len))
+        if (h->nlmsg_type == RTM_NEWLINK && static_cast<const ifinfomsg*>(NLMSG_DATA(h))->ifi_index == ifindex_) ++n;
+    }
+  }
+
+ private:
+  UniqueFd fd_;
+  int ifindex_;
+};
+
+TEST_F(InjectTapPlanTest, AHeldQueueLeavesTheCarrierToLinkWatch) {
+  auto info = linkInfo(netns(1), "rail0");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  // Three drops of 100 ms, 200 ms apart: six carrier changes.
+  inject::FaultPlan plan;
+  for (int i = 0; i < 3; ++i) {
+    inject::PlanAction off;
+    off.kind = inject::ActionKind::kCarrierOff;
+    off.target = {netns(1), "rail0", Side::kHost};
+    off.atMs = 200 * i;
+    off.durationMs = 100;
+    plan.actions.push_back(off);
+  }
+  int heard[2] = {0, 0};
+  for (bool hold : {false, true}) {
+    LinkEventCounter counter(netns(1), info->ifindex);
+    counter.countUntilQuietFor(1200);  // what came before
+    inject::PlanRunOptions opts;
+    opts.holdTapQueues = hold;
+    opts.realtime = false;
+    auto res = inject::runPlan(plan, opts);
+    ASSERT_TRUE(res.ok()) << res.status().ToString();
+    EXPECT_EQ(res->failed, 0);
+    heard[hold] = counter.countUntilQuietFor(1500);
+    EXPECT_TRUE(eventually([&] { return linkRunning(netns(1), "rail0"); })) << "carrier not restored";
+  }
+  // The held queue's own attach (before the plan's T0, counted with "what came before" only when
+  // it is late) and close: two events beside link-watch's six at most.
+  EXPECT_LE(heard[1], 6 + 2) << "one-shot: " << heard[0];
+  EXPECT_GE(heard[0], 12) << "each one-shot action attaches and closes a queue; held: " << heard[1];
+  EXPECT_LT(heard[1], heard[0]);
 }
 
 }  // namespace
