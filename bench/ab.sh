@@ -75,9 +75,9 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 step() { printf '== %s\n' "$*" >&2; }
 
-step "testbed $NAME: 2 hosts x 2 rails; load $(cut -d' ' -f1-3 /proc/loadavg)"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
 LOAD_START="$(cut -d' ' -f1-3 /proc/loadavg)"
+step "testbed $NAME: 2 hosts x 2 rails; load $LOAD_START"
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails 2 >&2
 
 sweep() {
   local side="$1" round="$2" tag="$1-r$2"

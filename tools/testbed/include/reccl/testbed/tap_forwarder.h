@@ -2,7 +2,7 @@
 // and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
 // is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues)
 // and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
-// (carrier_counters.h, read at least every 200 us while frames flow):
+// (carrier_counters.h, read at most every 200 us, and only while frames flow):
 //   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
 //                                -> switch port carrier off/on,
