@@ -8,6 +8,7 @@
 // write into the slots while this path may still do so). The port keeps it until the port goes.
 #pragma once
 
+#include <atomic>
 #include <string>
 
 namespace reccl::channel {
@@ -41,6 +42,18 @@ class Path {
   virtual bool sendsParts() const noexcept { return false; }
   // "tcp rail0 10.0.0.1->10.0.0.2" style, for logs.
   virtual std::string describe() const = 0;
+
+  // Whether a step or an ack of the port's current epoch arrived over this path: the peer sends
+  // on it, so it took the path into use. Failover reads the close of such a path as the peer's
+  // (its process or communicator ended), never as a migration handshake the peer gave up on,
+  // whose new path the peer never used. Set by the transports, read by any thread.
+  bool heard() const noexcept { return heard_.load(std::memory_order_relaxed); }
+  void markHeard() noexcept {
+    if (!heard_.load(std::memory_order_relaxed)) heard_.store(true, std::memory_order_relaxed);
+  }
+
+ private:
+  std::atomic<bool> heard_{false};
 };
 
 }  // namespace reccl::channel

@@ -306,9 +306,13 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
   // link fault never looks like this (nothing crosses a dead link). Except after a handshake that
   // one end gave up on (reply later than its deadline) while the other committed it: the committed
   // end closes the old path, the other closes the new one. Then migrate (a dead peer still fails
-  // within RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator.
+  // within RECCL_FAILOVER_TIMEOUT_MS) rather than fail the communicator. A path the peer has
+  // sent on since is not one it gave up on: its close is the peer's, and taking it for a
+  // handshake would hold every rank that waits on this one for the failover timeout.
+  const channel::Path* closed = self ? self : c->port->path();
   bool abandonedHandshake = c->handshakeUnsure.load() ||
-                            (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load());
+                            (c->port->epoch() > 1 && c->port->epoch() == c->passiveEpoch.load() &&
+                             !(closed && closed->heard()));
   if (s.code() == Errc::kPeerFailure && !abandonedHandshake) {
     // Taken for a dead peer (PortBase::pathFailed still spares a path that was replaced while
     // this ran). The state it was judged by, for the log of a failed run:

@@ -236,6 +236,7 @@ void SocketSendPath::complete(SocketEngine& engine, IoOp& op, int res) {
     std::memmove(ackBuf_.data(), ackBuf_.data() + off, ackFill_ - off);
     ackFill_ -= off;
   }
+  if (best > 0) markHeard();
   if (best > heldAck_.load(std::memory_order_relaxed)) {
     heldAck_.store(best);
     publishAcks();
@@ -407,6 +408,7 @@ void SocketRecvPath::publish() {
   direct_ = false;
   lastStepLarge_ = in_.step.bytes >= kStageBytes / 2;
   in_.done();
+  markHeard();
   port_->onReceived(in_.step.step);
 }
 

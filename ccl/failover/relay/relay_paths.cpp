@@ -124,7 +124,10 @@ bool RelaySendPath::progress() {
   // Never beyond the steps written whole: the receiver can have a step this path is still
   // resending (see SocketSendPath::heldAck_), and the ack would free its slot for reuse.
   heldAck_ = std::max(heldAck_, best);
-  if (std::min(heldAck_, sent_) > port_->acked()) port_->onAck(std::min(heldAck_, sent_));
+  if (std::min(heldAck_, sent_) > port_->acked()) {
+    markHeard();
+    port_->onAck(std::min(heldAck_, sent_));
+  }
   if (moved) link_.pipe.wakeRelay();
   return moved;
 }
@@ -167,6 +170,7 @@ bool RelayRecvPath::progress() {
       if (in_.phase == Phase::kPayload) {
         // Header last into the slot, then the counter: the receiver reads both after `received`.
         std::memcpy(port_->memory().slotFrame(in_.step.step), hdr_.data(), hdr_.size());
+        markHeard();
         port_->onReceived(in_.step.step);
       }
       in_.done();

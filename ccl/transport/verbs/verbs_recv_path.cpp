@@ -106,7 +106,10 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
   }
   channel::StepArrival a = channel::judgeArrival(*port, header, desc_);
   if (a.kind == channel::StepArrival::Kind::kError) return failWith(a.error);
-  if (a.kind == channel::StepArrival::Kind::kNext) port->onReceived(step);
+  if (a.kind == channel::StepArrival::Kind::kNext) {
+    markHeard();
+    port->onReceived(step);
+  }
 }
 
 int VerbsRecvPath::progress() noexcept {

@@ -76,7 +76,10 @@ bool VerbsSendPath::needsPolling() const noexcept {
 void VerbsSendPath::publishAck() noexcept {
   if (dead()) return;  // a retired path's late acks must not free slots the new path still reads
   uint64_t a = std::min(heldAck_, writeDone_.load(std::memory_order_acquire));
-  if (a > sendPort()->acked()) sendPort()->onAck(a);
+  if (a > sendPort()->acked()) {
+    markHeard();
+    sendPort()->onAck(a);
+  }
 }
 
 int VerbsSendPath::progress() noexcept {

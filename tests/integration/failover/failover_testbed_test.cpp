@@ -253,6 +253,44 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
   EXPECT_EQ(abortedRanks, (std::set<int>{0, 1})) << t;
 }
 
+// A rank killed after its own fail-back: the survivor only accepted that fail-back (the passive
+// end, whose last move of a connection is then the peer's, the state an abandoned handshake also
+// leaves) and data has crossed the new paths since. Their close at the death is the peer's, not
+// a handshake given up on: the survivor errors at once, instead of migrating and waiting out the
+// failover timeout (20 s here), which in a larger job holds every rank that waits on it.
+TEST_F(Failover, KilledRankAfterItsFailBackFailsThePeerAtOnce) {
+  // One channel: both directions of the pair on rail 0, so every connection of rank 1 is one
+  // that rank 0 moved.
+  Job j(testbed().name(),
+        env("RECCL_NCHANNELS=1 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "RECCL_FAILOVER_TIMEOUT_MS=20000 WORKER_SECONDS=90 WORKER_COUNT=262144"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  link(false, 0, 0, false);  // host 0's own NIC: rank 0 moves both connections, rank 1 accepts
+  ASSERT_TRUE(j.waitFor("rank 1: failover by peer of rank", 2, std::chrono::seconds(20))) << j.text();
+  link(true, 0, 0, false);
+  ASSERT_TRUE(j.waitFor("rank 1: fail-back by peer of rank", 2, std::chrono::seconds(20))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // allreduces cross the paths
+  auto ranks = j.workerRanks();
+  ASSERT_EQ(ranks.count(0), 1u) << j.text();
+  auto t0 = Clock::now();
+  ASSERT_EQ(kill(ranks[0], SIGKILL), 0);
+  const bool errored = j.waitFor("worker rank 1 iteration", 1, std::chrono::seconds(40));
+  int code = j.wait();
+  std::string t = j.text();
+  if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
+  ASSERT_TRUE(errored) << t;
+  EXPECT_NE(code, 0) << t;
+  auto errs = j.firstPerRank("worker rank ([0-9]+) iteration [0-9]+: ");
+  ASSERT_EQ(errs.count(1), 1u) << t;
+  double s = std::chrono::duration<double>(errs[1] - t0).count();
+  // At once, with a loaded machine's slack; far below the 20 s failover timeout.
+  EXPECT_LT(s, 3.0) << "rank 1 errored " << s << " s after rank 0 was killed\n" << t;
+  EXPECT_EQ(countMatches(t, "rank 1: path rank [0-9]+->[0-9]+ ch [0-9]+ failed .*; migrating"), 0) << t;
+}
+
 // ---- link down mid-collective: every collective, each rail, sender and receiver side ----------
 //
 // 4 ranks (2 per host, host-major: ranks 0,1 on host 0), so that every rail carries every
