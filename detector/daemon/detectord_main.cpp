@@ -55,6 +55,12 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return e.get_exit_code() == 0 ? app.exit(e) : (app.exit(e), 64);
   }
+  // The parameter table's check, as at a communicator's init: an invalid RECCL_* value (the
+  // defaults above met it and fell back) is named and refused.
+  if (reccl::Status s = reccl::params::validateAll(); !s.ok()) {
+    std::fprintf(stderr, "reccl-detectord: %s\n", s.message().c_str());
+    return 64;
+  }
   // Our logs as JSON lines on stdout, like the daemon's own records.
   reccl::logSetSink([](reccl::LogLevel lvl, std::string_view line) {
     nlohmann::json j{{"level", lvl == reccl::LogLevel::kWarn ? "warn" : "info"}, {"msg", std::string(line)}};

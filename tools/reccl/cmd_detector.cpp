@@ -78,6 +78,12 @@ Result<std::vector<std::string>> allDevices(const std::string& netns) {
 }
 
 int runWatch(const WatchArgs& a) {
+  // The parameter table's check, as at a communicator's init: an invalid RECCL_* value is named
+  // and refused, never replaced by its default.
+  if (Status s = params::validateAll(); !s.ok()) {
+    std::fprintf(stderr, "reccl detector watch: %s\n", s.message().c_str());
+    return kExitUsage;
+  }
   auto opts = DetectorOptions::fromEnv();
   auto mode = parseSourceMode(a.source);
   if (!mode.ok()) {
@@ -242,6 +248,11 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   status->add_flag("--json", statusJson, "print the daemon's JSON reply");
   status->add_option("--socket", socketPath, "daemon socket (default RECCL_DETECTORD_SOCKET)");
   status->callback([&ctx] {
+    if (Status s = params::validateAll(); !s.ok()) {
+      std::fprintf(stderr, "reccl detector status: %s\n", s.message().c_str());
+      ctx.exitCode = kExitUsage;
+      return;
+    }
     ctx.exitCode = runStatus(statusJson, socketPath.empty() ? reccl::params::DetectordSocket() : socketPath);
   });
 }

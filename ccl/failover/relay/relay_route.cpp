@@ -1,8 +1,4 @@
 // RelayRoute (relay_route.h): the origin's side of a relayed connection.
-#include <sys/socket.h>
-#include <sys/un.h>
-#include <poll.h>
-
 #include <algorithm>
 #include <array>
 #include <cinttypes>
@@ -12,6 +8,7 @@
 #include "core/handshake.h"
 #include "failover/context.h"
 #include "failover/migration/migration.h"
+#include "failover/relay/relay_control.h"
 #include "failover/relay/relay_paths.h"
 #include "failover/relay/relay_route.h"
 #include "failover/relay/relay_wire.h"
@@ -21,47 +18,6 @@ namespace reccl::failover {
 namespace {
 
 constexpr int64_t kAttemptMs = 1000;
-
-// Connects to the relay rank's control socket (abstract namespace), answers its challenge with
-// one message (the sealed hello, `open`, the three descriptors) and returns the socket with the
-// session whose proof the reply carries.
-Result<UniqueFd> openControl(const std::string& name, const core::Hello& hello, const core::Key& key,
-                             std::span<const std::byte> open, const int (&fds)[3], Deadline dl,
-                             core::Session* session) {
-  UniqueFd s(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
-  if (!s) return Status::FromErrno(errno, "relay control: socket");
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  size_t n = std::min(name.size(), sizeof(a.sun_path) - 1);
-  std::memcpy(a.sun_path + 1, name.data(), n);
-  auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + n);
-  if (connect(s.get(), reinterpret_cast<sockaddr*>(&a), len) != 0)
-    return Status::FromErrno(errno, "relay control: connect @" + name);
-  std::array<std::byte, core::kChallengeBytes> ch;
-  pollfd pf{s.get(), POLLIN, 0};
-  if (::poll(&pf, 1, std::max(0, dl.remainingMsForPoll())) <= 0 ||
-      ::recv(s.get(), ch.data(), ch.size(), MSG_DONTWAIT) != static_cast<ssize_t>(ch.size()))
-    return Status(Errc::kTimeout, "relay control: no challenge from @" + name);
-  RECCL_ASSIGN_OR_RETURN(core::Nonce server, core::decodeChallenge(ch, core::AuthPurpose::kRelay));
-  std::vector<std::byte> msg(core::kAuthHelloBytes + open.size());
-  *session = core::sealHello(hello, key, server, std::span<std::byte, core::kAuthHelloBytes>(msg.data(), core::kAuthHelloBytes));
-  std::memcpy(msg.data() + core::kAuthHelloBytes, open.data(), open.size());
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(fds))] = {};
-  iovec iov{msg.data(), msg.size()};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof(cbuf);
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(fds));
-  std::memcpy(CMSG_DATA(c), fds, sizeof(fds));
-  if (sendmsg(s.get(), &m, MSG_NOSIGNAL) != static_cast<ssize_t>(msg.size()))
-    return Status::FromErrno(errno, "relay control: sendmsg");
-  return s;
-}
 
 // The pipe to a relay rank as a link: the handshake runs through it, and it becomes a relay path.
 class RelayPipeLink final : public transport::Link {
@@ -251,38 +207,21 @@ Attempt RelayRoute::attempt(Conn& c, int via, int rail, const Job& j, Deadline d
   encodeRelayOpen(open, om);
   int fds[3] = {link.pipe.memFd(), link.pipe.originWakeFd(), link.pipe.relayWakeFd()};
   core::Session session;
-  auto ctrl = openControl(RelayServer::socketName(host.rankTable()[via].pid, host.commId(), via),
-                          dataHello(ctx_, via, c.id.channel, 1), key, om, fds, dl, &session);
+  auto ctrl = openRelayControl(RelayServer::socketName(host.rankTable()[via].pid, host.commId(), via),
+                               dataHello(ctx_, via, c.id.channel, 1), key, om, fds, dl, &session);
   if (!ctrl.ok()) {
     *err = ctrl.status();
     return Attempt::kFailed;
   }
   link.ctrl = std::move(ctrl).value();
-  {
-    pollfd pf{link.ctrl.get(), POLLIN, 0};
-    int rc = ::poll(&pf, 1, std::max(0, dl.remainingMsForPoll()));
-    std::array<std::byte, core::kTagBytes + kRelayReplyBytes + 1> rb;
-    ssize_t n = rc > 0 ? ::recv(link.ctrl.get(), rb.data(), rb.size(), MSG_DONTWAIT) : -1;
-    if (n <= 0) {
-      *err = Status(Errc::kTimeout, "relay rank " + std::to_string(via) + " did not answer");
-      return Attempt::kFailed;
-    }
-    // An answer with the proof leads with it; one without (the hello was refused) is a refusal.
-    auto body = std::span<const std::byte>(rb.data(), static_cast<size_t>(n));
-    bool proven = body.size() == core::kTagBytes + kRelayReplyBytes;
-    if (proven && !core::verifyProofTag(key, session.client, session.server, body.first(core::kTagBytes))) {
-      *err = Status(Errc::kPermission, "relay rank " + std::to_string(via) + " does not hold this communicator's key");
-      return Attempt::kFailed;
-    }
-    auto rep = decodeRelayReply(proven ? body.subspan(core::kTagBytes) : body);
-    if (!rep.ok()) {
-      *err = rep.status();
-      return Attempt::kFailed;
-    }
-    if (rep->status != RelayStatus::kOk || !proven) {
-      *err = Status(Errc::kLinkFailure, "relay rank " + std::to_string(via) + ": " + relayStatusName(rep->status));
-      return Attempt::kFailed;
-    }
+  auto answer = readRelayAnswer(link.ctrl.get(), key, session, via, dl);
+  if (!answer.ok()) {
+    *err = answer.status();
+    return Attempt::kFailed;
+  }
+  if (answer->reply.status != RelayStatus::kOk || !answer->proven) {
+    *err = Status(Errc::kLinkFailure, "relay rank " + std::to_string(via) + ": " + relayStatusName(answer->reply.status));
+    return Attempt::kFailed;
   }
 
   // 2. The ordinary migration handshake with the peer, through the pipe (the direct route's

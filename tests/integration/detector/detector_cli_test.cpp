@@ -111,6 +111,15 @@ TEST(DetectorCli, BadInputIsRefusedWithUsageExit) {
   out = runCapture(std::string(RECCL_CLI_PATH) + " detector watch --source kprobe", &rc);
   EXPECT_EQ(rc, 64) << out;
   EXPECT_NE(out.find("source"), std::string::npos) << out;
+  // A RECCL_* value outside its range is named with the range, as at a communicator's init.
+  out = runCapture("RECCL_HOLDDOWN_MS=-5 " + std::string(RECCL_CLI_PATH) + " detector watch --dev eth0 --count 1", &rc);
+  EXPECT_EQ(rc, 64) << out;
+  EXPECT_NE(out.find("RECCL_HOLDDOWN_MS"), std::string::npos) << out;
+  EXPECT_NE(out.find("-5"), std::string::npos) << out;
+  out = runCapture("RECCL_RETRANS_RATE=lots " + std::string(RECCL_CLI_PATH) + " detector status",
+                   &rc);
+  EXPECT_EQ(rc, 64) << out;
+  EXPECT_NE(out.find("RECCL_RETRANS_RATE"), std::string::npos) << out;
   out = runCapture(std::string(RECCL_CLI_PATH) + " detector status --socket /tmp/rdt-none.sock", &rc);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("no daemon"), std::string::npos) << out;

@@ -303,5 +303,23 @@ TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {
   EXPECT_TRUE(c.ok()) << "first daemon's socket was taken over";
 }
 
+// An invalid RECCL_* value is refused at start with usage exit 64, naming the variable, its value
+// and the range, as a communicator's init does; the daemon never runs on a defaulted value.
+TEST(Detectord, AnInvalidParameterIsRefusedAtStart) {
+  std::string cmd = std::string("RECCL_DAMPING_HALFLIFE_MS=-3 ") + RECCL_DETECTORD_PATH +
+                    " --socket /tmp/rdt-param-$$.sock --metrics-port -1 --source netlink 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, n);
+  int st = pclose(p);
+  ASSERT_TRUE(WIFEXITED(st)) << out;
+  EXPECT_EQ(WEXITSTATUS(st), 64) << out;
+  EXPECT_NE(out.find("RECCL_DAMPING_HALFLIFE_MS"), std::string::npos) << out;
+  EXPECT_NE(out.find("-3"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace reccl::detector

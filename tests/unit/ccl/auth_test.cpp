@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -369,9 +370,9 @@ TEST(CclAuth, AJobSecretGuardsTheWholeCommunicator) {
 }
 
 // Two jobs launched with the same rendezvous address and world size (no launcher job id to tell
-// them apart) never compute together: every process of both fails with an error that says the
-// address is shared, within the bootstrap deadline. Both orders: one job up before the other
-// starts, and both starting at once.
+// them apart) never compute together: every process of both fails within the bootstrap deadline,
+// and in each job a process says the address is shared (its other rank then loses that peer).
+// Both orders: one job up before the other starts, and both starting at once.
 TEST(CclAuth, TwoJobsOnOneRendezvousAddressBothFail) {
   for (bool staggered : {true, false}) {
     test::Workers w;
@@ -393,7 +394,7 @@ TEST(CclAuth, TwoJobsOnOneRendezvousAddressBothFail) {
     if (staggered) std::this_thread::sleep_for(Ms(1500));  // job A is up and computing
     start("b0", 0);
     start("b1", 1);
-    bool sawShared = false;
+    std::set<char> jobsTold;  // 'a', 'b': the jobs in which a process said the address is shared
     for (auto& p : procs) {
       int code = w.wait(p.pid, Ms(30000));
       std::string err = test::readFile(std::string(dir) + "/" + p.name);
@@ -401,10 +402,11 @@ TEST(CclAuth, TwoJobsOnOneRendezvousAddressBothFail) {
       EXPECT_NE(code, -1) << p.name << " hung";
       if (err.find("in use") != std::string::npos || err.find("claimed twice") != std::string::npos ||
           err.find("two jobs share") != std::string::npos)
-        sawShared = true;
+        jobsTold.insert(p.name[0]);
       unlink((std::string(dir) + "/" + p.name).c_str());
     }
-    EXPECT_TRUE(sawShared) << "no process said that two jobs share the address";
+    EXPECT_EQ(jobsTold, (std::set<char>{'a', 'b'}))
+        << (staggered ? "staggered" : "together") << ": a job none of whose processes said the address is shared";
     rmdir(dir);
   }
 }
