@@ -241,6 +241,9 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
     Status rec = link->takePeerRecord(link->io(Deadline::afterMs(kPassiveReadMs)), end);
     auto r = rec.ok() ? commit(*c, std::move(link), req.epoch, req.rail, -1, req.reason, req.received, req.applied, &reply)
                       : Result<Moved>(rec);
+    // Before `busy` drops: the path-failure hook reads both without this lock, and a close of
+    // the new path must find it marked as accepted from the peer.
+    if (r.ok()) c->passiveEpoch.store(req.epoch);
     c->busy.fetch_sub(1);
     if (!r.ok()) {
       RECCL_WARN(kLogFailover, "rank %d: taking over %s failed: %s", rank, connName(c->id).c_str(),
@@ -248,7 +251,6 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
       return;  // the initiator sees the handshake fail and tries again
     }
     moved = *r;
-    c->passiveEpoch.store(req.epoch);
   }
   tl.commitNs = monotonicNs();
   ctx_.counters.bytesResent.fetch_add(moved.resent);

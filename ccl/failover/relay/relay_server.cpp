@@ -187,8 +187,11 @@ void RelayServer::forward(Forward& f) {
     broke = true;
     f.pipe.shared()->broken.store(static_cast<uint32_t>(why), std::memory_order_release);
     f.pipe.wakeOrigin();
-    // The origin migrates the connection elsewhere; the peer retires this socket then.
-    f.tcp.reset();
+    // The origin migrates the connection elsewhere, and the peer retires this socket when that
+    // migration commits. Until then the socket stays open, unused: the peer has been receiving
+    // on it, so a close now (one crosses a gray rail) would read there as the origin's end, not
+    // as a move (Monitor::onPathFailure). It closes when the origin closes its control socket.
+    if (why == RelayBreak::kPeerClosed) f.tcp.reset();
   };
   while (!stop_.load()) {
     RelayPipe::drainWake(wakeFd);

@@ -76,10 +76,7 @@ bool VerbsSendPath::needsPolling() const noexcept {
 void VerbsSendPath::publishAck() noexcept {
   if (dead()) return;  // a retired path's late acks must not free slots the new path still reads
   uint64_t a = std::min(heldAck_, writeDone_.load(std::memory_order_acquire));
-  if (a > sendPort()->acked()) {
-    markHeard();
-    sendPort()->onAck(a);
-  }
+  if (a > sendPort()->acked()) sendPort()->onAck(a);
 }
 
 int VerbsSendPath::progress() noexcept {
@@ -103,6 +100,9 @@ int VerbsSendPath::progress() noexcept {
       onError(bad);
       return;
     }
+    // An ack completion on this QP: the peer sends on it (the shared ack word of AckMode::kWrite
+    // may still hold what the peer's previous QP wrote, so it says nothing of this path).
+    markHeard();
     heldAck_ = std::max(heldAck_, applied);
   });
   if (!qp_) return n;
