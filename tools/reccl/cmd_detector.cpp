@@ -77,13 +77,17 @@ Result<std::vector<std::string>> allDevices(const std::string& netns) {
   return names;
 }
 
+// The parameter table's check, as at a communicator's init: an invalid RECCL_* value is named
+// and refused (usage exit), never replaced by its default. 0 when every value is valid.
+int refuseInvalidParams(const char* cmd) {
+  Status s = params::validateAll();
+  if (s.ok()) return 0;
+  std::fprintf(stderr, "reccl detector %s: %s\n", cmd, s.message().c_str());
+  return kExitUsage;
+}
+
 int runWatch(const WatchArgs& a) {
-  // The parameter table's check, as at a communicator's init: an invalid RECCL_* value is named
-  // and refused, never replaced by its default.
-  if (Status s = params::validateAll(); !s.ok()) {
-    std::fprintf(stderr, "reccl detector watch: %s\n", s.message().c_str());
-    return kExitUsage;
-  }
+  if (int rc = refuseInvalidParams("watch")) return rc;
   auto opts = DetectorOptions::fromEnv();
   auto mode = parseSourceMode(a.source);
   if (!mode.ok()) {
@@ -248,11 +252,7 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   status->add_flag("--json", statusJson, "print the daemon's JSON reply");
   status->add_option("--socket", socketPath, "daemon socket (default RECCL_DETECTORD_SOCKET)");
   status->callback([&ctx] {
-    if (Status s = params::validateAll(); !s.ok()) {
-      std::fprintf(stderr, "reccl detector status: %s\n", s.message().c_str());
-      ctx.exitCode = kExitUsage;
-      return;
-    }
+    if ((ctx.exitCode = refuseInvalidParams("status")) != 0) return;
     ctx.exitCode = runStatus(statusJson, socketPath.empty() ? reccl::params::DetectordSocket() : socketPath);
   });
 }
