@@ -144,6 +144,7 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
   auto h1 = openNetns(netns(1));
   ASSERT_TRUE(h0.ok() && h1.ok());
   std::vector<LinkEvent> eventsA, eventsB;
+  RetransWindowStats ra, ra1;  // A's counters at the end of the traffic
   uint64_t maxLastPpm[2] = {0, 0};  // the highest rate of a closed window per rail
   // Every closed window per rail (events, retransmitted / D-SACKed / sent segments), and the
   // running window at each of detector A's DEGRADED: printed, so that a failure shows its windows.
@@ -182,12 +183,20 @@ TEST_F(DetectorRetransmit, SaturatedLinkWithRareLossIsNotDegraded) {
                                                       1'000'000 / w.lastSentSegs);
       }
     }
-    for (auto& e : b.waitEvents(100)) eventsB.push_back(e);
+    // A's counters are read while the streams still run, and B's events are collected after:
+    // every retransmit A held by the rate is then one B has seen and judged. Read after the
+    // streams close, A would also count their teardown's retransmits, whose DEGRADED B emits
+    // after its events were collected.
+    for (const auto& l : a.status().links) (l.watch.key == rail0 ? ra : ra1) = l.retrans;
+    // B's events pass its ring buffer and thread, on CPUs the streams keep busy: a bounded wait.
+    const bool held = ra.heldByRate + ra1.heldByRate > 0;
+    for (reccl::Deadline bdl = reccl::Deadline::afterMs(held ? 2000 : 100); !bdl.expired();) {
+      for (auto& e : b.waitEvents(100)) eventsB.push_back(e);
+      if (held && degradedFromRetransmits(eventsB, rail0) + degradedFromRetransmits(eventsB, rail1) > 0) break;
+    }
     EXPECT_GT(s0.sent() + s2.sent(), 0u);
     EXPECT_GT(s1.sent() + s3.sent(), 0u);
   }
-  RetransWindowStats ra, ra1;
-  for (const auto& l : a.status().links) (l.watch.key == rail0 ? ra : ra1) = l.retrans;
   a.stop();
   b.stop();
   int byCountOnly = degradedFromRetransmits(eventsB, rail0) + degradedFromRetransmits(eventsB, rail1);
