@@ -260,7 +260,14 @@ SocketRecvPath::SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvP
       ackQueued_(acked_.load()),
       ackDone_(acked_.load()),
       ackNow_(new std::atomic<bool>[port->slots()]) {
-  for (uint32_t i = 0; i < port->slots(); ++i) ackNow_[i].store(lazyAckMaxBytes_ == 0, std::memory_order_relaxed);
+  // A migrated path never saw the headers of the steps the old path received: whether their
+  // sender waits for their ack (a direct step, a large one) was known only there. Each such step
+  // is acked at once when applied; a step this path receives sets its slot's flag anew. Left
+  // lazy, an ack the sender waits for would go only when the engine idles for a millisecond,
+  // which a busy other channel on the same engine can put off for a whole call.
+  const bool migrated = ackedBefore != UINT64_MAX;
+  for (uint32_t i = 0; i < port->slots(); ++i)
+    ackNow_[i].store(lazyAckMaxBytes_ == 0 || migrated, std::memory_order_relaxed);
   recvOp_.owner = this;
   recvOp_.kind = kRecv;
   stage_.resize(kStageBytes);

@@ -99,7 +99,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
 class SocketRecvPath final : public channel::Path, public EnginePath {
  public:
   // A migrated path passes ackedBefore = 0 so that it acknowledges the applied step at once (acks
-  // in flight on the old path may be lost, and the sender may be waiting for them).
+  // in flight on the old path may be lost, and the sender may be waiting for them), and each
+  // step the old path received as soon as it is applied.
   SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc,
                  uint64_t ackedBefore = UINT64_MAX);
   ~SocketRecvPath() override;

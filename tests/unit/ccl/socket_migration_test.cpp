@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "ccl_test_util.h"
 #include "channel/port.h"
 #include "reccl/common/deadline.h"
 #include "transport/socket_engine.h"
@@ -259,6 +260,72 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   }
   EXPECT_EQ(c.env.duplicateSteps.load(), 0u) << "acknowledged steps were sent again";
   EXPECT_EQ(c.env.staleSteps.load(), 0u);
+  EXPECT_FALSE(c.tx->failed());
+  EXPECT_FALSE(c.rx->failed());
+  std::lock_guard lk(failMu);
+  EXPECT_EQ(otherFailure, "");
+}
+
+// A step the old path received and the receiver applies after the new path started: the new
+// path never saw its header, which said the sender waits for its ack (here: a large step; a
+// direct one says so in its flags). Its ack must leave when the step is applied (from the
+// releasing thread), not when the engine next idles for a millisecond: on a rank whose engine
+// another channel's traffic keeps busy, that can be a whole call away, and the sender waits.
+TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterTheMove) {
+  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "1K");  // every 4 KiB step: ack at once
+  test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "64K");
+  Connection c;
+  connect(c, "test-ack-after-move");
+  if (HasFatalFailure()) return;
+  for (uint64_t s = 1; s <= 3; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (HasFatalFailure()) return;
+  }
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
+
+  // Step 4 lands on the old path and the receiver holds it.
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  auto slot = c.tx->acquire(Deadline::afterMs(5000));
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  std::memset(slot->data(), 4, 4096);
+  ASSERT_TRUE(c.tx->post(4096, desc).ok());
+  auto r = c.rx->wait(Deadline::afterMs(5000), desc);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+
+  // Both ends move to a new socket (the receiver first, as in the tests above).
+  std::mutex failMu;
+  std::string otherFailure;
+  c.env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& st) {
+    if (st.message().rfind("old ", 0) == 0) return true;
+    std::lock_guard lk(failMu);
+    otherFailure = st.ToString();
+    return false;
+  });
+  auto b = socketPair();
+  ASSERT_EQ(b.error, "");
+  c.rx->setEpoch(2);
+  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
+  auto* newRx = nrx.get();
+  c.rx->setPath(std::move(nrx));
+  c.engine->replace(c.oldRx, newRx);
+  c.tx->setEpoch(2);
+  c.oldTx->shutdown();
+  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx",
+                                                         c.rx->received());
+  auto* newTx = ntx.get();
+  c.tx->setPath(std::move(ntx));
+  newTx->start();
+  c.engine->remove(c.oldTx);
+  // The new receive path's first turns are done, its flush of the applied step 3 included.
+  std::this_thread::sleep_for(50ms);
+
+  const uint64_t inlineBefore = c.engine->inlineAcks.load();
+  ASSERT_TRUE(c.rx->release().ok());
+  EXPECT_EQ(c.engine->inlineAcks.load(), inlineBefore + 1)
+      << "applying the step sent no ack: it waits for the engine to idle";
+  Deadline d = Deadline::afterMs(5000);
+  while (c.tx->acked() < 4 && !d.expired()) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(c.tx->acked(), 4u);
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
   std::lock_guard lk(failMu);
