@@ -165,6 +165,8 @@ struct Connection {
   ~Connection() {
     if (engine) engine->stop();
   }
+  std::mutex failMu;
+  std::string otherFailure;  // a path failure other than the retired paths' (moveBothEnds)
   std::unique_ptr<transport::SocketEngine> engine;
   channel::PortEnv env;
   std::unique_ptr<channel::SendPort> tx;
@@ -209,6 +211,34 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
   ASSERT_TRUE(rx.release().ok());
 }
 
+// Moves both ends to a new socket with epoch 2 as a failover does: the receiver first (the
+// sender's close would read as a dead peer to a live old receiver), then the sender, which
+// resends the steps after `resendAfter`. Closing the old socket fails the old paths; the hook
+// takes those (expected while it migrates) and keeps any other failure in c.otherFailure.
+void moveBothEnds(Connection& c, uint64_t resendAfter) {
+  c.env.pathFailureHook.install([&c](const channel::PortId&, const channel::Path*, bool, const Status& st) {
+    if (st.message().rfind("old ", 0) == 0) return true;
+    std::lock_guard lk(c.failMu);
+    c.otherFailure = st.ToString();
+    return false;
+  });
+  auto b = socketPair();
+  ASSERT_EQ(b.error, "");
+  c.rx->setEpoch(2);
+  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
+  auto* newRx = nrx.get();
+  c.rx->setPath(std::move(nrx));
+  c.engine->replace(c.oldRx, newRx);
+  c.tx->setEpoch(2);
+  c.oldTx->shutdown();
+  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx",
+                                                         resendAfter);
+  auto* newTx = ntx.get();
+  c.tx->setPath(std::move(ntx));
+  newTx->start();
+  c.engine->remove(c.oldTx);
+}
+
 // The sender's counters moved past what the handshake reported (steps and acks kept flowing on
 // a healthy old path): the new path resends nothing the receiver acknowledged, since those slots
 // now hold later steps. Resending from the reported step would send slots that now hold later
@@ -229,31 +259,8 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
 
   // Migrate both ends to a new socket with epoch 2, the sender told (stale) that the receiver
   // has only step 3.
-  auto b = socketPair();
-  ASSERT_EQ(b.error, "");
-  // Closing the old socket fails the old paths; the failover's hook takes those (expected while
-  // it migrates), any other failure is an error.
-  std::mutex failMu;
-  std::string otherFailure;
-  c.env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& st) {
-    if (st.message().rfind("old ", 0) == 0) return true;
-    std::lock_guard lk(failMu);
-    otherFailure = st.ToString();
-    return false;
-  });
-  // The receiver first (the sender's close would read as a dead peer to a live old receiver).
-  c.rx->setEpoch(2);
-  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
-  auto* newRx = nrx.get();
-  c.rx->setPath(std::move(nrx));
-  c.engine->replace(c.oldRx, newRx);
-  c.tx->setEpoch(2);
-  c.oldTx->shutdown();
-  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx", 3);
-  auto* newTx = ntx.get();
-  c.tx->setPath(std::move(ntx));
-  newTx->start();
-  c.engine->remove(c.oldTx);
+  moveBothEnds(c, 3);
+  if (HasFatalFailure()) return;
   for (uint64_t s = steps + 1; s <= steps + 10; ++s) {
     roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) return;
@@ -262,8 +269,8 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   EXPECT_EQ(c.env.staleSteps.load(), 0u);
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
-  std::lock_guard lk(failMu);
-  EXPECT_EQ(otherFailure, "");
+  std::lock_guard lk(c.failMu);
+  EXPECT_EQ(c.otherFailure, "");
 }
 
 // A step the old path received and the receiver applies after the new path started: the new
@@ -292,30 +299,8 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
   auto r = c.rx->wait(Deadline::afterMs(5000), desc);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
 
-  // Both ends move to a new socket (the receiver first, as in the tests above).
-  std::mutex failMu;
-  std::string otherFailure;
-  c.env.pathFailureHook.install([&](const channel::PortId&, const channel::Path*, bool, const Status& st) {
-    if (st.message().rfind("old ", 0) == 0) return true;
-    std::lock_guard lk(failMu);
-    otherFailure = st.ToString();
-    return false;
-  });
-  auto b = socketPair();
-  ASSERT_EQ(b.error, "");
-  c.rx->setEpoch(2);
-  auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
-  auto* newRx = nrx.get();
-  c.rx->setPath(std::move(nrx));
-  c.engine->replace(c.oldRx, newRx);
-  c.tx->setEpoch(2);
-  c.oldTx->shutdown();
-  auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx",
-                                                         c.rx->received());
-  auto* newTx = ntx.get();
-  c.tx->setPath(std::move(ntx));
-  newTx->start();
-  c.engine->remove(c.oldTx);
+  moveBothEnds(c, c.rx->received());
+  if (HasFatalFailure()) return;
   // The new receive path's first turns are done, its flush of the applied step 3 included.
   std::this_thread::sleep_for(50ms);
 
@@ -328,8 +313,8 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
   EXPECT_EQ(c.tx->acked(), 4u);
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
-  std::lock_guard lk(failMu);
-  EXPECT_EQ(otherFailure, "");
+  std::lock_guard lk(c.failMu);
+  EXPECT_EQ(c.otherFailure, "");
 }
 
 // The receiver acknowledges steps this path has not finished sending: after a migration the
