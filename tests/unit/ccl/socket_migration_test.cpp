@@ -301,8 +301,8 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
 
   moveBothEnds(c, c.rx->received());
   if (HasFatalFailure()) return;
-  // The new receive path's first turns are done, its flush of the applied step 3 included.
-  std::this_thread::sleep_for(50ms);
+  // The new receive path has started and its first ack (the applied step 3) is on the socket.
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.rx->path()->flush(); }));
 
   const uint64_t inlineBefore = c.engine->inlineAcks.load();
   ASSERT_TRUE(c.rx->release().ok());
