@@ -27,6 +27,17 @@ Status waitFd(int fd, short events, Deadline deadline, const char* what) {
   }
 }
 
+// A connection to a port in the ephemeral range that nobody listens on yet can be given that very
+// port as its source and open onto itself (TCP simultaneous open); it is no peer.
+bool connectedToItself(int fd) {
+  sockaddr_in local{}, peer{};
+  socklen_t ll = sizeof(local), pl = sizeof(peer);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+      getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+    return false;
+  return local.sin_port == peer.sin_port && local.sin_addr.s_addr == peer.sin_addr.s_addr;
+}
+
 }  // namespace
 
 std::string Endpoint::str() const {
@@ -101,6 +112,7 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     }
+    if (err == 0 && connectedToItself(fd.get())) err = ECONNREFUSED;  // the peer does not listen yet
     if (err == 0) {
       int fl = fcntl(fd.get(), F_GETFL);
       fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);

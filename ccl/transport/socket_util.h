@@ -29,7 +29,8 @@ Result<uint32_t> resolveIpv4(const std::string& host);
 Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound);
 // Connects to dst, optionally from a local address and bound to a device (SO_BINDTODEVICE needs
 // CAP_NET_RAW; without it the source-address bind still pins the NIC on a routed setup). Retries
-// refused connections until the deadline (the peer may not listen yet).
+// refused connections until the deadline (the peer may not listen yet), and so a connection that
+// opened onto itself.
 Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline);
 // Accepts one connection (poll with the deadline).
 Result<UniqueFd> acceptTcp(int listenFd, Deadline deadline);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "../free_port.h"
 #include "bench_child.h"
 
 namespace {
@@ -39,20 +40,7 @@ class RecclBenchTest : public ::testing::Test {
   fs::path dir_;
 };
 
-// A port nobody listens on right now (bound and released).
-int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-    port = ntohs(a.sin_port);
-  ::close(fd);
-  return port;
-}
+using reccl::test::freePort;
 
 TEST_F(RecclBenchTest, EveryCollectiveTypeAndOpAsThreadsIsExact) {
   for (const char* ranks : {"2", "3"}) {

@@ -19,6 +19,8 @@
 #include <thread>
 #include <vector>
 
+#include "../free_port.h"
+
 extern char** environ;
 
 namespace reccl::test {
@@ -80,19 +82,6 @@ class Workers {
   void forget(pid_t p) { std::erase(pids_, p); }
   std::vector<pid_t> pids_;
 };
-
-// A TCP port nobody listens on now (bound and released).
-inline uint16_t freePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
-  socklen_t len = sizeof(sa);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  close(fd);
-  return ntohs(sa.sin_port);
-}
 
 // A blocking TCP connection to addr (network order):port, or -1.
 inline int rawConnect(uint32_t addr, uint16_t port) {
