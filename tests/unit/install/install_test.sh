@@ -77,7 +77,26 @@ if cmake -S "$tmp/ver" -B "$tmp/ver/b1" -DWANT=0.1 -DCMAKE_PREFIX_PATH="$prefix"
   ok "find_package(reccl 0.1) is found, find_package(reccl 0.2) is not"
 else bad "recclConfigVersion.cmake: 0.1 must be found and 0.2 not"; fi
 
-free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# A free port out of the ephemeral range, which no connection of a test beside this one is given.
+free_port() {
+  python3 - <<'PY'
+import random, socket
+low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+span = (10000, low - 1) if low > 11000 else (high + 1, 65535)
+for _ in range(1000):
+    port = random.randint(*span)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind(("0.0.0.0", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    print(port)
+    break
+PY
+}
 
 # Two ranks of `prog args...` torchrun-style on loopback; both must exit 0 and print `want`.
 run2() {

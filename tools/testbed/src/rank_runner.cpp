@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
 #include <optional>
+#include <random>
 
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
@@ -22,18 +24,26 @@ namespace reccl::testbed {
 
 Result<int> freeTcpPort(const std::string& netns) {
   RECCL_ASSIGN_OR_RETURN(auto guard, netlink::NetnsGuard::enter(netns));
-  UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!s.valid()) return Status::FromErrno(errno, "socket for a free port");
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    return Status::FromErrno(errno, "bind for a free port");
+  // Out of the namespace's ephemeral range: a port-0 listener or an outgoing connection of the
+  // ranks themselves is never given it before rank 0 binds it.
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  const bool below = low > 11000;
+  std::uniform_int_distribution<int> pick(below ? 10000 : high + 1, below ? low - 1 : 65535);
+  std::mt19937 rng(std::random_device{}());
+  int lastErr = 0;
+  for (int tries = 0; tries < 1000; ++tries) {
+    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!s.valid()) return Status::FromErrno(errno, "socket for a free port");
+    int one = 1;
+    ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(pick(rng)));
+    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return static_cast<int>(ntohs(a.sin_port));
+    lastErr = errno;
   }
-  socklen_t len = sizeof(a);
-  if (::getsockname(s.get(), reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    return Status::FromErrno(errno, "getsockname");
-  }
-  return static_cast<int>(ntohs(a.sin_port));
+  return Status::FromErrno(lastErr, "no free port outside the ephemeral range");
 }
 
 namespace {
