@@ -231,8 +231,10 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       stop = 1;
     if (rank == 0 && gInterrupted.load()) stop = 2;
     uint64_t commit = st.lastFailoverSignalNs ? st.lastFailoverSignalNs + st.lastFailoverUs * 1000 : 0;
-    uint64_t agree[8] = {stop, wrongLocal ? 1u : 0u, st.lastMigrationFirstStepNs, st.lastFailoverSignalNs,
-                         st.failovers, st.failbacks, commit, st.lastMigrationResumeNs};
+    // The fault-move stamps: a call that spans a fault, its failover and the fail-back leaves the
+    // failover's (the latest migration's would be the fail-back's).
+    uint64_t agree[8] = {stop, wrongLocal ? 1u : 0u, st.lastFaultMoveFirstStepNs, st.lastFailoverSignalNs,
+                         st.failovers, st.failbacks, commit, st.lastFaultMoveResumeNs};
     if (recclResult_t r = recclAllReduce(agree, agree, 8, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
       callFailed("recclAllReduce(agree)", r);
       ok = false;

@@ -93,13 +93,13 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
         }
     bool failover = ci < s.size();
     j["failover"] = failover;
-    // Stall end: the latest resume stamp of this fault's migrations (after the fault, before
-    // its recovery starts the fail-back's own migrations, and before the next fault). The
-    // stamps are running maxima, so the largest one in that span is the last connection's.
+    // Stall end: the latest resume stamp of this fault's moves (after the fault and before the
+    // next one; a failover that came only after the recovery still ends its stall there, and
+    // fail-backs do not stamp). The stamps are running maxima, so the largest one in that span
+    // is the last connection's.
     std::optional<int64_t> resumeEnd;
-    const int64_t bound = R >= 0 ? R : W;
     for (size_t i = first; i < s.size() && s[i].endNs < W; ++i)
-      if (int64_t(s[i].resumeNs) > F && int64_t(s[i].resumeNs) < bound)
+      if (int64_t(s[i].resumeNs) > F && int64_t(s[i].resumeNs) < W)
         resumeEnd = std::max(resumeEnd.value_or(0), int64_t(s[i].resumeNs));
     std::optional<double> stall, firstStep, detect, sw;
     if (firstStepEnd && failover) {

@@ -3,12 +3,14 @@
 // degraded / after out. Pure (no network, no clock), so it is unit tested on made-up timelines.
 //
 // All times are CLOCK_MONOTONIC ns. A fault's stall is fault syscall start -> the moment the work
-// it held up moved again (the library's lastMigrationResumeNs, the latest over all ranks and
-// migrated connections before the fault's recovery): a connection with steps outstanding counts
-// its first step over the new path, an idle one the start of that path. Its first step is also
-// reported (fault -> the first step completed on a migrated path, lastMigrationFirstStepNs): for
-// a fault that leaves its connections idle (between two calls, or after their share of a call
-// was done) that waits for the application's next call and its result checks.
+// it held up moved again (the library's lastFaultMoveResumeNs, the latest over all ranks and
+// connections moved away from a fault before the next fault): a connection with steps outstanding
+// counts its first step over the new path, an idle one the start of that path. Its first step is
+// also reported (fault -> the first step completed on a path moved to, lastFaultMoveFirstStepNs):
+// for a fault that leaves its connections idle (between two calls, or after their share of a call
+// was done) that waits for the application's next call and its result checks. Fail-backs do not
+// move these stamps, so a call that spans the fault, the failover and the fail-back still shows
+// the failover's.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -27,8 +29,8 @@ struct IterationSample {
   // allreduce that agrees on them): a fault before this moment may already show in them.
   int64_t statsNs = 0;
   // Library counters after the call, maximum over ranks (recclCommGetStats).
-  uint64_t firstStepNs = 0;  // lastMigrationFirstStepNs
-  uint64_t resumeNs = 0;     // lastMigrationResumeNs
+  uint64_t firstStepNs = 0;  // lastFaultMoveFirstStepNs
+  uint64_t resumeNs = 0;     // lastFaultMoveResumeNs
   uint64_t signalNs = 0;     // lastFailoverSignalNs
   uint64_t failovers = 0;
   uint64_t failbacks = 0;

@@ -166,6 +166,8 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
     std::snprintf(full.faultSourceName, sizeof(full.faultSourceName), "%s", s.faultSourceName.c_str());
     full.faultSourceStarting = s.faultSourceStarting ? 1 : 0;
     full.lastMigrationResumeNs = s.lastMigrationResumeNs;
+    full.lastFaultMoveFirstStepNs = s.lastFaultMoveFirstStepNs;
+    full.lastFaultMoveResumeNs = s.lastFaultMoveResumeNs;
     size_t n = std::min(stats->size, sizeof(full));
     size_t callerSize = stats->size;
     std::memcpy(stats, &full, n);

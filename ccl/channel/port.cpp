@@ -107,15 +107,19 @@ void raiseTo(std::atomic<uint64_t>& a, uint64_t v) noexcept {
 }
 }  // namespace
 
-void PortBase::armFirstStepStamp() noexcept {
+void PortBase::armFirstStepStamp(bool awayFromFault) noexcept {
   const uint64_t now = monoNs();
   armedNs_.store(now, std::memory_order_relaxed);
+  faultMove_.store(awayFromFault, std::memory_order_relaxed);
   bool outstanding = false;
   if (dynamic_cast<SendPort*>(this)) {
     // posted/consumed are the sender's own counters: steps handed over vs acknowledged.
     const ConnCounters* c = counters();
     outstanding = c->posted.load(std::memory_order_acquire) > c->consumed.load(std::memory_order_acquire);
-    if (!outstanding && env_) raiseTo(env_->lastMigrationResumeNs, now);
+    if (!outstanding && env_) {
+      raiseTo(env_->lastMigrationResumeNs, now);
+      if (awayFromFault) raiseTo(env_->lastFaultMoveResumeNs, now);
+    }
   }
   resumeOnFirstStep_.store(outstanding, std::memory_order_relaxed);
   stampNextStep_.store(true, std::memory_order_release);
@@ -128,6 +132,10 @@ void PortBase::stampFirstStep(uint64_t step) noexcept {
   env_->lastMigrationFirstStepNs.store(now, std::memory_order_release);
   const bool waited = resumeOnFirstStep_.exchange(false, std::memory_order_relaxed);
   if (waited) raiseTo(env_->lastMigrationResumeNs, now);
+  if (faultMove_.load(std::memory_order_relaxed)) {
+    env_->lastFaultMoveFirstStepNs.store(now, std::memory_order_release);
+    if (waited) raiseTo(env_->lastFaultMoveResumeNs, now);
+  }
   uint64_t armed = armedNs_.load(std::memory_order_relaxed);
   bool sender = dynamic_cast<SendPort*>(this) != nullptr;
   RECCL_INFO(kLogFailover, "rank %d: first step on the new path of rank %d->%d ch %d: %s step %llu, %lld us after the path started%s",

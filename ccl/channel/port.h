@@ -87,6 +87,10 @@ struct PortEnv {
   // start itself (its new path was ready before anything needed it). Unlike the first-step stamp
   // it does not wait for the algorithm's next step, which may come a call later.
   std::atomic<uint64_t> lastMigrationResumeNs{0};
+  // The two stamps again, over moves away from a fault only (armFirstStepStamp's awayFromFault):
+  // a fail-back soon after a fault, which restamps the two above, leaves these to the failover.
+  std::atomic<uint64_t> lastFaultMoveFirstStepNs{0};
+  std::atomic<uint64_t> lastFaultMoveResumeNs{0};
   // A waiting algorithm thread keeps polling this long (yielding its CPU to any other runnable
   // thread there) before it sleeps on the doorbell (RECCL_WAIT_SPIN_US).
   int64_t waitSpinNs = 0;
@@ -144,8 +148,9 @@ class PortBase {
   // The first step's delay after the arm is logged (INFO, FAILOVER): per connection, where the
   // stall after a commit went (the bench's stall is the latest of these over all connections).
   // A sender also stamps env()->lastMigrationResumeNs: now when nothing is outstanding, else at
-  // that first ack.
-  void armFirstStepStamp() noexcept;
+  // that first ack. `awayFromFault` (a failover, not a fail-back or rebalance): the lastFaultMove
+  // stamps too.
+  void armFirstStepStamp(bool awayFromFault) noexcept;
 
  protected:
   // Destroys the path and the retired ones; each leaves its progress thread on the way
@@ -167,6 +172,7 @@ class PortBase {
   std::atomic<bool> stampNextStep_{false};
   std::atomic<uint64_t> armedNs_{0};
   std::atomic<bool> resumeOnFirstStep_{false};  // a sender with steps outstanding at the arm
+  std::atomic<bool> faultMove_{false};          // the armed move is away from a fault
   bool spinHot_ = true;  // algorithm thread: the last slow wait ended soon (see waitUntil)
   // step: the step received (receiver) or acknowledged (sender).
   void stampFirstStep(uint64_t step) noexcept;

@@ -333,6 +333,8 @@ CommStats Comm::stats() const {
   s.duplicateSteps = env_.duplicateSteps.load();
   s.lastMigrationFirstStepNs = env_.lastMigrationFirstStepNs.load();
   s.lastMigrationResumeNs = env_.lastMigrationResumeNs.load();
+  s.lastFaultMoveFirstStepNs = env_.lastFaultMoveFirstStepNs.load();
+  s.lastFaultMoveResumeNs = env_.lastFaultMoveResumeNs.load();
   s.railsTotal = static_cast<uint32_t>(topo_.nrails);
   s.railsUp = s.railsTotal;
   if (failover_) failover_->fillStats(&s);

@@ -22,6 +22,8 @@ struct CommStats {
   uint64_t lastFailoverSignalNs = 0;
   uint64_t lastMigrationFirstStepNs = 0;  // from PortEnv (the ports stamp it)
   uint64_t lastMigrationResumeNs = 0;     // from PortEnv (the send ports stamp it)
+  uint64_t lastFaultMoveFirstStepNs = 0;  // the two, over moves away from a fault only
+  uint64_t lastFaultMoveResumeNs = 0;
   uint64_t relayMigrations = 0;      // this rank's connections moved onto a same-host relay
   uint64_t relayBytesForwarded = 0;  // bytes this rank forwarded for same-host ranks
   uint64_t relayPipesServed = 0;

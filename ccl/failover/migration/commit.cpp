@@ -65,6 +65,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
                 : std::string(ctx_.paths.name()) + " " + ctx_.nicName(rail)) +
       " " + connName(c.id) + " epoch " + std::to_string(epoch);
   channel::Path* raw = nullptr;
+  const bool awayFromFault = reason != MigrateReason::kFailBack && reason != MigrateReason::kRebalance;
   if (c.role == Role::kSender) {
     auto* sp = static_cast<channel::SendPort*>(port);
     uint64_t posted = sp->posted();
@@ -88,7 +89,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     auto path = link->makePath(*port, true, resume, desc);
     raw = path.get();
     port->setPath(std::move(path));
-    port->armFirstStepStamp();  // only a step over the new path stamps (stall end for benchmarks)
+    port->armFirstStepStamp(awayFromFault);  // only a step over the new path stamps (stall end for benchmarks)
     raw->start();
     if (old) old->drain();
   } else {
@@ -106,7 +107,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     auto path = link->makePath(*port, false, 0, desc);
     raw = path.get();
     port->setPath(std::move(path));
-    port->armFirstStepStamp();  // only a step over the new path stamps (stall end for benchmarks)
+    port->armFirstStepStamp(awayFromFault);  // only a step over the new path stamps (stall end for benchmarks)
     // After the reply: the new path's first ack must follow it.
     if (!old || !old->handOver(*raw)) {
       if (old) old->drain();

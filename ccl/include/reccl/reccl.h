@@ -176,6 +176,12 @@ typedef struct {
    * does); one with nothing outstanding counts the start itself, so an idle connection is not
    * charged for the time until the application's next call. Where a failover's stall ends. */
   uint64_t lastMigrationResumeNs;
+  /* lastMigrationFirstStepNs and lastMigrationResumeNs again, counted only over migrations away
+   * from a fault (link down, socket error, stall, degraded link), not fail-backs or rebalances:
+   * a fail-back soon after the fault, before the caller reads the stats, leaves these to the
+   * failover. */
+  uint64_t lastFaultMoveFirstStepNs;
+  uint64_t lastFaultMoveResumeNs;
 } recclCommStats_t;
 
 RECCL_API recclResult_t recclGetVersion(int* version);

@@ -118,8 +118,7 @@ TEST(FaultTimeline, StallEndsWhenTheHeldUpWorkMovesNotAtTheNextCall) {
   // Fault at 1090 ms, late in iteration 10 (ends 1099 ms): one connection had a step
   // outstanding, its first ack over the new path at 1093 ms; the other was idle, its new path
   // started at 1092 ms. The first step of any new path comes with the next call's first step
-  // at 1105 ms. A fail-back's own migrations after the recovery (2000 ms) stamp again: not this
-  // fault's stall.
+  // at 1105 ms. The fail-back after the recovery (2000 ms) leaves the stamps as they are.
   auto s = timeline(40, 0, 0);
   for (auto& x : s) {
     if (x.statsNs >= 1100 * kMs) {
@@ -129,11 +128,7 @@ TEST(FaultTimeline, StallEndsWhenTheHeldUpWorkMovesNotAtTheNextCall) {
       x.signalNs = 1090 * kMs + 500'000;
       x.commitNs = 1092 * kMs;
     }
-    if (x.statsNs >= 2100 * kMs) {
-      x.failbacks = 2;
-      x.firstStepNs = 2051 * kMs;
-      x.resumeNs = 2050 * kMs;
-    }
+    if (x.statsNs >= 2100 * kMs) x.failbacks = 2;
   }
   auto j = analyzeFaults(s, {FaultMoment{1090 * kMs, 2000 * kMs, "link-down", "x"}}, 0);
   const auto& r = j["faults"][0];
@@ -142,6 +137,54 @@ TEST(FaultTimeline, StallEndsWhenTheHeldUpWorkMovesNotAtTheNextCall) {
   EXPECT_NEAR(r["resume_after_switch_ms"].get<double>(), 1.0, 1e-9);
   EXPECT_NEAR(j["summary"]["stall_ms"]["p99"].get<double>(), 3.0, 1e-9);
   EXPECT_NEAR(j["summary"]["first_step_ms"]["p99"].get<double>(), 15.0, 1e-9);
+}
+
+TEST(FaultTimeline, ACallThatSpansTheFaultTheFailoverAndTheFailBackShowsTheFailover) {
+  // A slow link: one 500 ms call (1000..1499 ms) holds the fault at 1050 ms, its failover (held-up
+  // work moving again at 1056 ms, first step 1057 ms), the recovery at 1300 ms and the fail-back.
+  // The counters read after that call hold both counts and the failover's stamps.
+  std::vector<IterationSample> s;
+  for (int i = 0; i < 8; ++i) {
+    IterationSample x;
+    x.startNs = i * 500 * kMs;
+    x.endNs = x.startNs + 499 * kMs;
+    x.statsNs = x.endNs + 1 * kMs;
+    x.busBw = 1.0;
+    if (x.statsNs >= 1500 * kMs) {
+      x.failovers = 2;
+      x.failbacks = 2;
+      x.firstStepNs = 1057 * kMs;
+      x.resumeNs = 1056 * kMs;
+      x.signalNs = 1050 * kMs + 100'000;
+      x.commitNs = 1053 * kMs;
+    }
+    s.push_back(x);
+  }
+  auto j = analyzeFaults(s, {FaultMoment{1050 * kMs, 1300 * kMs, "carrier-off", "x"}}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_TRUE(r["failover"].get<bool>());
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 6.0, 1e-9);
+  EXPECT_NEAR(r["first_step_ms"].get<double>(), 7.0, 1e-9);
+  EXPECT_NEAR(r["failed_back_at_s"].get<double>(), 1.499, 1e-9);
+}
+
+TEST(FaultTimeline, AFailoverAfterTheRecoveryEndsItsStallThere) {
+  // A slow source: the link was down 1050..1150 ms, the failover came at 1400 ms (work moving
+  // again at 1405 ms); the stall runs to there, not to some earlier or missing stamp.
+  auto s = timeline(40, 0, 0);
+  for (auto& x : s)
+    if (x.statsNs >= 1500 * kMs) {
+      x.failovers = 2;
+      x.firstStepNs = 1406 * kMs;
+      x.resumeNs = 1405 * kMs;
+      x.signalNs = 1398 * kMs;
+      x.commitNs = 1403 * kMs;
+    }
+  auto j = analyzeFaults(s, {FaultMoment{1050 * kMs, 1150 * kMs, "carrier-off", "x"}}, 0);
+  const auto& r = j["faults"][0];
+  EXPECT_TRUE(r["failover"].get<bool>());
+  EXPECT_NEAR(r["stall_ms"].get<double>(), 355.0, 1e-9);
+  EXPECT_NEAR(r["first_step_ms"].get<double>(), 356.0, 1e-9);
 }
 
 TEST(FaultTimeline, PercentileIsNearestRank) {

@@ -36,7 +36,7 @@ TEST(CclPortStamp, IdleSenderResumesWhenItsNewPathStarts) {
   s.post();
   s.tx->onAck(1);
   ASSERT_EQ(s.tx->acked(), 1u);
-  s.tx->armFirstStepStamp();
+  s.tx->armFirstStepStamp(true);
   const uint64_t resumed = s.env.lastMigrationResumeNs.load();
   EXPECT_NE(resumed, 0u) << "an idle sender stamps at the start of its new path";
   EXPECT_EQ(s.env.lastMigrationFirstStepNs.load(), 0u) << "no step has moved yet";
@@ -55,12 +55,12 @@ TEST(CclPortStamp, SenderWithOutstandingStepsResumesAtItsFirstAck) {
   s.post();
   s.post();
   s.tx->onAck(1);
-  s.tx->armFirstStepStamp();
+  s.tx->armFirstStepStamp(true);
   EXPECT_EQ(s.env.lastMigrationResumeNs.load(), 0u) << "step 2 still waits for the new path";
   auto mem = channel::ConnMemory::anonymous(4, 4096);
   ASSERT_TRUE(mem.ok());
   channel::SendPort idle(channel::PortId{0, 1, 1}, std::move(mem).value(), &s.env);
-  idle.armFirstStepStamp();
+  idle.armFirstStepStamp(true);
   const uint64_t idleStart = s.env.lastMigrationResumeNs.load();
   EXPECT_NE(idleStart, 0u);
   std::this_thread::sleep_for(20ms);
@@ -68,6 +68,34 @@ TEST(CclPortStamp, SenderWithOutstandingStepsResumesAtItsFirstAck) {
   const uint64_t resumed = s.env.lastMigrationResumeNs.load();
   EXPECT_GE(resumed, idleStart + 20'000'000u) << "the waiting connection ends the stall";
   EXPECT_EQ(resumed, s.env.lastMigrationFirstStepNs.load()) << "both stamps at that first ack";
+}
+
+// A failover, then a fail-back before anyone read the stats: the fail-back restamps the stamps of
+// the latest migration, the fault-move stamps keep the failover's.
+TEST(CclPortStamp, AFailBackLeavesTheFailoversFaultMoveStamps) {
+  Sender s;
+  s.post();
+  s.post();
+  s.tx->onAck(1);
+  s.tx->armFirstStepStamp(true);  // the failover: step 2 outstanding
+  std::this_thread::sleep_for(5ms);
+  s.tx->onAck(2);
+  const uint64_t failoverResume = s.env.lastFaultMoveResumeNs.load();
+  const uint64_t failoverFirst = s.env.lastFaultMoveFirstStepNs.load();
+  ASSERT_NE(failoverResume, 0u);
+  EXPECT_EQ(failoverResume, s.env.lastMigrationResumeNs.load());
+  EXPECT_EQ(failoverFirst, failoverResume) << "both at the first ack over the new path";
+  std::this_thread::sleep_for(20ms);
+  s.post();
+  s.tx->armFirstStepStamp(false);  // the fail-back: step 3 outstanding
+  s.tx->onAck(3);
+  EXPECT_GE(s.env.lastMigrationResumeNs.load(), failoverResume + 20'000'000u) << "the fail-back's own stamp";
+  EXPECT_GE(s.env.lastMigrationFirstStepNs.load(), failoverFirst + 20'000'000u);
+  EXPECT_EQ(s.env.lastFaultMoveResumeNs.load(), failoverResume) << "a fail-back is no move away from a fault";
+  EXPECT_EQ(s.env.lastFaultMoveFirstStepNs.load(), failoverFirst);
+  // And an idle fail-back, which stamps its resume at the start.
+  s.tx->armFirstStepStamp(false);
+  EXPECT_EQ(s.env.lastFaultMoveResumeNs.load(), failoverResume);
 }
 
 }  // namespace
