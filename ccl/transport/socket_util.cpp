@@ -112,7 +112,10 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     }
-    if (err == 0 && connectedToItself(fd.get())) err = ECONNREFUSED;  // the peer does not listen yet
+    if (err == 0 && connectedToItself(fd.get())) {
+      closeAbruptly(fd);  // a reset, no TIME_WAIT left on the port the peer is about to bind
+      err = ECONNREFUSED;  // the peer does not listen yet
+    }
     if (err == 0) {
       int fl = fcntl(fd.get(), F_GETFL);
       fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);

@@ -43,19 +43,25 @@ TEST(ConnectTcp, AConnectionThatOpensOntoItselfIsNoPeer) {
   constexpr uint16_t kPort = 40000;
   std::string skip;
   bool connected = false;
-  Status status;
+  Status status, listened;
   std::thread t([&] {
     skip = ownNamespaceWithOneEphemeralPort(kPort);
     if (!skip.empty()) return;
     transport::Endpoint dst{htonl(INADDR_LOOPBACK), kPort};
-    auto fd = transport::connectTcp(dst, 0, "", Deadline::afterMs(300));
-    connected = fd.ok();
-    status = fd.ok() ? Status::Ok() : fd.status();
+    {
+      auto fd = transport::connectTcp(dst, 0, "", Deadline::afterMs(300));
+      connected = fd.ok();
+      status = fd.ok() ? Status::Ok() : fd.status();
+    }
+    // The peer then binds its port: the dial left nothing on it.
+    auto l = transport::listenTcp(htonl(INADDR_ANY), kPort, nullptr);
+    listened = l.ok() ? Status::Ok() : l.status();
   });
   t.join();
   if (!skip.empty()) GTEST_SKIP() << skip;
   EXPECT_FALSE(connected) << "connectTcp returned a socket connected to itself as the peer";
   EXPECT_FALSE(status.ok());
+  EXPECT_TRUE(listened.ok()) << "the peer cannot bind the port it was dialled at: " << listened.message();
 }
 
 }  // namespace

@@ -77,14 +77,19 @@ if cmake -S "$tmp/ver" -B "$tmp/ver/b1" -DWANT=0.1 -DCMAKE_PREFIX_PATH="$prefix"
   ok "find_package(reccl 0.1) is found, find_package(reccl 0.2) is not"
 else bad "recclConfigVersion.cmake: 0.1 must be found and 0.2 not"; fi
 
-# A free port out of the ephemeral range, which no connection of a test beside this one is given.
+# A free port out of the ephemeral range, which no connection of a test beside this one is given
+# (as reccl/common/free_port.h picks one).
 free_port() {
   python3 - <<'PY'
-import random, socket
+import random, socket, sys
 low, high = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
-span = (10000, low - 1) if low > 11000 else (high + 1, 65535)
+lo, hi = 10000, low - 1
+if hi - lo < 1000:
+    lo, hi = high + 1, 65535
+if hi < lo:
+    sys.exit("no port outside the ephemeral range %d-%d" % (low, high))
 for _ in range(1000):
-    port = random.randint(*span)
+    port = random.randint(lo, hi)
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -94,7 +99,8 @@ for _ in range(1000):
     finally:
         s.close()
     print(port)
-    break
+    sys.exit(0)
+sys.exit("no free port outside the ephemeral range")
 PY
 }
 

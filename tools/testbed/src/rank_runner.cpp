@@ -9,11 +9,10 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <fstream>
 #include <optional>
-#include <random>
 
 #include "reccl/common/deadline.h"
+#include "reccl/common/free_port.h"
 #include "reccl/common/log.h"
 #include "reccl/netlink/netns_guard.h"
 #include "reccl/testbed/child_process.h"
@@ -24,26 +23,10 @@ namespace reccl::testbed {
 
 Result<int> freeTcpPort(const std::string& netns) {
   RECCL_ASSIGN_OR_RETURN(auto guard, netlink::NetnsGuard::enter(netns));
-  // Out of the namespace's ephemeral range: a port-0 listener or an outgoing connection of the
-  // ranks themselves is never given it before rank 0 binds it.
-  int low = 32768, high = 60999;
-  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
-  const bool below = low > 11000;
-  std::uniform_int_distribution<int> pick(below ? 10000 : high + 1, below ? low - 1 : 65535);
-  std::mt19937 rng(std::random_device{}());
-  int lastErr = 0;
-  for (int tries = 0; tries < 1000; ++tries) {
-    UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    if (!s.valid()) return Status::FromErrno(errno, "socket for a free port");
-    int one = 1;
-    ::setsockopt(s.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(pick(rng)));
-    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return static_cast<int>(ntohs(a.sin_port));
-    lastErr = errno;
-  }
-  return Status::FromErrno(lastErr, "no free port outside the ephemeral range");
+  // Two: a job may take the port after it for a second communicator.
+  int port = freePortOutsideEphemeralRange(2);
+  if (port < 0) return Status::FromErrno(-port, "a free port outside the ephemeral range in " + netns);
+  return port;
 }
 
 namespace {

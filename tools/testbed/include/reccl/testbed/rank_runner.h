@@ -25,7 +25,7 @@ inline constexpr int kRunTimeoutExit = 124;
 // timeout; 128+sig when SIGINT/SIGTERM arrived (forwarded to every rank, which are then reaped).
 Result<int> runRanks(const RunOptions& opts);
 
-// A TCP port nobody listens on inside netns, out of its ephemeral range.
+// A TCP port nobody listens on inside netns (nor on the port after it), out of its ephemeral range.
 Result<int> freeTcpPort(const std::string& netns);
 
 }  // namespace reccl::testbed
