@@ -87,15 +87,19 @@ def call_ms(seg, busbw):
 
 def missed_faults(segments):
     """Faults no failover followed (a short drop may pass without one: TCP resent what was lost).
-    What each cost: the call it hit over the median call before it, in ms."""
+    What each cost: the call it hit over the median call before it, in ms. Those that hit a rail
+    no connection was on (an earlier fault's fail-back still pending) are counted apart."""
     extra = []
+    pending = 0
     for seg in segments:
         for f in seg.get("faults") or []:
             if f.get("stall_ms") is not None:
                 continue
+            if f.get("fail_back_pending"):
+                pending += 1
             hit, before = call_ms(seg, f.get("busbw_during_gbps")), call_ms(seg, f.get("busbw_before_gbps"))
             extra.append(hit - before if hit is not None and before is not None else None)
-    return {"faults": len(extra), "hit_call_extra_ms": spread(extra)}
+    return {"faults": len(extra), "fail_back_pending": pending, "hit_call_extra_ms": spread(extra)}
 
 
 def pool_source(segments):
@@ -461,8 +465,10 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
         x = r["sources"][s]
         if "missed" in x:
             m, e = x["missed"], x["missed"]["hit_call_extra_ms"]
-            print("%-8s missed %d of %d faults (no failover)%s; wrong elements %d" % (
-                s, m["faults"], x["faults"], "; the call each hit took p50 %s p99 %s max %s ms longer" % (
+            print("%-8s missed %d of %d faults (no failover%s)%s; wrong elements %d" % (
+                s, m["faults"], x["faults"],
+                ", %d of them on a rail nothing was on: the previous fault's fail-back was pending" % m["fail_back_pending"]
+                if m.get("fail_back_pending") else "", "; the call each hit took p50 %s p99 %s max %s ms longer" % (
                     f2(e["p50"]), f2(e["p99"]), f2(e["max"])) if e["n"] else "", x["wrong_elements"]))
     print("(stall ms: fault syscall -> the held-up work moving on the new paths: the first step of a connection")
     print(" that had steps outstanding, the new path's start for an idle one; step99: fault -> first step")

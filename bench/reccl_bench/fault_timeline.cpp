@@ -51,11 +51,12 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     const int64_t R = f.recoverNs >= 0 && f.recoverNs < W ? f.recoverNs : -1;
 
     // Counters as they stood before the fault.
-    uint64_t fo0 = 0, sig0 = 0;
+    uint64_t fo0 = 0, sig0 = 0, fb0 = 0;
     for (const auto& x : s)
       if (x.statsNs < F) {
         fo0 = x.failovers;
         sig0 = x.signalNs;
+        fb0 = x.failbacks;
       }
     size_t li = s.size();  // the iteration the fault landed in (or the first after it)
     for (size_t i = 0; i < s.size(); ++i)
@@ -93,13 +94,18 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
         }
     bool failover = ci < s.size();
     j["failover"] = failover;
-    // Stall end: the latest resume stamp of this fault's moves (after the fault and before the
-    // next one; a failover that came only after the recovery still ends its stall there, and
-    // fail-backs do not stamp). The stamps are running maxima, so the largest one in that span
-    // is the last connection's.
+    // Connections still away from the fault's rail (an earlier fault's fail-back not done yet,
+    // e.g. held down or damped): a fault with nothing on the rail has nothing to move.
+    j["fail_back_pending"] = fo0 > fb0;
+    // Stall end: the latest resume stamp of this fault's moves (fail-backs do not stamp), after
+    // the fault and before its recovery; or, for a failover that came only after the recovery,
+    // before the next fault. (Moves off a gray rail after the recovery stamp too: they are not
+    // this fault's.) The stamps are running maxima, so the largest one in that span is the last
+    // connection's.
     std::optional<int64_t> resumeEnd;
+    const int64_t bound = R >= 0 && firstStepEnd && *firstStepEnd < R ? R : W;
     for (size_t i = first; i < s.size() && s[i].endNs < W; ++i)
-      if (int64_t(s[i].resumeNs) > F && int64_t(s[i].resumeNs) < W)
+      if (int64_t(s[i].resumeNs) > F && int64_t(s[i].resumeNs) < bound)
         resumeEnd = std::max(resumeEnd.value_or(0), int64_t(s[i].resumeNs));
     std::optional<double> stall, firstStep, detect, sw;
     if (firstStepEnd && failover) {

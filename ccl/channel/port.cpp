@@ -110,7 +110,6 @@ void raiseTo(std::atomic<uint64_t>& a, uint64_t v) noexcept {
 void PortBase::armFirstStepStamp(bool awayFromFault) noexcept {
   const uint64_t now = monoNs();
   armedNs_.store(now, std::memory_order_relaxed);
-  faultMove_.store(awayFromFault, std::memory_order_relaxed);
   bool outstanding = false;
   if (dynamic_cast<SendPort*>(this)) {
     // posted/consumed are the sender's own counters: steps handed over vs acknowledged.
@@ -121,18 +120,19 @@ void PortBase::armFirstStepStamp(bool awayFromFault) noexcept {
       if (awayFromFault) raiseTo(env_->lastFaultMoveResumeNs, now);
     }
   }
-  resumeOnFirstStep_.store(outstanding, std::memory_order_relaxed);
-  stampNextStep_.store(true, std::memory_order_release);
+  arm_.store(static_cast<uint8_t>(kArmed | (outstanding ? kWaiting : 0) | (awayFromFault ? kFaultMove : 0)),
+             std::memory_order_release);
 }
 
 void PortBase::stampFirstStep(uint64_t step) noexcept {
-  if (!stampNextStep_.load(std::memory_order_relaxed) || !stampNextStep_.exchange(false)) return;
-  if (!env_) return;
+  if (!(arm_.load(std::memory_order_relaxed) & kArmed)) return;
+  const uint8_t arm = arm_.exchange(0, std::memory_order_acq_rel);
+  if (!(arm & kArmed) || !env_) return;
   uint64_t now = monoNs();
   env_->lastMigrationFirstStepNs.store(now, std::memory_order_release);
-  const bool waited = resumeOnFirstStep_.exchange(false, std::memory_order_relaxed);
+  const bool waited = arm & kWaiting;
   if (waited) raiseTo(env_->lastMigrationResumeNs, now);
-  if (faultMove_.load(std::memory_order_relaxed)) {
+  if (arm & kFaultMove) {
     env_->lastFaultMoveFirstStepNs.store(now, std::memory_order_release);
     if (waited) raiseTo(env_->lastFaultMoveResumeNs, now);
   }

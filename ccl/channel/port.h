@@ -169,10 +169,13 @@ class PortBase {
   std::atomic<Path*> pathRaw_{nullptr};
   std::vector<std::unique_ptr<Path>> retired_;
   ErrorLatch latch_;
-  std::atomic<bool> stampNextStep_{false};
+  // What armFirstStepStamp armed, one atomic so the step that takes it reads one arm's flags
+  // whole (a retired path's late ack may race a later commit's arm).
+  static constexpr uint8_t kArmed = 1;      // the next step stamps
+  static constexpr uint8_t kWaiting = 2;    // a sender with steps outstanding at the arm
+  static constexpr uint8_t kFaultMove = 4;  // the move is away from a fault
+  std::atomic<uint8_t> arm_{0};
   std::atomic<uint64_t> armedNs_{0};
-  std::atomic<bool> resumeOnFirstStep_{false};  // a sender with steps outstanding at the arm
-  std::atomic<bool> faultMove_{false};          // the armed move is away from a fault
   bool spinHot_ = true;  // algorithm thread: the last slow wait ended soon (see waitUntil)
   // step: the step received (receiver) or acknowledged (sender).
   void stampFirstStep(uint64_t step) noexcept;

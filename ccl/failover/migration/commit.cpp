@@ -65,7 +65,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
                 : std::string(ctx_.paths.name()) + " " + ctx_.nicName(rail)) +
       " " + connName(c.id) + " epoch " + std::to_string(epoch);
   channel::Path* raw = nullptr;
-  const bool awayFromFault = reason != MigrateReason::kFailBack && reason != MigrateReason::kRebalance;
+  const bool awayFromFault = isMoveAwayFromFault(reason);
   if (c.role == Role::kSender) {
     auto* sp = static_cast<channel::SendPort*>(port);
     uint64_t posted = sp->posted();

@@ -28,6 +28,19 @@ const char* reasonName(MigrateReason r) noexcept {
   return "?";
 }
 
+bool isMoveAwayFromFault(MigrateReason r) noexcept {
+  switch (r) {
+    case MigrateReason::kLinkDown:
+    case MigrateReason::kSocketError:
+    case MigrateReason::kStall:
+    case MigrateReason::kDegraded: return true;
+    case MigrateReason::kFailBack:
+    case MigrateReason::kRebalance:
+    case MigrateReason::kStandby: return false;
+  }
+  return false;
+}
+
 // Request: 0 magic | 4 version u16 | 6 initiator u8 | 7 reason u8 | 8 sender i32 | 12 receiver i32 |
 // 16 channel u32 | 20 epoch u32 | 24 received u64 | 32 applied u64 | 40 railsUp u64 | 48 rail u16 |
 // rest zero.

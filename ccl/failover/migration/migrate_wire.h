@@ -52,6 +52,9 @@ enum class MigrateReason : uint8_t {
   kStandby = 7,
 };
 const char* reasonName(MigrateReason r) noexcept;
+// A move away from a fault (link down, socket error, stall, degraded link), not a fail-back, a
+// rebalance or a standby: what the fault-move stamps count (recclCommStats_t.lastFaultMove*).
+bool isMoveAwayFromFault(MigrateReason r) noexcept;
 
 struct MigrateRequest {
   ConnId conn;

@@ -154,6 +154,7 @@ TEST_F(FaultReport, MissedFaultsAndWhatTheyCostPerSource) {
   bpf["collective"] = coll;
   json netlink = faults({nullptr, 700.0, nullptr}, 0.9);
   netlink["collective"] = coll;
+  netlink["faults"][2]["fail_back_pending"] = true;  // the rail it hit had nothing on it
   netlink["out_of_bounds"] = 0;
   write("fault_bpf_r0", bpf);
   write("fault_netlink_r0", netlink);
@@ -166,13 +167,16 @@ TEST_F(FaultReport, MissedFaultsAndWhatTheyCostPerSource) {
   const json& miss = r["sources"]["netlink"]["missed"];
   EXPECT_EQ(miss["faults"], 2);
   EXPECT_EQ(miss["hit_call_extra_ms"]["n"], 2);
+  EXPECT_EQ(miss["fail_back_pending"], 1);
   EXPECT_NEAR(miss["hit_call_extra_ms"]["p50"].get<double>(), (1 << 20) / 1e9 / 0.5 * 1e3 - (1 << 20) / 1e9 * 1e3,
               1e-9);
   EXPECT_EQ(r["sources"]["netlink"]["wrong_elements"], 0);
   EXPECT_NEAR(r["ratios"]["stall_p99_netlink_over_bpf"].get<double>(), 700.0 / 3.0, 1e-9);
   EXPECT_NE(text.find("2 hosts x 2 rails (tap)"), std::string::npos) << text;
   EXPECT_NE(text.find("carrier off (TUNSETCARRIER) 50-300 ms"), std::string::npos) << text;
-  EXPECT_NE(text.find("netlink  missed 2 of 3 faults"), std::string::npos) << text;
+  EXPECT_NE(text.find("netlink  missed 2 of 3 faults (no failover, 1 of them on a rail nothing was on"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("20 ms every 300 ms"), std::string::npos) << text;
 }
 

@@ -187,6 +187,48 @@ TEST(FaultTimeline, AFailoverAfterTheRecoveryEndsItsStallThere) {
   EXPECT_NEAR(r["first_step_ms"].get<double>(), 356.0, 1e-9);
 }
 
+TEST(FaultTimeline, AMoveOffAGrayRailAfterTheRecoveryIsNotTheFaultsStall) {
+  // Failover at 1050 ms, work moving again at 1056 ms; recovery at 1300 ms, then a move off a
+  // gray rail at 1600 ms stamps again (a move away from a fault, not a fail-back).
+  auto s = timeline(40, 0, 0);
+  for (auto& x : s) {
+    if (x.statsNs >= 1100 * kMs) {
+      x.failovers = 2;
+      x.firstStepNs = 1057 * kMs;
+      x.resumeNs = 1056 * kMs;
+    }
+    if (x.statsNs >= 1700 * kMs) {
+      x.failovers = 3;
+      x.firstStepNs = 1601 * kMs;
+      x.resumeNs = 1600 * kMs;
+    }
+  }
+  auto j = analyzeFaults(s, {FaultMoment{1050 * kMs, 1300 * kMs, "carrier-off", "x"}}, 0);
+  EXPECT_NEAR(j["faults"][0]["stall_ms"].get<double>(), 6.0, 1e-9);
+}
+
+TEST(FaultTimeline, AFaultWhileTheLastFailBackIsPendingIsMarked) {
+  // The first fault's connections are still on the other rail (fail-back held down) when the
+  // second lands on their old rail: nothing on it to move.
+  auto s = timeline(60, 0, 0);
+  for (auto& x : s) {
+    if (x.statsNs >= 1100 * kMs) {
+      x.failovers = 2;
+      x.firstStepNs = 1055 * kMs;
+      x.resumeNs = 1055 * kMs;
+    }
+    if (x.statsNs >= 3700 * kMs) x.failbacks = 2;
+  }
+  auto j = analyzeFaults(s,
+                         {FaultMoment{1050 * kMs, 1300 * kMs, "carrier-off", "x"},
+                          FaultMoment{3350 * kMs, 3600 * kMs, "carrier-off", "x"}},
+                         0);
+  EXPECT_FALSE(j["faults"][0]["fail_back_pending"].get<bool>());
+  EXPECT_TRUE(j["faults"][0]["failover"].get<bool>());
+  EXPECT_TRUE(j["faults"][1]["fail_back_pending"].get<bool>());
+  EXPECT_FALSE(j["faults"][1]["failover"].get<bool>());
+}
+
 TEST(FaultTimeline, PercentileIsNearestRank) {
   std::vector<double> v;
   for (int i = 100; i >= 1; --i) v.push_back(i);

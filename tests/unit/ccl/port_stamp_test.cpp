@@ -98,5 +98,36 @@ TEST(CclPortStamp, AFailBackLeavesTheFailoversFaultMoveStamps) {
   EXPECT_EQ(s.env.lastFaultMoveResumeNs.load(), failoverResume);
 }
 
+// An idle sender moved away from a fault resumes at its new path's start, in both stamps.
+TEST(CclPortStamp, AnIdleFailoverStampsTheFaultMoveResumeAtTheStart) {
+  Sender s;
+  s.tx->armFirstStepStamp(true);
+  EXPECT_NE(s.env.lastFaultMoveResumeNs.load(), 0u);
+  EXPECT_EQ(s.env.lastFaultMoveResumeNs.load(), s.env.lastMigrationResumeNs.load());
+}
+
+// A receiver stamps the first step it receives over its new path; a fail-back's does not reach
+// the fault-move stamp.
+TEST(CclPortStamp, AReceiverStampsItsFirstStepAndAFailBackLeavesTheFaultMoveStamp) {
+  channel::PortEnv env;
+  auto mem = channel::ConnMemory::anonymous(4, 4096);
+  ASSERT_TRUE(mem.ok());
+  channel::RecvPort rx(channel::PortId{1, 0, 0}, std::move(mem).value(), &env);
+  rx.armFirstStepStamp(true);
+  EXPECT_EQ(env.lastFaultMoveFirstStepNs.load(), 0u) << "nothing received yet";
+  rx.onReceived(1);
+  const uint64_t failover = env.lastFaultMoveFirstStepNs.load();
+  EXPECT_NE(failover, 0u);
+  EXPECT_EQ(failover, env.lastMigrationFirstStepNs.load());
+  EXPECT_EQ(env.lastMigrationResumeNs.load(), 0u) << "only senders end the stall";
+  rx.onReceived(2);
+  EXPECT_EQ(env.lastFaultMoveFirstStepNs.load(), failover) << "only the first step after the arm stamps";
+  std::this_thread::sleep_for(5ms);
+  rx.armFirstStepStamp(false);
+  rx.onReceived(3);
+  EXPECT_GT(env.lastMigrationFirstStepNs.load(), failover);
+  EXPECT_EQ(env.lastFaultMoveFirstStepNs.load(), failover);
+}
+
 }  // namespace
 }  // namespace reccl

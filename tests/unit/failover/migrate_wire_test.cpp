@@ -90,6 +90,15 @@ TEST(MigrateWire, DegradedReasonRoundTrips) {
   EXPECT_STREQ(reasonName(d->reason), "degraded");
 }
 
+// The fault-move stamps count the moves a fault caused; a fail-back or rebalance after the
+// recovery must not end the fault's stall.
+TEST(MigrateWire, OnlyMovesAwayFromAFaultAreFaultMoves) {
+  for (auto r : {MigrateReason::kLinkDown, MigrateReason::kSocketError, MigrateReason::kStall, MigrateReason::kDegraded})
+    EXPECT_TRUE(isMoveAwayFromFault(r)) << reasonName(r);
+  for (auto r : {MigrateReason::kFailBack, MigrateReason::kRebalance, MigrateReason::kStandby})
+    EXPECT_FALSE(isMoveAwayFromFault(r)) << reasonName(r);
+}
+
 TEST(MigrateWire, ReplyRoundTripAndRejects) {
   MigrateReply r;
   r.status = MigrateStatus::kStale;
