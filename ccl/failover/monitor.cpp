@@ -22,9 +22,15 @@ constexpr uint64_t kMsNs = 1'000'000ull;
 constexpr uint64_t kCoalesceNs = 2 * kMsNs;
 constexpr uint64_t kGrayTickNs = 50 * kMsNs;  // a held DEGRADED is re-judged this often
 constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
+// A fail-back owed is offered again this long after its rail came up, then at doubling intervals
+// up to the cap: past one fail-back's own time (two connect attempts), and rare enough that a
+// rail which never carries costs a connect attempt a minute at most.
+constexpr uint64_t kFailBackRetryFirstNs = 1500 * kMsNs;
+constexpr uint64_t kFailBackRetryMaxNs = 60'000 * kMsNs;
 }  // namespace
 
-Monitor::Monitor(FailoverContext& ctx) : ctx_(ctx), sources_(ctx, *this) {}
+Monitor::Monitor(FailoverContext& ctx)
+    : ctx_(ctx), sources_(ctx, *this), failBackRetry_(static_cast<size_t>(std::max(0, ctx.cfg.nrails))) {}
 
 Monitor::~Monitor() { stop(); }
 
@@ -94,6 +100,7 @@ void Monitor::loop() {
     if (tracked) due = std::min({due, nextScan, onScanTick(ctx_.meter->dueNs())});
     if (standbyOn && tracked) due = std::min(due, standbyDueNs_ == 0 ? now : onScanTick(standbyDueNs_));
     if (ctx_.rails.anyHeld()) due = std::min(due, now + kGrayTickNs);
+    if (uint64_t fb = failBackDueNs(); fb) due = std::min(due, fb);
     int timeoutMs = due <= now ? 0 : static_cast<int>((due - now + kMsNs - 1) / kMsNs);
     pollfd pf[3] = {{wakeFd_, POLLIN, 0}, {sources_.detectorFd(), POLLIN, 0}, {sources_.daemonFd(), POLLIN, 0}};
     int rc = ::poll(pf, 3, timeoutMs);  // fd -1 entries are ignored
@@ -121,6 +128,7 @@ void Monitor::loop() {
       nextScan = now + scanPeriod;
     }
     tendGray(now);
+    tendFailBacks(now);
     ctx_.meter->meter(now);  // rail weights from measured throughput; cheap until due
     if (standbyOn && standbyDueNs_ <= soon) standbyDueNs_ = ctx_.standbys->tend(now);
   }
@@ -191,6 +199,7 @@ void Monitor::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReas
     }
   }
   rs.hold(rail).sinceNs = 0;
+  if (rail >= 0 && rail < static_cast<int>(failBackRetry_.size())) failBackRetry_[rail] = {};  // the next up event owes it
   const bool hard = reason != MigrateReason::kDegraded;
   if (!rs.markDown(rail)) {
     // Already out. A hard fault on a DEGRADED rail still counts: connections that stayed on it
@@ -239,6 +248,13 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   // gray rail. One job per connection at a time (enqueue): moved by weight first it would leave
   // its gray rail for another one and only then go home; the weight's job that waits behind the
   // fail-back finds it moved.
+  if (enqueueFailBacks(rail, src, signalNs) > 0 && rail < static_cast<int>(failBackRetry_.size()))
+    failBackRetry_[rail] = {monotonicNs() + kFailBackRetryFirstNs, 0, src};
+  moveOffGrayRails(-1, src, signalNs);  // the rest of what stayed on a gray rail: by weight
+}
+
+int Monitor::enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs) {
+  int n = 0;
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->preferredRail != rail || c->rail.load() == rail) continue;
     Job j;
@@ -249,8 +265,43 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
     j.toRail = rail;
     j.faultNs = signalNs;
     ctx_.migration->enqueue(j);
+    ++n;
   }
-  moveOffGrayRails(-1, src, signalNs);  // the rest of what stayed on a gray rail: by weight
+  return n;
+}
+
+uint64_t Monitor::failBackDueNs() const noexcept {
+  uint64_t due = 0;
+  for (const auto& f : failBackRetry_)
+    if (f.dueNs && (!due || f.dueNs < due)) due = f.dueNs;
+  return due;
+}
+
+void Monitor::tendFailBacks(uint64_t nowNs) {
+  for (int r = 0; r < static_cast<int>(failBackRetry_.size()); ++r) {
+    FailBackRetry& f = failBackRetry_[r];
+    if (!f.dueNs || f.dueNs > nowNs) continue;
+    if (!ctx_.rails.up(r)) {
+      f = {};  // down or gray again: its next up event owes the fail-back
+      continue;
+    }
+    int owed = 0;
+    for (auto& c : ctx_.conns.snapshot())
+      if (c->preferredRail == r && c->rail.load() != r && !c->busy.load() && !c->jobs.busy()) ++owed;
+    if (owed == 0) {
+      bool moving = false;  // a job on it now (the first try, or a move) decides; look again later
+      for (auto& c : ctx_.conns.snapshot())
+        if (c->preferredRail == r && c->rail.load() != r) moving = true;
+      f = moving ? FailBackRetry{nowNs + kFailBackRetryFirstNs, f.tries, f.src} : FailBackRetry{};
+      continue;
+    }
+    ++f.tries;
+    RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up, %d connection(s) that prefer it still elsewhere: fail-back again (try %d)",
+               ctx_.cfg.rank, r, ctx_.nicName(r), owed, f.tries + 1);
+    enqueueFailBacks(r, f.src, nowNs);
+    uint64_t wait = kFailBackRetryFirstNs << std::min(f.tries, 6);
+    f.dueNs = nowNs + std::min(wait, kFailBackRetryMaxNs);
+  }
 }
 
 void Monitor::peerReported(int peer, uint64_t railsUp) {

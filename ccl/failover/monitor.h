@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "channel/port.h"
 #include "core/comm_stats.h"
@@ -65,6 +66,15 @@ class Monitor {
   // Connections that stayed on a DEGRADED rail for want of a healthy one move as soon as one
   // appears: a rail up again here (railBackUp) or at the peer (peerReported). peer -1: all.
   void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);
+  // Fail-back jobs for the connections that prefer `rail` and are elsewhere; how many.
+  int enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs);
+  // A fail-back's one try can fail on a rail that is up but does not carry yet (a switch port
+  // still learning after the link came up, a path that drops until a neighbour settles); the
+  // connections would then stay off the repaired rail until its next up event, and a later fault
+  // there would find nothing to move. While the rail stays up, what still prefers it is offered
+  // its fail-back again, at growing intervals.
+  void tendFailBacks(uint64_t nowNs);
+  uint64_t failBackDueNs() const noexcept;
 
   FailoverContext& ctx_;
   FaultSources sources_;
@@ -72,6 +82,12 @@ class Monitor {
   std::atomic<std::thread::id> threadId_{};
   std::thread thread_;
   uint64_t standbyDueNs_ = 0;  // monitor thread: next standby upkeep (0: at the next wake-up)
+  struct FailBackRetry {
+    uint64_t dueNs = 0;  // 0: nothing owed
+    int tries = 0;
+    FaultSource src = FaultSource::kDetector;
+  };
+  std::vector<FailBackRetry> failBackRetry_;  // monitor thread, per rail
 };
 
 }  // namespace reccl::failover
