@@ -253,10 +253,14 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   moveOffGrayRails(-1, src, signalNs);  // the rest of what stayed on a gray rail: by weight
 }
 
+namespace {
+bool awayFromPreferred(const Conn& c, int rail) { return c.preferredRail == rail && c.rail.load() != rail; }
+}  // namespace
+
 int Monitor::enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs) {
   int n = 0;
   for (auto& c : ctx_.conns.snapshot()) {
-    if (c->preferredRail != rail || c->rail.load() == rail) continue;
+    if (!awayFromPreferred(*c, rail)) continue;
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kFailBack;
@@ -285,14 +289,18 @@ void Monitor::tendFailBacks(uint64_t nowNs) {
       f = {};  // down or gray again: its next up event owes the fail-back
       continue;
     }
-    int owed = 0;
+    int away = 0, owed = 0;  // owed: away with no job or handshake on it now
     for (auto& c : ctx_.conns.snapshot())
-      if (c->preferredRail == r && c->rail.load() != r && !c->busy.load() && !c->jobs.busy()) ++owed;
+      if (awayFromPreferred(*c, r)) {
+        ++away;
+        if (!c->busy.load() && !c->jobs.busy()) ++owed;
+      }
+    if (away == 0) {
+      f = {};  // all home
+      continue;
+    }
     if (owed == 0) {
-      bool moving = false;  // a job on it now (the first try, or a move) decides; look again later
-      for (auto& c : ctx_.conns.snapshot())
-        if (c->preferredRail == r && c->rail.load() != r) moving = true;
-      f = moving ? FailBackRetry{nowNs + kFailBackRetryFirstNs, f.tries, f.src} : FailBackRetry{};
+      f.dueNs = nowNs + kFailBackRetryFirstNs;  // the jobs on them now decide; look again later
       continue;
     }
     ++f.tries;
