@@ -135,6 +135,12 @@ class TapTestbed : public TestbedTest<2, 2, NicKind::kTap> {
     pollfd p{receiver, POLLIN, 0};
     return ::poll(&p, 1, 100) == 1;
   }
+  // The same, tried for up to 2 s: a port whose carrier just came back may not forward yet.
+  static bool datagramCrossesEventually(int from, const sockaddr_in& to, int receiver) {
+    for (auto dl = reccl::Deadline::afterMs(2000); !dl.expired();)
+      if (datagramCrosses(from, to, receiver)) return true;
+    return false;
+  }
 };
 
 TEST_F(TapTestbed, RailNicsAreTapsAndPassTrafficWithJumboFrames) {
@@ -178,11 +184,12 @@ TEST_F(TapTestbed, CarrierOffThroughASecondQueueStopsTrafficAndCarrierOnRestores
   EXPECT_TRUE(pingEventually(1, 0, 0));
 }
 
-// The forwarder plays a cable: frames stop the moment the driver drops the carrier, not when the
-// kernel's link-watch reports it over rtnetlink, which may be up to a second later. The loss is
-// placed in link-watch's blind second (enterBlindSecond), and datagrams both ways must not cross
-// while rtnetlink still says nothing. An attempt whose report came before the datagrams were
-// through proves nothing and is tried again.
+// The forwarder plays a cable: frames stop within kCarrierCutNs of the driver dropping the carrier,
+// not when the kernel's link-watch reports it over rtnetlink, which may be up to a second later.
+// The loss is placed in link-watch's blind second (enterBlindSecond), right after a datagram
+// crossed the pair (so the forwarder holds a fresh "carrier on" reading), and datagrams both ways
+// sent once kCarrierCutNs has passed must not cross while rtnetlink still says nothing. An attempt
+// whose report came before the datagrams were through proves nothing and is tried again.
 TEST_F(TapTestbed, CarrierOffCutsFramesBeforeLinkWatchReportsIt) {
   ASSERT_TRUE(pingEventually(0, 1, 0));
   ASSERT_TRUE(pingEventually(1, 0, 0));
@@ -199,7 +206,9 @@ TEST_F(TapTestbed, CarrierOffCutsFramesBeforeLinkWatchReportsIt) {
   for (int attempt = 0; attempt < 5 && inBlindSecond == 0; ++attempt) {
     enterBlindSecond(q->get(), monitor.get(), ifindex);
     if (HasFatalFailure()) return;
+    ASSERT_TRUE(datagramCrossesEventually(s1.get(), a0, s0.get()));
     ASSERT_TRUE(reccl::netlink::setTapCarrier(q->get(), false).ok());
+    std::this_thread::sleep_for(std::chrono::nanoseconds(2 * reccl::testbed::kCarrierCutNs));
     const bool there = datagramCrosses(s0.get(), a1, s1.get());
     const bool back = datagramCrosses(s1.get(), a0, s0.get());
     if (monitorTold(monitor.get(), ifindex, false)) {  // reported already: no proof; carrier back

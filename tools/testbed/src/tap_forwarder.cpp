@@ -56,11 +56,6 @@ namespace {
 volatile sig_atomic_t gStop = 0;
 void onTerm(int) { gStop = 1; }
 
-// How often, at most, the host NIC's carrier counts are read while frames flow: a carrier fault
-// cuts traffic within this, far below the millisecond stalls the benchmarks measure, at a cost of
-// one pread per interval and busy pair.
-constexpr uint64_t kCarrierRecheckNs = 200'000;
-
 // What the forwarder knows about one host NIC / switch port pair. Set up before the fork, so the
 // loop in the child never allocates.
 struct PairState {
@@ -112,7 +107,7 @@ void mirrorToSwitchPort(PairState& p) {
 // The host NIC's carrier from the kernel's counts (carrier_counters.h), at once, not when
 // link-watch gets to report it; `force` reads both counts (a link event came).
 void refreshHostCarrier(PairState& p, uint64_t nowNs, bool force) {
-  if (!force && nowNs - p.carrierCheckedNs < kCarrierRecheckNs) return;
+  if (!force && nowNs - p.carrierCheckedNs < kCarrierCutNs) return;
   p.carrierCheckedNs = nowNs;
   auto on = force ? p.hostCounters->on() : p.hostCounters->onCached();
   // A failed read: the device is going away (its queue's EPOLLHUP ends the forwarder); the

@@ -2,12 +2,12 @@
 // and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
 // is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues)
 // and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
-// (carrier_counters.h, read at most every 200 us, and only while frames flow):
+// (carrier_counters.h, read at most every kCarrierCutNs, and only while frames flow):
 //   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
 //                                -> switch port carrier off/on,
-//   - while the host NIC has no carrier no frame crosses in either direction, from the moment
-//     the driver dropped it, not from link-watch's later report.
+//   - while the host NIC has no carrier no frame crosses in either direction, from at most
+//     kCarrierCutNs after the driver dropped it, not from link-watch's later report.
 // It holds one queue of every tap; anyone may attach a further queue to flip a carrier. It runs
 // inside the fabric namespace, so removing the testbed's processes removes it too.
 #pragma once
@@ -22,6 +22,11 @@
 #include "reccl/common/unique_fd.h"
 
 namespace reccl::testbed {
+
+// How long after the driver drops a host NIC's carrier a frame may still cross: the forwarder
+// reads the carrier counts at most this often while frames flow (one pread per interval and busy
+// pair), far below the millisecond stalls the benchmarks measure.
+inline constexpr uint64_t kCarrierCutNs = 200'000;
 
 struct TapPair {
   UniqueFd host;    // queue of the host NIC tap
