@@ -20,9 +20,6 @@
 namespace reccl::api {
 namespace {
 
-// The root outlives the ranks' own bootstrap deadline a little, so a rank that times out reports
-// the timeout rather than the root hanging up on it.
-constexpr int64_t kRootGraceMs = 1000;
 // The end of recclConfig_t's first version: a caller's struct must hold at least this much.
 constexpr size_t kConfigV1Bytes = offsetof(recclConfig_t, commName) + sizeof(const char*);
 
@@ -195,7 +192,7 @@ Result<core::UniqueIdData> startDetachedRoot() {
   cfg.addr = addr;
   cfg.jobId = id.jobId;
   cfg.bootKey = id.bootKey;
-  cfg.deadline = Deadline::afterMs(params::BootstrapTimeoutMs() + kRootGraceMs);
+  cfg.deadline = Deadline::afterMs(params::BootstrapTimeoutMs() + core::kRootGraceMs);
   auto root = core::BootstrapRoot::start(cfg, &bound);
   if (!root.ok()) return root.status().Wrap("bootstrap root");
   id.addr = bound.addr;

@@ -26,8 +26,6 @@ using namespace reccl::api;
 
 namespace {
 
-// The root outlives the ranks' own bootstrap deadline a little (see comm_handle.cpp).
-constexpr int64_t kRootGraceMs = 1000;
 // How long recclCommAbort waits for a finalize it interrupted (its barrier returns at once on an
 // aborted communicator), and how much longer than its own deadlines recclCommDestroy waits for
 // pending work before it gives up on it.
@@ -278,7 +276,7 @@ recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
       cfg.port = env.rendezvous == core::Rendezvous::kPmix ? 0 : env.rootPort;
       cfg.jobId = env.jobId;
       cfg.bootKey = env.bootKey;
-      cfg.deadline = Deadline::afterMs(bootMs + kRootGraceMs);
+      cfg.deadline = Deadline::afterMs(bootMs + core::kRootGraceMs);
       cfg.lingerUntilStopped = true;
       auto r = core::BootstrapRoot::start(cfg, &rootEp);
       if (!r.ok()) {

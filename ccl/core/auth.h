@@ -16,6 +16,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -29,6 +30,10 @@ inline constexpr size_t kKeyBytes = 32;
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kTagBytes = 32;
 inline constexpr size_t kChallengeBytes = 24;
+
+// How long an accepted connection has to send its hello (and answer the challenge): a peer that
+// connects and stays silent is dropped after this, not held.
+inline constexpr auto kHelloGrace = std::chrono::seconds(5);
 
 using Key = std::array<std::byte, kKeyBytes>;
 using Nonce = std::array<std::byte, kNonceBytes>;

@@ -22,7 +22,6 @@ using channel::get;
 using channel::put;
 
 std::atomic<uint64_t> gRefused{0};
-constexpr auto kHelloGrace = std::chrono::seconds(5);
 constexpr size_t kMaxHelloAndInfo = kAuthHelloBytes + 4 + kMaxRankInfoBytes;
 
 std::string peerName(int fd) {

@@ -27,6 +27,10 @@
 
 namespace reccl::core {
 
+// The root outlives the ranks' own bootstrap deadline a little, so a rank that times out reports
+// the timeout rather than the root hanging up on it.
+inline constexpr int64_t kRootGraceMs = 1000;
+
 struct BootstrapConfig {
   uint32_t addr = 0;  // network order; 0: any
   uint16_t port = 0;  // 0: pick one

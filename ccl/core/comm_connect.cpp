@@ -21,8 +21,6 @@
 namespace reccl::core {
 namespace {
 
-constexpr auto kHelloGrace = std::chrono::seconds(5);
-
 std::string hex32(uint64_t v) {
   char buf[16];
   snprintf(buf, sizeof(buf), "%08" PRIx32, static_cast<uint32_t>(v));
