@@ -57,6 +57,44 @@ def log_tail(work, tag, n=3):
     return "".join(open(p, errors="replace").readlines()[-n:])
 
 
+# The initiator's failover line (ccl/failover/migration/migration_log.cpp): its timeline in us between
+# stamps, and with the in-process detector the queue hop's split.
+TIMELINE = re.compile(
+    r"failover of .* fault-to-switch (\d+) us.* timeline us: queue (-?\d+) thread (-?\d+) (?:standby|connect) (-?\d+)"
+    r" request (-?\d+) reply (-?\d+) commit (-?\d+)(?: \(queue: detector (-?\d+) monitor wake (-?\d+) monitor (-?\d+)\))?")
+HOPS = ("detector", "monitor_wake", "monitor", "thread", "path", "request", "reply", "commit", "signal_to_commit")
+
+
+def hop_split(work, tags):
+    """Where signal -> committed goes: every move away from a fault this run's ranks initiated (the
+    failover lines of the fault runs' logs; fail-backs and the passive ends left out), per hop of
+    the timeline, us. A hop a line does not have (no in-process detector; a stamp not reached) is
+    left out of that hop's figures."""
+    per = {h: [] for h in HOPS}
+    n = 0
+    for tag in tags:
+        path = os.path.join(work, tag + ".log")
+        if not os.path.exists(path):
+            continue
+        for line in open(path, errors="replace"):
+            m = TIMELINE.search(line)
+            if not m:
+                continue
+            n += 1
+            total, _queue, thread, path_us, request, reply, commit, det, wake, mon = m.groups()
+            for h, v in zip(HOPS, (det, wake, mon, thread, path_us, request, reply, commit, total)):
+                if v is not None and int(v) >= 0:
+                    per[h].append(int(v))
+    if n == 0:
+        return None
+    out = {"connections": n}
+    for h, v in per.items():
+        if v:
+            out[h] = {"n": len(v), "p50": nearest_rank(v, 0.5), "p90": nearest_rank(v, 0.9),
+                      "p99": nearest_rank(v, 0.99), "max": max(v)}
+    return out
+
+
 def oop(run):
     return run["rows"][0]["out_of_place"]["busbw_gbps"]
 
@@ -298,6 +336,9 @@ def report(work, out):
         x = pool_source(segs)
         if lay is not None:
             x["kthread_bursts"] = lay
+        hops = hop_split(work, tags)
+        if hops is not None:
+            x["hops_us"] = hops
         x["rounds"] = paired_rounds(segs, loops)
         r["sources"][s] = x
         bw = x["busbw_gbps"]
@@ -494,6 +535,12 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
                       b["faults_within_goal"], b["within_goal_with_a_burst"], f2(c["p50"]), f2(c["p99"]),
                       f2(c["max"]), c["n"],
                       "; %d faults in runs without a trace" % b["faults_untraced"] if b["faults_untraced"] else ""))
+    for s in sources:
+        h = r["sources"][s].get("hops_us")
+        if h:
+            print("%s: signal -> committed per connection moved, us p50/p90/p99 (%d connections): %s" % (
+                s, h["connections"], ", ".join("%s %d/%d/%d" % (k.replace("_", " "), h[k]["p50"], h[k]["p90"], h[k]["p99"])
+                                              for k in HOPS if k in h)))
     print("ratios:")
     for k, v in ratios.items():
         goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""

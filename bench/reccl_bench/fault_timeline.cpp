@@ -152,11 +152,11 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
     // Fail-back done: the end of the first iteration after the recovery whose counter moved.
     int64_t back = -1;
     if (R >= 0) {
-      uint64_t fb0 = 0;
+      uint64_t fbAtRecovery = 0;
       for (const auto& x : s)
-        if (x.statsNs < R) fb0 = x.failbacks;
+        if (x.statsNs < R) fbAtRecovery = x.failbacks;
       for (const auto& x : s)
-        if (x.endNs > R && x.endNs < W && x.failbacks > fb0) {
+        if (x.endNs > R && x.endNs < W && x.failbacks > fbAtRecovery) {
           back = x.endNs;
           break;
         }

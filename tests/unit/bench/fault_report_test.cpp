@@ -304,6 +304,47 @@ TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
   EXPECT_FALSE(r["ratios"].contains("degraded_over_one_rail_paired_bpf"));
 }
 
+// Where signal -> committed went: the initiators' failover lines in the fault runs' rank logs,
+// split per hop; the passive end's lines, fail-backs and a stamp not reached ("-1") are left out.
+TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
+  meta(1, 3);
+  write("base_one", plain(1.0));
+  write("base_two", plain(1.0));
+  write("base_loop_one_r0", loop({1.0}));
+  write("base_loop_one_r1", loop({1.0}));
+  write("fault_bpf_r0", faults({1.0, 2.0, 3.0}, 1.0));
+  const std::string head = "[rank 0] vm:1:2 1.0 reccl warn FAILOVER: rank 0: ";
+  std::ofstream(dir_ / "fault_bpf_r0.log")
+      << head << "failover of rank 0->1 ch 0 rail 0 (rail0) -> rail 1 (rail1) epoch 2: reason link-down, source "
+         "detector, fault-to-switch 2151 us, resent 0 bytes, timeline us: queue 1753 thread 75 standby 13 request 23 "
+         "reply 125 commit 159 (queue: detector 951 monitor wake 798 monitor 3)\n"
+      << head << "failover of rank 1->0 ch 0 rail 0 (rail0) -> rail 1 (rail1) epoch 3: reason link-down, source "
+         "detector, fault-to-switch 1000 us, resent 0 bytes, timeline us: queue 500 thread 300 connect 100 request 10 "
+         "reply -1 commit 90\n"
+      << "[rank 1] vm:1:2 1.0 reccl warn FAILOVER: rank 1: failover by peer of rank 0->1 ch 0 rail 0 (rail0) -> "
+         "rail 1 (rail1) epoch 2: reason link-down, source peer, fault-to-switch 0 us, resent 0 bytes, timeline us: "
+         "thread 0 request 5 commit 331\n"
+      << head << "fail-back of rank 1->0 ch 0 rail 1 (rail1) -> rail 0 (rail0) epoch 5: reason fail-back, source "
+         "detector, fault-to-switch 1772 us, resent 0 bytes, timeline us: queue 74 thread 358 connect 521 request 18 "
+         "reply 715 commit 83\n";
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& h = r["sources"]["bpf"]["hops_us"];
+  EXPECT_EQ(h["connections"], 2);
+  EXPECT_EQ(h["detector"]["n"], 1);
+  EXPECT_EQ(h["detector"]["p50"], 951);
+  EXPECT_EQ(h["thread"]["n"], 2);
+  EXPECT_EQ(h["thread"]["p50"], 75);
+  EXPECT_EQ(h["thread"]["max"], 300);
+  EXPECT_EQ(h["reply"]["n"], 1);
+  EXPECT_EQ(h["signal_to_commit"]["p99"], 2151);
+  EXPECT_NE(text.find("bpf: signal -> committed per connection moved, us p50/p90/p99 (2 connections): detector "
+                      "951/951/951, monitor wake 798/798/798"),
+            std::string::npos)
+      << text;
+}
+
 TEST_F(FaultReport, ARoundWithoutAResultIsAFailure) {
   meta(2, 4);
   write("base_one", plain(1.0));
