@@ -8,6 +8,7 @@
 #include <linux/if_tun.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <signal.h>
@@ -274,26 +275,28 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
     keep.push_back(p.fabricFd);
     for (int fd : p.hostCounters->fds()) keep.push_back(fd);
   }
-  std::sort(keep.begin(), keep.end());
-  // Hand the pid of the grandchild back over a pipe; the middle child exits at once, so the
+  // The forwarder hands its pid back over a pipe once it is in the fabric namespace, so that a
+  // `down` right after this returns finds it there; the middle child exits at once, so the
   // forwarder is re-parented to init and never becomes the caller's zombie.
   int pp[2];
   if (::pipe2(pp, O_CLOEXEC) != 0) return Status::FromErrno(errno, "pipe2 for forwarder");
   UniqueFd pr(pp[0]), pw(pp[1]);
+  keep.push_back(pw.get());
+  std::sort(keep.begin(), keep.end());
   pid_t mid = ::fork();
   if (mid < 0) return Status::FromErrno(errno, "fork forwarder");
   if (mid == 0) {
     ::setsid();
     pid_t fwd = ::fork();
-    if (fwd != 0) {
-      (void)!::write(pw.get(), &fwd, sizeof(fwd));
-      ::_exit(fwd < 0 ? 1 : 0);
-    }
+    if (fwd != 0) ::_exit(fwd < 0 ? 1 : 0);
     // The forwarder must hold nothing else: a test's guard pipe or a caller's socket left open
     // here would outlive them.
     closeAllExcept(keep);
     if (::setns(fabricNs.get(), CLONE_NEWNET) != 0) ::_exit(1);
     ::close(fabricNs.release());
+    const pid_t self = ::getpid();
+    (void)!::write(pw.get(), &self, sizeof(self));
+    ::close(pw.release());
     int devnull = ::open("/dev/null", O_RDWR);
     if (devnull >= 0) {
       ::dup2(devnull, 0);
@@ -317,8 +320,16 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   int ws = 0;
   while (::waitpid(mid, &ws, 0) < 0 && errno == EINTR) {
   }
+  // EOF (the forwarder died before it was in place) or nothing within the deadline: not started.
   pid_t fwd = -1;
-  ssize_t n = ::read(pr.get(), &fwd, sizeof(fwd));
+  ssize_t n = -1;
+  pollfd pfd{pr.get(), POLLIN, 0};
+  for (Deadline dl = Deadline::afterMs(10'000); !dl.expired();) {
+    int rc = ::poll(&pfd, 1, dl.remainingMsForPoll());
+    if (rc < 0 && errno == EINTR) continue;
+    if (rc == 1) n = ::read(pr.get(), &fwd, sizeof(fwd));
+    break;
+  }
   if (n != static_cast<ssize_t>(sizeof(fwd)) || fwd <= 0) {
     return Status{Errc::kSystem, "forwarder did not start"};
   }
