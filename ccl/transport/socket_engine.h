@@ -88,6 +88,9 @@ class SocketEngine {
   std::atomic<uint64_t> inlineSends{0};  // steps sent whole by the posting thread
   std::atomic<uint64_t> acksSent{0};     // ack frames handed to the sockets
   std::atomic<uint64_t> inlineAcks{0};   // of those, sent whole by the releasing thread
+  // Acks due when a step was applied that the releasing thread left to the progress thread,
+  // which had the acks at that moment (it sends the newest one next).
+  std::atomic<uint64_t> acksLeftToProgress{0};
   // Largest byte count one send / receive submission asked for (RECCL_SOCKET_IO_CHUNK_BYTES).
   std::atomic<uint64_t> maxSubmitBytes{0};
   void noteSubmit(size_t bytes) noexcept {

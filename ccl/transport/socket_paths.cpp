@@ -371,7 +371,11 @@ bool SocketRecvPath::sendAckInline(uint64_t applied) noexcept {
   if (!inlineAckFrames_) return false;
   std::unique_lock lk(ackMu_, std::try_to_lock);
   // The progress thread is on the acks now, or has one on its way: it sends the newer one next.
-  if (!lk.owns_lock() || dead_.load(std::memory_order_relaxed) || ackPending_) return false;
+  if (!lk.owns_lock() || ackPending_) {
+    engine_->acksLeftToProgress.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  if (dead_.load(std::memory_order_relaxed)) return false;
   if (applied <= acked_.load(std::memory_order_relaxed)) return true;
   channel::AckFrame a{port_->epoch(), applied};
   std::array<std::byte, channel::kAckFrameBytes> frame{};
