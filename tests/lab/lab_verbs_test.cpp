@@ -8,7 +8,10 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
+#include "channel/step_header.h"
+#include "reccl/common/deadline.h"
 #include "transport/verbs/transport_choice.h"
 #include "verbs_lab_util.h"
 
@@ -66,11 +69,21 @@ TEST_P(VerbsLabAcks, StepsMoveBitExactOverBothRails) {
   const double secs = (monotonicNs() - t0) / 1e9;
   uint64_t bytes = 0;
   for (uint64_t s = 1; s <= steps; ++s) bytes += stepBytes(s, chunk);
+  // What the rail meter reads (PathSample::bytes): every frame, header and payload, once each way.
+  // The last writes' completions may still be on their way when the peer has verified the steps.
+  const uint64_t frameBytes = bytes + steps * channel::kStepHeaderBytes;
+  auto settled = [&](const VerbsPath* p) {
+    for (Deadline dl = Deadline::afterMs(5000); p->bytesMoved() < frameBytes && !dl.expired();)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return p->bytesMoved();
+  };
   for (auto& d : *ds) {
     EXPECT_TRUE(d->sendResult.ok()) << d->sendResult.ToString();
     EXPECT_TRUE(d->recvResult.ok()) << d->recvResult.ToString();
     EXPECT_EQ(d->verified.load(), steps) << "stream " << d->stream;
     EXPECT_FALSE(d->sendPath->failure()) << d->sendPath->describe();
+    EXPECT_EQ(settled(d->sendPath), frameBytes) << d->sendPath->describe();
+    EXPECT_EQ(settled(d->recvPath), frameBytes) << d->recvPath->describe();
   }
   EXPECT_EQ(env.duplicateSteps.load(), 0u);
   const double cpuMs = (engine_->cpuNs() - cpu0) / 1e6;

@@ -1,6 +1,7 @@
 // Measured throughput per rail: every 100 ms the monitor thread adds up the bytes each rail's
-// connections moved (the path factory's sample: TCP_INFO bytes acked + received on sockets) and
-// smooths the rate per rail (rebalance.h); migrations pick rails with these weights.
+// connections moved (the path factory's sample: TCP_INFO bytes acked + received on sockets, verbs
+// writes completed + steps landed) and smooths the rate per rail (rebalance.h); migrations pick
+// rails with these weights.
 #pragma once
 
 #include <cstdint>

@@ -209,6 +209,7 @@ PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t stallMs) 
   if (!v) return out;
   out.known = true;
   out.pathId = reinterpret_cast<uintptr_t>(&path);
+  out.bytes = v->bytesMoved();
   out.stalled = const_cast<VerbsPath*>(v)->stalled(monotonicNs(), stallMs, &out.quietMs);
   return out;
 }

@@ -112,6 +112,11 @@ class VerbsPath : public channel::Path {
   // `quietMs`: since the last completion.
   bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
 
+  // Bytes this path moved (the rail meter's PathSample::bytes): a sender's writes completed,
+  // header and payload; a receiver's steps landed, resent duplicates included. Written by the
+  // progress thread only.
+  uint64_t bytesMoved() const noexcept { return bytes_.load(std::memory_order_relaxed); }
+
   // The QP, until retire().
   RcQp& qp() noexcept { return *qp_; }
   int rail() const noexcept { return rail_; }
@@ -197,6 +202,7 @@ class VerbsPath : public channel::Path {
   std::atomic<uint64_t> probeSentNs_{0};
   std::atomic<uint64_t> polledNs_{0};  // the progress thread's last look at the completions
   std::atomic<bool> probing_{false};
+  std::atomic<uint64_t> bytes_{0};
   mutable std::mutex failMu_;
   std::optional<Failure> failure_;
 };

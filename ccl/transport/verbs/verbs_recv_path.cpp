@@ -114,7 +114,9 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
 
 int VerbsRecvPath::progress() noexcept {
   int n = pollCompletions([&](const ibv_wc& wc) {
-    if ((wc.wr_id & kRecvWrId) && !dead()) onStep(ntohl(wc.imm_data));
+    if (!(wc.wr_id & kRecvWrId)) return;
+    bytes_.fetch_add(wc.byte_len, std::memory_order_relaxed);
+    if (!dead()) onStep(ntohl(wc.imm_data));
   });
   postAck();  // one the send queue had no room for
   return n;

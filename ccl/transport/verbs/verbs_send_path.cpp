@@ -82,6 +82,9 @@ void VerbsSendPath::publishAck() noexcept {
 int VerbsSendPath::progress() noexcept {
   int n = pollCompletions([&](const ibv_wc& wc) {
     if (!(wc.wr_id & kRecvWrId)) {
+      // The step's slot is still held: its ack is published only once writeDone_ covers it.
+      const channel::SendPort::FrameParts f = sendPort()->frameParts(wc.wr_id);
+      bytes_.fetch_add(f.header.size() + f.payload.size(), std::memory_order_relaxed);
       writeDone_.store(std::max(writeDone_.load(std::memory_order_relaxed), wc.wr_id), std::memory_order_release);
       return;
     }
