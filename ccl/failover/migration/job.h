@@ -44,7 +44,8 @@ struct Timeline {
 };
 
 // One handshake's outcome at the initiator.
-enum class Attempt { kDone, kStale, kNotReady, kFailed };
+// kPeerFailed: the peer's communicator failed (MigrateStatus::kPeerFailed); nothing else will work.
+enum class Attempt { kDone, kStale, kNotReady, kFailed, kPeerFailed };
 
 // What a committed move did: for the log line and the counters.
 struct Moved {
