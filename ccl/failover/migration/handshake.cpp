@@ -108,11 +108,6 @@ Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, st
   }
   ctx_.monitor->peerReported(peer, rep->railsUp);
   if (rep->status == MigrateStatus::kNotReady) return done(Attempt::kNotReady);
-  if (rep->status == MigrateStatus::kPeerFailed) {
-    *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + "'s communicator has failed (it refused the move of " +
-                                          connName(c.id) + ")");
-    return done(Attempt::kPeerFailed);
-  }
   if (rep->status != MigrateStatus::kOk) {
     {
       std::lock_guard lk(c.mu);
@@ -203,7 +198,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
       req.epoch != hello.epoch || req.conn.sender >= nranks || req.conn.receiver >= nranks ||
       req.rail >= ctx_.cfg.nrails)
     return refuse(MigrateStatus::kRefused, "request does not match its hello");
-  if (ctx_.broken()) return refuse(MigrateStatus::kPeerFailed, "communicator failed");
+  if (ctx_.broken()) return refuse(MigrateStatus::kRefused, "communicator failed");
   ctx_.monitor->peerReported(initiator, req.railsUp);
   auto c = ctx_.conns.find(req.conn);
   if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");

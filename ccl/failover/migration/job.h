@@ -44,8 +44,7 @@ struct Timeline {
 };
 
 // One handshake's outcome at the initiator.
-// kPeerFailed: the peer's communicator failed (MigrateStatus::kPeerFailed); nothing else will work.
-enum class Attempt { kDone, kStale, kNotReady, kFailed, kPeerFailed };
+enum class Attempt { kDone, kStale, kNotReady, kFailed };
 
 // What a committed move did: for the log line and the counters.
 struct Moved {

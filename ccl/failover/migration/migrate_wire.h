@@ -71,10 +71,7 @@ enum class MigrateStatus : uint32_t {
   kOk = 0,
   kStale = 1,     // this side already holds (or proposed) a newer epoch; reply.epoch says which
   kNotReady = 2,  // the connection does not exist here yet; try again
-  kRefused = 3,   // malformed or mismatched request, a fail-back onto a rail not up here, standby paths off
-  // This side's communicator failed: no path or retry can help, and the initiator fails at once
-  // instead of trying other rails until RECCL_FAILOVER_TIMEOUT_MS.
-  kPeerFailed = 4,
+  kRefused = 3,   // communicator failed or malformed request
 };
 
 struct MigrateReply {

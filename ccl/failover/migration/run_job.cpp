@@ -108,11 +108,6 @@ void Migration::runJob(const Job& j) {
       return;
     }
     if (a == Attempt::kStale) return;  // the peer's newer proposal is (or was) applied here
-    if (a == Attempt::kPeerFailed) {
-      if (!ctx_.stopping() && !ctx_.broken() && !c->port->failed())
-        unrecoverable(*c, err.Wrap("rank " + std::to_string(ctx_.cfg.rank)));
-      return;
-    }
     if (a == Attempt::kNotReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } else if (viaStandby) {
