@@ -60,7 +60,7 @@ def log_tail(work, tag, n=3):
 # The initiator's failover line (ccl/failover/migration/migration_log.cpp): its timeline in us between
 # stamps, and with the in-process detector the queue hop's split.
 TIMELINE = re.compile(
-    r"failover of .* fault-to-switch (\d+) us.* timeline us: queue (-?\d+) thread (-?\d+) (?:standby|connect) (-?\d+)"
+    r"failover of .* fault-to-switch (\d+) us.* timeline us: queue -?\d+ thread (-?\d+) (?:standby|connect) (-?\d+)"
     r" request (-?\d+) reply (-?\d+) commit (-?\d+)(?: \(queue: detector (-?\d+) monitor wake (-?\d+) monitor (-?\d+)\))?")
 HOPS = ("detector", "monitor_wake", "monitor", "thread", "path", "request", "reply", "commit", "signal_to_commit")
 
@@ -81,7 +81,7 @@ def hop_split(work, tags):
             if not m:
                 continue
             n += 1
-            total, _queue, thread, path_us, request, reply, commit, det, wake, mon = m.groups()
+            total, thread, path_us, request, reply, commit, det, wake, mon = m.groups()
             for h, v in zip(HOPS, (det, wake, mon, thread, path_us, request, reply, commit, total)):
                 if v is not None and int(v) >= 0:
                     per[h].append(int(v))
@@ -90,8 +90,7 @@ def hop_split(work, tags):
     out = {"connections": n}
     for h, v in per.items():
         if v:
-            out[h] = {"n": len(v), "p50": nearest_rank(v, 0.5), "p90": nearest_rank(v, 0.9),
-                      "p99": nearest_rank(v, 0.99), "max": max(v)}
+            out[h] = dict(spread(v), p90=nearest_rank(v, 0.9))
     return out
 
 
