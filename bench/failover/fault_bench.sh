@@ -22,8 +22,9 @@
 # fail-back waits for it), --nic veth|tap (veth: the testbed's NICs; tap: taps whose carrier takes
 # the driver's path, docs/testbed.md), --fault link|carrier (link: the cable pulled at the switch
 # port, the default; carrier: the host NIC's carrier off and on, tap only), --sources "bpf netlink none",
-# --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --gloo-iters N (1500: the
-# 1 MiB allreduces of Gloo's loop around a recovered fault), --no-gloo, --out FILE
+# --rounds R (4), --baseline-iters N (40), --gloo-timeout-ms MS (15000), --gloo-iters N|auto (auto: the
+# 1 MiB allreduces of Gloo's loop around a recovered fault, sized from a short timed loop so that it
+# lasts from 2 s before the fault to 2 s after its recovery), --no-gloo, --out FILE
 # (fault_bench.json; the fault runs' rank logs go to fault_bench.logs/), --keep (leave the testbed
 # and work files), --fifo PRIO (every rank, reccl's and Gloo's, under SCHED_FIFO PRIO via chrt:
 # timing on a machine that others load), --pause-damon (turn the kernel's running DAMON monitors
@@ -62,7 +63,7 @@ BASE_ITERS=40
 ROUNDS=4
 GLOO_TIMEOUT_MS=15000
 GLOO=1
-GLOO_ITERS=1500
+GLOO_ITERS=auto
 OUT=fault_bench.json
 KEEP=0
 NAME="fb$$"
@@ -125,7 +126,8 @@ RAILS=2; ((LW_BUSY_MS == 0)) || RAILS=3
 # with a physical NIC's driver); the neighbour's flaps are background, not faults.
 BACKGROUND=(); [[ $FAULT != carrier ]] || BACKGROUND=(--fault-hold-tap-queues)
 ((LW_BUSY_MS == 0)) || BACKGROUND+=(--fault-background "$NAME-h1/rail2" --fault-hold-tap-queues)
-num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"; num --gloo-iters "$GLOO_ITERS"
+num --baseline-iters "$BASE_ITERS"; num --gloo-timeout-ms "$GLOO_TIMEOUT_MS"; num --rounds "$ROUNDS"
+[[ $GLOO_ITERS == auto ]] || num --gloo-iters "$GLOO_ITERS"
 [[ $TRACE_US == 0 ]] || num --trace-waits "$TRACE_US"
 ((ROUNDS <= FAULTS)) || { echo "fault_bench.sh: --rounds ($ROUNDS) must not exceed --faults ($FAULTS)" >&2; exit 64; }
 ((PERIOD_MS > DOWN_HI + MARGIN_MS)) || { echo "fault_bench.sh: --period-ms must exceed the longest --down-ms by $MARGIN_MS ms on $NIC (fail-back)" >&2; exit 64; }
@@ -401,6 +403,18 @@ mono_ms() { python3 -c 'import time; print(int(time.clock_gettime(time.CLOCK_MON
 if [[ $GLOO -eq 1 ]]; then
   step "gloo fault-free, rail0: $SIZE, and 1 MiB x $GLOO_ITERS"
   gloo gloo_free "$SIZE" -n 10 || { tail -5 "$WORK/gloo_free.log" >&2; echo "fault_bench.sh: gloo baseline failed" >&2; exit 1; }
+  if [[ $GLOO_ITERS == auto ]]; then
+    # A loop's length in iterations depends on the wire: time a short one, then take enough to
+    # span the fault (at ~2 s), its longest duration and 2 s after, with a 1.5x margin.
+    gloo gloo_calib 1M -n 200 --timeline || { tail -5 "$WORK/gloo_calib.log" >&2; exit 1; }
+    GLOO_ITERS=$(python3 - "$WORK/gloo_calib.json" "$DOWN_HI" <<'PY'
+import json, math, sys
+its = json.load(open(sys.argv[1]))["timeline"]["loops"][-1]["iterations"]
+ms = sorted((i["end_mono_ns"] - i["start_mono_ns"]) / 1e6 for i in its)[len(its) // 2]
+print(max(200, math.ceil(1.5 * (4000 + int(sys.argv[2])) / max(ms, 0.05))))
+PY
+    ) || { echo "fault_bench.sh: cannot size Gloo's loop from gloo_calib.json" >&2; exit 1; }
+  fi
   gloo gloo_free_small1 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small1.log" >&2; exit 1; }
   step "gloo 1 MiB x $GLOO_ITERS, rail0 of host 0: $FAULT_DOWN for ${DOWN_HI} ms at ~2 s"
   gloo gloo_recover 1M -n "$GLOO_ITERS" --timeline &
@@ -418,7 +432,8 @@ if [[ $GLOO -eq 1 ]]; then
   echo "$T_DOWN $T_UP" >"$WORK/gloo_recover.fault"  # CLOCK_MONOTONIC ms, as the timeline
   gloo gloo_free_small2 1M -n "$GLOO_ITERS" || { tail -5 "$WORK/gloo_free_small2.log" >&2; exit 1; }
   step "gloo, rail0 of host 0: $FAULT_DOWN at ~4 s, kept (Gloo timeout ${GLOO_TIMEOUT_MS} ms)"
-  gloo gloo_hold "$SIZE" -n 1000 --timeline &
+  # Enough iterations that only the fault (or the watchdog below) ends the loop, on any wire.
+  gloo gloo_hold "$SIZE" -n 1000000 --timeline &
   GPID=$!
   sleep 4
   T_FAULT=$(mono_ms)
@@ -439,7 +454,7 @@ fi
 KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK)))
 ((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
-  "$GLOO_ITERS" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" \
+  "${GLOO_ITERS/auto/0}" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" \
   "$NIC" "$FAULT" "$LW_BUSY_MS" <<'PY'
 import json, sys
 a = sys.argv[2:]

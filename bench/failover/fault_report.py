@@ -434,7 +434,7 @@ def gloo_report(work, r, meta, sources):
         # A loop that ended before the fault says nothing about it (a fast machine, few --gloo-iters).
         if loop["iterations"] and loop["iterations"][-1]["end_mono_ns"] / 1e6 < t_down:
             g.pop("recovered_fault_extra_ms", None)
-            g["recovered_fault"] = "not measured: Gloo's loop ended before the fault (raise --gloo-iters)"
+            g["recovered_fault"] = "not measured: Gloo's loop ended before the fault (raise --gloo-iters or leave it auto)"
     loop = gloo_iters("gloo_hold")
     if loop:
         hold = open(os.path.join(work, "gloo_hold.rc")).read().split()

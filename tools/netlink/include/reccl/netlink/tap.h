@@ -4,7 +4,10 @@
 //
 // Devices are persistent and multi-queue (IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE), so any process
 // in the device's namespace can attach one more queue, flip the carrier and detach again without
-// talking to whoever moves the frames (see docs/testbed.md for the inject recipe).
+// talking to whoever moves the frames (see docs/testbed.md for the inject recipe). Created ones
+// also carry a vnet header and checksum/TSO offload (IFF_VNET_HDR, TUNSETOFFLOAD): every frame
+// read or written on their queues starts with a struct virtio_net_hdr, and TCP segments of up
+// to 64 KiB cross in one frame, as they leave a physical NIC's driver.
 #pragma once
 
 #include <string_view>
