@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <thread>
 
@@ -87,6 +88,7 @@ Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound) {
 
 Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline) {
   int backoffMs = 1;
+  int attemptMs = kConnectAttemptMs;
   for (;;) {
     UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) return Status::FromErrno(errno, "socket");
@@ -108,7 +110,23 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
     int rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
-      RECCL_TRY(waitFd(fd.get(), POLLOUT, deadline, ("connect " + dst.str()).c_str()));
+      // A lost SYN is sent again only after the kernel's initial RTO (1 s), a third of a failover
+      // timeout: an attempt unanswered within attemptMs is dialled anew instead, each attempt
+      // given twice the time of the one before, so a slow peer is not dialled ever faster.
+      const int thisAttemptMs = attemptMs;
+      const Deadline attempt = std::min(deadline, Deadline::afterMs(thisAttemptMs),
+                                        [](const Deadline& a, const Deadline& b) { return a.at() < b.at(); });
+      attemptMs = std::min(attemptMs * 2, kConnectAttemptMaxMs);
+      Status w = waitFd(fd.get(), POLLOUT, attempt, ("connect " + dst.str()).c_str());
+      if (!w.ok() && w.code() == Errc::kTimeout && !deadline.expired()) {
+        pollfd last{fd.get(), POLLOUT, 0};  // answered just now: keep it
+        if (::poll(&last, 1, 0) != 1) {
+          RECCL_INFO(kLogNet, "connect %s: unanswered after %d ms, dialling again", dst.str().c_str(), thisAttemptMs);
+          continue;  // the socket closes: a late SYN-ACK to it meets a reset
+        }
+        w = Status::Ok();
+      }
+      RECCL_TRY(w);
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
     }

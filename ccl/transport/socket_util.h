@@ -30,7 +30,10 @@ Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound);
 // Connects to dst, optionally from a local address and bound to a device (SO_BINDTODEVICE needs
 // CAP_NET_RAW; without it the source-address bind still pins the NIC on a routed setup). Retries
 // refused connections until the deadline (the peer may not listen yet), and so a connection that
-// opened onto itself.
+// opened onto itself; dials anew when an attempt is not answered within kConnectAttemptMs (then
+// twice that, up to kConnectAttemptMaxMs), so a lost SYN costs that, not the kernel's 1 s RTO.
+inline constexpr int kConnectAttemptMs = 200;
+inline constexpr int kConnectAttemptMaxMs = 1600;
 Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline);
 // Accepts one connection (poll with the deadline).
 Result<UniqueFd> acceptTcp(int listenFd, Deadline deadline);
