@@ -110,8 +110,8 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
     int rc = connect(fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
-      // A lost SYN is sent again only after the kernel's initial RTO (1 s), a third of a failover
-      // timeout: an attempt unanswered within attemptMs is dialled anew instead, each attempt
+      // A lost SYN is sent again only after the kernel's initial RTO (1 s), a large share of a
+      // failover's deadline: an attempt unanswered within attemptMs is dialled anew instead, each attempt
       // given twice the time of the one before, so a slow peer is not dialled ever faster.
       const int thisAttemptMs = attemptMs;
       const Deadline attempt = std::min(deadline, Deadline::afterMs(thisAttemptMs),
