@@ -111,21 +111,22 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
     int err = rc == 0 ? 0 : errno;
     if (err == EINPROGRESS) {
       // A lost SYN is sent again only after the kernel's initial RTO (1 s), a large share of a
-      // failover's deadline: an attempt unanswered within attemptMs is dialled anew instead, each attempt
-      // given twice the time of the one before, so a slow peer is not dialled ever faster.
-      const int thisAttemptMs = attemptMs;
-      const Deadline attempt = std::min(deadline, Deadline::afterMs(thisAttemptMs),
-                                        [](const Deadline& a, const Deadline& b) { return a.at() < b.at(); });
-      attemptMs = std::min(attemptMs * 2, kConnectAttemptMaxMs);
-      Status w = waitFd(fd.get(), POLLOUT, attempt, ("connect " + dst.str()).c_str());
-      if (!w.ok() && w.code() == Errc::kTimeout && !deadline.expired()) {
+      // failover's deadline: an attempt unanswered within attemptMs is dialled anew instead, each
+      // unanswered one given twice the time of the one before, so a slow peer is not dialled ever
+      // faster. An answer (even a refusal) starts the next dial at kConnectAttemptMs again.
+      const Deadline byAttempt = Deadline::afterMs(attemptMs);
+      const bool attemptEndsFirst = byAttempt.at() < deadline.at();
+      Status w = waitFd(fd.get(), POLLOUT, attemptEndsFirst ? byAttempt : deadline, ("connect " + dst.str()).c_str());
+      if (!w.ok() && w.code() == Errc::kTimeout && attemptEndsFirst) {
         pollfd last{fd.get(), POLLOUT, 0};  // answered just now: keep it
         if (::poll(&last, 1, 0) != 1) {
-          RECCL_INFO(kLogNet, "connect %s: unanswered after %d ms, dialling again", dst.str().c_str(), thisAttemptMs);
+          RECCL_INFO(kLogNet, "connect %s: unanswered after %d ms, dialling again", dst.str().c_str(), attemptMs);
+          attemptMs = std::min(attemptMs * 2, kConnectAttemptMaxMs);
           continue;  // the socket closes: a late SYN-ACK to it meets a reset
         }
         w = Status::Ok();
       }
+      attemptMs = kConnectAttemptMs;
       RECCL_TRY(w);
       socklen_t len = sizeof(err);
       getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);

@@ -32,12 +32,13 @@ Result<UniqueFd> openTun(std::string_view netns, std::string_view name, bool non
   return fd;
 }
 
-// The vnet header is a device flag set at creation; a queue attached later reads and writes in
-// the device's format whatever it asks for, so attaching never asks.
-Status setIff(int fd, std::string_view name, const std::string& what, short extra = 0) {
+// With the vnet header: the kernel keeps a device's flags when a queue attaches while another
+// is attached, but takes the attaching call's flags on a tap that has no queue left, so every
+// call asks for what createTap made.
+Status setIff(int fd, std::string_view name, const std::string& what) {
   ifreq ifr{};
   std::memcpy(ifr.ifr_name, name.data(), name.size());
-  ifr.ifr_flags = static_cast<short>(IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE | extra);
+  ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE | IFF_VNET_HDR;
   if (::ioctl(fd, TUNSETIFF, &ifr) != 0) return Status::FromErrno(errno, what + ": TUNSETIFF");
   return Status::Ok();
 }
@@ -55,14 +56,15 @@ Result<UniqueFd> createTap(std::string_view netns, std::string_view name, bool n
       return Status{Errc::kExists, what + ": a device of that name exists"};
     }
   }
-  RECCL_TRY(setIff(fd.get(), name, what, IFF_VNET_HDR));
-  if (::ioctl(fd.get(), TUNSETPERSIST, 1) != 0) return Status::FromErrno(errno, what + ": TUNSETPERSIST");
+  RECCL_TRY(setIff(fd.get(), name, what));
   // Checksum and TCP segmentation offload, as a physical NIC has: the stack hands the queue
   // segments of up to 64 KiB with a partial checksum (described in the vnet header), and frames
   // written in that form are taken as such, so whoever copies frames between two such taps moves
   // a segment per read instead of an MTU's worth.
   if (::ioctl(fd.get(), TUNSETOFFLOAD, TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6) != 0)
     return Status::FromErrno(errno, what + ": TUNSETOFFLOAD");
+  // Last: a tap that failed a step above goes with its fd instead of persisting half made.
+  if (::ioctl(fd.get(), TUNSETPERSIST, 1) != 0) return Status::FromErrno(errno, what + ": TUNSETPERSIST");
   return fd;
 }
 

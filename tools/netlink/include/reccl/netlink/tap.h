@@ -21,6 +21,7 @@ namespace reccl::netlink {
 // queue. kExists when the name is taken.
 Result<UniqueFd> createTap(std::string_view netns, std::string_view name, bool nonblocking = false);
 // Attaches one more queue to an existing multi-queue tap in NETNS; kNotFound when there is none.
+// It asks for createTap's flags (vnet header included): a tap with no queue attached takes them.
 Result<UniqueFd> attachTapQueue(std::string_view netns, std::string_view name,
                                 bool nonblocking = false);
 // TUNSETCARRIER through an attached queue; the carrier is per device, not per queue.
