@@ -401,7 +401,7 @@ gloo() {  # $1 tag, $2 size, then extra args
 }
 mono_ms() { python3 -c 'import time; print(int(time.clock_gettime(time.CLOCK_MONOTONIC) * 1000))'; }
 if [[ $GLOO -eq 1 ]]; then
-  step "gloo fault-free, rail0: $SIZE, and 1 MiB x $GLOO_ITERS"
+  step "gloo fault-free, rail0: $SIZE, and 1 MiB in a loop"
   gloo gloo_free "$SIZE" -n 10 || { tail -5 "$WORK/gloo_free.log" >&2; echo "fault_bench.sh: gloo baseline failed" >&2; exit 1; }
   if [[ $GLOO_ITERS == auto ]]; then
     # A loop's length in iterations depends on the wire: time a short one, then take enough to

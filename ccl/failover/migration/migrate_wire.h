@@ -71,7 +71,9 @@ enum class MigrateStatus : uint32_t {
   kOk = 0,
   kStale = 1,     // this side already holds (or proposed) a newer epoch; reply.epoch says which
   kNotReady = 2,  // the connection does not exist here yet; try again
-  kRefused = 3,   // communicator failed or malformed request
+  // The communicator failed, a malformed or mismatched request, a fail-back onto a rail not up
+  // here, or standby paths off here.
+  kRefused = 3,
 };
 
 struct MigrateReply {
