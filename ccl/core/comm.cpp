@@ -140,6 +140,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     pc.peerNic.push_back(std::move(addrs));
     pc.peerPort.push_back(ri.dataPort);
   }
+  pc.linkPriority = static_cast<int>(params::FailoverSocketPriority());
   paths_ = std::make_unique<transport::SocketPathFactory>(std::move(pc));
   // Every rank decides alike from the table (rank 0's RECCL_TRANSPORT, every rank's report).
   {

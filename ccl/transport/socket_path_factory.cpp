@@ -19,9 +19,15 @@ int socketOf(const channel::Path& p) noexcept {
   return -1;
 }
 
+// A failover link: its handshake, and the resend of the path made of it, are what the whole
+// collective waits for after a fault, while the NIC they leave from is busy with its own
+// channels' bulk traffic; at a raised priority they pass that traffic where the host's queues
+// honour it (pfifo_fast's first band, an mqprio traffic class). The path goes back to normal
+// priority with its first acknowledged step.
 class SocketLink final : public Link {
  public:
-  SocketLink(SocketEngine* engine, UniqueFd fd) : engine_(engine), fd_(std::move(fd)) {}
+  SocketLink(SocketEngine* engine, UniqueFd fd, int priority)
+      : engine_(engine), fd_(std::move(fd)), priority_(priority > 0 && setSocketPriority(fd_.get(), priority)) {}
   ByteIo io(Deadline deadline) override { return socketIo(fd_.get(), deadline); }
   void keepIdle() noexcept override { armIdleKeepalive(fd_.get()); }
   bool alive() const noexcept override { return fd_ && idleSocketAlive(fd_.get()); }
@@ -34,16 +40,22 @@ class SocketLink final : public Link {
   void closeNow() noexcept override { closeAbruptly(fd_); }
   std::unique_ptr<channel::Path> makePath(channel::PortBase& port, bool isSender, uint64_t after,
                                           std::string desc) override {
-    if (isSender)
-      return std::make_unique<SocketSendPath>(engine_, std::move(fd_), static_cast<channel::SendPort*>(&port),
+    if (isSender) {
+      auto p = std::make_unique<SocketSendPath>(engine_, std::move(fd_), static_cast<channel::SendPort*>(&port),
+                                                std::move(desc), after);
+      if (priority_) p->normalPriorityAfterFirstStep();
+      return p;
+    }
+    auto p = std::make_unique<SocketRecvPath>(engine_, std::move(fd_), static_cast<channel::RecvPort*>(&port),
                                               std::move(desc), after);
-    return std::make_unique<SocketRecvPath>(engine_, std::move(fd_), static_cast<channel::RecvPort*>(&port),
-                                            std::move(desc), after);
+    if (priority_) p->normalPriorityAfterFirstStep();
+    return p;
   }
 
  private:
   SocketEngine* engine_;
   UniqueFd fd_;
+  bool priority_;  // the socket is at a raised priority
 };
 
 }  // namespace
@@ -57,13 +69,13 @@ Result<std::unique_ptr<Link>> SocketPathFactory::connect(int peer, int rail, Dea
   RECCL_ASSIGN_OR_RETURN(UniqueFd fd, connectTcp(dst, cfg_.nicAddr[rail], dev == "lo" ? "" : dev, deadline));
   // The options every data socket gets: the link becomes one.
   tuneDataSocket(fd.get(), dev);
-  return std::unique_ptr<Link>(new SocketLink(cfg_.engine, std::move(fd)));
+  return std::unique_ptr<Link>(new SocketLink(cfg_.engine, std::move(fd), cfg_.linkPriority));
 }
 
 std::unique_ptr<Link> SocketPathFactory::accept(UniqueFd fd) {
   // Bound by the listener that accepted it, like every accepted data socket.
   tuneDataSocket(fd.get(), "");
-  return std::make_unique<SocketLink>(cfg_.engine, std::move(fd));
+  return std::make_unique<SocketLink>(cfg_.engine, std::move(fd), cfg_.linkPriority);
 }
 
 int SocketPathFactory::railOf(const channel::Path& path) const {

@@ -22,6 +22,14 @@ Status ioError(int res, const std::string& desc, const char* what) {
   return Status(code, desc + ": " + what + " failed: " + strerror(err));
 }
 
+// A path at a raised priority (normalPriorityAfterFirstStep) goes back to 0 once an ack passes
+// `urgentAbove`; the exchange makes it once, whichever thread sees the ack first.
+void settlePriority(int fd, std::atomic<uint64_t>& urgentAbove, uint64_t ack) noexcept {
+  const uint64_t above = urgentAbove.load(std::memory_order_relaxed);
+  if (above == kNotUrgent || ack <= above) return;
+  if (urgentAbove.exchange(kNotUrgent, std::memory_order_relaxed) != kNotUrgent) (void)setSocketPriority(fd, 0);
+}
+
 // The engine of a socket path (null: another kind of path).
 SocketEngine* engineOf(channel::Path& p) noexcept;
 
@@ -148,7 +156,10 @@ void SocketSendPath::publishAcks() noexcept {
   uint64_t held = heldAck_.load();
   if (held <= port_->acked()) return;  // the common case: nothing held
   uint64_t a = std::min(held, fullySent_.load());
-  if (a > port_->acked()) port_->onAck(a);
+  if (a > port_->acked()) {
+    port_->onAck(a);
+    settlePriority(fd_.get(), urgentAbove_, a);
+  }
 }
 
 void SocketSendPath::pump(SocketEngine& engine) {
@@ -396,6 +407,7 @@ bool SocketRecvPath::sendAckInline(uint64_t applied) noexcept {
   ackInFlightValue_ = applied;
   acked_.store(applied, std::memory_order_relaxed);
   ackDone_.store(applied, std::memory_order_release);
+  settlePriority(fd_.get(), urgentAbove_, applied);
   engine_->inlineAcks.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -495,6 +507,7 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
       ackPending_ = false;
       acked_.store(ackInFlightValue_, std::memory_order_relaxed);
       ackDone_.store(ackInFlightValue_, std::memory_order_release);
+      settlePriority(fd_.get(), urgentAbove_, ackInFlightValue_);
     }
     return;
   }

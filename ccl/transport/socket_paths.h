@@ -20,6 +20,9 @@
 
 namespace reccl::transport {
 
+// A path's urgentAbove_ when its socket is at normal priority.
+inline constexpr uint64_t kNotUrgent = UINT64_MAX;
+
 class SocketSendPath final : public channel::Path, public EnginePath {
  public:
   // Sends steps after `sentBefore` (default: everything not yet posted) or after the acknowledged
@@ -28,6 +31,9 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
                  uint64_t sentBefore = UINT64_MAX);
   ~SocketSendPath() override;
+  // The socket is at a raised priority (SocketLink): back to 0 once the receiver acknowledges a
+  // step this path sent, i.e. after the first resent (or first new) step has crossed. Before start().
+  void normalPriorityAfterFirstStep() noexcept { urgentAbove_.store(sent_, std::memory_order_relaxed); }
 
   // The poster's thread sends a small step itself when nothing is queued ahead of it (no
   // hand-off to the progress thread, whose wake-up costs more than the send); else, or when the
@@ -94,6 +100,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   // nothing is held.
   std::atomic<uint64_t> fullySent_;   // every byte of steps up to here handed to the socket
   std::atomic<uint64_t> heldAck_{0};  // the receiver's latest ack (progress thread writes)
+  // normalPriorityAfterFirstStep: an ack above this lowers the priority; kNotUrgent: none raised.
+  std::atomic<uint64_t> urgentAbove_{kNotUrgent};
 };
 
 class SocketRecvPath final : public channel::Path, public EnginePath {
@@ -104,6 +112,11 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc,
                  uint64_t ackedBefore = UINT64_MAX);
   ~SocketRecvPath() override;
+  // The socket is at a raised priority (SocketLink): back to 0 once an ack of a step this path
+  // received has left whole, so the ack the sender waits for passes bulk traffic too. Before start().
+  void normalPriorityAfterFirstStep() noexcept {
+    urgentAbove_.store(port_->applied(), std::memory_order_relaxed);
+  }
 
   void notifyPosted() noexcept override {}
   // An ack that is due now (see ackDue) leaves from the releasing thread itself when the socket
@@ -172,6 +185,7 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   // complete() has counted the bytes, so that flag cannot tell an inline acker).
   bool ackPending_ = false;
   std::atomic<uint64_t> acked_;  // the latest ack the socket took whole
+  std::atomic<uint64_t> urgentAbove_{kNotUrgent};  // as SocketSendPath's, for acks sent
   bool inlineAckFrames_;  // RECCL_INLINE_SEND_MAX_BYTES > 0: due acks may leave inline
   size_t lazyAckMaxBytes_;  // RECCL_LAZY_ACK_MAX_BYTES; 0: every step acked at once
   uint64_t ackEvery_;

@@ -221,4 +221,8 @@ void tuneDataSocket(int fd, const std::string& device) noexcept {
   (void)device;
 }
 
+bool setSocketPriority(int fd, int prio) noexcept {
+  return setsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)) == 0;
+}
+
 }  // namespace reccl::transport

@@ -45,6 +45,9 @@ ByteIo socketIo(int fd, Deadline deadline);
 
 // TCP_NODELAY and large socket buffers for data connections.
 void tuneDataSocket(int fd, const std::string& device) noexcept;
+// SO_PRIORITY `prio` (0-6 need no privilege): the priority the socket's packets take from their
+// next transmission on, retransmissions included. False when refused.
+bool setSocketPriority(int fd, int prio) noexcept;
 
 // Drops a TCP connection on the spot (connect(AF_UNSPEC): tcp_disconnect): its unacknowledged
 // data and FIN are purged, so the kernel stops retransmitting them. shutdown() alone leaves a

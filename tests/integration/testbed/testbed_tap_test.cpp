@@ -8,6 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <string>
 #include <thread>
 
 #include "reccl/common/deadline.h"
@@ -224,6 +226,59 @@ TEST_F(TapTestbed, CarrierOffCutsFramesBeforeLinkWatchReportsIt) {
   EXPECT_TRUE(carrierBecomes(netns(1), "rail0", true));
   EXPECT_TRUE(pingEventually(0, 1, 0));
   if (inBlindSecond == 0) GTEST_SKIP() << "no attempt's loss stayed unreported for 200 ms (loaded machine)";
+}
+
+// Bytes the host NIC's transmit queue `queue` has sent, from its qdisc (the tap's qdisc is mq,
+// one child per queue, parent :queue+1); -1 when not found.
+long long queueSentBytes(const std::string& netns, const std::string& dev, int queue) {
+  const std::string cmd = "ip netns exec " + netns + " tc -s qdisc show dev " + dev + " 2>/dev/null";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  if (!f) return -1;
+  const std::string parent = "parent :" + std::to_string(queue + 1) + " ";
+  long long sent = -1;
+  bool mine = false;
+  char line[512];
+  while (std::fgets(line, sizeof(line), f)) {
+    std::string l(line);
+    if (l.rfind("qdisc ", 0) == 0) mine = l.find(parent) != std::string::npos;
+    else if (mine && sent < 0 && std::sscanf(line, " Sent %lld bytes", &sent) != 1) sent = -1;
+  }
+  ::pclose(f);
+  return sent;
+}
+
+// A host NIC has the priority queue of tap_prio_steer.h: frames at socket priority 6 leave by
+// queue 1, which the forwarder serves (a queue it did not read would strand them), and frames
+// at priority 0 by queue 0.
+TEST_F(TapTestbed, FramesAtInteractivePriorityLeaveByTheNicsPriorityQueueAndCross) {
+  ASSERT_TRUE(pingEventually(0, 1, 1));
+  sockaddr_in a0{}, a1{};
+  UniqueFd s0 = udpIn(netns(0), railAddr(0, 1), &a0);
+  UniqueFd s1 = udpIn(netns(1), railAddr(1, 1), &a1);
+  constexpr int kFrames = 20;
+  constexpr long long kBytes = 1000;  // payload per datagram; each frame is larger on the wire
+  auto sendAll = [&](int prio) {
+    int got = 0;
+    EXPECT_EQ(::setsockopt(s0.get(), SOL_SOCKET, SO_PRIORITY, &prio, sizeof(prio)), 0);
+    char buf[kBytes] = {};
+    for (int i = 0; i < kFrames; ++i) {
+      ::sendto(s0.get(), buf, sizeof(buf), 0, reinterpret_cast<const sockaddr*>(&a1), sizeof(a1));
+      pollfd p{s1.get(), POLLIN, 0};
+      if (::poll(&p, 1, 1000) == 1 && ::recv(s1.get(), buf, sizeof(buf), 0) == kBytes) ++got;
+    }
+    return got;
+  };
+  const long long q0 = queueSentBytes(netns(0), "rail1", 0);
+  const long long q1 = queueSentBytes(netns(0), "rail1", 1);
+  ASSERT_GE(q0, 0) << "no qdisc statistics for queue 0 of host 0's rail1";
+  ASSERT_GE(q1, 0) << "no qdisc statistics for queue 1 of host 0's rail1 (a tap with one queue?)";
+  EXPECT_EQ(sendAll(6), kFrames) << "frames at priority 6 did not all cross";
+  const long long q1After = queueSentBytes(netns(0), "rail1", 1);
+  EXPECT_GE(q1After - q1, kFrames * kBytes) << "priority 6 did not leave by the priority queue";
+  const long long q0Mid = queueSentBytes(netns(0), "rail1", 0);
+  EXPECT_EQ(sendAll(0), kFrames) << "frames at priority 0 did not all cross";
+  EXPECT_GE(queueSentBytes(netns(0), "rail1", 0) - q0Mid, kFrames * kBytes);
+  EXPECT_LT(queueSentBytes(netns(0), "rail1", 1) - q1After, kFrames * kBytes) << "priority 0 left by the priority queue";
 }
 
 // The counts follow the driver at once, both ways, and reading them does not make rtnetlink

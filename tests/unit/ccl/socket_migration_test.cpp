@@ -6,6 +6,7 @@
 // the receiver's acknowledged step whatever the handshake said.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -215,7 +216,9 @@ void roundTrip(channel::SendPort& tx, channel::RecvPort& rx, uint64_t step) {
 // sender's close would read as a dead peer to a live old receiver), then the sender, which
 // resends the steps after `resendAfter`. Closing the old socket fails the old paths; the hook
 // takes those (expected while it migrates) and keeps any other failure in c.otherFailure.
-void moveBothEnds(Connection& c, uint64_t resendAfter) {
+// With `priority`, both new sockets start at that SO_PRIORITY and go back to 0 with their first
+// acknowledged step, as a failover link's do (SocketLink).
+void moveBothEnds(Connection& c, uint64_t resendAfter, int priority = 0) {
   c.env.pathFailureHook.install([&c](const channel::PortId&, const channel::Path*, bool, const Status& st) {
     if (st.message().rfind("old ", 0) == 0) return true;
     std::lock_guard lk(c.failMu);
@@ -224,9 +227,14 @@ void moveBothEnds(Connection& c, uint64_t resendAfter) {
   });
   auto b = socketPair();
   ASSERT_EQ(b.error, "");
+  if (priority > 0) {
+    ASSERT_TRUE(transport::setSocketPriority(b.in.get(), priority));
+    ASSERT_TRUE(transport::setSocketPriority(b.out.get(), priority));
+  }
   c.rx->setEpoch(2);
   auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
   auto* newRx = nrx.get();
+  if (priority > 0) newRx->normalPriorityAfterFirstStep();
   c.rx->setPath(std::move(nrx));
   c.engine->replace(c.oldRx, newRx);
   c.tx->setEpoch(2);
@@ -234,6 +242,7 @@ void moveBothEnds(Connection& c, uint64_t resendAfter) {
   auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx",
                                                          resendAfter);
   auto* newTx = ntx.get();
+  if (priority > 0) newTx->normalPriorityAfterFirstStep();
   c.tx->setPath(std::move(ntx));
   newTx->start();
   c.engine->remove(c.oldTx);
@@ -267,6 +276,54 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   }
   EXPECT_EQ(c.env.duplicateSteps.load(), 0u) << "acknowledged steps were sent again";
   EXPECT_EQ(c.env.staleSteps.load(), 0u);
+  EXPECT_FALSE(c.tx->failed());
+  EXPECT_FALSE(c.rx->failed());
+  std::lock_guard lk(c.failMu);
+  EXPECT_EQ(c.otherFailure, "");
+}
+
+int socketPriority(const channel::Path* p) {
+  int fd = -1;
+  if (auto* sp = dynamic_cast<const transport::SocketSendPath*>(p)) fd = sp->fd();
+  if (auto* rp = dynamic_cast<const transport::SocketRecvPath*>(p)) fd = rp->fd();
+  int prio = -1;
+  socklen_t len = sizeof(prio);
+  if (fd < 0 || ::getsockopt(fd, SOL_SOCKET, SO_PRIORITY, &prio, &len) != 0) return -1;
+  return prio;
+}
+
+// A failover link's socket is at a raised priority for its handshake and the resend (they pass
+// the bulk traffic queued at a busy NIC); the path goes back to normal priority once a step it
+// carried is acknowledged: the sender when the ack arrives, the receiver once the ack has left.
+// Before that, the receiver's first ack (of the step applied before the move) changes nothing.
+// Left raised, every later step of the channel would jump the NIC's queue ahead of the others.
+TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowledgedStep) {
+  Connection c;
+  connect(c, "test-priority");
+  if (HasFatalFailure()) return;
+  for (uint64_t s = 1; s <= 3; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (HasFatalFailure()) return;
+  }
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
+  moveBothEnds(c, c.rx->received(), 6);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.rx->path()->flush(); }));  // the ack of step 3 left
+  EXPECT_EQ(socketPriority(c.tx->path()), 6);
+  EXPECT_EQ(socketPriority(c.rx->path()), 6);
+
+  roundTrip(*c.tx, *c.rx, 4);
+  if (HasFatalFailure()) return;
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 4; }));
+  EXPECT_EQ(socketPriority(c.tx->path()), 0) << "the sender kept its raised priority past the first ack";
+  // The receiver's engine may finish the ack's send after the sender has read it.
+  EXPECT_TRUE(waitFor(*c.engine, [&] { return socketPriority(c.rx->path()) == 0; }))
+      << "the receiver kept its raised priority past its first ack";
+  for (uint64_t s = 5; s <= 12; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_EQ(c.env.duplicateSteps.load(), 0u);
   EXPECT_FALSE(c.tx->failed());
   EXPECT_FALSE(c.rx->failed());
   std::lock_guard lk(c.failMu);

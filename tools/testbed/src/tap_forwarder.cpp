@@ -61,6 +61,7 @@ void onTerm(int) { gStop = 1; }
 // loop in the child never allocates.
 struct PairState {
   int hostFd = -1;
+  int hostPrioFd = -1;  // -1: the NIC has one queue
   int fabricFd = -1;
   int hostMonitor = -1;  // index into the monitor sockets
   char hostDev[IFNAMSIZ] = {};
@@ -152,30 +153,68 @@ void drainMonitor(ForwarderPlan& plan, int monitor) {
 // Bytes one queue may move before the others get their turn: a frame on an idle rail waits
 // behind at most this much of each busy queue's traffic.
 constexpr size_t kBurstBytes = 256 * 1024;
+// A host NIC's priority queue is looked at again after this much of its bulk queue's traffic
+// (or kPrioCheckFrames frames): a priority frame waits behind at most one such stretch, and a
+// stream of small frames does not pay an empty read per frame.
+constexpr size_t kPrioCheckBytes = 64 * 1024;
+constexpr int kPrioCheckFrames = 8;
+
+// epoll tags. Bit 31 set: monitor socket index; else pair index * 4 + the queue's kind.
+constexpr uint32_t kMonitorBit = 1u << 31;
+enum QueueKind : uint32_t { kHostQueue = 0, kFabricQueue = 1, kHostPrioQueue = 2 };
+
+// A frame is a vnet header and up to a 64 KiB TCP segment (the taps' offload, tap.h).
+char gFrame[128 * 1024];
+
+// Moves what `from` holds to the other side of the cable, up to `limit` bytes (the rest comes on
+// the next turn). A frame that cannot be delivered (no carrier, port down) is dropped, as on a
+// cable. Bulk host traffic lets the NIC's priority queue go first every kPrioCheckBytes.
+void moveFrames(PairState& p, QueueKind kind, size_t limit) {
+  const bool fromFabric = kind == kFabricQueue;
+  const int from = kind == kHostQueue ? p.hostFd : kind == kHostPrioQueue ? p.hostPrioFd : p.fabricFd;
+  const int to = fromFabric ? p.hostFd : p.fabricFd;
+  const bool yieldToPrio = kind == kHostQueue && p.hostPrioFd >= 0;
+  size_t sinceCheck = 0;
+  int framesSinceCheck = 0;
+  for (size_t moved = 0; moved < limit;) {
+    if (yieldToPrio && (sinceCheck >= kPrioCheckBytes || framesSinceCheck >= kPrioCheckFrames)) {
+      moveFrames(p, kHostPrioQueue, kBurstBytes);
+      sinceCheck = 0;
+      framesSinceCheck = 0;
+    }
+    ssize_t r = ::read(from, gFrame, sizeof(gFrame));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EBADFD) ::_exit(0);
+      return;  // EAGAIN
+    }
+    if (r == 0) return;
+    moved += static_cast<size_t>(r);
+    sinceCheck += static_cast<size_t>(r);
+    ++framesSinceCheck;
+    refreshHostCarrier(p, monotonicNs(), false);
+    if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
+    (void)!::write(to, gFrame, static_cast<size_t>(r));
+  }
+}
 
 // Runs in the forked child: no allocation in the loop, only syscalls.
 [[noreturn]] void forwardLoop(ForwarderPlan& plan) {
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) ::_exit(1);
-  // data.u32: bit 31 set = monitor socket index; else pair index * 2 + (1 for the fabric side).
-  constexpr uint32_t kMonitorBit = 1u << 31;
-  for (size_t i = 0; i < plan.pairs.size(); ++i) {
-    for (int side = 0; side < 2; ++side) {
-      epoll_event ev{};
-      ev.events = EPOLLIN;
-      ev.data.u32 = static_cast<uint32_t>(i * 2 + static_cast<size_t>(side));
-      int fd = side == 0 ? plan.pairs[i].hostFd : plan.pairs[i].fabricFd;
-      if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) ::_exit(1);
-    }
-  }
-  for (size_t m = 0; m < plan.monitors.size(); ++m) {
+  auto watch = [&](int fd, uint32_t tag) {
     epoll_event ev{};
     ev.events = EPOLLIN;
-    ev.data.u32 = kMonitorBit | static_cast<uint32_t>(m);
-    if (::epoll_ctl(ep, EPOLL_CTL_ADD, plan.monitors[m], &ev) != 0) ::_exit(1);
+    ev.data.u32 = tag;
+    if (::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev) != 0) ::_exit(1);
+  };
+  for (size_t i = 0; i < plan.pairs.size(); ++i) {
+    const auto base = static_cast<uint32_t>(i * 4);
+    watch(plan.pairs[i].hostFd, base + kHostQueue);
+    watch(plan.pairs[i].fabricFd, base + kFabricQueue);
+    if (plan.pairs[i].hostPrioFd >= 0) watch(plan.pairs[i].hostPrioFd, base + kHostPrioQueue);
   }
-  // A frame is a vnet header and up to a 64 KiB TCP segment (the taps' offload, tap.h).
-  static char frame[128 * 1024];
+  for (size_t m = 0; m < plan.monitors.size(); ++m) watch(plan.monitors[m], kMonitorBit | static_cast<uint32_t>(m));
   epoll_event evs[64];
   while (!gStop) {
     int n = ::epoll_wait(ep, evs, 64, 1000);
@@ -183,32 +222,19 @@ constexpr size_t kBurstBytes = 256 * 1024;
       if (errno == EINTR) continue;
       ::_exit(1);
     }
-    for (int e = 0; e < n; ++e) {
-      const uint32_t tag = evs[e].data.u32;
-      if (tag & kMonitorBit) {
-        drainMonitor(plan, static_cast<int>(tag & ~kMonitorBit));
-        continue;
-      }
-      if (evs[e].events & (EPOLLERR | EPOLLHUP)) ::_exit(0);  // a tap was deleted: testbed gone
-      PairState& p = plan.pairs[tag / 2];
-      const bool fromFabric = (tag & 1u) != 0;
-      const int from = fromFabric ? p.fabricFd : p.hostFd;
-      const int to = fromFabric ? p.hostFd : p.fabricFd;
-      // Move what is queued, up to kBurstBytes (level-triggered: the rest comes on the next
-      // turn, after the other ready queues). A frame that cannot be delivered (no carrier, port
-      // down) is dropped, as on a cable.
-      for (size_t moved = 0; moved < kBurstBytes;) {
-        ssize_t r = ::read(from, frame, sizeof(frame));
-        if (r < 0) {
-          if (errno == EINTR) continue;
-          if (errno == EBADFD) ::_exit(0);
-          break;  // EAGAIN
+    // Two passes: every ready priority queue before any other (level-triggered: what a turn
+    // leaves comes on the next one, after the other ready queues).
+    for (int pass = 0; pass < 2; ++pass) {
+      for (int e = 0; e < n; ++e) {
+        const uint32_t tag = evs[e].data.u32;
+        const bool prio = !(tag & kMonitorBit) && (tag % 4) == kHostPrioQueue;
+        if (prio != (pass == 0)) continue;
+        if (tag & kMonitorBit) {
+          drainMonitor(plan, static_cast<int>(tag & ~kMonitorBit));
+          continue;
         }
-        if (r == 0) break;
-        moved += static_cast<size_t>(r);
-        refreshHostCarrier(p, monotonicNs(), false);
-        if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
-        (void)!::write(to, frame, static_cast<size_t>(r));
+        if (evs[e].events & (EPOLLERR | EPOLLHUP)) ::_exit(0);  // a tap was deleted: testbed gone
+        moveFrames(plan.pairs[tag / 4], static_cast<QueueKind>(tag % 4), kBurstBytes);
       }
     }
   }
@@ -262,6 +288,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   for (const TapPair& tp : pairs) {
     PairState ps;
     ps.hostFd = tp.host.get();
+    ps.hostPrioFd = tp.hostPriority ? tp.hostPriority.get() : -1;
     ps.fabricFd = tp.fabric.get();
     RECCL_ASSIGN_OR_RETURN(ps.hostMonitor, monitorFor(tp.hostNetns));
     std::strncpy(ps.hostDev, tp.hostDev.c_str(), IFNAMSIZ - 1);
@@ -279,6 +306,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   keep.push_back(fabricNs.get());
   for (const PairState& p : plan.pairs) {
     keep.push_back(p.hostFd);
+    if (p.hostPrioFd >= 0) keep.push_back(p.hostPrioFd);
     keep.push_back(p.fabricFd);
     for (int fd : p.hostCounters->fds()) keep.push_back(fd);
   }

@@ -19,6 +19,7 @@
 #include "reccl/netlink/nl_socket.h"
 #include "reccl/netlink/tap.h"
 #include "reccl/testbed/tap_forwarder.h"
+#include "reccl/testbed/tap_prio_steer.h"
 #include "reccl/testbed/testbed_layout.h"
 
 namespace reccl::testbed {
@@ -65,10 +66,12 @@ Status wireVeth(NlSocket& fab, int fabFd, int hostFd, const NicState& nic, int m
 Status wireTap(NlSocket& fab, const std::string& fabNs, const std::string& hostNs,
                NlSocket& host, const NicState& nic, int mtu, std::vector<TapPair>& pairs) {
   RECCL_ASSIGN_OR_RETURN(UniqueFd hq, netlink::createTap(hostNs, nic.dev, /*nonblocking=*/true));
+  // The host NIC's priority queue (tap_prio_steer.h): queue 1, attached second.
+  RECCL_ASSIGN_OR_RETURN(UniqueFd hpq, netlink::attachTapQueue(hostNs, nic.dev, true));
   RECCL_ASSIGN_OR_RETURN(UniqueFd fq, netlink::createTap(fabNs, nic.switchPort, true));
   RECCL_TRY(netlink::setLinkMtu(host, nic.dev, mtu));
   RECCL_TRY(netlink::setLinkMtu(fab, nic.switchPort, mtu));
-  pairs.push_back({std::move(hq), std::move(fq), hostNs, nic.dev, nic.switchPort});
+  pairs.push_back({std::move(hq), std::move(hpq), std::move(fq), hostNs, nic.dev, nic.switchPort});
   return attachSwitchPort(fab, nic);
 }
 
@@ -115,6 +118,9 @@ Status build(TestbedState& st) {
     }
   }
   if (!pairs.empty()) {
+    std::vector<int> hostQueues;
+    for (const TapPair& tp : pairs) hostQueues.push_back(tp.host.get());
+    RECCL_TRY(steerTapsByPriority(hostQueues));
     RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs), st.fabricNetns));
     st.forwarderPid = fwd.pid;
     st.forwarderStartTicks = fwd.startTicks;

@@ -1,7 +1,7 @@
 // Tap mode: each host rail NIC is a tap (carrier driven by TUNSETCARRIER, like a physical NIC)
 // and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
-// is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues)
-// and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
+// is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues;
+// a host NIC's priority queue before its bulk queue, tap_prio_steer.h) and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
 // (carrier_counters.h, read at most every kCarrierCutNs, and only while frames flow):
 //   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
@@ -29,8 +29,9 @@ namespace reccl::testbed {
 inline constexpr uint64_t kCarrierCutNs = 200'000;
 
 struct TapPair {
-  UniqueFd host;    // queue of the host NIC tap
-  UniqueFd fabric;  // queue of the switch port tap
+  UniqueFd host;          // queue 0 of the host NIC tap (bulk)
+  UniqueFd hostPriority;  // its queue 1, served first (tap_prio_steer.h); may be empty
+  UniqueFd fabric;        // queue of the switch port tap
   std::string hostNetns;
   std::string hostDev;    // rail<k>
   std::string fabricDev;  // h<i>r<k>
