@@ -157,8 +157,8 @@ void SocketSendPath::publishAcks() noexcept {
   if (held <= port_->acked()) return;  // the common case: nothing held
   uint64_t a = std::min(held, fullySent_.load());
   if (a > port_->acked()) {
+    settlePriority(fd_.get(), urgentAbove_, a);  // first: whoever sees the ack sees the priority
     port_->onAck(a);
-    settlePriority(fd_.get(), urgentAbove_, a);
   }
 }
 
@@ -405,9 +405,9 @@ bool SocketRecvPath::sendAckInline(uint64_t applied) noexcept {
     return false;
   }
   ackInFlightValue_ = applied;
+  settlePriority(fd_.get(), urgentAbove_, applied);
   acked_.store(applied, std::memory_order_relaxed);
   ackDone_.store(applied, std::memory_order_release);
-  settlePriority(fd_.get(), urgentAbove_, applied);
   engine_->inlineAcks.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
@@ -505,9 +505,9 @@ void SocketRecvPath::complete(SocketEngine& engine, IoOp& op, int res) {
     if (ackSentBytes_ >= ackBuf_.size()) {
       ackSentBytes_ = 0;
       ackPending_ = false;
+      settlePriority(fd_.get(), urgentAbove_, ackInFlightValue_);
       acked_.store(ackInFlightValue_, std::memory_order_relaxed);
       ackDone_.store(ackInFlightValue_, std::memory_order_release);
-      settlePriority(fd_.get(), urgentAbove_, ackInFlightValue_);
     }
     return;
   }

@@ -31,9 +31,12 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendPort* port, std::string desc,
                  uint64_t sentBefore = UINT64_MAX);
   ~SocketSendPath() override;
-  // The socket is at a raised priority (SocketLink): back to 0 once the receiver acknowledges a
-  // step this path sent, i.e. after the first resent (or first new) step has crossed. Before start().
-  void normalPriorityAfterFirstStep() noexcept { urgentAbove_.store(sent_, std::memory_order_relaxed); }
+  // The socket is at a raised priority (SocketLink): back to 0 once the receiver acknowledges
+  // a step posted after this path was made, so the whole resend crosses at that priority (the
+  // first new step too when there is nothing to resend). Before start().
+  void normalPriorityAfterFirstStep() noexcept {
+    urgentAbove_.store(port_->posted(), std::memory_order_relaxed);
+  }
 
   // The poster's thread sends a small step itself when nothing is queued ahead of it (no
   // hand-off to the progress thread, whose wake-up costs more than the send); else, or when the
@@ -112,10 +115,11 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   SocketRecvPath(SocketEngine* engine, UniqueFd fd, channel::RecvPort* port, std::string desc,
                  uint64_t ackedBefore = UINT64_MAX);
   ~SocketRecvPath() override;
-  // The socket is at a raised priority (SocketLink): back to 0 once an ack of a step this path
-  // received has left whole, so the ack the sender waits for passes bulk traffic too. Before start().
+  // The socket is at a raised priority (SocketLink): back to 0 once an ack above every step
+  // received so far has left whole, so the acks the sender waits for pass bulk traffic too; the
+  // acks of steps the old path landed, applied after the move, do not count. Before start().
   void normalPriorityAfterFirstStep() noexcept {
-    urgentAbove_.store(port_->applied(), std::memory_order_relaxed);
+    urgentAbove_.store(port_->received(), std::memory_order_relaxed);
   }
 
   void notifyPosted() noexcept override {}

@@ -109,6 +109,8 @@ TEST(Params, InvalidValuesAreRefusedNamingVariableValueAndRange) {
       {"RECCL_FAILOVER_SLICE_US", "0", true, ""},
       {"RECCL_FAILOVER_SLICE_US", "100", true, ""},
       {"RECCL_FAILOVER_RT_PRIO", "100", false, "0 to 99"},
+      {"RECCL_FAILOVER_SOCKET_PRIORITY", "7", false, "0 to 6"},
+      {"RECCL_FAILOVER_SOCKET_PRIORITY", "0", true, ""},
       {"RECCL_ALGO", "RING", false, "expected one of ring, rd"},
       {"RECCL_ALGO", "", true, ""},
       {"RECCL_DEBUG", "info", true, ""},

@@ -293,11 +293,13 @@ int socketPriority(const channel::Path* p) {
 }
 
 // A failover link's socket is at a raised priority for its handshake and the resend (they pass
-// the bulk traffic queued at a busy NIC); the path goes back to normal priority once a step it
-// carried is acknowledged: the sender when the ack arrives, the receiver once the ack has left.
-// Before that, the receiver's first ack (of the step applied before the move) changes nothing.
-// Left raised, every later step of the channel would jump the NIC's queue ahead of the others.
-TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowledgedStep) {
+// the bulk traffic queued at a busy NIC); the path goes back to normal priority once a step
+// posted after the move is acknowledged: the sender when the ack arrives, the receiver once the
+// ack has left. Acks of what the old path carried change nothing: the receiver's first ack (of
+// step 3, applied before the move) and the ack of step 4, which the old path landed and the
+// receiver applies after the move. Left raised, every later step of the channel would jump the
+// NIC's queue ahead of the others.
+TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowledgedNewStep) {
   Connection c;
   connect(c, "test-priority");
   if (HasFatalFailure()) return;
@@ -306,20 +308,30 @@ TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowl
     if (HasFatalFailure()) return;
   }
   ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
+  // Step 4 lands on the old path; the receiver holds it over the move.
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  auto slot = c.tx->acquire(Deadline::afterMs(5000));
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  std::memset(slot->data(), 4, 4096);
+  ASSERT_TRUE(c.tx->post(4096, desc).ok());
+  auto r = c.rx->wait(Deadline::afterMs(5000), desc);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+
   moveBothEnds(c, c.rx->received(), 6);
   if (HasFatalFailure()) return;
-  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.rx->path()->flush(); }));  // the ack of step 3 left
-  EXPECT_EQ(socketPriority(c.tx->path()), 6);
-  EXPECT_EQ(socketPriority(c.rx->path()), 6);
+  ASSERT_TRUE(c.rx->release().ok());
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 4 && c.rx->path()->flush(); }));
+  EXPECT_EQ(socketPriority(c.tx->path()), 6) << "the ack of a step the old path carried lowered the sender";
+  EXPECT_EQ(socketPriority(c.rx->path()), 6) << "the ack of a step the old path landed lowered the receiver";
 
-  roundTrip(*c.tx, *c.rx, 4);
+  roundTrip(*c.tx, *c.rx, 5);
   if (HasFatalFailure()) return;
-  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 4; }));
-  EXPECT_EQ(socketPriority(c.tx->path()), 0) << "the sender kept its raised priority past the first ack";
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 5; }));
+  EXPECT_EQ(socketPriority(c.tx->path()), 0) << "the sender kept its raised priority past the first new ack";
   // The receiver's engine may finish the ack's send after the sender has read it.
   EXPECT_TRUE(waitFor(*c.engine, [&] { return socketPriority(c.rx->path()) == 0; }))
-      << "the receiver kept its raised priority past its first ack";
-  for (uint64_t s = 5; s <= 12; ++s) {
+      << "the receiver kept its raised priority past its first new ack";
+  for (uint64_t s = 6; s <= 12; ++s) {
     roundTrip(*c.tx, *c.rx, s);
     if (HasFatalFailure()) return;
   }

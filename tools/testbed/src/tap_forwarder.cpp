@@ -150,8 +150,9 @@ void drainMonitor(ForwarderPlan& plan, int monitor) {
   }
 }
 
-// Bytes one queue may move before the others get their turn: a frame on an idle rail waits
-// behind at most this much of each busy queue's traffic.
+// Bytes one queue may move before the others get their turn (a host NIC's bulk queue counts
+// what its priority queue moved inside its turn): a frame on an idle rail waits behind at most
+// this much of each busy queue's traffic.
 constexpr size_t kBurstBytes = 256 * 1024;
 // A host NIC's priority queue is looked at again after this much of its bulk queue's traffic
 // (or kPrioCheckFrames frames): a priority frame waits behind at most one such stretch, and a
@@ -167,28 +168,32 @@ enum QueueKind : uint32_t { kHostQueue = 0, kFabricQueue = 1, kHostPrioQueue = 2
 char gFrame[128 * 1024];
 
 // Moves what `from` holds to the other side of the cable, up to `limit` bytes (the rest comes on
-// the next turn). A frame that cannot be delivered (no carrier, port down) is dropped, as on a
-// cable. Bulk host traffic lets the NIC's priority queue go first every kPrioCheckBytes.
-void moveFrames(PairState& p, QueueKind kind, size_t limit) {
+// the next turn); returns the bytes moved. A frame that cannot be delivered (no carrier, port
+// down) is dropped, as on a cable. Bulk host traffic lets the NIC's priority queue go first,
+// before its first frame and then every kPrioCheckBytes: a flow whose priority dropped from 6 to
+// 0 has its older frames in the priority queue, and they must not be overtaken.
+size_t moveFrames(PairState& p, QueueKind kind, size_t limit) {
   const bool fromFabric = kind == kFabricQueue;
   const int from = kind == kHostQueue ? p.hostFd : kind == kHostPrioQueue ? p.hostPrioFd : p.fabricFd;
   const int to = fromFabric ? p.hostFd : p.fabricFd;
   const bool yieldToPrio = kind == kHostQueue && p.hostPrioFd >= 0;
-  size_t sinceCheck = 0;
+  size_t sinceCheck = kPrioCheckBytes;
   int framesSinceCheck = 0;
-  for (size_t moved = 0; moved < limit;) {
+  size_t moved = 0;
+  while (moved < limit) {
     if (yieldToPrio && (sinceCheck >= kPrioCheckBytes || framesSinceCheck >= kPrioCheckFrames)) {
-      moveFrames(p, kHostPrioQueue, kBurstBytes);
+      moved += moveFrames(p, kHostPrioQueue, limit - moved);
       sinceCheck = 0;
       framesSinceCheck = 0;
+      if (moved >= limit) break;
     }
     ssize_t r = ::read(from, gFrame, sizeof(gFrame));
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EBADFD) ::_exit(0);
-      return;  // EAGAIN
+      break;  // EAGAIN
     }
-    if (r == 0) return;
+    if (r == 0) break;
     moved += static_cast<size_t>(r);
     sinceCheck += static_cast<size_t>(r);
     ++framesSinceCheck;
@@ -196,6 +201,7 @@ void moveFrames(PairState& p, QueueKind kind, size_t limit) {
     if (!p.hostCarrier || (!fromFabric && !p.hostAdminUp)) continue;
     (void)!::write(to, gFrame, static_cast<size_t>(r));
   }
+  return moved;
 }
 
 // Runs in the forked child: no allocation in the loop, only syscalls.
@@ -234,7 +240,7 @@ void moveFrames(PairState& p, QueueKind kind, size_t limit) {
           continue;
         }
         if (evs[e].events & (EPOLLERR | EPOLLHUP)) ::_exit(0);  // a tap was deleted: testbed gone
-        moveFrames(plan.pairs[tag / 4], static_cast<QueueKind>(tag % 4), kBurstBytes);
+        (void)moveFrames(plan.pairs[tag / 4], static_cast<QueueKind>(tag % 4), kBurstBytes);
       }
     }
   }

@@ -21,7 +21,7 @@ struct SkelDeleter {
 Status steerTapsByPriority(const std::vector<int>& queueFds) {
   if (queueFds.empty()) return Status::Ok();
   std::unique_ptr<tap_prio_steer, SkelDeleter> skel(tap_prio_steer__open_and_load());
-  if (!skel) return Status::FromErrno(errno, "load the tap priority steering program (needs CAP_BPF)");
+  if (!skel) return Status::FromErrno(errno, "load the tap priority steering program (tap mode needs bpf() and a socket filter program)");
   int prog = bpf_program__fd(skel->progs.tap_prio_steer);
   for (int fd : queueFds) {
     if (::ioctl(fd, TUNSETSTEERINGEBPF, &prog) != 0)

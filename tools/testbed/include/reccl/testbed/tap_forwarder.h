@@ -1,8 +1,9 @@
 // Tap mode: each host rail NIC is a tap (carrier driven by TUNSETCARRIER, like a physical NIC)
 // and each switch port is a tap enslaved to the rail bridge. One forwarder process per testbed
 // is the cable between the two taps of every pair: it copies frames (epoll, non-blocking queues;
-// a host NIC's priority queue before its bulk queue, tap_prio_steer.h) and plays the PHY, watching both namespaces over rtnetlink and the host NIC's carrier counts
-// (carrier_counters.h, read at most every kCarrierCutNs, and only while frames flow):
+// a host NIC's priority queue before its bulk queue, tap_prio_steer.h) and plays the PHY,
+// watching both namespaces over rtnetlink and the host NIC's carrier counts (carrier_counters.h,
+// read at most every kCarrierCutNs, and only while frames flow):
 //   - switch port admin down/up  -> host NIC carrier off/on (TUNSETCARRIER on its queue),
 //   - host NIC admin down/up or carrier off/on (e.g. `reccl inject carrier-off`)
 //                                -> switch port carrier off/on,
