@@ -282,6 +282,23 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   EXPECT_EQ(c.otherFailure, "");
 }
 
+// Steps 1-3 round trip and are acknowledged; step 4 lands on the old path and the receiver
+// holds it (received, not applied), as a move finds a step the old path was completing.
+void threeStepsThenAFourthHeld(Connection& c) {
+  for (uint64_t s = 1; s <= 3; ++s) {
+    roundTrip(*c.tx, *c.rx, s);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  auto slot = c.tx->acquire(Deadline::afterMs(5000));
+  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+  std::memset(slot->data(), 4, 4096);
+  ASSERT_TRUE(c.tx->post(4096, desc).ok());
+  auto r = c.rx->wait(Deadline::afterMs(5000), desc);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+}
+
 int socketPriority(const channel::Path* p) {
   int fd = -1;
   if (auto* sp = dynamic_cast<const transport::SocketSendPath*>(p)) fd = sp->fd();
@@ -303,19 +320,8 @@ TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowl
   Connection c;
   connect(c, "test-priority");
   if (HasFatalFailure()) return;
-  for (uint64_t s = 1; s <= 3; ++s) {
-    roundTrip(*c.tx, *c.rx, s);
-    if (HasFatalFailure()) return;
-  }
-  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
-  // Step 4 lands on the old path; the receiver holds it over the move.
-  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
-  auto slot = c.tx->acquire(Deadline::afterMs(5000));
-  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
-  std::memset(slot->data(), 4, 4096);
-  ASSERT_TRUE(c.tx->post(4096, desc).ok());
-  auto r = c.rx->wait(Deadline::afterMs(5000), desc);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  threeStepsThenAFourthHeld(c);
+  if (HasFatalFailure()) return;
 
   moveBothEnds(c, c.rx->received(), 6);
   if (HasFatalFailure()) return;
@@ -353,20 +359,8 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
   Connection c;
   connect(c, "test-ack-after-move");
   if (HasFatalFailure()) return;
-  for (uint64_t s = 1; s <= 3; ++s) {
-    roundTrip(*c.tx, *c.rx, s);
-    if (HasFatalFailure()) return;
-  }
-  ASSERT_TRUE(waitFor(*c.engine, [&] { return c.tx->acked() == 3; }));
-
-  // Step 4 lands on the old path and the receiver holds it.
-  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
-  auto slot = c.tx->acquire(Deadline::afterMs(5000));
-  ASSERT_TRUE(slot.ok()) << slot.status().ToString();
-  std::memset(slot->data(), 4, 4096);
-  ASSERT_TRUE(c.tx->post(4096, desc).ok());
-  auto r = c.rx->wait(Deadline::afterMs(5000), desc);
-  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  threeStepsThenAFourthHeld(c);
+  if (HasFatalFailure()) return;
 
   moveBothEnds(c, c.rx->received());
   if (HasFatalFailure()) return;
