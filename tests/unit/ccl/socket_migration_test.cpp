@@ -317,6 +317,9 @@ int socketPriority(const channel::Path* p) {
 // receiver applies after the move. Left raised, every later step of the channel would jump the
 // NIC's queue ahead of the others.
 TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowledgedNewStep) {
+  // Every 4 KiB step acked at once: a lazy ack leaves when the engine idles, which waitFor's
+  // kicks put off.
+  test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "1K");
   Connection c;
   connect(c, "test-priority");
   if (HasFatalFailure()) return;
