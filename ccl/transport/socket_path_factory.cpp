@@ -23,7 +23,7 @@ int socketOf(const channel::Path& p) noexcept {
 // collective waits for after a fault, while the NIC they leave from is busy with its own
 // channels' bulk traffic; at a raised priority they pass that traffic where the host's queues
 // honour it (pfifo_fast's first band, an mqprio traffic class). The path goes back to normal
-// priority with its first acknowledged step.
+// priority once a step posted after the move is acknowledged.
 class SocketLink final : public Link {
  public:
   SocketLink(SocketEngine* engine, UniqueFd fd, int priority)
@@ -43,12 +43,12 @@ class SocketLink final : public Link {
     if (isSender) {
       auto p = std::make_unique<SocketSendPath>(engine_, std::move(fd_), static_cast<channel::SendPort*>(&port),
                                                 std::move(desc), after);
-      if (priority_) p->normalPriorityAfterFirstStep();
+      if (priority_) p->normalPriorityAfterFirstNewStep();
       return p;
     }
     auto p = std::make_unique<SocketRecvPath>(engine_, std::move(fd_), static_cast<channel::RecvPort*>(&port),
                                               std::move(desc), after);
-    if (priority_) p->normalPriorityAfterFirstStep();
+    if (priority_) p->normalPriorityAfterFirstNewStep();
     return p;
   }
 

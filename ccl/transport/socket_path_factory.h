@@ -21,8 +21,8 @@ struct SocketPathFactoryConfig {
   std::vector<uint32_t> nicAddr;               // IPv4, network order, per rail
   std::vector<std::vector<uint32_t>> peerNic;  // rank -> rail -> IPv4
   std::vector<uint16_t> peerPort;              // rank -> data listener port
-  // SO_PRIORITY of every link (0: none) and of the path made of it until its first step is
-  // acknowledged (RECCL_FAILOVER_SOCKET_PRIORITY).
+  // SO_PRIORITY of every link (0: none) and of the path made of it until a step posted after
+  // the move is acknowledged (RECCL_FAILOVER_SOCKET_PRIORITY).
   int linkPriority = 0;
 };
 

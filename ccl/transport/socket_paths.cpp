@@ -22,7 +22,7 @@ Status ioError(int res, const std::string& desc, const char* what) {
   return Status(code, desc + ": " + what + " failed: " + strerror(err));
 }
 
-// A path at a raised priority (normalPriorityAfterFirstStep) goes back to 0 once an ack passes
+// A path at a raised priority (normalPriorityAfterFirstNewStep) goes back to 0 once an ack passes
 // `urgentAbove`; the exchange makes it once, whichever thread sees the ack first.
 void settlePriority(int fd, std::atomic<uint64_t>& urgentAbove, uint64_t ack) noexcept {
   const uint64_t above = urgentAbove.load(std::memory_order_relaxed);

@@ -34,7 +34,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   // The socket is at a raised priority (SocketLink): back to 0 once the receiver acknowledges
   // a step posted after this path was made, so the whole resend crosses at that priority (the
   // first new step too when there is nothing to resend). Before start().
-  void normalPriorityAfterFirstStep() noexcept {
+  void normalPriorityAfterFirstNewStep() noexcept {
     urgentAbove_.store(port_->posted(), std::memory_order_relaxed);
   }
 
@@ -103,7 +103,7 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   // nothing is held.
   std::atomic<uint64_t> fullySent_;   // every byte of steps up to here handed to the socket
   std::atomic<uint64_t> heldAck_{0};  // the receiver's latest ack (progress thread writes)
-  // normalPriorityAfterFirstStep: an ack above this lowers the priority; kNotUrgent: none raised.
+  // normalPriorityAfterFirstNewStep: an ack above this lowers the priority; kNotUrgent: none raised.
   std::atomic<uint64_t> urgentAbove_{kNotUrgent};
 };
 
@@ -118,7 +118,7 @@ class SocketRecvPath final : public channel::Path, public EnginePath {
   // The socket is at a raised priority (SocketLink): back to 0 once an ack above every step
   // received so far has left whole, so the acks the sender waits for pass bulk traffic too; the
   // acks of steps the old path landed, applied after the move, do not count. Before start().
-  void normalPriorityAfterFirstStep() noexcept {
+  void normalPriorityAfterFirstNewStep() noexcept {
     urgentAbove_.store(port_->received(), std::memory_order_relaxed);
   }
 

@@ -20,6 +20,7 @@
 #include "reccl/netlink/tap.h"
 #include "reccl/testbed/carrier_counters.h"
 #include "reccl/testbed/tap_forwarder.h"
+#include "reccl/testbed/tap_prio_steer.h"
 #include "testbed_fixture.h"
 
 namespace {
@@ -27,6 +28,8 @@ namespace {
 using reccl::UniqueFd;
 using reccl::netlink::NlSocket;
 using reccl::testbed::CarrierCounters;
+using reccl::testbed::kTapBulkQueue;
+using reccl::testbed::kTapPriorityQueue;
 using reccl::test::NicKind;
 using reccl::test::TestbedTest;
 
@@ -268,17 +271,17 @@ TEST_F(TapTestbed, FramesAtInteractivePriorityLeaveByTheNicsPriorityQueueAndCros
     }
     return got;
   };
-  const long long q0 = queueSentBytes(netns(0), "rail1", 0);
-  const long long q1 = queueSentBytes(netns(0), "rail1", 1);
+  const long long q0 = queueSentBytes(netns(0), "rail1", kTapBulkQueue);
+  const long long q1 = queueSentBytes(netns(0), "rail1", kTapPriorityQueue);
   ASSERT_GE(q0, 0) << "no qdisc statistics for queue 0 of host 0's rail1";
   ASSERT_GE(q1, 0) << "no qdisc statistics for queue 1 of host 0's rail1 (a tap with one queue?)";
   EXPECT_EQ(sendAll(6), kFrames) << "frames at priority 6 did not all cross";
-  const long long q1After = queueSentBytes(netns(0), "rail1", 1);
+  const long long q1After = queueSentBytes(netns(0), "rail1", kTapPriorityQueue);
   EXPECT_GE(q1After - q1, kFrames * kBytes) << "priority 6 did not leave by the priority queue";
-  const long long q0Mid = queueSentBytes(netns(0), "rail1", 0);
+  const long long q0Mid = queueSentBytes(netns(0), "rail1", kTapBulkQueue);
   EXPECT_EQ(sendAll(0), kFrames) << "frames at priority 0 did not all cross";
-  EXPECT_GE(queueSentBytes(netns(0), "rail1", 0) - q0Mid, kFrames * kBytes);
-  EXPECT_LT(queueSentBytes(netns(0), "rail1", 1) - q1After, kFrames * kBytes) << "priority 0 left by the priority queue";
+  EXPECT_GE(queueSentBytes(netns(0), "rail1", kTapBulkQueue) - q0Mid, kFrames * kBytes);
+  EXPECT_LT(queueSentBytes(netns(0), "rail1", kTapPriorityQueue) - q1After, kFrames * kBytes) << "priority 0 left by the priority queue";
 }
 
 // The counts follow the driver at once, both ways, and reading them does not make rtnetlink

@@ -234,7 +234,7 @@ void moveBothEnds(Connection& c, uint64_t resendAfter, int priority = 0) {
   c.rx->setEpoch(2);
   auto nrx = std::make_unique<transport::SocketRecvPath>(c.engine.get(), std::move(b.in), c.rx.get(), "new rx", 0);
   auto* newRx = nrx.get();
-  if (priority > 0) newRx->normalPriorityAfterFirstStep();
+  if (priority > 0) newRx->normalPriorityAfterFirstNewStep();
   c.rx->setPath(std::move(nrx));
   c.engine->replace(c.oldRx, newRx);
   c.tx->setEpoch(2);
@@ -242,10 +242,18 @@ void moveBothEnds(Connection& c, uint64_t resendAfter, int priority = 0) {
   auto ntx = std::make_unique<transport::SocketSendPath>(c.engine.get(), std::move(b.out), c.tx.get(), "new tx",
                                                          resendAfter);
   auto* newTx = ntx.get();
-  if (priority > 0) newTx->normalPriorityAfterFirstStep();
+  if (priority > 0) newTx->normalPriorityAfterFirstNewStep();
   c.tx->setPath(std::move(ntx));
   newTx->start();
   c.engine->remove(c.oldTx);
+}
+
+// Neither port failed, and no path failure but the retired paths' reached the hook.
+void expectNeitherEndFailed(Connection& c) {
+  EXPECT_FALSE(c.tx->failed());
+  EXPECT_FALSE(c.rx->failed());
+  std::lock_guard lk(c.failMu);
+  EXPECT_EQ(c.otherFailure, "");
 }
 
 // The sender's counters moved past what the handshake reported (steps and acks kept flowing on
@@ -276,15 +284,14 @@ TEST(CclSocketMigration, SenderNeverResendsBelowTheAcknowledgedStep) {
   }
   EXPECT_EQ(c.env.duplicateSteps.load(), 0u) << "acknowledged steps were sent again";
   EXPECT_EQ(c.env.staleSteps.load(), 0u);
-  EXPECT_FALSE(c.tx->failed());
-  EXPECT_FALSE(c.rx->failed());
-  std::lock_guard lk(c.failMu);
-  EXPECT_EQ(c.otherFailure, "");
+  expectNeitherEndFailed(c);
 }
 
-// Steps 1-3 round trip and are acknowledged; step 4 lands on the old path and the receiver
-// holds it (received, not applied), as a move finds a step the old path was completing.
-void threeStepsThenAFourthHeld(Connection& c) {
+// Connects; steps 1-3 round trip and are acknowledged; step 4 lands on the old path and the
+// receiver holds it (received, not applied), as a move finds a step the old path was completing.
+void connectWithAFourthStepHeld(Connection& c, const char* engineName) {
+  connect(c, engineName);
+  if (::testing::Test::HasFatalFailure()) return;
   for (uint64_t s = 1; s <= 3; ++s) {
     roundTrip(*c.tx, *c.rx, s);
     if (::testing::Test::HasFatalFailure()) return;
@@ -321,9 +328,7 @@ TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowl
   // kicks put off.
   test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "1K");
   Connection c;
-  connect(c, "test-priority");
-  if (HasFatalFailure()) return;
-  threeStepsThenAFourthHeld(c);
+  connectWithAFourthStepHeld(c, "test-priority");
   if (HasFatalFailure()) return;
 
   moveBothEnds(c, c.rx->received(), 6);
@@ -345,10 +350,7 @@ TEST(CclSocketMigration, AMigratedPathLeavesItsRaisedPriorityWithTheFirstAcknowl
     if (HasFatalFailure()) return;
   }
   EXPECT_EQ(c.env.duplicateSteps.load(), 0u);
-  EXPECT_FALSE(c.tx->failed());
-  EXPECT_FALSE(c.rx->failed());
-  std::lock_guard lk(c.failMu);
-  EXPECT_EQ(c.otherFailure, "");
+  expectNeitherEndFailed(c);
 }
 
 // A step the old path received and the receiver applies after the new path started: the new
@@ -360,9 +362,7 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
   test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "1K");  // every 4 KiB step: ack at once
   test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "64K");
   Connection c;
-  connect(c, "test-ack-after-move");
-  if (HasFatalFailure()) return;
-  threeStepsThenAFourthHeld(c);
+  connectWithAFourthStepHeld(c, "test-ack-after-move");
   if (HasFatalFailure()) return;
 
   moveBothEnds(c, c.rx->received());
@@ -381,10 +381,7 @@ TEST(CclSocketMigration, AStepTheOldPathReceivedIsAckedAtOnceWhenAppliedAfterThe
   Deadline d = Deadline::afterMs(5000);
   while (c.tx->acked() < 4 && !d.expired()) std::this_thread::sleep_for(1ms);
   EXPECT_EQ(c.tx->acked(), 4u);
-  EXPECT_FALSE(c.tx->failed());
-  EXPECT_FALSE(c.rx->failed());
-  std::lock_guard lk(c.failMu);
-  EXPECT_EQ(c.otherFailure, "");
+  expectNeitherEndFailed(c);
 }
 
 // The receiver acknowledges steps this path has not finished sending: after a migration the

@@ -94,8 +94,9 @@ Status setTapCarrier(int queueFd, bool on) {
 Result<UniqueFd> holdTapQueue(std::string_view netns, std::string_view name) {
   RECCL_ASSIGN_OR_RETURN(UniqueFd q, attachTapQueue(netns, name));
   // While attached, the queue takes its share of the device's transmit flows (unless a steering
-  // program picks the queues, as the testbed's does) and nobody reads them; disable it at once so no frame is stranded there. The carrier ioctl still works on a
-  // disabled queue on current kernels.
+  // program picks the queues, as the testbed's does) and nobody reads them; disable it at once
+  // so no frame is stranded there. The carrier ioctl still works on a disabled queue on current
+  // kernels.
   ifreq ifr{};
   ifr.ifr_flags = IFF_DETACH_QUEUE;
   if (::ioctl(q.get(), TUNSETQUEUE, &ifr) != 0)

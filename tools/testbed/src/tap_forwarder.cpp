@@ -61,7 +61,7 @@ void onTerm(int) { gStop = 1; }
 // loop in the child never allocates.
 struct PairState {
   int hostFd = -1;
-  int hostPrioFd = -1;  // -1: the NIC has one queue
+  int hostPrioFd = -1;  // the host NIC's priority queue (tap_prio_steer.h)
   int fabricFd = -1;
   int hostMonitor = -1;  // index into the monitor sockets
   char hostDev[IFNAMSIZ] = {};
@@ -176,7 +176,7 @@ size_t moveFrames(PairState& p, QueueKind kind, size_t limit) {
   const bool fromFabric = kind == kFabricQueue;
   const int from = kind == kHostQueue ? p.hostFd : kind == kHostPrioQueue ? p.hostPrioFd : p.fabricFd;
   const int to = fromFabric ? p.hostFd : p.fabricFd;
-  const bool yieldToPrio = kind == kHostQueue && p.hostPrioFd >= 0;
+  const bool yieldToPrio = kind == kHostQueue;
   size_t sinceCheck = kPrioCheckBytes;
   int framesSinceCheck = 0;
   size_t moved = 0;
@@ -218,7 +218,7 @@ size_t moveFrames(PairState& p, QueueKind kind, size_t limit) {
     const auto base = static_cast<uint32_t>(i * 4);
     watch(plan.pairs[i].hostFd, base + kHostQueue);
     watch(plan.pairs[i].fabricFd, base + kFabricQueue);
-    if (plan.pairs[i].hostPrioFd >= 0) watch(plan.pairs[i].hostPrioFd, base + kHostPrioQueue);
+    watch(plan.pairs[i].hostPrioFd, base + kHostPrioQueue);
   }
   for (size_t m = 0; m < plan.monitors.size(); ++m) watch(plan.monitors[m], kMonitorBit | static_cast<uint32_t>(m));
   epoll_event evs[64];
@@ -294,7 +294,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   for (const TapPair& tp : pairs) {
     PairState ps;
     ps.hostFd = tp.host.get();
-    ps.hostPrioFd = tp.hostPriority ? tp.hostPriority.get() : -1;
+    ps.hostPrioFd = tp.hostPriority.get();
     ps.fabricFd = tp.fabric.get();
     RECCL_ASSIGN_OR_RETURN(ps.hostMonitor, monitorFor(tp.hostNetns));
     std::strncpy(ps.hostDev, tp.hostDev.c_str(), IFNAMSIZ - 1);
@@ -312,7 +312,7 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   keep.push_back(fabricNs.get());
   for (const PairState& p : plan.pairs) {
     keep.push_back(p.hostFd);
-    if (p.hostPrioFd >= 0) keep.push_back(p.hostPrioFd);
+    keep.push_back(p.hostPrioFd);
     keep.push_back(p.fabricFd);
     for (int fd : p.hostCounters->fds()) keep.push_back(fd);
   }

@@ -31,7 +31,7 @@ inline constexpr uint64_t kCarrierCutNs = 200'000;
 
 struct TapPair {
   UniqueFd host;          // queue 0 of the host NIC tap (bulk)
-  UniqueFd hostPriority;  // its queue 1, served first (tap_prio_steer.h); may be empty
+  UniqueFd hostPriority;  // its queue 1, served first (tap_prio_steer.h)
   UniqueFd fabric;        // queue of the switch port tap
   std::string hostNetns;
   std::string hostDev;    // rail<k>
