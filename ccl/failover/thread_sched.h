@@ -3,14 +3,12 @@
 // - RECCL_FAILOVER_SLICE_US (opt-in) has them ask the kernel for a short time slice: on an EEVDF
 //   kernel (Linux 6.12+) a waking task with a shorter slice preempts a running one with a longer
 //   slice, yet keeps its fair share; no privilege is needed. Older kernels ignore the request.
-// - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted, and the
-//   in-process detector's thread too (DetectorOptions::realtimePriority: it raises itself).
+// - RECCL_FAILOVER_RT_PRIO (opt-in) puts them at SCHED_FIFO instead, where permitted. The
+//   in-process detector has no thread: the monitor drives it.
 // Neither is on by default; docs/failover.md gives the reasons, docs/results/fault-bench.md the runs.
 // A thread one of them starts inherits either, so the threads that must not run at FIFO drop back
 // to normal scheduling first thing: the relay paths (they move data, and at FIFO would starve the
-// application) and the in-process detector's loader (100s of ms of BPF verification). The loader
-// then asks for the short slice again when one is set, for the detector thread it starts (on a
-// fault's path: ring buffer -> monitor); a slice changes no thread's share of the CPU.
+// application) and the in-process detector's loader (100s of ms of BPF verification).
 #pragma once
 
 #include <atomic>

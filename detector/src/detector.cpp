@@ -23,6 +23,7 @@ namespace reccl::detector {
 
 namespace {
 enum Tag : uint64_t { kTagBpf = 1, kTagWake = 2, kTagTimer = 3, kTagRtnl = 4, kTagRdma = 5 };
+constexpr int kBatch = 32;  // epoll events handled per batch
 uint64_t tag(Tag t, uint32_t arg = 0) { return (uint64_t(t) << 32) | arg; }
 
 uint64_t healthBits(bool admin, bool carrier) {
@@ -434,85 +435,101 @@ void Detector::run() {
       RECCL_WARN(kLogDetector, "detector: SCHED_FIFO priority %d not set: %s", opts_.realtimePriority,
                  strerror(err));
   }
-  epoll_event evs[32];
+  epoll_event evs[kBatch];
   while (running_.load(std::memory_order_acquire)) {
-    int n = epoll_wait(epoll_.get(), evs, 32, -1);
+    int n = epoll_wait(epoll_.get(), evs, kBatch, -1);
     if (n < 0) {
       if (errno == EINTR) continue;
       RECCL_WARN(kLogDetector, "detector: epoll_wait: %s", strerror(errno));
       return;
     }
-    std::vector<LinkEvent> batch;
-    std::vector<Callback> cbs;
-    {
-      std::lock_guard lk(mu_);
-      for (int i = 0; i < n; ++i) {
-        uint64_t t = evs[i].data.u64;
-        uint32_t arg = static_cast<uint32_t>(t);
-        switch (static_cast<Tag>(t >> 32)) {
-          case kTagBpf:
-            if (bpf_) bpf_->consume();
-            break;
-          case kTagRtnl: {
-            if (arg >= netns_.size() || !netns_[arg] || !netns_[arg]->rtnl) break;
-            std::vector<LinkSignal> sigs;
-            uint64_t now = monotonicNs();
-            Status st = netns_[arg]->rtnl->drain(now, sigs);
-            if (!st.ok()) RECCL_WARN(kLogDetector, "detector: %s", st.message().c_str());
-            for (const auto& s : sigs) feed(s, now);
-            applyUrgencyChanges(*netns_[arg]);
-            break;
-          }
-          case kTagRdma: {
-            std::vector<LinkSignal> sigs;
-            uint64_t now = monotonicNs();
-            if (rdma_) rdma_->drain(static_cast<int>(arg), now, sigs);
-            for (const auto& s : sigs) feed(s, now);
-            break;
-          }
-          case kTagTimer: {
-            uint64_t exp;
-            (void)!read(timerFd_.get(), &exp, sizeof(exp));
-            break;
-          }
-          case kTagWake: {
-            uint64_t v;
-            (void)!read(wakeFd_.get(), &v, sizeof(v));
-            break;
-          }
+    handle(evs, n);
+  }
+}
+
+Status Detector::startOnCaller() {
+  if (running_.exchange(true)) return Status(Errc::kInvalidArgument, "detector: already started");
+  return Status::Ok();
+}
+
+void Detector::dispatch() {
+  if (!running_.load(std::memory_order_acquire) || thread_.joinable()) return;
+  epoll_event evs[kBatch];
+  int n = epoll_wait(epoll_.get(), evs, kBatch, 0);
+  if (n > 0) handle(evs, n);
+}
+
+void Detector::handle(const epoll_event* evs, int n) {
+  std::vector<LinkEvent> batch;
+  std::vector<Callback> cbs;
+  {
+    std::lock_guard lk(mu_);
+    for (int i = 0; i < n; ++i) {
+      uint64_t t = evs[i].data.u64;
+      uint32_t arg = static_cast<uint32_t>(t);
+      switch (static_cast<Tag>(t >> 32)) {
+        case kTagBpf:
+          if (bpf_) bpf_->consume();
+          break;
+        case kTagRtnl: {
+          if (arg >= netns_.size() || !netns_[arg] || !netns_[arg]->rtnl) break;
+          std::vector<LinkSignal> sigs;
+          uint64_t now = monotonicNs();
+          Status st = netns_[arg]->rtnl->drain(now, sigs);
+          if (!st.ok()) RECCL_WARN(kLogDetector, "detector: %s", st.message().c_str());
+          for (const auto& s : sigs) feed(s, now);
+          applyUrgencyChanges(*netns_[arg]);
+          break;
+        }
+        case kTagRdma: {
+          std::vector<LinkSignal> sigs;
+          uint64_t now = monotonicNs();
+          if (rdma_) rdma_->drain(static_cast<int>(arg), now, sigs);
+          for (const auto& s : sigs) feed(s, now);
+          break;
+        }
+        case kTagTimer: {
+          uint64_t exp;
+          (void)!read(timerFd_.get(), &exp, sizeof(exp));
+          break;
+        }
+        case kTagWake: {
+          uint64_t v;
+          (void)!read(wakeFd_.get(), &v, sizeof(v));
+          break;
         }
       }
-      sm_.onTick(monotonicNs(), pending_);
-      rearmTimer();
-      for (auto& e : pending_) {
-        if (auto it = watches_.find(e.link); it != watches_.end()) {
-          e.netns = it->second->info.netns;
-          e.slot = it->second->info.slot;
-          if (e.type == LinkEventType::kLinkUp) {
-            // The gray symptom is over once the link is declared up again.
-            reccl_link_slot& sl = slots_[e.slot];
-            if (__atomic_fetch_and(&sl.state, ~uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
-                RECCL_LINK_STATE_DEGRADED)
-              __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
-          }
+    }
+    sm_.onTick(monotonicNs(), pending_);
+    rearmTimer();
+    for (auto& e : pending_) {
+      if (auto it = watches_.find(e.link); it != watches_.end()) {
+        e.netns = it->second->info.netns;
+        e.slot = it->second->info.slot;
+        if (e.type == LinkEventType::kLinkUp) {
+          // The gray symptom is over once the link is declared up again.
+          reccl_link_slot& sl = slots_[e.slot];
+          if (__atomic_fetch_and(&sl.state, ~uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
+              RECCL_LINK_STATE_DEGRADED)
+            __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
         }
-        counters_.events++;
-        if (queue_.size() >= opts_.queueLimit) {
-          counters_.queueOverflows++;
-          queue_.pop_front();
-        }
-        queue_.push_back(e);
-        batch.push_back(std::move(e));
       }
-      pending_.clear();
-      if (!batch.empty()) cbs = callbacks_;
+      counters_.events++;
+      if (queue_.size() >= opts_.queueLimit) {
+        counters_.queueOverflows++;
+        queue_.pop_front();
+      }
+      queue_.push_back(e);
+      batch.push_back(std::move(e));
     }
-    if (!batch.empty()) {
-      uint64_t one = 1;
-      (void)!write(eventFd_.get(), &one, sizeof(one));
-      for (const auto& e : batch)
-        for (auto& cb : cbs) cb(e);
-    }
+    pending_.clear();
+    if (!batch.empty()) cbs = callbacks_;
+  }
+  if (!batch.empty()) {
+    uint64_t one = 1;
+    (void)!write(eventFd_.get(), &one, sizeof(one));
+    for (const auto& e : batch)
+      for (auto& cb : cbs) cb(e);
   }
 }
 

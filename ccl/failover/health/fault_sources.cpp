@@ -89,30 +89,23 @@ void FaultSources::startInProcessAsync() {
   if (s.starter.joinable()) return;
   s.start = std::make_shared<Sources::Start>();
   // Copies only: the thread may outlive this communicator (see Sources::Start).
-  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics, slice = ctx_.cfg.sliceNs,
-                            rtPrio = ctx_.cfg.rtPrio] {
-    // Started by the monitor, which may run at FIFO (thread_sched.h): normal scheduling, with the
-    // control threads' short slice, which the detector thread this starts inherits. It is on a
-    // fault's path (ring buffer -> monitor); the slice leaves BPF loading its fair share only.
-    // At RECCL_FAILOVER_RT_PRIO the detector thread raises itself to FIFO once it runs, as the
-    // other control threads do: with the monitor's and migrators' wake-ups at FIFO, its own wake-up
-    // would otherwise be the slow hop left on a fault's path (docs/failover.md, "Scheduling of
-    // those threads").
+  s.starter = std::thread([st = s.start, mode = s.plan.inProcessMode, nics = s.nics] {
+    // Started by the monitor, which may run at FIFO (thread_sched.h): normal scheduling, so BPF
+    // loading takes its fair share only. The detector gets no thread of its own: the monitor
+    // drives it (startOnCaller), so a fault's ring-buffer record wakes the monitor itself.
     pthread_setname_np(pthread_self(), "reccl-detload");  // first: until now it is "reccl-monitor"
     dropToNormalScheduling();
-    if (slice) (void)requestSlice(slice);  // where refused, the monitor has logged why
 #ifdef RECCL_HAVE_DETECTOR
     auto load = [&]() -> Result<std::unique_ptr<DetectorLink>> {
       auto opts = detector::DetectorOptions::fromEnv();
       RECCL_ASSIGN_OR_RETURN(opts.mode, detector::parseSourceMode(mode));
-      if (rtPrio > 0) opts.realtimePriority = rtPrio;
       auto link = std::make_unique<DetectorLink>();
       for (const auto& n : nics) {  // the rail NICs, loopback left out (startSources)
         opts.watch.push_back(detector::WatchSpec{"", n.ifname});
         link->railOf[n.ifname] = n.rail;
       }
       RECCL_ASSIGN_OR_RETURN(link->det, detector::Detector::create(std::move(opts)));
-      RECCL_TRY(link->det->start());
+      RECCL_TRY(link->det->startOnCaller());
       return link;
     };
     auto link = load();
@@ -433,7 +426,7 @@ void FaultSources::stop() noexcept {
 
 #ifdef RECCL_HAVE_DETECTOR
 
-int FaultSources::detectorFd() const { return det_ && det_->det ? det_->det->eventFd() : -1; }
+int FaultSources::detectorFd() const { return det_ && det_->det ? det_->det->pollFd() : -1; }
 
 void FaultSources::stopDetector() noexcept {
   if (det_ && det_->det) det_->det->stop();
@@ -442,6 +435,7 @@ void FaultSources::stopDetector() noexcept {
 
 void FaultSources::drainDetector() {
   if (!det_) return;
+  det_->det->dispatch();
   for (const auto& e : det_->det->drain()) {
     auto it = det_->railOf.find(e.ifname);
     if (it == det_->railOf.end()) continue;

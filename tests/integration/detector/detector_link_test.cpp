@@ -1,5 +1,6 @@
 // The detector against the real kernel: real namespaces, real veth pairs, real BPF programs.
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sched.h>
 #include <unistd.h>
 
@@ -225,6 +226,44 @@ TEST_F(DetectorLink, ThreadRunsAtTheRealtimePriorityAsked) {
   }
   EXPECT_EQ(policy, SCHED_FIFO) << "no reccl-detector thread at SCHED_FIFO";
   EXPECT_EQ(prio, 7);
+}
+
+// startOnCaller: no thread of its own; the caller's poll on pollFd() wakes for the BPF record of
+// a carrier drop, and dispatch() turns it into the event drain() returns. Nothing is delivered
+// until the caller dispatches.
+TEST_F(DetectorLink, DrivenByTheCallersThreadItReportsADownOnlyWhenDispatched) {
+  VethLab lab("drv", 1);
+  ASSERT_TRUE(lab.ok());
+  auto opts = baseOptions(SourceMode::kBpf);
+  opts.watch = {{lab.hostNs(), "eth0"}};
+  auto det = Detector::create(opts);
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  Detector& d = *det.value();
+  ASSERT_TRUE(d.startOnCaller().ok());
+  EXPECT_FALSE(d.start().ok()) << "a detector driven by its caller must refuse a thread of its own";
+  EXPECT_TRUE(reccl::test::threadsNamed(0, "reccl-detector").empty());
+  lab.settle();
+  d.dispatch();  // what settling produced (nothing ready: returns at once)
+  (void)d.drain();
+
+  LinkKey k0{lab.hostIno(), lab.hostIfindex(0)};
+  ASSERT_TRUE(lab.hostPort(0, false));
+  // Undispatched, the record waits in the ring buffer and pollFd() is readable.
+  pollfd p{d.pollFd(), POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "pollFd() not readable after a carrier drop";
+  EXPECT_TRUE(d.drain().empty()) << "an event was delivered without dispatch()";
+  std::vector<LinkEvent> mine;
+  for (Deadline dl = Deadline::afterMs(5000); mine.empty() && !dl.expired();) {
+    p.revents = 0;
+    if (poll(&p, 1, dl.remainingMsForPoll()) <= 0) continue;
+    d.dispatch();
+    for (auto& e : d.drain())
+      if (e.link == k0) mine.push_back(e);
+  }
+  ASSERT_EQ(mine.size(), 1u);
+  EXPECT_EQ(mine[0].type, LinkEventType::kLinkDown);
+  EXPECT_NE(mine[0].source, RECCL_LINK_SRC_RTNETLINK) << "BPF mode: a hook's record, not rtnetlink";
+  d.stop();
 }
 
 TEST_F(DetectorLink, OtherNamespacesAndUnwatchedDevicesNeverReachSubscribers) {

@@ -1,7 +1,7 @@
 // The detector as a library: sources (BPF hooks, rtnetlink, RDMA async events) feed one link
-// state machine on a background thread; subscribers get LinkDown/LinkUp/LinkDegraded through
-// an eventfd + drain() (for an epoll loop such as the library's monitor thread) or a callback,
-// and read per-link epochs from the link-state array with one load.
+// state machine, on a background thread or on the caller's; subscribers get LinkDown/LinkUp/
+// LinkDegraded through an eventfd + drain() (for an epoll loop) or a callback, and read per-link
+// epochs from the link-state array with one load.
 #pragma once
 
 #include <atomic>
@@ -22,6 +22,8 @@
 #include "reccl/detector/detector_options.h"
 #include "reccl/detector/link_state_machine.h"
 #include "reccl/detector/netns.h"
+
+struct epoll_event;
 
 namespace reccl::detector {
 
@@ -82,10 +84,18 @@ class Detector {
   Detector(const Detector&) = delete;
   Detector& operator=(const Detector&) = delete;
 
-  // Callbacks run on the detector thread; set them before start().
+  // Callbacks run on the thread that drives the detector; set them before start().
   void subscribe(Callback cb);
   void setSignalObserver(SignalObserver obs);
+  // The detector's own thread waits on its sources and timers.
   Status start();
+  // Instead of start(): the caller's thread drives the detector. It polls pollFd() (readable
+  // while a source or a timer has work) and calls dispatch(), which handles that work without
+  // blocking; events then wait for drain() as with start(). A fault's ring-buffer record then
+  // wakes the caller's thread itself, one thread hand-off fewer (the library's monitor).
+  Status startOnCaller();
+  int pollFd() const { return epoll_.get(); }
+  void dispatch();
   void stop();
 
   Result<WatchedLink> addWatch(const WatchSpec& spec);
@@ -126,6 +136,7 @@ class Detector {
   void releaseNetnsIfUnused(NetnsCtx* ctx);
   Result<WatchedLink> addWatchIn(NetnsCtx* ctx, const WatchSpec& spec);  // mu_ held
   void run();
+  void handle(const epoll_event* evs, int n);  // one batch of ready sources, mu_ taken inside
   void onBpfRecord(const reccl_link_event& e);
   void pairLinkwatch(uint64_t tsNs);
   void feed(const LinkSignal& s, uint64_t nowNs);
@@ -144,7 +155,7 @@ class Detector {
   UniqueFd slotsMemfd_;
   uint32_t ownNetnsIno_ = 0;
 
-  mutable std::mutex mu_;  // guards everything below; the detector thread holds it per batch
+  mutable std::mutex mu_;  // guards everything below; the driving thread holds it per batch
   std::vector<std::unique_ptr<NetnsCtx>> netns_;  // null: a released entry (its index is reused)
   std::map<LinkKey, std::unique_ptr<Watch>> watches_;
   std::vector<bool> slotUsed_;
