@@ -124,7 +124,9 @@ TEST(Params, InvalidValuesAreRefusedNamingVariableValueAndRange) {
     ASSERT_NE(p, nullptr) << c.env;
     Status s = params::checkValue(p->env, p->kind, p->allowed, c.value);
     EXPECT_EQ(s.ok(), c.ok) << c.env << "=" << c.value << ": " << s.message();
-    if (!c.ok) EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+    if (!c.ok) {
+      EXPECT_NE(s.message().find(c.says), std::string::npos) << s.message();
+    }
   }
 }
 
