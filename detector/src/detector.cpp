@@ -486,6 +486,14 @@ void Detector::handle(const epoll_event* evs, int n) {
           uint64_t now = monotonicNs();
           if (rdma_) rdma_->drain(static_cast<int>(arg), now, sigs);
           for (const auto& s : sigs) feed(s, now);
+          if (evs[i].events & (EPOLLERR | EPOLLHUP)) {
+            // A device removed or reset under its open context (disassociated): its async fd
+            // stays in error for good, and left in the set it would keep the driving thread
+            // spinning. Its events are over; the link's own hooks still watch the netdev.
+            epoll_ctl(epoll_.get(), EPOLL_CTL_DEL, static_cast<int>(arg), nullptr);
+            RECCL_WARN(kLogDetector, "detector: RDMA device %s: async event fd in error (device removed or reset); no "
+                       "longer watched", rdma_ ? rdma_->deviceOf(static_cast<int>(arg)).c_str() : "?");
+          }
           break;
         }
         case kTagTimer: {

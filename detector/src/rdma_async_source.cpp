@@ -86,6 +86,12 @@ std::vector<std::string> RdmaAsyncSource::devices() const {
   return v;
 }
 
+std::string RdmaAsyncSource::deviceOf(int fd) const {
+  for (const auto& d : devices_)
+    if (d->fd == fd) return d->name;
+  return "";
+}
+
 void RdmaAsyncSource::drain(int fd, uint64_t nowNs, std::vector<LinkSignal>& out) {
 #ifdef RECCL_HAVE_IBVERBS
   for (auto& d : devices_) {

@@ -32,8 +32,8 @@ struct Job {
 // line (Migration::log) so a benchmark's log shows the split per fault.
 struct Timeline {
   uint64_t signalNs = 0;   // first signal of the fault
-  uint64_t emitNs = 0;     // in-process detector: its thread decided (0: another source)
-  uint64_t seenNs = 0;     // in-process detector: the monitor thread read the event
+  uint64_t emitNs = 0;     // in-process detector: its state machine decided (0: another source)
+  uint64_t seenNs = 0;     // in-process detector: the monitor drained the event (it drives the detector)
   uint64_t queuedNs = 0;   // job queued (monitor) / hello or request seen (passive end)
   uint64_t runningNs = 0;  // a migrator thread runs it
   uint64_t pathNs = 0;     // new path ready: connected, or standby taken

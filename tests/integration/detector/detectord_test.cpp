@@ -186,8 +186,12 @@ TEST(Detectord, FreesTheWatchesOfClientsThatLeave) {
     ASSERT_TRUE(c.ok()) << "client " << i << ": " << c.status().ToString();
     auto w = c.value()->watch({ns, dev});
     ASSERT_TRUE(w.ok()) << "client " << i << " (" << dev << "): " << w.status().ToString();
-    if (dev == "v0") EXPECT_EQ(w->slot, kept->slot);
-    if (i % 4 == 1) ASSERT_TRUE(c.value()->unwatch(w->key).ok());
+    if (dev == "v0") {
+      EXPECT_EQ(w->slot, kept->slot);
+    }
+    if (i % 4 == 1) {
+      ASSERT_TRUE(c.value()->unwatch(w->key).ok());
+    }
     ++watched;
   }  // each client closes its socket here
   EXPECT_EQ(watched, 2 * pairs);

@@ -84,7 +84,8 @@ class Detector {
   Detector(const Detector&) = delete;
   Detector& operator=(const Detector&) = delete;
 
-  // Callbacks run on the thread that drives the detector; set them before start().
+  // Callbacks run on the thread that drives the detector; set them before start() or
+  // startOnCaller().
   void subscribe(Callback cb);
   void setSignalObserver(SignalObserver obs);
   // The detector's own thread waits on its sources and timers.

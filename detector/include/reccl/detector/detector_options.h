@@ -37,7 +37,8 @@ struct DetectorOptions {
   StateMachineParams stateMachine;
   std::vector<WatchSpec> watch;
   size_t queueLimit = 65536;  // subscriber queue; overflow is counted, never silent
-  // SCHED_FIFO priority of the detector thread (0: normal scheduling). On a loaded host the
+  // SCHED_FIFO priority of the detector's own thread (start(); a caller that drives it with
+  // startOnCaller() schedules itself) (0: normal scheduling). On a loaded host the
   // wake-up after a kernel event otherwise waits for a CPU for milliseconds. Needs
   // CAP_SYS_NICE; without it the thread stays at normal priority (logged).
   int realtimePriority = 0;

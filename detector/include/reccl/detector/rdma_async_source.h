@@ -26,6 +26,7 @@ class RdmaAsyncSource {
   // Reads waiting events of the device owning fd; appends signals for ports bound to a netdev.
   void drain(int fd, uint64_t nowNs, std::vector<LinkSignal>& out);
   std::vector<std::string> devices() const;
+  std::string deviceOf(int fd) const;  // "" when no device owns fd
 
  private:
   RdmaAsyncSource() = default;
