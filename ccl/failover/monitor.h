@@ -43,8 +43,8 @@ class Monitor {
   bool onThread() const noexcept { return threadId_.load(std::memory_order_acquire) == std::this_thread::get_id(); }
 
   // Rail signals (monitor thread). `emitNs`: when the in-process detector's state machine decided
-  // (on this thread, which drives it), for the migration's timeline. railBackUp's `src`: who declared the rail up (the fail-back's
-  // source in its log line and job).
+  // (on this thread, which drives it), for the migration's timeline. railBackUp's `src`: who
+  // declared the rail up (the fail-back's source in its log line and job).
   void railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason = MigrateReason::kLinkDown,
                 uint64_t emitNs = 0);
   void railBackUp(int rail, uint64_t signalNs, FaultSource src);

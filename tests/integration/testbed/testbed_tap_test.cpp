@@ -281,7 +281,8 @@ TEST_F(TapTestbed, FramesAtInteractivePriorityLeaveByTheNicsPriorityQueueAndCros
   const long long q0Mid = queueSentBytes(netns(0), "rail1", kTapBulkQueue);
   EXPECT_EQ(sendAll(0), kFrames) << "frames at priority 0 did not all cross";
   EXPECT_GE(queueSentBytes(netns(0), "rail1", kTapBulkQueue) - q0Mid, kFrames * kBytes);
-  EXPECT_LT(queueSentBytes(netns(0), "rail1", kTapPriorityQueue) - q1After, kFrames * kBytes) << "priority 0 left by the priority queue";
+  EXPECT_LT(queueSentBytes(netns(0), "rail1", kTapPriorityQueue) - q1After, kFrames * kBytes)
+      << "priority 0 left by the priority queue";
 }
 
 // The counts follow the driver at once, both ways, and reading them does not make rtnetlink

@@ -1,0 +1,31 @@
+// What detector.cpp and detector_loop.cpp share of Detector's private state: the tags of its
+// epoll set and the per-namespace and per-link records.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "reccl/detector/detector.h"
+#include "reccl/detector/rtnetlink_source.h"
+#include "reccl/detector/rtnl_link.h"
+
+namespace reccl::detector {
+
+// An epoll entry's data: the tag in the high half, an argument (namespace index, fd) in the low.
+enum Tag : uint64_t { kTagBpf = 1, kTagWake = 2, kTagTimer = 3, kTagRtnl = 4, kTagRdma = 5 };
+inline uint64_t tag(Tag t, uint32_t arg = 0) { return (uint64_t(t) << 32) | arg; }
+
+struct Detector::NetnsCtx {
+  Netns ns;
+  uint32_t index = 0;
+  std::unique_ptr<RtnlLinkQuery> query;
+  std::unique_ptr<RtnetlinkSource> rtnl;
+};
+
+struct Detector::Watch {
+  WatchedLink info;
+  NetnsCtx* ctx = nullptr;
+  uint64_t slotSeq = 0;  // newest carrier transition count applied to the slot
+};
+
+}  // namespace reccl::detector
