@@ -61,7 +61,10 @@ def log_tail(work, tag, n=3):
 # stamps, and with the in-process detector the queue hop's split.
 TIMELINE = re.compile(
     r"failover of .* fault-to-switch (\d+) us.* timeline us: queue -?\d+ thread (-?\d+) (?:standby|connect) (-?\d+)"
-    r" request (-?\d+) reply (-?\d+) commit (-?\d+)(?: \(queue: detector (-?\d+) monitor wake (-?\d+) monitor (-?\d+)\))?")
+    r" request (-?\d+) reply (-?\d+) commit (-?\d+)(?: \(queue: detector (-?\d+) monitor wake (-?\d+) monitor (-?\d+)\))?"
+    r"(, on the monitor thread)?")
+# A move the monitor made itself (a standby's request sent, the reply read and committed there)
+# has no thread hop (-1).
 HOPS = ("detector", "monitor_wake", "monitor", "thread", "path", "request", "reply", "commit", "signal_to_commit")
 
 
@@ -71,7 +74,7 @@ def hop_split(work, tags):
     the timeline, us. A hop a line does not have (no in-process detector; a stamp not reached) is
     left out of that hop's figures."""
     per = {h: [] for h in HOPS}
-    n = 0
+    n = early = 0
     for tag in tags:
         path = os.path.join(work, tag + ".log")
         if not os.path.exists(path):
@@ -81,13 +84,14 @@ def hop_split(work, tags):
             if not m:
                 continue
             n += 1
-            total, thread, path_us, request, reply, commit, det, wake, mon = m.groups()
+            total, thread, path_us, request, reply, commit, det, wake, mon, on_monitor = m.groups()
+            early += 1 if on_monitor else 0
             for h, v in zip(HOPS, (det, wake, mon, thread, path_us, request, reply, commit, total)):
                 if v is not None and int(v) >= 0:
                     per[h].append(int(v))
     if n == 0:
         return None
-    out = {"connections": n}
+    out = {"connections": n, "on_monitor_thread": early}
     for h, v in per.items():
         if v:
             out[h] = dict(spread(v), p90=nearest_rank(v, 0.9))
@@ -537,8 +541,9 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     for s in sources:
         h = r["sources"][s].get("hops_us")
         if h:
-            print("%s: signal -> committed per connection moved, us p50/p90/p99 (%d connections): %s" % (
-                s, h["connections"], ", ".join("%s %d/%d/%d" % (k.replace("_", " "), h[k]["p50"], h[k]["p90"], h[k]["p99"])
+            print("%s: signal -> committed per connection moved, us p50/p90/p99 (%d connections, %d moved on the "
+                  "monitor thread): %s" % (
+                s, h["connections"], h.get("on_monitor_thread", 0), ", ".join("%s %d/%d/%d" % (k.replace("_", " "), h[k]["p50"], h[k]["p90"], h[k]["p99"])
                                               for k in HOPS if k in h)))
     print("ratios:")
     for k, v in ratios.items():

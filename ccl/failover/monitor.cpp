@@ -27,6 +27,7 @@ constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
 // rail which never carries costs a connect attempt a minute at most.
 constexpr uint64_t kFailBackRetryFirstNs = 1500 * kMsNs;
 constexpr uint64_t kFailBackRetryMaxNs = 60'000 * kMsNs;
+constexpr uint64_t kEarlyReplyNs = static_cast<uint64_t>(Migration::kEarlyReplyMs) * kMsNs;
 }  // namespace
 
 Monitor::Monitor(FailoverContext& ctx)
@@ -74,6 +75,8 @@ void Monitor::loop() {
   const bool standbyOn = ctx_.cfg.standbyOn;
   const uint64_t scanPeriod = stallScanPeriodNs();
   uint64_t nextPoll = 0, nextScan = 0, nextSources = 0;
+  std::vector<pollfd> fds;
+  std::vector<short> revents;
   // Soft deadlines fall on the stall check's ticks, so that an idle monitor wakes once for all.
   auto onScanTick = [&](uint64_t due) {
     if (nextScan == kNever || due <= nextScan) return due;
@@ -101,23 +104,32 @@ void Monitor::loop() {
     if (standbyOn && tracked) due = std::min(due, standbyDueNs_ == 0 ? now : onScanTick(standbyDueNs_));
     if (ctx_.rails.anyHeld()) due = std::min(due, now + kGrayTickNs);
     if (uint64_t fb = failBackDueNs(); fb) due = std::min(due, fb);
+    fds.assign({{wakeFd_, POLLIN, 0}, {sources_.detectorFd(), POLLIN, 0}, {sources_.daemonFd(), POLLIN, 0}});
+    for (const Job& j : early_) {
+      fds.push_back({j.early->link->waitFd(), POLLIN, 0});
+      due = std::min(due, j.early->sentNs + kEarlyReplyNs);
+    }
     int timeoutMs = due <= now ? 0 : static_cast<int>((due - now + kMsNs - 1) / kMsNs);
-    pollfd pf[3] = {{wakeFd_, POLLIN, 0}, {sources_.detectorFd(), POLLIN, 0}, {sources_.daemonFd(), POLLIN, 0}};
-    int rc = ::poll(pf, 3, timeoutMs);  // fd -1 entries are ignored
+    int rc = ::poll(fds.data(), fds.size(), timeoutMs);  // fd -1 entries are ignored
     if (ctx_.stopping()) break;
     if (ctx_.broken()) continue;
-    if (rc > 0 && (pf[0].revents & POLLIN)) {
+    if (rc > 0 && (fds[0].revents & POLLIN)) {
       uint64_t v;
       [[maybe_unused]] auto n = read(wakeFd_, &v, sizeof(v));
+    }
+    if (!early_.empty()) {
+      revents.clear();
+      for (size_t i = 3; i < fds.size(); ++i) revents.push_back(rc > 0 ? fds[i].revents : 0);
+      concludeReplied(revents, monotonicNs());
     }
     // Connections made since the last wake-up first, so that a fault event covers them; new ones
     // (found here or on another thread) get their standbys at once.
     ctx_.conns.refresh();
     if (ctx_.conns.takeAdded()) standbyDueNs_ = 0;
-    if (rc > 0 && (pf[1].revents & POLLIN)) sources_.drainDetector();
+    if (rc > 0 && (fds[1].revents & POLLIN)) sources_.drainDetector();
     now = monotonicNs();
     const uint64_t soon = now + kCoalesceNs;
-    sources_.tick(now, rc > 0 ? pf[2].revents : 0);
+    sources_.tick(now, rc > 0 ? fds[2].revents : 0);
     nextSources = sources_.dueNs(now);
     if (sources_.pollActive() && nextPoll <= soon) {
       sources_.pollNics(now);
@@ -132,6 +144,24 @@ void Monitor::loop() {
     ctx_.meter->meter(now);  // rail weights from measured throughput; cheap until due
     if (standbyOn && standbyDueNs_ <= soon) standbyDueNs_ = ctx_.standbys->tend(now);
   }
+  // The communicator is going: replies still owed are not waited for.
+  for (Job& j : early_) j.early->link->closeNow();
+  early_.clear();
+}
+
+void Monitor::concludeReplied(const std::vector<short>& revents, uint64_t nowNs) {
+  // In the order the requests went out; a request whose reply is not there stays polled until
+  // its time is up (the migrator thread then carries on from a failed try).
+  std::vector<Job> waiting;
+  for (size_t i = 0; i < early_.size(); ++i) {
+    Job& j = early_[i];
+    const bool replied = i < revents.size() && revents[i] != 0;
+    if (replied || nowNs >= j.early->sentNs + kEarlyReplyNs)
+      ctx_.migration->concludeEarly(std::move(j), replied);
+    else
+      waiting.push_back(std::move(j));
+  }
+  early_.swap(waiting);
 }
 
 void Monitor::scanStalls(uint64_t nowNs) {
@@ -221,7 +251,8 @@ void Monitor::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReas
     j.faultNs = signalNs;
     j.emitNs = emitNs;
     j.seenNs = seenNs;
-    ctx_.migration->enqueue(j);
+    // Over a standby the request goes out from here, and the reply is read here.
+    if (auto sent = ctx_.migration->beginEarly(j)) early_.push_back(std::move(*sent));
   }
   const bool named = src == FaultSource::kDetector || src == FaultSource::kDaemon;
   RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) %s (source %s%s%s)", ctx_.cfg.rank, rail, ctx_.nicName(rail),

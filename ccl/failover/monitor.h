@@ -7,6 +7,10 @@
 // detector event wakes it at once: nothing on the fault's path waits for a tick. An idle
 // communicator with a detector wakes about ten times a second.
 //
+// A fault's moves over standbys are made here too: the request sent, the reply polled with the
+// other descriptors and read, the commit (Migration::beginEarly, concludeEarly); other moves go
+// to the migrator threads.
+//
 // It also decides on path failures the transports report (onPathFailure, the path-failure hook:
 // the progress thread calls it) and on the rails peers report in their migration messages
 // (peerReported, the migrator and standby threads call it).
@@ -21,6 +25,7 @@
 #include "channel/port.h"
 #include "core/comm_stats.h"
 #include "failover/health/fault_sources.h"
+#include "failover/migration/job.h"
 #include "failover/migration/migrate_wire.h"
 #include "reccl/common/status.h"
 
@@ -88,6 +93,10 @@ class Monitor {
     FaultSource src = FaultSource::kDetector;
   };
   std::vector<FailBackRetry> failBackRetry_;  // monitor thread, per rail
+  // Moves whose request this thread sent over a standby (Migration::beginEarly): their links'
+  // descriptors are polled with the others, and each reply read as it comes (concludeEarly).
+  std::vector<Job> early_;  // monitor thread
+  void concludeReplied(const std::vector<short>& revents, uint64_t nowNs);
 };
 
 }  // namespace reccl::failover

@@ -43,13 +43,30 @@ void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c,
 
 Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, std::unique_ptr<transport::Link> link,
                              int via, Deadline deadline, Status* err, Moved* moved, Timeline* tl) {
-  int peer = c.peer;
+  uint32_t epoch = 0;
+  Attempt a = propose(c, rail, j, withHello, *link, deadline, true, &epoch, err, tl);
+  if (a != Attempt::kDone) return a;
+  return conclude(c, rail, j, std::move(link), via, epoch, deadline, err, moved, tl);
+}
+
+Attempt Migration::release(Conn& c, uint32_t epoch, Attempt a) {
+  std::lock_guard lk(c.mu);
+  if (c.pending == epoch) c.pending = 0;
+  c.busy.fetch_sub(1);
+  return a;
+}
+
+Attempt Migration::propose(Conn& c, int rail, const Job& j, bool withHello, transport::Link& link, Deadline deadline,
+                           bool mayWait, uint32_t* epochOut, Status* err, Timeline* tl) {
   uint32_t epoch;
   MigrateRequest req;
   {
-    std::lock_guard lk(c.mu);
+    std::unique_lock lk(c.mu, std::defer_lock);
+    if (mayWait) lk.lock();
+    else if (!lk.try_lock()) return Attempt::kNotReady;
     // A commit that ran meanwhile (a passive one, under this lock) replaced the failed path.
     if (j.ifPath && c.port->path() != j.ifPath) return Attempt::kStale;
+    if (!mayWait && jobMoot(j, c.port->path(), c.rail.load())) return Attempt::kStale;
     epoch = nextEpoch(std::max(c.highest, c.port->epoch()), c.role);
     c.highest = epoch;
     c.pending = epoch;
@@ -60,12 +77,6 @@ Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, st
       req.received = std::max(rp->received(), req.applied);
     }
   }
-  auto done = [&](Attempt a) {
-    std::lock_guard lk(c.mu);
-    if (c.pending == epoch) c.pending = 0;
-    c.busy.fetch_sub(1);
-    return a;
-  };
   fillRequest(&req, ctx_, c, j.reason, rail, epoch);
 
   // The usual authenticated data hello (communicator, ranks; the epoch marks a migration) unless
@@ -73,54 +84,68 @@ Attempt Migration::handshake(Conn& c, int rail, const Job& j, bool withHello, st
   std::array<std::byte, kMigrateRequestBytes> out;
   encodeMigrateRequest(req, out);
   const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, epoch};
-  transport::ByteIo io = link->io(deadline);
+  transport::ByteIo io = link.io(deadline);
   const core::Key& key = ctx_.host.key();
   Status s;
   if (withHello) {
-    auto session = core::sendAuthHello(io, dataHello(ctx_, peer, c.id.channel, epoch), key, core::AuthPurpose::kData, out);
+    auto session =
+        core::sendAuthHello(io, dataHello(ctx_, c.peer, c.id.channel, epoch), key, core::AuthPurpose::kData, out);
     s = session.status();
     if (s.ok()) {
       tl->sentNs = monotonicNs();
-      s = link->sendRecord(io, end);
+      s = link.sendRecord(io, end);
       if (s.ok()) s = core::readProof(io, key, *session);
     }
   } else {
     s = io.send(out);
     if (s.ok()) {
       tl->sentNs = monotonicNs();
-      s = link->sendRecord(io, end);
+      s = link.sendRecord(io, end);
     }
   }
-  std::array<std::byte, kMigrateReplyBytes> rb;
-  bool sent = tl->sentNs != 0;
-  if (s.ok()) s = io.recv(rb);
-  tl->replyNs = monotonicNs();
   if (!s.ok()) {
     // The request went out: the peer may have committed it and retired the old path under us.
-    if (sent) c.handshakeUnsure.store(true);
+    if (tl->sentNs != 0) c.handshakeUnsure.store(true);
     *err = s;
-    return done(Attempt::kFailed);
+    return release(c, epoch, Attempt::kFailed);
+  }
+  *epochOut = epoch;
+  return Attempt::kDone;
+}
+
+Attempt Migration::conclude(Conn& c, int rail, const Job& j, std::unique_ptr<transport::Link> link, int via,
+                            uint32_t epoch, Deadline deadline, Status* err, Moved* moved, Timeline* tl) {
+  const int peer = c.peer;
+  const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, epoch};
+  transport::ByteIo io = link->io(deadline);
+  std::array<std::byte, kMigrateReplyBytes> rb;
+  Status s = io.recv(rb);
+  tl->replyNs = monotonicNs();
+  if (!s.ok()) {
+    c.handshakeUnsure.store(true);  // the peer may have committed the request it read
+    *err = s;
+    return release(c, epoch, Attempt::kFailed);
   }
   auto rep = decodeMigrateReply(rb);
   if (!rep.ok()) {
     *err = rep.status();
-    return done(Attempt::kFailed);
+    return release(c, epoch, Attempt::kFailed);
   }
   ctx_.monitor->peerReported(peer, rep->railsUp);
-  if (rep->status == MigrateStatus::kNotReady) return done(Attempt::kNotReady);
+  if (rep->status == MigrateStatus::kNotReady) return release(c, epoch, Attempt::kNotReady);
   if (rep->status != MigrateStatus::kOk) {
     {
       std::lock_guard lk(c.mu);
       c.highest = std::max(c.highest, rep->epoch);
     }
-    if (rep->status == MigrateStatus::kStale) return done(Attempt::kStale);
+    if (rep->status == MigrateStatus::kStale) return release(c, epoch, Attempt::kStale);
     *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the migration");
-    return done(Attempt::kFailed);
+    return release(c, epoch, Attempt::kFailed);
   }
   if (Status r = link->takePeerRecord(io, end); !r.ok()) {
     c.handshakeUnsure.store(true);  // the peer committed: it may close the path we still use
     *err = r;
-    return done(Attempt::kFailed);
+    return release(c, epoch, Attempt::kFailed);
   }
   {
     std::lock_guard lk(c.mu);

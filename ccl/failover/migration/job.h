@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "failover/health/rail_state.h"
 #include "failover/migration/migrate_wire.h"
@@ -12,6 +13,8 @@ class Path;
 }
 
 namespace reccl::failover {
+
+struct EarlyRequest;  // migration.h
 
 struct Job {
   ConnId id;
@@ -26,6 +29,9 @@ struct Job {
   // Only while the port still runs this path (null: always). A path that failed while a
   // handshake of this connection was in flight is moved only if that handshake did not replace it.
   const channel::Path* ifPath = nullptr;
+  // Begun on the monitor thread (Migration::beginEarly): the connection's standby taken for this
+  // move, and the request sent on it when `early->sent` (the monitor then reads the reply).
+  std::shared_ptr<EarlyRequest> early;
 };
 
 // Where one migration's time went (CLOCK_MONOTONIC ns; 0: not reached). Logged with the failover
@@ -41,6 +47,9 @@ struct Timeline {
   uint64_t replyNs = 0;    // reply received (passive end: request read)
   uint64_t commitNs = 0;   // new path committed and started
   bool standby = false;    // the path was a pre-connected standby
+  // The monitor sent the request and read the reply (Migration::beginEarly, concludeEarly):
+  // queuedNs is when it began; no migrator thread ran (runningNs 0).
+  bool early = false;
 };
 
 // One handshake's outcome at the initiator.

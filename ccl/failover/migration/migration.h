@@ -7,6 +7,7 @@
 //   migrator_pool.cpp  the threads and the queue
 //   run_job.cpp        one job: route, rail choice per try, give up after RECCL_FAILOVER_TIMEOUT_MS
 //   handshake.cpp      the initiator's handshake (direct, standby and relay routes) and the passive end's
+//   early_request.cpp  a fault's move over a standby begun on the monitor thread
 //   commit.cpp         the switch of a port to its new path, and the resend
 //   migration_log.cpp  the failover line and the counters
 #pragma once
@@ -15,6 +16,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <vector>
@@ -40,6 +42,19 @@ core::Hello dataHello(const FailoverContext& ctx, int dstRank, uint32_t channel,
 void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c, MigrateReason reason, int rail,
                  uint32_t epoch);
 
+// A fault's move begun on the monitor thread (Migration::beginEarly): the connection's standby
+// taken and its rail claimed, and, when `sent`, the request out on it at `epoch` (the
+// connection's busy count held until the reply is read).
+struct EarlyRequest {
+  std::unique_ptr<transport::Link> link;
+  int rail = -1;
+  uint32_t epoch = 0;
+  bool sent = false;
+  uint64_t startNs = 0;  // the monitor began
+  uint64_t pathNs = 0;   // standby taken
+  uint64_t sentNs = 0;   // request sent
+};
+
 // Lock rule: qMu_ guards the queues and idle_ (the migrator threads wait on qCv_); poolMu_ the
 // thread list (taken after qMu_ is released, never inside it). A connection's commits serialize
 // on Conn::mu, taken with no other failover lock held but the rail picker's never inside it.
@@ -61,6 +76,17 @@ class Migration {
   // One job per connection at a time: one asked for while a job of its connection is queued or
   // running is queued when that one ends (Conn::jobs, JobSlot).
   void enqueue(Job j);
+  // The same for a fault's move, on the monitor thread (early_request.cpp): when the
+  // connection's slot is free, the policy's route is the direct one and its standby is usable,
+  // the request goes out on the standby here and the job comes back, for the monitor to read the
+  // reply when the standby's descriptor turns readable (concludeEarly); else the job is queued as
+  // usual (nullopt). Never waits: a connection whose lock is held is the migrator thread's.
+  std::optional<Job> beginEarly(Job j);
+  // The reply of a request beginEarly sent is there (or its time, kEarlyReplyMs, is up: `replied`
+  // false): read it and commit, on the monitor thread. A move that does not commit is queued
+  // for a migrator thread, which carries on as for any failed try.
+  void concludeEarly(Job j, bool replied);
+  static constexpr int64_t kEarlyReplyMs = 1000;
   // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one), woken by notify().
   void queueStandby(const ConnId& id, uint64_t nowNs);
   void notify();
@@ -72,6 +98,14 @@ class Migration {
   // direct). On kDone, *moved says what the commit did.
   Attempt handshake(Conn& c, int rail, const Job& j, bool withHello, std::unique_ptr<transport::Link> link, int via,
                     Deadline deadline, Status* err, Moved* moved, Timeline* tl);
+  // Its two halves. propose: the epoch, then (hello +) request and this end's record out; kDone:
+  // sent, *epoch holds it and the connection stays busy until conclude. With mayWait false the
+  // connection's lock is only tried (kNotReady when held) and a moot job is kStale.
+  // conclude: the reply and the peer's record in, commit.
+  Attempt propose(Conn& c, int rail, const Job& j, bool withHello, transport::Link& link, Deadline deadline,
+                  bool mayWait, uint32_t* epoch, Status* err, Timeline* tl);
+  Attempt conclude(Conn& c, int rail, const Job& j, std::unique_ptr<transport::Link> link, int via, uint32_t epoch,
+                   Deadline deadline, Status* err, Moved* moved, Timeline* tl);
   // The passive end of a handshake whose request has been read (a new link, or a standby).
   void servePassive(std::unique_ptr<transport::Link> link, const core::Hello& h, const MigrateRequest& req,
                     Timeline tl);
@@ -88,6 +122,9 @@ class Migration {
   void startThread();  // under poolMu_
   void loop();
   void push(Job j);  // onto the queue (its connection's JobSlot claimed)
+  std::shared_ptr<EarlyRequest> proposeEarly(Conn& c, const Job& j);
+  // A handshake over: the connection's pending epoch and busy count released.
+  Attempt release(Conn& c, uint32_t epoch, Attempt a);
   void runJob(const Job& j);
   // One try on `rail`: over `standby` when given (the handshake only), else a new link.
   Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, std::unique_ptr<transport::Link> standby,

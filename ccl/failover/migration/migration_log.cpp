@@ -21,8 +21,10 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
   }
   // Timeline, us between stamps (initiator: signal>queued>thread>path>request sent>reply>commit;
   // passive end: hello seen>thread>request read>commit); "-": not reached. With the in-process
-  // detector, the queue's split: signal>detector decided>monitor read it>queued.
-  char tlText[320] = "";
+  // detector, the queue's split: signal>detector decided>monitor read it>queued. A move the
+  // monitor made itself (Timeline::early): queued is when it began, the path hop is from there,
+  // and there is no thread hop (-1).
+  char tlText[360] = "";
   if (tl) {
     auto d = [](uint64_t from, uint64_t to) -> long long {
       return from && to && to >= from ? static_cast<long long>((to - from) / 1000) : -1;
@@ -30,12 +32,16 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
     if (initiated)
       snprintf(tlText, sizeof(tlText), ", timeline us: queue %lld thread %lld %s %lld request %lld reply %lld commit %lld",
                d(tl->signalNs, tl->queuedNs), d(tl->queuedNs, tl->runningNs), tl->standby ? "standby" : "connect",
-               d(tl->runningNs, tl->pathNs), d(tl->pathNs, tl->sentNs), d(tl->sentNs, tl->replyNs),
-               d(tl->replyNs, tl->commitNs));
+               d(tl->early ? tl->queuedNs : tl->runningNs, tl->pathNs), d(tl->pathNs, tl->sentNs),
+               d(tl->sentNs, tl->replyNs), d(tl->replyNs, tl->commitNs));
     if (initiated && tl->emitNs) {
       size_t len = strlen(tlText);
       snprintf(tlText + len, sizeof(tlText) - len, " (queue: detector %lld monitor wake %lld monitor %lld)",
                d(tl->signalNs, tl->emitNs), d(tl->emitNs, tl->seenNs), d(tl->seenNs, tl->queuedNs));
+    }
+    if (initiated && tl->early) {
+      size_t len = strlen(tlText);
+      snprintf(tlText + len, sizeof(tlText) - len, ", on the monitor thread");
     }
     if (!initiated)
       snprintf(tlText, sizeof(tlText), ", timeline us: thread %lld request %lld commit %lld",

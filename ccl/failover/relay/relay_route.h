@@ -34,13 +34,14 @@ class RelayRoute {
   enum class Outcome { kDone, kStale, kFallBack };
   // Tries the relay route for one migration job; kFallBack: use the direct route.
   Outcome first(Conn& c, const Job& j, Deadline deadline);
+  // The policy asks for the relay route for this job (first() tries it).
+  bool wanted(const Conn& c, const Job& j);
   // This rank's NIC on `rail` went down: the pipes it forwards over the rail break.
   void railDown(int rail);
   uint64_t bytesForwarded() const { return server_ ? server_->bytesForwarded() : 0; }
   uint64_t pipesServed() const { return server_ ? server_->pipesServed() : 0; }
 
  private:
-  bool wanted(const Conn& c, const Job& j);
   std::vector<std::pair<int, int>> candidates(const Conn& c, const Job& j);  // (relay rank, rail)
   Attempt attempt(Conn& c, int via, int rail, const Job& j, Deadline deadline, Status* err, Moved* moved);
 

@@ -352,6 +352,13 @@ class FailoverMatrix : public Failover {
                                 "timeline us: queue -?[0-9]+ thread -?[0-9]+ standby"),
                 1)
           << t;
+      // The detector's moves over a standby are made on the monitor thread, which sends the
+      // request as it takes the signal and reads the reply (Migration::beginEarly); every result
+      // bit-exact still (the worker checks).
+      EXPECT_GE(countMatches(t, "failover of rank [^\n]*source detector[^\n]*thread -1 standby[^\n]*, on the "
+                                "monitor thread"),
+                1)
+          << t;
     }
   }
 };

@@ -321,6 +321,9 @@ TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
       << head << "failover of rank 1->0 ch 0 rail 0 (rail0) -> rail 1 (rail1) epoch 3: reason link-down, source "
          "detector, fault-to-switch 1000 us, resent 0 bytes, timeline us: queue 500 thread 300 connect 100 request 10 "
          "reply -1 commit 90\n"
+      << head << "failover of rank 0->1 ch 1 rail 0 (rail0) -> rail 1 (rail1) epoch 2: reason link-down, source "
+         "detector, fault-to-switch 1900 us, resent 0 bytes, timeline us: queue 1700 thread -1 standby 12 request 20 "
+         "reply 140 commit 150 (queue: detector 900 monitor wake 790 monitor 2), on the monitor thread\n"
       << "[rank 1] vm:1:2 1.0 reccl warn FAILOVER: rank 1: failover by peer of rank 0->1 ch 0 rail 0 (rail0) -> "
          "rail 1 (rail1) epoch 2: reason link-down, source peer, fault-to-switch 0 us, resent 0 bytes, timeline us: "
          "thread 0 request 5 commit 331\n"
@@ -331,16 +334,18 @@ TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
   std::string text;
   ASSERT_EQ(run(r, text), 0) << text;
   const json& h = r["sources"]["bpf"]["hops_us"];
-  EXPECT_EQ(h["connections"], 2);
-  EXPECT_EQ(h["detector"]["n"], 1);
-  EXPECT_EQ(h["detector"]["p50"], 951);
+  EXPECT_EQ(h["connections"], 3);
+  EXPECT_EQ(h["on_monitor_thread"], 1);
+  EXPECT_EQ(h["detector"]["n"], 2);
+  EXPECT_EQ(h["detector"]["p50"], 900);
+  // A move made on the monitor thread has no migrator thread's hop.
   EXPECT_EQ(h["thread"]["n"], 2);
   EXPECT_EQ(h["thread"]["p50"], 75);
   EXPECT_EQ(h["thread"]["max"], 300);
-  EXPECT_EQ(h["reply"]["n"], 1);
+  EXPECT_EQ(h["reply"]["n"], 2);
   EXPECT_EQ(h["signal_to_commit"]["p99"], 2151);
-  EXPECT_NE(text.find("bpf: signal -> committed per connection moved, us p50/p90/p99 (2 connections): detector "
-                      "951/951/951, monitor wake 798/798/798"),
+  EXPECT_NE(text.find("bpf: signal -> committed per connection moved, us p50/p90/p99 (3 connections, 1 moved on "
+                      "the monitor thread): detector 900/951/951, monitor wake 790/798/798"),
             std::string::npos)
       << text;
 }
