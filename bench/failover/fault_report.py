@@ -541,10 +541,10 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     for s in sources:
         h = r["sources"][s].get("hops_us")
         if h:
+            hops = ", ".join("%s %d/%d/%d" % (k.replace("_", " "), h[k]["p50"], h[k]["p90"], h[k]["p99"])
+                             for k in HOPS if k in h)
             print("%s: signal -> committed per connection moved, us p50/p90/p99 (%d connections, %d moved on the "
-                  "monitor thread): %s" % (
-                s, h["connections"], h.get("on_monitor_thread", 0), ", ".join("%s %d/%d/%d" % (k.replace("_", " "), h[k]["p50"], h[k]["p90"], h[k]["p99"])
-                                              for k in HOPS if k in h)))
+                  "monitor thread): %s" % (s, h["connections"], h.get("on_monitor_thread", 0), hops))
     print("ratios:")
     for k, v in ratios.items():
         goal = "   (goal >= 0.9)" if k.startswith("degraded_over_one_rail_paired") else ""

@@ -76,7 +76,6 @@ void Monitor::loop() {
   const uint64_t scanPeriod = stallScanPeriodNs();
   uint64_t nextPoll = 0, nextScan = 0, nextSources = 0;
   std::vector<pollfd> fds;
-  std::vector<short> revents;
   // Soft deadlines fall on the stall check's ticks, so that an idle monitor wakes once for all.
   auto onScanTick = [&](uint64_t due) {
     if (nextScan == kNever || due <= nextScan) return due;
@@ -117,11 +116,7 @@ void Monitor::loop() {
       uint64_t v;
       [[maybe_unused]] auto n = read(wakeFd_, &v, sizeof(v));
     }
-    if (!early_.empty()) {
-      revents.clear();
-      for (size_t i = 3; i < fds.size(); ++i) revents.push_back(rc > 0 ? fds[i].revents : 0);
-      concludeReplied(revents, monotonicNs());
-    }
+    if (!early_.empty()) concludeReplied(std::span<const pollfd>(fds).subspan(3), monotonicNs());
     // Connections made since the last wake-up first, so that a fault event covers them; new ones
     // (found here or on another thread) get their standbys at once.
     ctx_.conns.refresh();
@@ -149,13 +144,14 @@ void Monitor::loop() {
   early_.clear();
 }
 
-void Monitor::concludeReplied(const std::vector<short>& revents, uint64_t nowNs) {
-  // In the order the requests went out; a request whose reply is not there stays polled until
-  // its time is up (the migrator thread then carries on from a failed try).
+void Monitor::concludeReplied(std::span<const pollfd> polled, uint64_t nowNs) {
+  // In the order the requests went out (polled[i] is early_[i]'s standby; revents stay 0 when
+  // poll timed out); a request whose reply is not there stays polled until its time is up (a
+  // migrator thread then carries on from a failed try).
   std::vector<Job> waiting;
   for (size_t i = 0; i < early_.size(); ++i) {
     Job& j = early_[i];
-    const bool replied = i < revents.size() && revents[i] != 0;
+    const bool replied = i < polled.size() && polled[i].revents != 0;
     if (replied || nowNs >= j.early->sentNs + kEarlyReplyNs)
       ctx_.migration->concludeEarly(std::move(j), replied);
     else

@@ -16,9 +16,12 @@
 // (peerReported, the migrator and standby threads call it).
 #pragma once
 
+#include <poll.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -96,7 +99,7 @@ class Monitor {
   // Moves whose request this thread sent over a standby (Migration::beginEarly): their links'
   // descriptors are polled with the others, and each reply read as it comes (concludeEarly).
   std::vector<Job> early_;  // monitor thread
-  void concludeReplied(const std::vector<short>& revents, uint64_t nowNs);
+  void concludeReplied(std::span<const pollfd> polled, uint64_t nowNs);
 };
 
 }  // namespace reccl::failover

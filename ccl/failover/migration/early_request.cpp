@@ -27,7 +27,7 @@ std::optional<Job> Migration::beginEarly(Job j) {
   if (!c || !c->jobs.claim(j)) return std::nullopt;
   if (ctx_.cfg.standbyOn && j.reason != MigrateReason::kFailBack && !ctx_.relay->wanted(*c, j))
     j.early = proposeEarly(*c, j);
-  if (j.early && j.early->sent) return j;
+  if (j.early) return j;
   push(std::move(j));
   return std::nullopt;
 }
@@ -36,9 +36,11 @@ std::shared_ptr<EarlyRequest> Migration::proposeEarly(Conn& c, const Job& j) {
   auto e = std::make_shared<EarlyRequest>();
   e->startNs = monotonicNs();
   {
-    // Already moved (by the peer, or a job just ended): keep the standby for the next fault.
+    // Before the standby is taken: a lock held (a commit in progress) leaves the move to a
+    // migrator thread, and a connection already moved (by the peer, or a job just ended) keeps
+    // its standby for the next fault.
     std::unique_lock lk(c.mu, std::try_to_lock);
-    if (lk.owns_lock() && jobMoot(j, c.port->path(), c.rail.load())) return nullptr;
+    if (!lk.owns_lock() || jobMoot(j, c.port->path(), c.rail.load())) return nullptr;
   }
   e->link = ctx_.standbys->take(c, j, 0, &e->rail);
   if (!e->link) return nullptr;
@@ -48,22 +50,21 @@ std::shared_ptr<EarlyRequest> Migration::proposeEarly(Conn& c, const Job& j) {
   Status err;
   Attempt a = propose(c, e->rail, j, false, *e->link, Deadline::afterMs(kEarlySendMs), false, &e->epoch, &err, &tl);
   if (a == Attempt::kDone) {
-    e->sent = true;
     e->sentNs = tl.sentNs;
     return e;
   }
-  // Lock held or the move moot: the migrator thread decides, with the standby in hand.
-  if (a == Attempt::kNotReady || a == Attempt::kStale) return e;
-  RECCL_INFO(kLogFailover, "rank %d: %s: standby on rail %d failed: %s", ctx_.cfg.rank, connName(c.id).c_str(),
-             e->rail, err.message().c_str());
   c.movingTo.store(-1);
+  // The lock taken or the connection moved since the look above (a race of microseconds), or the
+  // standby dead: closed (the upkeep replaces it), and the move is a migrator thread's.
+  if (a == Attempt::kFailed) logStandbyFailed(c, e->rail, err);
+  e->link->closeNow();
   return nullptr;
 }
 
 void Migration::concludeEarly(Job j, bool replied) {
   std::shared_ptr<EarlyRequest> e = std::move(j.early);
   auto c = ctx_.conns.find(j.id);
-  if (!c || !e || !e->sent) return;
+  if (!c || !e) return;
   Timeline tl;
   tl.signalNs = j.faultNs;
   tl.emitNs = j.emitNs;
@@ -92,9 +93,7 @@ void Migration::concludeEarly(Job j, bool replied) {
     if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
     return;
   }
-  if (a == Attempt::kFailed)
-    RECCL_INFO(kLogFailover, "rank %d: %s: standby on rail %d failed: %s", ctx_.cfg.rank, connName(c->id).c_str(),
-               e->rail, err.message().c_str());
+  if (a == Attempt::kFailed) logStandbyFailed(*c, e->rail, err);
   push(std::move(j));  // a migrator thread carries on (its slot is still claimed)
 }
 

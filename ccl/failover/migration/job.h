@@ -29,8 +29,8 @@ struct Job {
   // Only while the port still runs this path (null: always). A path that failed while a
   // handshake of this connection was in flight is moved only if that handshake did not replace it.
   const channel::Path* ifPath = nullptr;
-  // Begun on the monitor thread (Migration::beginEarly): the connection's standby taken for this
-  // move, and the request sent on it when `early->sent` (the monitor then reads the reply).
+  // Begun on the monitor thread (Migration::beginEarly): the request sent on the connection's
+  // standby; the monitor reads the reply (concludeEarly). Never on a queued job.
   std::shared_ptr<EarlyRequest> early;
 };
 

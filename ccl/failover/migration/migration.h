@@ -43,13 +43,12 @@ void fillRequest(MigrateRequest* req, const FailoverContext& ctx, const Conn& c,
                  uint32_t epoch);
 
 // A fault's move begun on the monitor thread (Migration::beginEarly): the connection's standby
-// taken and its rail claimed, and, when `sent`, the request out on it at `epoch` (the
-// connection's busy count held until the reply is read).
+// taken, its rail claimed and the request out on it at `epoch` (the connection's busy count held
+// until the reply is read).
 struct EarlyRequest {
   std::unique_ptr<transport::Link> link;
   int rail = -1;
   uint32_t epoch = 0;
-  bool sent = false;
   uint64_t startNs = 0;  // the monitor began
   uint64_t pathNs = 0;   // standby taken
   uint64_t sentNs = 0;   // request sent
@@ -125,6 +124,8 @@ class Migration {
   std::shared_ptr<EarlyRequest> proposeEarly(Conn& c, const Job& j);
   // A handshake over: the connection's pending epoch and busy count released.
   Attempt release(Conn& c, uint32_t epoch, Attempt a);
+  // INFO: the standby taken for a move did not carry it (the move goes on without it).
+  void logStandbyFailed(const Conn& c, int rail, const Status& err);
   void runJob(const Job& j);
   // One try on `rail`: over `standby` when given (the handshake only), else a new link.
   Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, std::unique_ptr<transport::Link> standby,

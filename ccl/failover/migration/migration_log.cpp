@@ -56,4 +56,9 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
              faultSourceName(j.source), migUs, m.resent, tlText);
 }
 
+void Migration::logStandbyFailed(const Conn& c, int rail, const Status& err) {
+  RECCL_INFO(kLogFailover, "rank %d: %s: standby on rail %d failed: %s", ctx_.cfg.rank, connName(c.id).c_str(), rail,
+             err.message().c_str());
+}
+
 }  // namespace reccl::failover

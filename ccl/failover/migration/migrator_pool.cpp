@@ -41,15 +41,6 @@ void Migration::stop() noexcept {
   }
   for (auto& t : pool)
     if (t.joinable()) t.join();
-  // Jobs no thread took: a move the monitor began may hold a standby, closed here while the
-  // transports are still there.
-  std::deque<Job> left;
-  {
-    std::lock_guard lk(qMu_);
-    left.swap(jobs_);
-  }
-  for (Job& j : left)
-    if (j.early && j.early->link) j.early->link->closeNow();
 }
 
 void Migration::loop() {

@@ -32,35 +32,22 @@ void Migration::runJob(const Job& j) {
   tl.seenNs = j.seenNs;
   tl.queuedNs = j.queuedNs;
   tl.runningNs = monotonicNs();
-  // Begun on the monitor thread, which found the connection's lock held: its standby in hand
-  // (a request it sent is its own to conclude, Migration::concludeEarly; one that failed there
-  // comes here without).
-  std::shared_ptr<EarlyRequest> early = j.early && !j.early->sent ? j.early : nullptr;
   bool failBack = j.reason == MigrateReason::kFailBack;
   // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal.
   uint64_t startNs = j.faultNs ? j.faultNs : monotonicNs();
   Deadline deadline = Deadline::afterMs(std::max<int64_t>(
       1, ctx_.cfg.timeoutMs - static_cast<int64_t>((monotonicNs() - std::min(monotonicNs(), startNs)) / 1000000)));
   if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
-  // A begun move this job does not carry on (moot, or the communicator going): its rail claim is
-  // given back.
-  auto dropEarly = [&] {
-    if (early) c->movingTo.store(-1);
-    early.reset();
-  };
   {
     // A job deferred behind another (Migration::enqueue) often finds it done. Under the
     // connection's lock: a passive commit in progress (whose close of the old path queued an
     // ifPath job) ends first.
-    std::unique_lock lk(c->mu);
-    if (jobMoot(j, c->port->path(), c->rail.load())) {
-      lk.unlock();
-      return dropEarly();
-    }
+    std::lock_guard lk(c->mu);
+    if (jobMoot(j, c->port->path(), c->rail.load())) return;
   }
   // Relay route first when RECCL_FAILOVER_ROUTE asks for it (relay/); else, or when no relay
-  // works, the direct route below. A move the monitor began is on the direct route already.
-  if (!failBack && !early) {
+  // works, the direct route below.
+  if (!failBack) {
     auto r = ctx_.relay->first(*c, j, deadline);
     if (r != RelayRoute::Outcome::kFallBack) return;
   }
@@ -68,16 +55,10 @@ void Migration::runJob(const Job& j) {
   Status last(Errc::kLinkFailure, "no healthy rail");
   while (!ctx_.stopping() && !ctx_.broken() && !c->port->failed()) {
     int cur = c->rail.load();
-    if (jobMoot(j, c->port->path(), cur)) return dropEarly();
+    if (jobMoot(j, c->port->path(), cur)) return;
     // A pre-connected standby on a usable rail: the handshake only, no connect.
     int rail = -1;
-    std::unique_ptr<transport::Link> standby;
-    if (early) {
-      standby = std::move(early->link);
-      rail = early->rail;
-    } else if (!failBack) {
-      standby = ctx_.standbys->take(*c, j, tried, &rail);
-    }
+    std::unique_ptr<transport::Link> standby = failBack ? nullptr : ctx_.standbys->take(*c, j, tried, &rail);
     if (!standby) {
       // The peer's side of a fail-back's rail is only known from its last migration message, which
       // may be stale: a DEGRADED or a hold-down there that has ended since is told to nobody.
@@ -120,7 +101,6 @@ void Migration::runJob(const Job& j) {
     bool viaStandby = static_cast<bool>(standby);
     if (viaStandby) ctx_.picker->claimMove(*c, rail);  // a move over a standby claims its rail as a pick does
     Attempt a = attempt(*c, rail, j, deadline, std::move(standby), &err, &moved, &tl);
-    early.reset();
     c->movingTo.store(-1);  // done: committed (its rail counts now) or not
     if (a == Attempt::kDone) {
       if (viaStandby) ctx_.counters.standbyFailovers.fetch_add(1);
@@ -134,8 +114,7 @@ void Migration::runJob(const Job& j) {
       // The standby failed (peer gone, or its rail died unnoticed): try the rail with a new
       // connection rather than rule it out.
       last = err;
-      RECCL_INFO(kLogFailover, "rank %d: %s: standby on rail %d failed: %s", ctx_.cfg.rank, connName(c->id).c_str(),
-                 rail, err.message().c_str());
+      logStandbyFailed(*c, rail, err);
     } else {
       last = err;
       if (rail < 64) tried |= 1ull << rail;
@@ -144,7 +123,6 @@ void Migration::runJob(const Job& j) {
     }
     if (deadline.expired()) break;
   }
-  dropEarly();
   if (failBack || ctx_.stopping() || ctx_.broken() || c->port->failed()) return;
   char mask[64];
   snprintf(mask, sizeof(mask), "0x%" PRIx64 " here, 0x%" PRIx64 " at rank %d", ctx_.rails.upMask(),
