@@ -45,6 +45,8 @@
 # away (docs/detector.md, "Link-watch's blind second"); what a host whose other NICs or containers
 # change state sees. Without it, a loss seconds apart from any other link event on the machine is
 # reported at once by every source.
+# --wire-prio N (tap only; default the testbed's, 0): the tap forwarder, the taps' cable and
+# switch, at SCHED_FIFO N (`reccl testbed up --wire-prio`, docs/testbed.md); 0 normal scheduling.
 # Per source the report counts the faults no failover followed (missed; a short drop may pass
 # without one) and what such a fault cost the call it hit.
 # Exit: 0 done and every result exact, 1 a run failed or a result was wrong, 64 usage,
@@ -57,6 +59,7 @@ SIZE=64M
 DOWN_MS=1000
 PERIOD_MS=""
 NIC=veth
+WIRE_PRIO=""  # the testbed's default
 FAULT=link
 SOURCES="bpf netlink none"
 BASE_ITERS=40
@@ -94,6 +97,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT="$2"; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --fifo) FIFO="$2"; shift 2 ;;
+    --wire-prio) WIRE_PRIO="$2"; shift 2 ;;
     --pause-damon) PAUSE_DAMON=1; shift ;;
     --trace-waits) TRACE_US="$2"; shift 2 ;;
     --trace-bursts) TRACE_BURSTS=1; shift ;;
@@ -104,6 +108,7 @@ done
 num() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || { echo "fault_bench.sh: $1: a positive number, got '$2'" >&2; exit 64; }; }
 [[ $NIC == veth || $NIC == tap ]] || { echo "fault_bench.sh: --nic: veth or tap, got '$NIC'" >&2; exit 64; }
 [[ $FAULT == link || $FAULT == carrier ]] || { echo "fault_bench.sh: --fault: link or carrier, got '$FAULT'" >&2; exit 64; }
+[[ -z $WIRE_PRIO || $NIC == tap ]] || { echo "fault_bench.sh: --wire-prio is for --nic tap (veth has no forwarder)" >&2; exit 64; }
 [[ $FAULT == link || $NIC == tap ]] || { echo "fault_bench.sh: --fault carrier needs --nic tap (a veth's carrier follows its peer)" >&2; exit 64; }
 # --down-ms MS or LO-HI.
 if [[ "$DOWN_MS" =~ ^([1-9][0-9]*)-([1-9][0-9]*)$ ]]; then
@@ -270,7 +275,12 @@ if ((TRACE_BURSTS)) && [[ ! -d /sys/kernel/tracing/events/sched ]]; then
 fi
 
 step "testbed $NAME: 2 hosts x $RAILS rails, $NIC NICs$( ((RAILS > 2)) && echo ', rail2 only for the neighbour NIC of --linkwatch-busy')"
-"$RECCL" testbed up --name "$NAME" --hosts 2 --rails "$RAILS" --nic "$NIC" >&2
+"$RECCL" testbed up --name "$NAME" --hosts 2 --rails "$RAILS" --nic "$NIC" ${WIRE_PRIO:+--wire-prio "$WIRE_PRIO"} >&2
+# The forwarder's scheduling as the testbed set it, for the report (tap only).
+WIRE_SCHED=""
+if [[ $NIC == tap ]]; then
+  WIRE_SCHED=$("$RECCL" testbed show --name "$NAME" --json | python3 -c 'import json,sys; p=json.load(sys.stdin).get("wire_prio", 0); print("SCHED_FIFO %d" % p if p else "normal")')
+fi
 
 # Runs a command as one rank per host; rank 0's output in $WORK/$tag.log.
 ranks() {
@@ -455,12 +465,13 @@ KDAMOND_MS=$((($(kdamond_cpu_ticks) - KDAMOND_TICKS0) * 1000 / $(getconf CLK_TCK
 ((KDAMOND_MS >= 0)) || KDAMOND_MS=0  # a kdamond restarted meanwhile (its counts begin anew)
 python3 - "$WORK/meta.json" "$SOURCES" "$FAULTS" "$ROUNDS" "$SIZE" "$DOWN_MS" "$PERIOD_MS" "$GLOO" "$GLOO_TIMEOUT_MS" \
   "${GLOO_ITERS/auto/0}" "$NAME" "$FIFO" "${FAULT_ENV[*]}" "${#DAMON_ON[@]}" "${#DAMON_PAUSED[@]}" "$KDAMOND_MS" "$TRACE_US" "$TRACE_BURSTS" \
-  "$NIC" "$FAULT" "$LW_BUSY_MS" <<'PY'
+  "$NIC" "$FAULT" "$LW_BUSY_MS" "$WIRE_SCHED" <<'PY'
 import json, sys
 a = sys.argv[2:]
 # down_ms: the duration, or "LO-HI" when drawn from a range.
 json.dump({"sources": a[0].split(), "faults": int(a[1]), "rounds": int(a[2]), "size": a[3],
            "down_ms": int(a[4]) if a[4].isdigit() else a[4], "nic": a[17], "fault": a[18], "linkwatch_busy_ms": int(a[19]),
+           "wire_sched": a[20] or None,
            "period_ms": int(a[5]), "gloo": a[6] == "1", "gloo_timeout_ms": int(a[7]), "gloo_iters": int(a[8]),
            "name": a[9], "fifo": int(a[10]), "settings": a[11],
            "machine": {"damon_kdamonds_on": int(a[12]), "damon_paused": int(a[13]) > 0,

@@ -287,7 +287,7 @@ def report(work, out):
     r = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
          # The ranks use rails 0 and 1; --linkwatch-busy adds a third, the neighbour's, to the testbed.
          "testbed": {"name": meta["name"], "hosts": 2, "rails": 3 if meta.get("linkwatch_busy_ms") else 2,
-                     "ranks_rails": 2, "nic": meta.get("nic", "veth")},
+                     "ranks_rails": 2, "nic": meta.get("nic", "veth"), "wire_sched": meta.get("wire_sched")},
          "fault": meta.get("fault", "link"), "linkwatch_busy_ms": meta.get("linkwatch_busy_ms", 0), "size": meta["size"],
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],
@@ -469,6 +469,8 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
     print("allreduce %s, 2 hosts x 2 rails (%s), %s faults per source in %d rounds, %s %s ms every %s ms"
           % (meta["size"], meta.get("nic", "veth"), meta["faults"], meta["rounds"], what, meta["down_ms"],
              meta["period_ms"]))
+    if meta.get("wire_sched"):
+        print("the taps' forwarder (their cable and switch) at %s scheduling" % meta["wire_sched"])
     if meta.get("linkwatch_busy_ms"):
         print("a neighbour NIC dropped its carrier for 20 ms every %d ms through the fault runs (link-watch busy:"
               " non-urgent changes wait for its once-a-second run)" % meta["linkwatch_busy_ms"])

@@ -23,9 +23,14 @@ int fail(const char* sub, const Status& s) {
 }
 
 void printSummary(const TestbedState& st) {
-  std::printf("testbed %s: %d hosts x %d rails, nic %s, mtu %d, fabric netns %s\n",
-              st.spec.name.c_str(), st.spec.hosts, st.spec.rails,
-              reccl::testbed::nicKindName(st.spec.nic), st.spec.mtu, st.fabricNetns.c_str());
+  std::printf("testbed %s: %d hosts x %d rails, nic %s, mtu %d, fabric netns %s", st.spec.name.c_str(),
+              st.spec.hosts, st.spec.rails, reccl::testbed::nicKindName(st.spec.nic), st.spec.mtu,
+              st.fabricNetns.c_str());
+  if (st.spec.nic == reccl::testbed::NicKind::kTap) {
+    if (st.spec.wirePrio > 0) std::printf(", tap forwarder at SCHED_FIFO %d", st.spec.wirePrio);
+    else std::printf(", tap forwarder at normal priority");
+  }
+  std::printf("\n");
   std::printf("  %-4s %-14s %-16s", "host", "netns", "mgmt0");
   for (int r = 0; r < st.spec.rails; ++r) std::printf(" %-16s", ("rail" + std::to_string(r)).c_str());
   std::printf("\n");
@@ -72,6 +77,10 @@ void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
     c->add_option("--rails", spec->rails, "rails (NICs per host and rail switches), 1-8")->capture_default_str();
     c->add_option("--mtu", spec->mtu, "MTU of every NIC, port and bridge")->capture_default_str();
     c->add_option("--nic", *nic, "rail NIC kind: veth, or tap (carrier via TUNSETCARRIER, like a physical NIC)")
+        ->capture_default_str();
+    c->add_option("--wire-prio", spec->wirePrio,
+                  "tap NICs: SCHED_FIFO priority (1-99) of the forwarder that is their cable and switch; 0: "
+                  "normal scheduling")
         ->capture_default_str();
     c->add_flag("--json", *json, "print the testbed record as JSON");
     c->footer("EXAMPLES:\n  reccl testbed up --name tb1 --hosts 4 --rails 2 --mtu 1500\n"

@@ -5,6 +5,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -366,6 +367,30 @@ TEST_F(TapTestbed, HostNicDownDropsTheSwitchPortCarrier) {
   setUp(netns(1), "rail1", true);
   EXPECT_TRUE(carrierBecomes(fabricNetns(), "h1r1", true));
   EXPECT_TRUE(pingEventually(0, 1, 1));
+}
+
+// The forwarder is the taps' cable: --wire-prio N puts it at SCHED_FIFO N; 0 (the default) leaves
+// it at normal scheduling.
+TEST(TapTestbedLifecycle, TheForwarderRunsAtTheWirePriority) {
+  std::string why = reccl::test::testbedSkipReason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  EXPECT_EQ(reccl::test::TestbedSpec{}.wirePrio, 0);
+  for (int prio : {1, 0}) {
+    reccl::test::TestbedSpec spec;
+    spec.hosts = 2;
+    spec.rails = 1;
+    spec.nic = NicKind::kTap;
+    spec.wirePrio = prio;
+    auto tb = reccl::test::ScopedTestbed::create(spec);
+    ASSERT_TRUE(tb.ok()) << tb.status().ToString();
+    const pid_t fwd = (*tb)->state().forwarderPid;
+    ASSERT_GT(fwd, 0);
+    sched_param sp{};
+    ASSERT_EQ(::sched_getparam(fwd, &sp), 0);
+    EXPECT_EQ(::sched_getscheduler(fwd), prio > 0 ? SCHED_FIFO : SCHED_OTHER) << "wire priority " << prio;
+    EXPECT_EQ(sp.sched_priority, prio);
+    EXPECT_EQ((*tb)->state().spec.wirePrio, prio);
+  }
 }
 
 TEST(TapTestbedLifecycle, DownStopsTheForwarder) {

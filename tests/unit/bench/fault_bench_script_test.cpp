@@ -163,6 +163,7 @@ TEST(FaultBenchScript, ShortCarrierDropsOnTapNicsPerSource) {
   json j;
   ASSERT_NO_FATAL_FAILURE(runBench(args, dir, out, j));
   EXPECT_EQ(j["testbed"]["nic"], "tap");
+  EXPECT_EQ(j["testbed"]["wire_sched"], "normal") << "the testbed's default for the taps' forwarder";
   EXPECT_EQ(j["fault"], "carrier");
   for (const char* src : {"netlink", "none"}) {
     const json& s = j["sources"][src];

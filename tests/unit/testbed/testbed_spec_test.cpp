@@ -41,9 +41,14 @@ TEST(TestbedSpec, RangesAreChecked) {
   bad([](TestbedSpec& t) { t.rails = 9; }, "--rails");
   bad([](TestbedSpec& t) { t.mtu = 67; }, "--mtu");
   bad([](TestbedSpec& t) { t.mtu = 65536; }, "--mtu");
+  bad([](TestbedSpec& t) { t.wirePrio = -1; }, "--wire-prio");
+  bad([](TestbedSpec& t) { t.wirePrio = 100; }, "--wire-prio");
   TestbedSpec edge = s;
   edge.hosts = 64;
   edge.rails = 8;
+  edge.wirePrio = 99;
+  EXPECT_TRUE(validateSpec(edge).ok());
+  edge.wirePrio = 0;
   EXPECT_TRUE(validateSpec(edge).ok());
   EXPECT_FALSE(parseNicKind("rdma").ok());
   EXPECT_EQ(parseNicKind("tap").value(), NicKind::kTap);
@@ -71,6 +76,7 @@ TEST(TestbedState, JsonRoundTrips) {
   s.rails = 2;
   s.nic = NicKind::kTap;
   s.mtu = 1500;
+  s.wirePrio = 7;
   TestbedState st = TestbedState::fromSpec(s);
   st.forwarderPid = 1234;
   st.forwarderStartTicks = 99;
@@ -79,6 +85,7 @@ TEST(TestbedState, JsonRoundTrips) {
   EXPECT_EQ(back->spec.hosts, 3);
   EXPECT_EQ(back->spec.nic, NicKind::kTap);
   EXPECT_EQ(back->spec.mtu, 1500);
+  EXPECT_EQ(back->spec.wirePrio, 7);
   EXPECT_EQ(back->forwarderPid, 1234);
   ASSERT_EQ(back->hosts.size(), 3u);
   EXPECT_EQ(back->hosts[2].rails[1].address, "10.101.0.3/24");

@@ -276,7 +276,7 @@ void closeAllExcept(const std::vector<int>& keep) {
 
 }  // namespace
 
-Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns) {
+Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns, int fifoPrio) {
   ForwarderPlan plan;
   std::vector<UniqueFd> monitorOwners;
   std::vector<std::string> monitorNs;
@@ -374,8 +374,21 @@ Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::st
   if (n != static_cast<ssize_t>(sizeof(fwd)) || fwd <= 0) {
     return Status{Errc::kSystem, "forwarder did not start"};
   }
+  ForwarderHandle h{fwd, processStartTicks(fwd)};
+  if (fifoPrio > 0) {
+    // Set from here, so that a refusal reaches the caller; the forwarder has one thread.
+    sched_param sp{};
+    sp.sched_priority = fifoPrio;
+    if (::sched_setscheduler(fwd, SCHED_FIFO, &sp) != 0) {
+      Status s = Status::FromErrno(errno, "--wire-prio " + std::to_string(fifoPrio) +
+                                              ": SCHED_FIFO for the tap forwarder (needs CAP_SYS_NICE; "
+                                              "--wire-prio 0 runs it at normal priority)");
+      (void)stopForwarder(h.pid, h.startTicks);
+      return s;
+    }
+  }
   // pairs (the parent's copies of the queues) close here; the forwarder holds its own.
-  return ForwarderHandle{fwd, processStartTicks(fwd)};
+  return h;
 }
 
 Status stopForwarder(pid_t pid, uint64_t startTicks) {

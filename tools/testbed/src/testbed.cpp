@@ -121,7 +121,7 @@ Status build(TestbedState& st) {
     std::vector<int> hostQueues;
     for (const TapPair& tp : pairs) hostQueues.push_back(tp.host.get());
     RECCL_TRY(steerTapsByPriority(hostQueues));
-    RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs), st.fabricNetns));
+    RECCL_ASSIGN_OR_RETURN(ForwarderHandle fwd, startForwarder(std::move(pairs), st.fabricNetns, spec.wirePrio));
     st.forwarderPid = fwd.pid;
     st.forwarderStartTicks = fwd.startTicks;
     RECCL_TRY(saveState(st));

@@ -38,6 +38,9 @@ Status validateSpec(const TestbedSpec& spec) {
   if (spec.mtu < 68 || spec.mtu > 65535) {
     return {Errc::kInvalidArgument, "--mtu " + std::to_string(spec.mtu) + " out of range [68, 65535]"};
   }
+  if (spec.wirePrio < 0 || spec.wirePrio > kMaxWirePrio) {
+    return {Errc::kInvalidArgument, "--wire-prio " + std::to_string(spec.wirePrio) + " out of range [0, 99]"};
+  }
   return Status::Ok();
 }
 

@@ -85,6 +85,7 @@ std::string TestbedState::toJson(int indent) const {
             {"rails", spec.rails},
             {"nic", nicKindName(spec.nic)},
             {"mtu", spec.mtu},
+            {"wire_prio", spec.wirePrio},
             {"status", status},
             {"owner_pid", ownerPid},
             {"created_unix_ms", createdUnixMs},
@@ -105,6 +106,7 @@ Result<TestbedState> TestbedState::fromJson(const std::string& text) {
     st.spec.rails = j.at("rails").get<int>();
     RECCL_ASSIGN_OR_RETURN(st.spec.nic, parseNicKind(j.at("nic").get<std::string>()));
     st.spec.mtu = j.at("mtu").get<int>();
+    st.spec.wirePrio = j.value("wire_prio", 0);  // a record without it: made before the option
     st.status = j.value("status", "");
     st.ownerPid = j.value("owner_pid", 0);
     st.createdUnixMs = j.value("created_unix_ms", int64_t{0});

@@ -43,9 +43,10 @@ struct ForwarderHandle {
   uint64_t startTicks = 0;
 };
 
-// Forks a detached forwarder that owns the queues (the parent's copies are closed). The forwarder
+// Forks a detached forwarder that owns the queues (the parent's copies are closed), at SCHED_FIFO
+// `fifoPrio` (0: normal scheduling; a refusal stops it and names the reason). The forwarder
 // exits on SIGTERM or when its taps are deleted.
-Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns);
+Result<ForwarderHandle> startForwarder(std::vector<TapPair> pairs, const std::string& fabricNetns, int fifoPrio);
 // SIGTERM, then SIGKILL after 2 s; does nothing when pid no longer is that forwarder.
 Status stopForwarder(pid_t pid, uint64_t startTicks);
 // /proc/<pid>/stat starttime, 0 when the process does not exist.
