@@ -149,15 +149,19 @@ void Monitor::concludeReplied(std::span<const pollfd> polled, uint64_t nowNs) {
   // poll timed out); a request whose reply is not there stays polled until its time is up (a
   // migrator thread then carries on from a failed try).
   std::vector<Job> waiting;
+  std::vector<channel::Path*> drainLater;
   for (size_t i = 0; i < early_.size(); ++i) {
     Job& j = early_[i];
     const bool replied = i < polled.size() && polled[i].revents != 0;
     if (replied || nowNs >= j.early->sentNs + kEarlyReplyNs)
-      ctx_.migration->concludeEarly(std::move(j), replied);
+      ctx_.migration->concludeEarly(std::move(j), replied, drainLater);
     else
       waiting.push_back(std::move(j));
   }
   early_.swap(waiting);
+  // The old paths the commits retired, once all of them are on their new paths (each port keeps
+  // its retired paths: these stay valid).
+  for (channel::Path* p : drainLater) p->drain();
 }
 
 void Monitor::scanStalls(uint64_t nowNs) {

@@ -15,7 +15,7 @@ constexpr int64_t kReplyMs = 1000;  // the reply's own deadline on the new link
 
 Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, uint32_t epoch, int rail, int via,
                                 MigrateReason reason, uint64_t peerReceived, uint64_t peerApplied,
-                                MigrateReply* reply) {
+                                MigrateReply* reply, std::vector<channel::Path*>* drainLater) {
   if (ctx_.broken()) return Status(Errc::kAborted, "communicator failed");
   channel::PortBase* port = c.port;
   // The reply, then this end's transport record, on the new link.
@@ -91,7 +91,8 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     port->setPath(std::move(path));
     port->armFirstStepStamp(awayFromFault);  // only a step over the new path stamps (stall end for benchmarks)
     raw->start();
-    if (old) old->drain();
+    if (old && drainLater) drainLater->push_back(old);
+    else if (old) old->drain();
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
     if (reply) {

@@ -6,7 +6,8 @@
 // commits; no migrator thread runs for a move that commits. Only what never waits runs here:
 // the connection's lock is tried, the request is a few hundred bytes on an idle link, the reply
 // is read once the descriptor is readable, and a commit hands the paths to the engine without
-// waiting for it. Anything else (relay route, no standby, lock held, no reply, refused) is the
+// waiting for it (a sender's old path is reaped after every reply there is committed: a fault
+// moves both directions of a peer pair, and the second must not wait for the first's engine). Anything else (relay route, no standby, lock held, no reply, refused) is the
 // migrator thread's, as for any move.
 #include "failover/context.h"
 #include "failover/migration/migration.h"
@@ -61,7 +62,7 @@ std::shared_ptr<EarlyRequest> Migration::proposeEarly(Conn& c, const Job& j) {
   return nullptr;
 }
 
-void Migration::concludeEarly(Job j, bool replied) {
+void Migration::concludeEarly(Job j, bool replied, std::vector<channel::Path*>& drainLater) {
   std::shared_ptr<EarlyRequest> e = std::move(j.early);
   auto c = ctx_.conns.find(j.id);
   if (!c || !e) return;
@@ -78,7 +79,8 @@ void Migration::concludeEarly(Job j, bool replied) {
   Moved moved;
   Status err;
   if (replied) {
-    a = conclude(*c, e->rail, j, std::move(e->link), -1, e->epoch, Deadline::afterMs(kEarlyReadMs), &err, &moved, &tl);
+    a = conclude(*c, e->rail, j, std::move(e->link), -1, e->epoch, Deadline::afterMs(kEarlyReadMs), &err, &moved, &tl,
+                 &drainLater);
   } else {
     c->handshakeUnsure.store(true);  // the peer may have committed the request it read
     err = Status(Errc::kTimeout, "no reply within " + std::to_string(kEarlyReplyMs) + " ms");

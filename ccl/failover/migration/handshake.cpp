@@ -114,7 +114,8 @@ Attempt Migration::propose(Conn& c, int rail, const Job& j, bool withHello, tran
 }
 
 Attempt Migration::conclude(Conn& c, int rail, const Job& j, std::unique_ptr<transport::Link> link, int via,
-                            uint32_t epoch, Deadline deadline, Status* err, Moved* moved, Timeline* tl) {
+                            uint32_t epoch, Deadline deadline, Status* err, Moved* moved, Timeline* tl,
+                            std::vector<channel::Path*>* drainLater) {
   const int peer = c.peer;
   const transport::LinkEnd end{c.port, c.role == Role::kSender, rail, epoch};
   transport::ByteIo io = link->io(deadline);
@@ -157,7 +158,7 @@ Attempt Migration::conclude(Conn& c, int rail, const Job& j, std::unique_ptr<tra
     }
     uint64_t peerReceived = c.role == Role::kSender ? rep->received : 0;
     uint64_t peerApplied = c.role == Role::kSender ? rep->applied : 0;
-    auto r = commit(c, std::move(link), epoch, rail, via, j.reason, peerReceived, peerApplied, nullptr);
+    auto r = commit(c, std::move(link), epoch, rail, via, j.reason, peerReceived, peerApplied, nullptr, drainLater);
     if (c.pending == epoch) c.pending = 0;
     c.busy.fetch_sub(1);
     if (!r.ok()) {

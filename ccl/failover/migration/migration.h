@@ -83,8 +83,10 @@ class Migration {
   std::optional<Job> beginEarly(Job j);
   // The reply of a request beginEarly sent is there (or its time, kEarlyReplyMs, is up: `replied`
   // false): read it and commit, on the monitor thread. A move that does not commit is queued
-  // for a migrator thread, which carries on as for any failed try.
-  void concludeEarly(Job j, bool replied);
+  // for a migrator thread, which carries on as for any failed try. A sender's old path, which
+  // the commit leaves to its engine to reap, goes to `drainLater`: the caller drains it once
+  // every reply there is committed, so that no commit waits for another's engine.
+  void concludeEarly(Job j, bool replied, std::vector<channel::Path*>& drainLater);
   static constexpr int64_t kEarlyReplyMs = 1000;
   // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one), woken by notify().
   void queueStandby(const ConnId& id, uint64_t nowNs);
@@ -104,7 +106,8 @@ class Migration {
   Attempt propose(Conn& c, int rail, const Job& j, bool withHello, transport::Link& link, Deadline deadline,
                   bool mayWait, uint32_t* epoch, Status* err, Timeline* tl);
   Attempt conclude(Conn& c, int rail, const Job& j, std::unique_ptr<transport::Link> link, int via, uint32_t epoch,
-                   Deadline deadline, Status* err, Moved* moved, Timeline* tl);
+                   Deadline deadline, Status* err, Moved* moved, Timeline* tl,
+                   std::vector<channel::Path*>* drainLater = nullptr);
   // The passive end of a handshake whose request has been read (a new link, or a standby).
   void servePassive(std::unique_ptr<transport::Link> link, const core::Hello& h, const MigrateRequest& req,
                     Timeline tl);
@@ -132,9 +135,12 @@ class Migration {
                   Status* err, Moved* moved, Timeline* tl);
   void handlePassive(Passive p);
   // Switches c's port to a path made from `link` at `epoch` (c.mu held). `reply` (passive end) is
-  // sent on the link before its path starts. `via`: the relay rank (-1: direct).
+  // sent on the link before its path starts. `via`: the relay rank (-1: direct). A sender's old
+  // path is drained here, or, with `drainLater`, handed to the caller to drain (the port keeps
+  // it; the new path does not wait for it).
   Result<Moved> commit(Conn& c, std::unique_ptr<transport::Link> link, uint32_t epoch, int rail, int via,
-                       MigrateReason reason, uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply);
+                       MigrateReason reason, uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply,
+                       std::vector<channel::Path*>* drainLater = nullptr);
   void unrecoverable(Conn& c, const Status& s);
 
   FailoverContext& ctx_;
