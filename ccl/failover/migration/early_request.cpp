@@ -7,8 +7,9 @@
 // the connection's lock is tried, the request is a few hundred bytes on an idle link, the reply
 // is read once the descriptor is readable, and a commit hands the paths to the engine without
 // waiting for it (a sender's old path is reaped after every reply there is committed: a fault
-// moves both directions of a peer pair, and the second must not wait for the first's engine). Anything else (relay route, no standby, lock held, no reply, refused) is the
-// migrator thread's, as for any move.
+// moves both directions of a peer pair, and the second must not wait for the first's engine).
+// Anything else (relay route, no standby, lock held, no reply, refused) is the migrator
+// thread's, as for any move.
 #include "failover/context.h"
 #include "failover/migration/migration.h"
 #include "failover/rebalance/rail_picker.h"

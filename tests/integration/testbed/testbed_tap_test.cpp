@@ -5,7 +5,11 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <poll.h>
+#include <linux/capability.h>
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -391,6 +395,42 @@ TEST(TapTestbedLifecycle, TheForwarderRunsAtTheWirePriority) {
     EXPECT_EQ(sp.sched_priority, prio);
     EXPECT_EQ((*tb)->state().spec.wirePrio, prio);
   }
+}
+
+// A priority the kernel refuses (no CAP_SYS_NICE, RLIMIT_RTPRIO 0) fails `up`, naming the option,
+// and `up` leaves nothing behind (everything or nothing).
+TEST(TapTestbedLifecycle, ARefusedWirePriorityFailsUpAndLeavesNothing) {
+  std::string why = reccl::test::testbedSkipReason();
+  if (!why.empty()) GTEST_SKIP() << why;
+  const std::string name = reccl::test::uniqueTestbedName();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    rlimit rl{0, 0};
+    ::setrlimit(RLIMIT_RTPRIO, &rl);
+    __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    if (::syscall(SYS_capget, &hdr, caps) != 0) ::_exit(10);
+    caps[CAP_TO_INDEX(CAP_SYS_NICE)].effective &= ~CAP_TO_MASK(CAP_SYS_NICE);
+    if (::syscall(SYS_capset, &hdr, caps) != 0) ::_exit(11);
+    reccl::test::TestbedSpec spec;
+    spec.name = name;
+    spec.hosts = 2;
+    spec.rails = 1;
+    spec.nic = NicKind::kTap;
+    spec.wirePrio = 1;
+    auto st = reccl::testbed::Testbed::up(spec);
+    if (st.ok()) ::_exit(12);
+    ::_exit(st.status().message().find("--wire-prio 1") == std::string::npos ? 13 : 0);
+  }
+  int ws = 0;
+  ASSERT_EQ(::waitpid(pid, &ws, 0), pid);
+  const bool left = reccl::testbed::Testbed::load(name).ok() ||
+                    ::access(("/run/netns/" + name + "-h0").c_str(), F_OK) == 0;
+  (void)reccl::testbed::Testbed::down(name);
+  ASSERT_TRUE(WIFEXITED(ws)) << "status " << ws;
+  EXPECT_EQ(WEXITSTATUS(ws), 0) << "10/11: capabilities not dropped, 12: up succeeded, 13: the error does not name --wire-prio";
+  EXPECT_FALSE(left) << "the failed up left testbed " << name << " behind";
 }
 
 TEST(TapTestbedLifecycle, DownStopsTheForwarder) {

@@ -18,9 +18,9 @@ inline constexpr int kMaxRails = 8;
 inline constexpr size_t kMaxNameLen = 12;  // "<name>-h63" and "h63r7" stay short and readable
 inline constexpr int kDefaultMtu = 9000;
 // The tap forwarder (tap_forwarder.h) is the taps' cable and switch. At SCHED_FIFO (1-99) it
-// moves a frame as soon as one is there instead of waiting for a CPU behind the ranks, but then
-// takes the CPUs from the ranks' own threads whenever frames flow: on 2 vCPUs failover was
-// slower so (docs/testbed.md), hence normal scheduling (0) by default.
+// moves a frame as soon as one is there instead of waiting for a CPU behind the ranks, but it
+// then takes the CPUs from the ranks' own threads whenever frames flow, and those threads are
+// the rest of a failover's path: normal scheduling (0) by default (docs/testbed.md).
 inline constexpr int kDefaultWirePrio = 0;
 inline constexpr int kMaxWirePrio = 99;
 
