@@ -42,6 +42,37 @@ int64_t inputBound(const DataSpec& d) {
   return k;
 }
 
+// inputValue with its per-spec work (the bound, the collective's kind) done once: a check calls
+// it ranks x elements times.
+class Inputs {
+ public:
+  explicit Inputs(const DataSpec& d)
+      : prod_(collReduces(d.coll) && d.op == recclProd),
+        unsigned_(isUnsigned(d.type)),
+        nranks_(d.nranks),
+        k_(inputBound(d)),
+        typeBits_(uint64_t(d.type) << 56) {}
+
+  double operator()(int rank, size_t index) const noexcept {
+    if (prod_) {
+      // Products stay +-1 or +-2 for any number of ranks: one rank contributes 2, one -1.
+      if (nranks_ > 0 && index % size_t(nranks_) == size_t(rank)) return 2;
+      if (!unsigned_ && nranks_ > 1 && (index + 1) % size_t(nranks_) == size_t(rank)) return -1;
+      return 1;
+    }
+    const uint64_t h = mix((uint64_t(rank) << 40) ^ uint64_t(index) ^ typeBits_);
+    // A multiply-shift maps the hash's top half onto [0, 2k]: no division per element.
+    const auto v = int64_t(((h >> 32) * uint64_t(2 * k_ + 1)) >> 32);
+    return double(unsigned_ ? v : v - k_);
+  }
+
+ private:
+  bool prod_, unsigned_;
+  int nranks_;
+  int64_t k_;
+  uint64_t typeBits_;
+};
+
 void encode(recclDataType_t t, double v, void* out) {
   int64_t i = static_cast<int64_t>(v);
   switch (t) {
@@ -60,12 +91,12 @@ void encode(recclDataType_t t, double v, void* out) {
 }
 
 // The reduction of the exact integers ranks contribute at `index` of their send buffers.
-void expectedReduction(const DataSpec& d, size_t index, void* out) {
+void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* out) {
   const recclDataType_t t = d.type;
   if (d.op == recclMax || d.op == recclMin) {
-    double best = inputValue(d, 0, index);
+    double best = in(0, index);
     for (int r = 1; r < d.nranks; ++r) {
-      double v = inputValue(d, r, index);
+      double v = in(r, index);
       best = d.op == recclMax ? (v > best ? v : best) : (v < best ? v : best);
     }
     return encode(t, best, out);
@@ -75,7 +106,7 @@ void expectedReduction(const DataSpec& d, size_t index, void* out) {
   uint64_t acc = d.op == recclProd ? 1 : 0;
   double facc = d.op == recclProd ? 1.0 : 0.0;
   for (int r = 0; r < d.nranks; ++r) {
-    double v = inputValue(d, r, index);
+    double v = in(r, index);
     if (d.op == recclProd) {
       acc *= uint64_t(int64_t(v));
       facc *= v;
@@ -126,44 +157,42 @@ uint64_t ulpDistance(recclDataType_t t, const void* a, const void* b) {
 
 }  // namespace
 
-double inputValue(const DataSpec& d, int rank, size_t index) noexcept {
-  if (collReduces(d.coll) && d.op == recclProd) {
-    // Products stay +-1 or +-2 for any number of ranks: one rank contributes 2, one -1.
-    if (d.nranks > 0 && index % size_t(d.nranks) == size_t(rank)) return 2;
-    if (!isUnsigned(d.type) && d.nranks > 1 && (index + 1) % size_t(d.nranks) == size_t(rank)) return -1;
-    return 1;
-  }
-  const int64_t k = inputBound(d);
-  uint64_t h = mix((uint64_t(rank) << 40) ^ uint64_t(index) ^ (uint64_t(d.type) << 56));
-  int64_t v = int64_t(h % uint64_t(2 * k + 1));
-  return double(isUnsigned(d.type) ? v : v - k);
-}
+double inputValue(const DataSpec& d, int rank, size_t index) noexcept { return Inputs(d)(rank, index); }
 
 void fillInput(const DataSpec& d, int rank, const Shape& shape, void* send) noexcept {
   const size_t es = reduce::typeSize(d.type);
   auto* p = static_cast<unsigned char*>(send);
-  for (size_t i = 0; i < shape.sendCount; ++i) encode(d.type, inputValue(d, rank, i), p + i * es);
+  const Inputs in(d);
+  for (size_t i = 0; i < shape.sendCount; ++i) encode(d.type, in(rank, i), p + i * es);
 }
 
-void expectedElement(const DataSpec& d, int rank, const Shape& shape, size_t index, void* out) noexcept {
+namespace {
+
+void expectedAt(const DataSpec& d, const Inputs& in, int rank, const Shape& shape, size_t index, void* out) {
   const size_t per = d.nranks > 0 ? shape.count / size_t(d.nranks) : 0;
   switch (d.coll) {
     case Coll::kAllReduce:
     case Coll::kReduce:
-      return expectedReduction(d, index, out);
+      return expectedReduction(d, in, index, out);
     case Coll::kReduceScatter:
-      return expectedReduction(d, size_t(rank) * per + index, out);
+      return expectedReduction(d, in, size_t(rank) * per + index, out);
     case Coll::kAllGather:
-      return encode(d.type, inputValue(d, int(index / per), index % per), out);
+      return encode(d.type, in(int(index / per), index % per), out);
     case Coll::kBroadcast:
-      return encode(d.type, inputValue(d, d.root, index), out);
+      return encode(d.type, in(d.root, index), out);
     case Coll::kAllToAll: {
       int from = int(index / per);
-      return encode(d.type, inputValue(d, from, size_t(rank) * per + index % per), out);
+      return encode(d.type, in(from, size_t(rank) * per + index % per), out);
     }
     case Coll::kSendRecv:
-      return encode(d.type, inputValue(d, (rank - 1 + d.nranks) % d.nranks, index), out);
+      return encode(d.type, in((rank - 1 + d.nranks) % d.nranks, index), out);
   }
+}
+
+}  // namespace
+
+void expectedElement(const DataSpec& d, int rank, const Shape& shape, size_t index, void* out) noexcept {
+  expectedAt(d, Inputs(d), rank, shape, index, out);
 }
 
 size_t countWrong(const DataSpec& d, int rank, const Shape& shape, const void* recv, size_t* firstWrong) noexcept {
@@ -173,8 +202,9 @@ size_t countWrong(const DataSpec& d, int rank, const Shape& shape, const void* r
   auto* p = static_cast<const unsigned char*>(recv);
   size_t wrong = 0;
   unsigned char want[8];
+  const Inputs in(d);
   for (size_t i = 0; i < shape.recvCount; ++i) {
-    expectedElement(d, rank, shape, i, want);
+    expectedAt(d, in, rank, shape, i, want);
     if (std::memcmp(want, p + i * es, es) == 0) continue;
     if (avgFloat && ulpDistance(d.type, want, p + i * es) <= 2) continue;
     if (wrong++ == 0 && firstWrong) *firstWrong = i;
