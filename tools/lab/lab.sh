@@ -375,11 +375,25 @@ start_vm() {  # INDEX
   QPIDS[$i]=$!
 }
 
-# Serves "@@lab-monitor ..." requests a guest printed since the last call.
+# FILE's text up to its last newline: a guest writes its console a byte at a time, so a read
+# can catch a request half printed, and serving that half would refuse (and lose) the request.
+whole_lines() {  # FILE
+  local size
+  size=$(stat -c %s "$1")
+  ((size > 0)) || return 0
+  # $(...) drops a trailing newline: empty means the file ends one.
+  if [[ -z $(tail -c +"$size" "$1" | head -c 1) ]]; then
+    head -c "$size" "$1"
+  else
+    head -c "$size" "$1" | sed '$d'
+  fi
+}
+
+# Serves "@@lab-monitor ..." requests a guest printed (whole lines) since the last call.
 declare -a SERVED=()
 serve_monitor() {  # INDEX
   local i=$1 req reqs
-  mapfile -t reqs < <(tr -d '\r' <"$WORK/console.$i.log" | grep -a -o '@@lab-monitor [[:print:]]*' || true)
+  mapfile -t reqs < <(whole_lines "$WORK/console.$i.log" | tr -d '\r' | grep -a -o '@@lab-monitor [[:print:]]*' || true)
   while ((${SERVED[$i]:-0} < ${#reqs[@]})); do
     req=${reqs[${SERVED[$i]:-0}]#@@lab-monitor }
     SERVED[$i]=$((${SERVED[$i]:-0} + 1))
