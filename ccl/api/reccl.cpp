@@ -168,10 +168,11 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
     full.lastMigrationResumeNs = s.lastMigrationResumeNs;
     full.lastFaultMoveFirstStepNs = s.lastFaultMoveFirstStepNs;
     full.lastFaultMoveResumeNs = s.lastFaultMoveResumeNs;
+    // Only what both know is written, and `size` says how much that was: a caller built against a
+    // newer header can tell a field this library lacks from one that is 0.
     size_t n = std::min(stats->size, sizeof(full));
-    size_t callerSize = stats->size;
     std::memcpy(stats, &full, n);
-    stats->size = callerSize;
+    stats->size = n;
     return recclSuccess;
   });
 }

@@ -140,9 +140,12 @@ typedef enum {
 #define RECCL_FAULT_SOURCE_NAME_BYTES 60
 
 /* Per-communicator counters, filled by recclCommGetStats. Append-only: new fields go at the end
- * and `size` tells the library how much the caller's struct holds. */
+ * and `size` tells the library how much the caller's struct holds. On return `size` is how many
+ * bytes the library filled: the smaller of the caller's size and its own. A field that ends past
+ * it (offsetof + sizeof > size) is one the library does not know (older than the header), left
+ * as the caller had it. */
 typedef struct {
-  size_t size; /* set by the caller to sizeof(recclCommStats_t) */
+  size_t size; /* set by the caller to sizeof(recclCommStats_t); on return, the bytes filled */
   uint64_t collectives;
   uint64_t bytesSent;
   uint64_t bytesReceived;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstring>
 #include <numeric>
 
 #include "ccl_test_util.h"
@@ -62,4 +64,43 @@ TEST(CclSmoke, SingleRankCommunicator) {
   st.size = sizeof(st);
   ASSERT_EQ(recclCommGetStats(c, &st), recclSuccess);
   EXPECT_EQ(st.collectives, 7u);
+  EXPECT_EQ(st.size, sizeof(st));
+}
+
+// recclCommGetStats across header versions: a caller whose struct is larger (a newer header)
+// gets only the fields this library has, and `size` back as the bytes filled, so a field past it
+// is known to be unfilled rather than 0; a smaller one (an older header) gets no byte past its own.
+TEST(CclSmoke, StatsSizeSaysWhatTheLibraryFilled) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  recclComm_t c = comms[0];
+  int32_t v = 1;
+  ASSERT_EQ(recclAllReduce(&v, &v, 1, recclInt32, recclSum, c, nullptr), recclSuccess);
+
+  struct Newer {
+    recclCommStats_t known;
+    uint64_t fieldOfANewerHeader;
+  } newer{};
+  newer.known.size = sizeof(newer);
+  newer.fieldOfANewerHeader = 0xfeedu;
+  ASSERT_EQ(recclCommGetStats(c, &newer.known), recclSuccess);
+  EXPECT_EQ(newer.known.size, sizeof(recclCommStats_t));
+  EXPECT_EQ(newer.known.collectives, 1u);
+  EXPECT_EQ(newer.fieldOfANewerHeader, 0xfeedu) << "written past the library's own struct";
+
+  // An older header that ended after `collectives`.
+  const size_t olderSize = offsetof(recclCommStats_t, collectives) + sizeof(uint64_t);
+  recclCommStats_t older;
+  std::memset(&older, 0xab, sizeof(older));
+  older.size = olderSize;
+  ASSERT_EQ(recclCommGetStats(c, &older), recclSuccess);
+  EXPECT_EQ(older.size, olderSize);
+  EXPECT_EQ(older.collectives, 1u);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(&older);
+  for (size_t i = olderSize; i < sizeof(older); ++i) ASSERT_EQ(bytes[i], 0xab) << "byte " << i << " written";
+
+  recclCommStats_t tooSmall{};
+  tooSmall.size = sizeof(size_t) - 1;
+  EXPECT_EQ(recclCommGetStats(c, &tooSmall), recclInvalidArgument);
+  EXPECT_EQ(recclCommGetStats(c, nullptr), recclInvalidArgument);
 }
