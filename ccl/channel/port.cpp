@@ -90,6 +90,7 @@ bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys)
 
 void PortBase::fail(const Status& s) {
   latch_.latch(s);
+  if (env_) env_->firstPortFailure.latch(s);
   wakeAll();
 }
 

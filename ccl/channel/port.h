@@ -76,6 +76,9 @@ class PathFailureHook {
 struct PortEnv {
   std::atomic<bool> aborted{false};
   PathFailureHook pathFailureHook;
+  // The first failure of any of the communicator's ports (a port fails for good): what ends a
+  // wait that no port of its own would end, such as a new connection's dial.
+  ErrorLatch firstPortFailure;
   std::atomic<uint64_t> duplicateSteps{0};
   std::atomic<uint64_t> staleSteps{0};
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see

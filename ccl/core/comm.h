@@ -122,6 +122,10 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
 
   Comm() = default;
   Status init(const UniqueIdData& id, int nranks, int rank);
+  // The socket of a new data connection to `peer`, from this rank's NIC on a rail to the peer's
+  // NIC on the same rail: `preferred` first, then (with failover) the other rails known healthy,
+  // each dialled for the failover's per-rail time in turn. *rail: the rail it was made on.
+  Result<UniqueFd> dialData(int peer, int preferred, Deadline d, int* rail);
   void listenLoop();
   Status handleHello(UniqueFd fd, const Hello& h);
   void breakComm(const Status& s) override;

@@ -42,6 +42,34 @@ Status sendHelloAndWait(int fd, const Hello& h, const Key& key, Deadline d, Hell
 
 }  // namespace
 
+Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) {
+  core::FailoverPart::NewConnectionRails plan;
+  if (failover_) plan = failover_->railsForNewConnection(peer, preferred);  // avoids rails known down
+  if (plan.rails.empty()) plan.rails.push_back(preferred);
+  const RankInfo& pi = table_[peer];
+  std::erase_if(plan.rails, [&](int r) { return r < 0 || static_cast<size_t>(r) >= myNics_.size() ||
+                                                static_cast<size_t>(r) >= pi.nics.size(); });
+  if (plan.rails.empty()) return Status(Errc::kInternal, "no nic on the rails to rank " + std::to_string(peer));
+  // Without failover: the one rail until the deadline. With it: each rail for perRailMs in turn,
+  // round and round (one rail: again and again), until one answers, the deadline passes, or the
+  // communicator or any of its ports fails (a peer's death, a connection with no path left), so
+  // a call blocked here returns with it.
+  const bool turns = plan.perRailMs > 0;
+  for (size_t i = 0;; i = (i + 1) % plan.rails.size()) {
+    *rail = plan.rails[i];
+    const NicInfo& src = myNics_[*rail];
+    transport::Endpoint dst{pi.nics[*rail].addr, pi.dataPort};
+    Deadline turn = turns ? Deadline::afterMs(plan.perRailMs) : d;
+    auto fd = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, turn.at() < d.at() ? turn : d);
+    if (fd.ok()) return fd;
+    if (!turns || d.expired()) return fd.status();
+    if (broken_.load()) return asyncError();
+    if (env_.firstPortFailure.set()) return env_.firstPortFailure.get();  // the call fails with it
+    RECCL_INFO(kLogNet, "rank %d: connect to rank %d on rail %d (%s): %s; dialling rail %d next", rank_, peer, *rail,
+               src.name.c_str(), fd.status().message().c_str(), plan.rails[(i + 1) % plan.rails.size()]);
+  }
+}
+
 Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   std::lock_guard lk(sendMu_);
   auto key = PortKey(peer, channel);
@@ -77,11 +105,9 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     h.shmName = shmName;
     desc = "shm rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " + std::to_string(channel);
   } else {
-    rail = railFor(topo_, rank_, channel);
-    if (failover_) rail = failover_->railForNewConnection(peer, rail);  // avoids rails known down
+    RECCL_ASSIGN_OR_RETURN(fd, dialData(peer, railFor(topo_, rank_, channel), d, &rail));
     const NicInfo& src = myNics_[rail];
     transport::Endpoint dst{pi.nics[rail].addr, pi.dataPort};
-    RECCL_ASSIGN_OR_RETURN(fd, transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, d));
     transport::tuneDataSocket(fd.get(), src.name);
     RECCL_ASSIGN_OR_RETURN(mem, channel::ConnMemory::anonymous(opts_.slots, opts_.chunkBytes));
     h.kind = HelloKind::kTcpData;
@@ -250,6 +276,10 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
   Deadline d = Deadline::after(kHelloGrace);
   Incoming in;
   HelloReply reply;
+  // A data hello with a migration epoch opens a replacement path for an existing connection.
+  // Failover answers it on a failed communicator too (peer-failed): the peer then fails at once
+  // instead of retrying until its failover timeout.
+  if (failover_ && isMigrationHello(h)) return failover_->onMigrationHello(std::move(fd), h);
   if (broken_.load()) {
     // A failed communicator takes no new connections; the peer learns it at once.
     reply.status = ReplyStatus::kRefused;
@@ -259,8 +289,6 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
     if (h.kind == HelloKind::kShmData) transport::unlinkShm(h.shmName);
     return Status(Errc::kAborted, "communicator failed; connection from rank " + std::to_string(h.srcRank) + " refused");
   }
-  // A data hello with a migration epoch opens a replacement path for an existing connection.
-  if (failover_ && isMigrationHello(h)) return failover_->onMigrationHello(std::move(fd), h);
   if (h.kind == HelloKind::kShmData) {
     auto m = transport::openShm(h.shmName, opts_.slots, opts_.chunkBytes);
     if (!m.ok()) {

@@ -4,8 +4,10 @@
 // Comparable to NCCL's plugin tables: the communicator calls these and nothing else.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <vector>
 
 #include "core/comm_stats.h"
 #include "core/failover_host.h"
@@ -24,8 +26,14 @@ class FailoverPart {
   virtual ~FailoverPart() = default;
   // A connection the data listener accepted and authenticated whose hello isMigrationHello.
   virtual Status onMigrationHello(UniqueFd fd, const Hello& h) = 0;
-  // The rail a new connection to `peer` should use: `preferred` while healthy at both ends.
-  virtual int railForNewConnection(int peer, int preferred) = 0;
+  // The rails to dial a new connection to `peer` on, best first: `preferred` while healthy at
+  // both ends, then the others healthy as far as this rank knows. A rail down only at the peer's
+  // end is known to nobody here: a dial unanswered for `perRailMs` gives way to the next rail.
+  struct NewConnectionRails {
+    std::vector<int> rails;
+    int64_t perRailMs = 0;
+  };
+  virtual NewConnectionRails railsForNewConnection(int peer, int preferred) = 0;
   virtual void fillStats(CommStats* s) const = 0;
   // Stops every thread of the part and removes its hook. Once it returns nothing of the part
   // runs or is called any more; the communicator then stops its engine and frees its ports.

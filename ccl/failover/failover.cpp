@@ -116,7 +116,10 @@ Status Failover::onMigrationHello(UniqueFd fd, const core::Hello& h) {
   return migration_->onMigrationHello(std::move(fd), h);
 }
 
-int Failover::railForNewConnection(int peer, int preferred) { return picker_->forNewConnection(peer, preferred); }
+core::FailoverPart::NewConnectionRails Failover::railsForNewConnection(int peer, int preferred) {
+  // A dial unanswered for the stall time is a dead path, as a stalled connection is.
+  return {picker_->forNewConnection(peer, preferred), ctx_->cfg.stallMs};
+}
 
 void Failover::fillStats(core::CommStats* s) const {
   const Counters& n = ctx_->counters;

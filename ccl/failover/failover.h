@@ -36,7 +36,7 @@ class Failover final : public core::FailoverPart {
   Failover& operator=(const Failover&) = delete;
 
   Status onMigrationHello(UniqueFd fd, const core::Hello& h) override;
-  int railForNewConnection(int peer, int preferred) override;
+  NewConnectionRails railsForNewConnection(int peer, int preferred) override;
   void fillStats(core::CommStats* s) const override;
   // The path-failure hook comes out first (no path thread is inside it or enters it once that
   // returns), then the relays drain, then every thread is woken and joined.

@@ -237,6 +237,7 @@ void Monitor::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReas
     if (!hard || rs.hold(rail).hardDown) return;
   }
   rs.hold(rail).hardDown = hard;
+  rs.setGray(rail, !hard);
   rs.bumpEpoch(rail);
   ctx_.conns.refresh();  // a connection made since the last wake-up moves too (no walk when none was)
   // The jobs first: the log line and the relay's bookkeeping are not on the fault's path.
@@ -268,6 +269,7 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   // Also the detector's clear of a held DEGRADED: the retransmits stopped, nothing to do.
   if (rail >= 0 && rail < rs.nrails()) rs.hold(rail).sinceNs = 0;
   if (!rs.markUp(rail)) return;
+  rs.setGray(rail, false);
   GrayHold& h = rs.hold(rail);
   if (h.hardDown) h.upNs = monotonicNs();
   h.hardDown = false;

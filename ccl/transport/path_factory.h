@@ -89,7 +89,8 @@ class PathFactory {
   virtual const char* name() const noexcept = 0;
 
   // Initiator: a link from this rank's NIC on `rail` to `peer`'s NIC on the same rail (rails are
-  // separate switches). Nothing is sent on it yet.
+  // separate switches). Nothing is sent on it yet. Errc::kPeerFailure: the peer refused it
+  // (nothing listens there: its process exited or its communicator is gone).
   virtual Result<std::unique_ptr<Link>> connect(int peer, int rail, Deadline deadline) = 0;
   // Passive end: the link of a connection the data listener accepted and proved, with the
   // migration request still to be read.

@@ -66,7 +66,9 @@ Result<std::unique_ptr<Link>> SocketPathFactory::connect(int peer, int rail, Dea
     return Status(Errc::kInternal, "peer has no nic on rail " + std::to_string(rail));
   const std::string& dev = cfg_.nicName[rail];
   Endpoint dst{cfg_.peerNic[peer][rail], cfg_.peerPort[peer]};
-  RECCL_ASSIGN_OR_RETURN(UniqueFd fd, connectTcp(dst, cfg_.nicAddr[rail], dev == "lo" ? "" : dev, deadline));
+  // The peer's listener lives from its set-up to its destruction: a refusal is final.
+  RECCL_ASSIGN_OR_RETURN(UniqueFd fd,
+                         connectTcp(dst, cfg_.nicAddr[rail], dev == "lo" ? "" : dev, deadline, OnRefused::kFinal));
   // The options every data socket gets: the link becomes one.
   tuneDataSocket(fd.get(), dev);
   return std::unique_ptr<Link>(new SocketLink(cfg_.engine, std::move(fd), cfg_.linkPriority));

@@ -86,7 +86,8 @@ Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound) {
   return fd;
 }
 
-Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline) {
+Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline,
+                            OnRefused onRefused) {
   int backoffMs = 1;
   int attemptMs = kConnectAttemptMs;
   for (;;) {
@@ -140,6 +141,8 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
       fcntl(fd.get(), F_SETFL, fl & ~O_NONBLOCK);
       return fd;
     }
+    if (err == ECONNREFUSED && onRefused == OnRefused::kFinal)
+      return Status(Errc::kPeerFailure, "connect " + dst.str() + ": refused (nothing listens there)");
     if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH) || deadline.expired())
       return Status::FromErrno(err, "connect " + dst.str());
     std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));

@@ -27,14 +27,22 @@ Result<uint32_t> resolveIpv4(const std::string& host);
 
 // A listening TCP socket on addr:port (port 0 picks one); returns the bound endpoint in *bound.
 Result<UniqueFd> listenTcp(uint32_t addr, uint16_t port, Endpoint* bound);
+// What a refused connect means. kRetry: the peer may not listen yet (set-up), so dial again until
+// the deadline. kFinal: the peer listens from its set-up until it is destroyed (failover's
+// connects), so a refusal (its kernel's reset: nothing listens there) means its process exited or
+// its communicator is gone, and no retry can help: Errc::kPeerFailure at once. A dead link never
+// refuses; its SYNs go unanswered.
+enum class OnRefused { kRetry, kFinal };
+
 // Connects to dst, optionally from a local address and bound to a device (SO_BINDTODEVICE needs
-// CAP_NET_RAW; without it the source-address bind still pins the NIC on a routed setup). Retries
-// refused connections until the deadline (the peer may not listen yet), and so a connection that
-// opened onto itself; dials anew when an attempt is not answered within kConnectAttemptMs (then
-// twice that, up to kConnectAttemptMaxMs), so a lost SYN costs that, not the kernel's 1 s RTO.
+// CAP_NET_RAW; without it the source-address bind still pins the NIC on a routed setup). A
+// refusal, or a connection that opened onto itself (nothing listens either), as `onRefused`
+// says; dials anew when an attempt is not answered within kConnectAttemptMs (then twice that, up
+// to kConnectAttemptMaxMs), so a lost SYN costs that, not the kernel's 1 s RTO.
 inline constexpr int kConnectAttemptMs = 200;
 inline constexpr int kConnectAttemptMaxMs = 1600;
-Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline);
+Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::string& device, Deadline deadline,
+                            OnRefused onRefused = OnRefused::kRetry);
 // Accepts one connection (poll with the deadline).
 Result<UniqueFd> acceptTcp(int listenFd, Deadline deadline);
 

@@ -47,6 +47,17 @@ class RailState {
   // True when the rail was up (down) before: the caller acts on the change.
   bool markDown(int rail) noexcept;
   bool markUp(int rail) noexcept;
+  // Rails out here for DEGRADED alone (a gray rail still carries bytes), not for a hard fault:
+  // set by the monitor as it declares them, cleared when they come back or go hard down.
+  uint64_t grayMask() const noexcept { return gray_.load(std::memory_order_acquire); }
+  void setGray(int rail, bool gray) noexcept {
+    if (rail < 0 || rail >= kMaxRails) return;
+    const uint64_t bit = 1ull << rail;
+    if (gray)
+      gray_.fetch_or(bit, std::memory_order_acq_rel);
+    else
+      gray_.fetch_and(~bit, std::memory_order_acq_rel);
+  }
   void bumpEpoch(int rail) noexcept { epoch_[rail].fetch_add(1, std::memory_order_acq_rel); }
 
   // A peer's rails as its last migration message said (all up until it says otherwise).
@@ -68,6 +79,7 @@ class RailState {
   int nrails_;
   int self_ = -1;
   std::atomic<uint64_t> up_{0};
+  std::atomic<uint64_t> gray_{0};
   std::array<std::atomic<uint64_t>, kMaxRails> epoch_{};
   std::mutex peerMu_;
   std::vector<uint64_t> peerUp_;  // under peerMu_

@@ -30,12 +30,13 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
   // counters came with the request): it goes first, so the initiator commits while this end
   // retires its old path, instead of after (one wait for the progress engine less on the fault's
   // path). A failed send leaves everything as it was.
+  Moved moved;
   if (reply && c.role == Role::kSender) {
     reply->epoch = epoch;
     RECCL_TRY(sendReply(*reply));
+    moved.replySentNs = monotonicNs();
     reply = nullptr;
   }
-  Moved moved;
   moved.epoch = epoch;
   moved.fromRail = c.rail.load();
   // Retire the old path first: its I/O stops before the new path touches the same slots.
@@ -104,6 +105,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
       reply->received = std::max(rp->received(), reply->applied);
       reply->epoch = epoch;
       RECCL_TRY(sendReply(*reply));
+      moved.replySentNs = monotonicNs();
     }
     auto path = link->makePath(*port, false, 0, desc);
     raw = path.get();

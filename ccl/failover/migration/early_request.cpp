@@ -96,6 +96,11 @@ void Migration::concludeEarly(Job j, bool replied, std::vector<channel::Path*>& 
     if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
     return;
   }
+  if (a == Attempt::kPeerFailed) {
+    failWithPeer(*c, err);
+    if (auto next = c->jobs.finish()) push(std::move(*next));  // it finds the communicator failed
+    return;
+  }
   if (a == Attempt::kFailed) logStandbyFailed(*c, e->rail, err);
   push(std::move(j));  // a migrator thread carries on (its slot is still claimed)
 }

@@ -134,6 +134,11 @@ Attempt Migration::conclude(Conn& c, int rail, const Job& j, std::unique_ptr<tra
   }
   ctx_.monitor->peerReported(peer, rep->railsUp);
   if (rep->status == MigrateStatus::kNotReady) return release(c, epoch, Attempt::kNotReady);
+  if (rep->status == MigrateStatus::kPeerFailed) {
+    *err = Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + "'s communicator has failed (it refused the move of " +
+                                          connName(c.id) + ")");
+    return release(c, epoch, Attempt::kPeerFailed);
+  }
   if (rep->status != MigrateStatus::kOk) {
     {
       std::lock_guard lk(c.mu);
@@ -172,7 +177,7 @@ Attempt Migration::conclude(Conn& c, int rail, const Job& j, std::unique_ptr<tra
   return Attempt::kDone;
 }
 
-void Migration::handlePassive(Passive p) {
+void Migration::handlePassive(PassiveHello p) {
   Timeline tl;
   tl.queuedNs = p.arrivedNs;
   tl.runningNs = monotonicNs();
@@ -224,7 +229,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
       req.epoch != hello.epoch || req.conn.sender >= nranks || req.conn.receiver >= nranks ||
       req.rail >= ctx_.cfg.nrails)
     return refuse(MigrateStatus::kRefused, "request does not match its hello");
-  if (ctx_.broken()) return refuse(MigrateStatus::kRefused, "communicator failed");
+  if (ctx_.broken()) return refuse(MigrateStatus::kPeerFailed, "communicator failed");
   ctx_.monitor->peerReported(initiator, req.railsUp);
   auto c = ctx_.conns.find(req.conn);
   if (!c) return refuse(MigrateStatus::kNotReady, "connection not set up here yet");
@@ -265,6 +270,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
     c->busy.fetch_add(1);
     const transport::LinkEnd end{c->port, c->role == Role::kSender, req.rail, req.epoch};
     Status rec = link->takePeerRecord(link->io(Deadline::afterMs(kPassiveReadMs)), end);
+    tl.pathNs = monotonicNs();
     auto r = rec.ok() ? commit(*c, std::move(link), req.epoch, req.rail, -1, req.reason, req.received, req.applied, &reply)
                       : Result<Moved>(rec);
     // Before `busy` drops: the path-failure hook reads both without this lock, and a close of
@@ -279,6 +285,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
     moved = *r;
   }
   tl.commitNs = monotonicNs();
+  tl.sentNs = moved.replySentNs;
   ctx_.counters.bytesResent.fetch_add(moved.resent);
   Job j;
   j.id = req.conn;

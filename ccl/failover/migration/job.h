@@ -42,8 +42,9 @@ struct Timeline {
   uint64_t seenNs = 0;     // in-process detector: the monitor drained the event (it drives the detector)
   uint64_t queuedNs = 0;   // job queued (monitor) / hello or request seen (passive end)
   uint64_t runningNs = 0;  // a migrator thread runs it
-  uint64_t pathNs = 0;     // new path ready: connected, or standby taken
-  uint64_t sentNs = 0;     // hello + request sent
+  uint64_t pathNs = 0;     // new path ready: connected, or standby taken (passive end: the
+                           // connection's lock held and the peer's record read)
+  uint64_t sentNs = 0;     // hello + request sent (passive end: reply sent)
   uint64_t replyNs = 0;    // reply received (passive end: request read)
   uint64_t commitNs = 0;   // new path committed and started
   bool standby = false;    // the path was a pre-connected standby
@@ -53,13 +54,16 @@ struct Timeline {
 };
 
 // One handshake's outcome at the initiator.
-enum class Attempt { kDone, kStale, kNotReady, kFailed };
+// kPeerFailed: the peer's communicator failed (MigrateStatus::kPeerFailed) or the peer is gone (its
+// kernel refused the connect); nothing else will work.
+enum class Attempt { kDone, kStale, kNotReady, kFailed, kPeerFailed };
 
 // What a committed move did: for the log line and the counters.
 struct Moved {
   uint32_t epoch = 0;
   int fromRail = -1;   // the rail the connection left
   uint64_t resent = 0; // payload bytes resent (sender end)
+  uint64_t replySentNs = 0;  // the passive end's reply left (0: none sent here)
 };
 
 }  // namespace reccl::failover

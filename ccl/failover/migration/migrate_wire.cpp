@@ -113,7 +113,7 @@ Result<MigrateReply> decodeMigrateReply(std::span<const std::byte> in) {
   if (get<uint32_t>(p, 0) != kMigrateReplyMagic) return bad("reply: bad magic");
   MigrateReply r;
   uint32_t st = get<uint32_t>(p, 4);
-  if (st > static_cast<uint32_t>(MigrateStatus::kRefused)) return bad("reply: unknown status " + std::to_string(st));
+  if (st > static_cast<uint32_t>(MigrateStatus::kPeerFailed)) return bad("reply: unknown status " + std::to_string(st));
   r.status = static_cast<MigrateStatus>(st);
   r.epoch = get<uint32_t>(p, 8);
   r.received = get<uint64_t>(p, 16);

@@ -71,9 +71,12 @@ enum class MigrateStatus : uint32_t {
   kOk = 0,
   kStale = 1,     // this side already holds (or proposed) a newer epoch; reply.epoch says which
   kNotReady = 2,  // the connection does not exist here yet; try again
-  // The communicator failed, a malformed or mismatched request, a fail-back onto a rail not up
-  // here, or standby paths off here.
+  // A malformed or mismatched request, a fail-back onto a rail not up here, or standby paths off
+  // here.
   kRefused = 3,
+  // This side's communicator failed: no path or retry can help, and the initiator fails at once
+  // instead of trying other rails until RECCL_FAILOVER_TIMEOUT_MS.
+  kPeerFailed = 4,
 };
 
 struct MigrateReply {

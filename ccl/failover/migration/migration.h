@@ -4,7 +4,7 @@
 // ways, the transport's records between), and commits: the old path retired, the new one made
 // from the link, the unacknowledged steps resent from the sender's slots. The far end serves the
 // same handshake passively and commits on the request. The steps in order:
-//   migrator_pool.cpp  the threads and the queue
+//   migrator_pool.cpp  the threads (migrator_queue.h: their queue)
 //   run_job.cpp        one job: route, rail choice per try, give up after RECCL_FAILOVER_TIMEOUT_MS
 //   handshake.cpp      the initiator's handshake (direct, standby and relay routes) and the passive end's
 //   early_request.cpp  a fault's move over a standby begun on the monitor thread
@@ -25,6 +25,7 @@
 #include "failover/conn_table.h"
 #include "failover/migration/job.h"
 #include "failover/migration/migrate_wire.h"
+#include "failover/migration/migrator_queue.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/status.h"
 #include "reccl/common/unique_fd.h"
@@ -54,9 +55,9 @@ struct EarlyRequest {
   uint64_t sentNs = 0;   // request sent
 };
 
-// Lock rule: qMu_ guards the queues and idle_ (the migrator threads wait on qCv_); poolMu_ the
-// thread list (taken after qMu_ is released, never inside it). A connection's commits serialize
-// on Conn::mu, taken with no other failover lock held but the rail picker's never inside it.
+// Lock rule: poolMu_ guards the thread list (taken with the queue's lock released, never inside
+// it). A connection's commits serialize on Conn::mu, taken with no other failover lock held but
+// the rail picker's never inside it.
 class Migration {
  public:
   explicit Migration(FailoverContext& ctx) : ctx_(ctx) {}
@@ -88,9 +89,8 @@ class Migration {
   // every reply there is committed, so that no commit waits for another's engine.
   void concludeEarly(Job j, bool replied, std::vector<channel::Path*>& drainLater);
   static constexpr int64_t kEarlyReplyMs = 1000;
-  // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one), woken by notify().
+  // A standby job (the standby upkeep's; Conn::standbyMaking keeps it to one): behind every move.
   void queueStandby(const ConnId& id, uint64_t nowNs);
-  void notify();
   // A migration hello the data listener proved: its handshake is served on a migrator thread.
   Status onMigrationHello(UniqueFd fd, const core::Hello& h);
 
@@ -116,11 +116,6 @@ class Migration {
            const Timeline* tl = nullptr);
 
  private:
-  struct Passive {
-    UniqueFd fd;
-    core::Hello hello;
-    uint64_t arrivedNs = 0;
-  };
   void startThread();  // under poolMu_
   void loop();
   void push(Job j);  // onto the queue (its connection's JobSlot claimed)
@@ -133,7 +128,7 @@ class Migration {
   // One try on `rail`: over `standby` when given (the handshake only), else a new link.
   Attempt attempt(Conn& c, int rail, const Job& j, Deadline deadline, std::unique_ptr<transport::Link> standby,
                   Status* err, Moved* moved, Timeline* tl);
-  void handlePassive(Passive p);
+  void handlePassive(PassiveHello p);
   // Switches c's port to a path made from `link` at `epoch` (c.mu held). `reply` (passive end) is
   // sent on the link before its path starts. `via`: the relay rank (-1: direct). A sender's old
   // path is drained here, or, with `drainLater`, handed to the caller to drain (the port keeps
@@ -142,13 +137,13 @@ class Migration {
                        MigrateReason reason, uint64_t peerReceived, uint64_t peerApplied, MigrateReply* reply,
                        std::vector<channel::Path*>* drainLater = nullptr);
   void unrecoverable(Conn& c, const Status& s);
+  // The peer cannot take a move: its communicator failed (a peer-failed reply) or nothing listens
+  // there any more (a refused connect: its process exited). No rail or retry can help, so this
+  // communicator fails now, naming the peer, unless it is stopping or failed already.
+  void failWithPeer(Conn& c, const Status& peerFailed);
 
   FailoverContext& ctx_;
-  std::mutex qMu_;
-  std::condition_variable qCv_;
-  std::deque<Job> jobs_;
-  std::deque<Passive> passive_;
-  int idle_ = 0;  // migrator threads waiting (under qMu_)
+  MigratorQueue queue_;
   std::mutex poolMu_;
   std::vector<std::thread> pool_;  // under poolMu_
 };

@@ -20,7 +20,7 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
     n.lastFailoverSignalNs.store(j.faultNs);
   }
   // Timeline, us between stamps (initiator: signal>queued>thread>path>request sent>reply>commit;
-  // passive end: hello seen>thread>request read>commit); "-": not reached. With the in-process
+  // passive end: hello seen>thread>request read>commit); -1: not reached. With the in-process
   // detector, the queue's split: signal>detector decided>monitor read it>queued. A move the
   // monitor made itself (Timeline::early): queued is when it began, the path hop is from there,
   // and there is no thread hop (-1).
@@ -43,9 +43,12 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
       size_t len = strlen(tlText);
       snprintf(tlText + len, sizeof(tlText) - len, ", on the monitor thread");
     }
+    // The passive end's split of its commit, from the request read: the connection's lock held
+    // and the peer's record read, and the reply sent.
     if (!initiated)
-      snprintf(tlText, sizeof(tlText), ", timeline us: thread %lld request %lld commit %lld",
-               d(tl->queuedNs, tl->runningNs), d(tl->runningNs, tl->replyNs), d(tl->replyNs, tl->commitNs));
+      snprintf(tlText, sizeof(tlText), ", timeline us: thread %lld request %lld commit %lld (record %lld, reply sent %lld)",
+               d(tl->queuedNs, tl->runningNs), d(tl->runningNs, tl->replyNs), d(tl->replyNs, tl->commitNs),
+               d(tl->replyNs, tl->pathNs), d(tl->replyNs, tl->sentNs));
   }
   // "rail A (nic) -> rail B (nic)": the rail left and the rail taken.
   RECCL_WARN(kLogFailover,

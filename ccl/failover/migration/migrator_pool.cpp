@@ -1,14 +1,16 @@
-// The migrator threads and their queue. A rail fault moves every connection on it at once (both
-// directions of each peer pair), and the far end takes each over: the jobs of both kinds run on
-// pre-started migrator threads, so the connections' handshakes overlap instead of queueing (run
-// one by one, the second commits a whole handshake after the first), and no thread is created on
-// the fault's path. A thread that takes the last idle slot starts one more, so a job blocked in a
-// connect never delays another; all are joined at stop.
+// The migrator threads. A rail fault moves every connection on it at once (both directions of
+// each peer pair), and the far end takes each over: the jobs of both kinds run on pre-started
+// migrator threads, so the connections' handshakes overlap instead of queueing (run one by one,
+// the second commits a whole handshake after the first), and a fault's first jobs find a thread
+// waiting. A thread that takes the last idle slot starts one more (MigratorQueue), so a job
+// blocked in a connect never delays another; the pool never shrinks, and all are joined at stop.
 #include <optional>
+#include <system_error>
 
 #include "failover/context.h"
 #include "failover/migration/migration.h"
 #include "failover/standby/standby.h"
+#include "reccl/common/log.h"
 
 namespace reccl::failover {
 
@@ -22,15 +24,16 @@ void Migration::start() {
 
 void Migration::startThread() {
   if (ctx_.stopping()) return;
-  pool_.emplace_back([this] { loop(); });
+  try {
+    pool_.emplace_back([this] { loop(); });
+  } catch (const std::system_error& e) {
+    // Out of threads (a pids limit): the running ones still serve the queue, later.
+    RECCL_WARN(kLogFailover, "rank %d: no migrator thread started (%zu running): %s", ctx_.cfg.rank, pool_.size(),
+               e.what());
+  }
 }
 
-void Migration::wake() noexcept {
-  {
-    std::lock_guard lk(qMu_);  // a thread between its stop check and its wait sees the notify
-  }
-  qCv_.notify_all();
-}
+void Migration::wake() noexcept { queue_.wakeAll(); }
 
 void Migration::stop() noexcept {
   wake();
@@ -45,44 +48,30 @@ void Migration::stop() noexcept {
 
 void Migration::loop() {
   ctx_.threads.enter("migrator", "reccl-migrator");
-  std::unique_lock lk(qMu_);
   for (;;) {
-    ++idle_;
-    qCv_.wait(lk, [&] { return ctx_.stopping() || !jobs_.empty() || !passive_.empty(); });
-    --idle_;
-    if (ctx_.stopping()) break;
-    // The peer's handshakes first: the peer's migration waits on them.
-    std::optional<Passive> p;
-    std::optional<Job> j;
-    if (!passive_.empty()) {
-      p.emplace(std::move(passive_.front()));
-      passive_.pop_front();
-    } else {
-      j = jobs_.front();
-      jobs_.pop_front();
+    bool startAnother = false;
+    std::optional<MigratorWork> w = queue_.take([this] { return ctx_.stopping(); }, &startAnother);
+    if (!w) break;
+    if (startAnother) {
+      std::lock_guard pl(poolMu_);
+      startThread();
     }
-    if (idle_ == 0) {
-      lk.unlock();
-      {
-        std::lock_guard pl(poolMu_);
-        startThread();
-      }
-      lk.lock();
+    if (w->passive) {
+      handlePassive(std::move(*w->passive));
+      continue;
     }
-    lk.unlock();
-    if (p) {
-      handlePassive(std::move(*p));
-    } else if (j->reason == MigrateReason::kStandby) {
-      if (auto c = ctx_.conns.find(j->id)) {
+    const Job& j = *w->job;
+    if (j.reason == MigrateReason::kStandby) {
+      if (auto c = ctx_.conns.find(j.id)) {
         ctx_.standbys->make(*c);
         c->standbyMaking.store(false);
       }
-    } else {
-      runJob(*j);
-      if (auto c = ctx_.conns.find(j->id))
-        if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
+      queue_.standbyDone();
+      continue;
     }
-    lk.lock();
+    runJob(j);
+    if (auto c = ctx_.conns.find(j.id))
+      if (auto next = c->jobs.finish()) push(std::move(*next));  // the job that waited for it
   }
 }
 
@@ -93,11 +82,7 @@ void Migration::enqueue(Job j) {
 
 void Migration::push(Job j) {
   j.queuedNs = monotonicNs();
-  {
-    std::lock_guard lk(qMu_);
-    jobs_.push_back(j);
-  }
-  qCv_.notify_one();
+  queue_.pushJob(std::move(j));
 }
 
 void Migration::queueStandby(const ConnId& id, uint64_t nowNs) {
@@ -105,19 +90,12 @@ void Migration::queueStandby(const ConnId& id, uint64_t nowNs) {
   j.id = id;
   j.reason = MigrateReason::kStandby;
   j.queuedNs = nowNs;
-  std::lock_guard lk(qMu_);
-  jobs_.push_back(j);
+  queue_.pushJob(std::move(j));
 }
-
-void Migration::notify() { qCv_.notify_one(); }
 
 Status Migration::onMigrationHello(UniqueFd fd, const core::Hello& h) {
   if (ctx_.stopping()) return Status(Errc::kAborted, "failover stopped");
-  {
-    std::lock_guard lk(qMu_);
-    passive_.push_back(Passive{std::move(fd), h, monotonicNs()});
-  }
-  qCv_.notify_one();
+  queue_.pushPassive(PassiveHello{std::move(fd), h, monotonicNs()});
   return Status::Ok();
 }
 

@@ -72,6 +72,7 @@ void Migration::runJob(const Job& j) {
       in.toRail = j.toRail;
       in.currentRail = cur;
       in.upHere = ctx_.rails.upMask();
+      in.grayHere = ctx_.rails.grayMask();
       in.tried = tried;
       in.weights = ctx_.picker->weights(c->peer);
       MoveChoice m = ctx_.picker->pickMove(*c, std::move(in));
@@ -108,6 +109,7 @@ void Migration::runJob(const Job& j) {
       return;
     }
     if (a == Attempt::kStale) return;  // the peer's newer proposal is (or was) applied here
+    if (a == Attempt::kPeerFailed) return failWithPeer(*c, err);
     if (a == Attempt::kNotReady) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     } else if (viaStandby) {
@@ -146,6 +148,12 @@ Attempt Migration::attempt(Conn& c, int rail, const Job& j, Deadline deadline, s
     auto atMost = Deadline::afterMs(kAttemptMs);
     auto made = ctx_.paths.connect(c.peer, rail, atMost.at() < deadline.at() ? atMost : deadline);
     if (!made.ok()) {
+      if (made.status().code() == Errc::kPeerFailure) {
+        // Nothing listens at the peer: no rail or retry can help.
+        *err = made.status().Wrap("rank " + std::to_string(c.peer) + " is gone (its process exited or its " +
+                                  "communicator was destroyed): rail " + std::to_string(rail));
+        return Attempt::kPeerFailed;
+      }
       *err = made.status();
       return Attempt::kFailed;
     }
@@ -163,6 +171,11 @@ Attempt Migration::attempt(Conn& c, int rail, const Job& j, Deadline deadline, s
   Attempt a = handshake(c, rail, j, withHello, std::move(link), -1, Deadline::afterMs(kAttemptMs), err, moved, tl);
   if (a == Attempt::kFailed) *err = err->Wrap("migration handshake on rail " + std::to_string(rail));
   return a;
+}
+
+void Migration::failWithPeer(Conn& c, const Status& peerFailed) {
+  if (!ctx_.stopping() && !ctx_.broken() && !c.port->failed())
+    unrecoverable(c, peerFailed.Wrap("rank " + std::to_string(ctx_.cfg.rank)));
 }
 
 void Migration::unrecoverable(Conn& c, const Status& s) {

@@ -26,10 +26,14 @@ MoveChoice chooseMoveRail(const MoveChoiceInput& in) {
     out.stay = true;
     return out;
   }
+  const bool inBand = in.reason == MigrateReason::kStall || in.reason == MigrateReason::kSocketError;
+  if (inBand && bit(in.grayHere, in.fromRail) && !bit(in.tried, in.fromRail) && in.fromRail < nrails) {
+    out.rail = in.fromRail;  // before any rail declared down: a gray one carries bytes
+    return out;
+  }
   std::vector<double> any(nrails, 1.0);
   for (int r = 0; r < nrails; ++r)
     if (bit(in.tried, r)) any[r] = 0;
-  const bool inBand = in.reason == MigrateReason::kStall || in.reason == MigrateReason::kSocketError;
   if (in.fromRail >= 0 && in.fromRail < nrails && !(inBand && bit(in.upHere, in.fromRail))) any[in.fromRail] = 0;
   out.rail = pickRail(in.load, any, -1);
   return out;

@@ -16,6 +16,7 @@ struct MoveChoiceInput {
   int toRail = -1;       // a fail-back's target
   int currentRail = -1;  // where the connection is now
   uint64_t upHere = 0;   // rails up at this end
+  uint64_t grayHere = 0; // rails out at this end for DEGRADED alone (not in upHere)
   uint64_t tried = 0;    // rails this job already failed on
   // Rail weights (measured throughput; 0: not usable here or, as far as known, at the peer) and
   // the connections of the moving one's direction per rail, moves in flight included.
@@ -32,7 +33,10 @@ struct MoveChoice {
 // A fail-back goes to its own rail when that is up here and not tried yet, whatever the peer last
 // said (its word may be stale: the handshake settles it). Anything else: the least loaded usable
 // rail by weight, never the rail being left or one tried; a DEGRADED rail with no healthy rail to
-// go to keeps its connections (a gray rail still carries bytes); else, as a last resort, any rail
+// go to keeps its connections (a gray rail still carries bytes), and a stall or socket error on
+// such a rail with nowhere to go reconnects on it (the loss's retransmit backoff can outlast the
+// stall time, and a new connection either carries on or fails, so a dead path still ends the
+// job within the failover timeout); else, as a last resort, any rail
 // not tried, also one declared down (it may be up again and held down by damping), and the rail
 // being left only after an in-band signal (a stall or socket error says nothing certain about
 // this end's NIC) while it is up here.

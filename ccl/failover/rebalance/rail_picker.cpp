@@ -13,11 +13,15 @@ std::vector<double> RailPicker::weights(int peer) {
   return weightsFromThroughput(ctx_.meter->measuredBps(), both);
 }
 
-int RailPicker::forNewConnection(int peer, int preferred) {
+std::vector<int> RailPicker::forNewConnection(int peer, int preferred) {
   auto w = weights(peer);
-  if (preferred >= 0 && preferred < ctx_.cfg.nrails && w[preferred] > 0) return preferred;
-  int r = pickRail(ctx_.conns.loads(), w, -1);
-  return r >= 0 ? r : preferred;  // nothing healthy: connecting fails and reports it
+  int first = preferred >= 0 && preferred < ctx_.cfg.nrails && w[preferred] > 0 ? preferred
+                                                                                : pickRail(ctx_.conns.loads(), w, -1);
+  if (first < 0) return {preferred};
+  std::vector<int> rails{first};
+  for (int r = 0; r < ctx_.cfg.nrails; ++r)
+    if (r != first && w[r] > 0) rails.push_back(r);
+  return rails;
 }
 
 MoveChoice RailPicker::pickMove(Conn& c, MoveChoiceInput in) {

@@ -24,8 +24,10 @@ class RailPicker {
 
   // Weights of the rails usable here and, as far as known, at `peer` (weightsFromThroughput).
   std::vector<double> weights(int peer);
-  // A new connection's rail: `preferred` while usable at both ends, else the least loaded one.
-  int forNewConnection(int peer, int preferred);
+  // The rails to dial a new connection on, best first: `preferred` while usable at both ends,
+  // else the least loaded one; then the other usable rails. Nothing usable: `preferred` alone
+  // (the dial fails and reports it).
+  std::vector<int> forNewConnection(int peer, int preferred);
   // One try of a move: chooseMoveRail with the loads of the moment, c's target claimed (not for a
   // fail-back, whose rail is its own).
   MoveChoice pickMove(Conn& c, MoveChoiceInput in);

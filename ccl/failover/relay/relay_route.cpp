@@ -167,6 +167,7 @@ RelayRoute::Outcome RelayRoute::first(Conn& c, const Job& j, Deadline deadline) 
         return Outcome::kDone;
       }
       if (a == Attempt::kStale) return Outcome::kStale;
+      if (a == Attempt::kPeerFailed) return Outcome::kFallBack;  // the direct route hears the same and fails at once
       if (a == Attempt::kNotReady) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
         continue;

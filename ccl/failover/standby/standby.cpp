@@ -77,7 +77,6 @@ uint64_t Standbys::tend(uint64_t nowNs) {
   uint64_t next = nowNs + kCheckPeriodNs;
   if (!ctx_.cfg.standbyOn) return next;
   RailPicker& picker = *ctx_.picker;
-  bool queued = false;
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->relayVia.load() >= 0 || c->port->failed()) continue;
     if (c->busy.load() || c->jobs.busy() || c->standbyMaking.load()) {
@@ -123,10 +122,8 @@ uint64_t Standbys::tend(uint64_t nowNs) {
     if (picker.standbyRailFor(*c) < 0) continue;  // no other rail now: looked at again with the rails' next change
     c->standbyMaking.store(true);
     ctx_.migration->queueStandby(c->id, nowNs);
-    queued = true;
     next = std::min(next, nowNs + kTendPeriodNs);
   }
-  if (queued) ctx_.migration->notify();
   return next;
 }
 

@@ -1,13 +1,15 @@
 // A dial whose SYN is lost is dialled again after kConnectAttemptMs, not left to the kernel's
 // initial retransmission timeout (1 s). A listener whose accept queue is full drops an incoming
 // SYN without an answer, as a lossy link does: that is the lost SYN here, on loopback. (Backlog 1,
-// not 0: with 0 even the first connection needs a SYN cookie.)
+// not 0: with 0 even the first connection needs a SYN cookie.) And what a refusal means, at
+// set-up and for failover.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "reccl/common/unique_fd.h"
@@ -17,17 +19,30 @@ namespace {
 
 using namespace reccl;
 
-TEST(ConnectTcp, ASynLostToAFullAcceptQueueIsDialledAgainBeforeTheKernelRetransmits) {
-  UniqueFd l(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(l);
+// A TCP socket bound to a free loopback port, and that port.
+struct Bound {
+  UniqueFd fd;
+  transport::Endpoint at;
+};
+Bound bindLoopback() {
+  Bound b{UniqueFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)), {}};
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  ASSERT_EQ(listen(l.get(), 1), 0);  // two connections waiting to be accepted fill the queue
   socklen_t len = sizeof(sa);
-  ASSERT_EQ(getsockname(l.get(), reinterpret_cast<sockaddr*>(&sa), &len), 0);
-  const transport::Endpoint dst{sa.sin_addr.s_addr, ntohs(sa.sin_port)};
+  if (!b.fd || bind(b.fd.get(), reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) != 0 ||
+      getsockname(b.fd.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0)
+    return {};
+  b.at = {sa.sin_addr.s_addr, ntohs(sa.sin_port)};
+  return b;
+}
+
+TEST(ConnectTcp, ASynLostToAFullAcceptQueueIsDialledAgainBeforeTheKernelRetransmits) {
+  Bound b = bindLoopback();
+  ASSERT_TRUE(b.fd);
+  UniqueFd& l = b.fd;
+  ASSERT_EQ(listen(l.get(), 1), 0);  // two connections waiting to be accepted fill the queue
+  const transport::Endpoint dst = b.at;
 
   auto first = transport::connectTcp(dst, 0, "", Deadline::afterMs(5000));
   ASSERT_TRUE(first.ok()) << first.status().message();
@@ -51,6 +66,38 @@ TEST(ConnectTcp, ASynLostToAFullAcceptQueueIsDialledAgainBeforeTheKernelRetransm
   UniqueFd a2(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
   UniqueFd a3(accept4(l.get(), nullptr, nullptr, SOCK_CLOEXEC));
   EXPECT_TRUE(a2 && a3) << "the filler and the redialled connection are the ones the listener holds";
+}
+
+// A refusal (the far kernel's reset: nothing listens on the port) is dialled again until the
+// deadline at set-up, where the peer may not listen yet, and ends the dial at once for failover's
+// connects (OnRefused::kFinal), where the peer listens from its set-up until it is destroyed.
+TEST(ConnectTcp, ARefusalIsRetriedAtSetUpAndFinalForFailover) {
+  // A port that is bound but not listening: refused, and no one else can take it meanwhile.
+  Bound b = bindLoopback();
+  ASSERT_TRUE(b.fd);
+  UniqueFd& hold = b.fd;
+  const transport::Endpoint dst = b.at;
+  using namespace std::chrono;
+
+  auto t0 = steady_clock::now();
+  auto retried = transport::connectTcp(dst, 0, "", Deadline::afterMs(300));
+  auto ms = duration_cast<milliseconds>(steady_clock::now() - t0).count();
+  ASSERT_FALSE(retried.ok());
+  EXPECT_NE(retried.status().code(), Errc::kPeerFailure) << retried.status().message();
+  EXPECT_GE(ms, 290) << "a refusal at set-up ended the dial before its deadline";
+
+  t0 = steady_clock::now();
+  auto refused = transport::connectTcp(dst, 0, "", Deadline::afterMs(5000), transport::OnRefused::kFinal);
+  ms = duration_cast<milliseconds>(steady_clock::now() - t0).count();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Errc::kPeerFailure) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("refused"), std::string::npos) << refused.status().message();
+  EXPECT_LT(ms, 1000) << "a final refusal was dialled again";
+
+  // Listening now: the same dial connects.
+  ASSERT_EQ(listen(hold.get(), 4), 0);
+  auto ok = transport::connectTcp(dst, 0, "", Deadline::afterMs(5000), transport::OnRefused::kFinal);
+  EXPECT_TRUE(ok.ok()) << ok.status().message();
 }
 
 }  // namespace

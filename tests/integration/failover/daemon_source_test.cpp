@@ -234,7 +234,7 @@ TEST_F(DaemonSource, HungDaemonFallsBackToNicPoll) {
 // between is caught by a fallback source (NIC poll, or the in-process detector once it runs),
 // then the ranks take the daemon back and it catches the next fault.
 TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
-  Job j(testbed().name(), env("auto", "WORKER_SECONDS=35 WORKER_COUNT=262144"), 150);
+  Job j(testbed().name(), env("auto", "WORKER_SECONDS=5 WORKER_COUNT=262144"), 150);
   ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
   ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 30s)) << j.text() << daemon_.log();
   ASSERT_TRUE(daemon_.stop(SIGTERM, 15000));
@@ -259,9 +259,9 @@ TEST_F(DaemonSource, AutoTakesARestartedDaemonBack) {
 
 // RECCL_DETECTOR=auto and the daemon gone for good: the in-process detector (BPF here) starts
 // off the monitor thread and becomes the source. Loading BPF beside a running job on a busy
-// host takes seconds, hence the long run.
+// host takes seconds; the job runs on until the test's wait (its stop file), however long.
 TEST_F(DaemonSource, AutoFallsBackToTheInProcessDetector) {
-  Job j(testbed().name(), env("auto", "WORKER_SECONDS=60 WORKER_COUNT=262144"), 150);
+  Job j(testbed().name(), env("auto", "WORKER_SECONDS=5 WORKER_COUNT=262144"), 150);
   ASSERT_TRUE(j.waitForMatch("started rank", 2, 30s)) << j.text();
   ASSERT_TRUE(j.waitForMatch(kOnDaemon, 2, 30s)) << j.text() << daemon_.log();
   ASSERT_TRUE(daemon_.stop(SIGKILL, 15000));

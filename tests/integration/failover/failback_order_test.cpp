@@ -48,7 +48,7 @@ TEST_F(FailoverFailBackRetry, AFailBackThatFailedIsTriedAgainWhileTheRailStaysUp
   // The drop makes SYNs retransmit: no retransmit count may declare the rail DEGRADED here.
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_RETRANS_THRESHOLD=1000000 "
-            "RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=25"),
+            "RECCL_FAILOVER_TIMEOUT_MS=3000 WORKER_SECONDS=5"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();

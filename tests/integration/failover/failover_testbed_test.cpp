@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <set>
@@ -21,6 +22,7 @@ namespace {
 
 using reccl::test::failover::Clock;
 using reccl::test::failover::countMatches;
+using reccl::test::failover::dropOnRail0;
 using reccl::test::failover::Job;
 using reccl::test::failover::onePercentDropOnRail0;
 using reccl::test::failover::sumField;
@@ -254,6 +256,40 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
   EXPECT_EQ(abortedRanks, (std::set<int>{0, 1})) << t;
 }
 
+// Rank 0 moves both connections of the pair off its own NIC on rail 0 and back (rank 1 accepts
+// each), waits `settleMs`, and is killed. What rank 1 did: the seconds from the kill to its
+// error (-1: none within 40 s) and its lines from the kill on.
+struct KillAfterFailBack {
+  double seconds = -1;
+  int code = 0;
+  std::string text, after;
+};
+KillAfterFailBack killRank0AfterItsFailBack(Job& j, const std::function<void(bool up)>& rank0Nic, int settleMs) {
+  KillAfterFailBack k;
+  rank0Nic(false);
+  bool moved = j.waitFor("rank 1: failover by peer of rank", 2, std::chrono::seconds(20));
+  rank0Nic(true);
+  moved = moved && j.waitFor("rank 1: fail-back by peer of rank", 2, std::chrono::seconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(settleMs));
+  auto ranks = j.workerRanks();
+  if (!moved || ranks.count(0) != 1) {
+    k.text = "no fail-back before the kill, or no rank 0\n" + j.text();
+    return k;
+  }
+  size_t cursor = 0;
+  (void)j.linesFrom(&cursor);
+  auto t0 = Clock::now();
+  if (kill(ranks[0], SIGKILL) != 0) return k;
+  const bool errored = j.waitFor("worker rank 1 iteration", 1, std::chrono::seconds(40));
+  k.code = j.wait();
+  k.text = j.text();
+  if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", k.text.c_str());
+  for (auto& [at, line] : j.linesFrom(&cursor)) k.after += line + "\n";
+  auto errs = j.firstPerRank("worker rank ([0-9]+) iteration [0-9]+: ");
+  if (errored && errs.count(1)) k.seconds = std::chrono::duration<double>(errs[1] - t0).count();
+  return k;
+}
+
 // A rank killed after its own fail-back: the survivor only accepted that fail-back (the passive
 // end, whose last move of a connection is then the peer's, the state an abandoned handshake also
 // leaves) and data has crossed the new paths since. Their close at the death is the peer's, not
@@ -269,30 +305,14 @@ TEST_F(Failover, KilledRankAfterItsFailBackFailsThePeerAtOnce) {
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  link(false, 0, 0, false);  // host 0's own NIC: rank 0 moves both connections, rank 1 accepts
-  ASSERT_TRUE(j.waitFor("rank 1: failover by peer of rank", 2, std::chrono::seconds(20))) << j.text();
-  link(true, 0, 0, false);
-  ASSERT_TRUE(j.waitFor("rank 1: fail-back by peer of rank", 2, std::chrono::seconds(20))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // allreduces cross the paths
-  auto ranks = j.workerRanks();
-  ASSERT_EQ(ranks.count(0), 1u) << j.text();
-  size_t cursor = 0;
-  (void)j.linesFrom(&cursor);  // what rank 1 logs from the kill on
-  auto t0 = Clock::now();
-  ASSERT_EQ(kill(ranks[0], SIGKILL), 0);
-  const bool errored = j.waitFor("worker rank 1 iteration", 1, std::chrono::seconds(40));
-  int code = j.wait();
-  std::string t = j.text();
-  if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
-  ASSERT_TRUE(errored) << t;
-  EXPECT_NE(code, 0) << t;
-  auto errs = j.firstPerRank("worker rank ([0-9]+) iteration [0-9]+: ");
-  ASSERT_EQ(errs.count(1), 1u) << t;
-  double s = std::chrono::duration<double>(errs[1] - t0).count();
+  // 500 ms after the fail-back: allreduces cross the new paths.
+  auto k = killRank0AfterItsFailBack(j, [&](bool up) { link(up, 0, 0, false); }, 500);
+  const std::string& t = k.text;
+  ASSERT_GE(k.seconds, 0) << t;
+  EXPECT_NE(k.code, 0) << t;
   // At once, with a loaded machine's slack; far below the 20 s failover timeout.
-  EXPECT_LT(s, 3.0) << "rank 1 errored " << s << " s after rank 0 was killed\n" << t;
-  std::string after;
-  for (auto& [at, line] : j.linesFrom(&cursor)) after += line + "\n";
+  EXPECT_LT(k.seconds, 3.0) << "rank 1 errored " << k.seconds << " s after rank 0 was killed\n" << t;
+  const std::string& after = k.after;
   // The case itself: rank 1 judged a close on a port whose epoch is the one it accepted from
   // rank 0 (the state an abandoned handshake leaves too), and migrated nothing.
   EXPECT_GE(countMatches(after, "rank 1: peer close on [^\n]* port epoch ([0-9]+) [^\n]*last epoch accepted from the "
@@ -301,6 +321,71 @@ TEST_F(Failover, KilledRankAfterItsFailBackFailsThePeerAtOnce) {
       << t;
   EXPECT_EQ(countMatches(after, "rank 1: path rank [0-9]+->[0-9]+ ch [0-9]+ failed [^\n]*; migrating"), 0) << t;
 }
+
+// The same kill with nothing crossed the failed-back paths since the fail-back: rank 0 is late
+// for its next call (paused), so its close of them is all rank 1 hears on them, the state an
+// abandoned handshake leaves too. Rank 1 migrates; the dead rank's kernel refuses the connects
+// (nothing listens there any more), which no link fault does: rank 1 fails at once instead of
+// retrying until the failover timeout (20 s here).
+TEST_F(Failover, KilledRankIdleSinceItsFailBackFailsThePeerAtOnce) {
+  Job j(testbed().name(),
+        env("RECCL_NCHANNELS=1 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "RECCL_FAILOVER_TIMEOUT_MS=20000 RECCL_TIMEOUT_MS=60000 WORKER_ITERS=8 WORKER_COUNT=65536"),
+        120, 1, {{0, "WORKER_PAUSE=3/60000"}});
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("pausing rank 0 before iteration 3", 1, std::chrono::seconds(30))) << j.text();
+  auto k = killRank0AfterItsFailBack(j, [&](bool up) { link(up, 0, 0, false); }, 0);
+  ASSERT_GE(k.seconds, 0) << k.text;
+  EXPECT_NE(k.code, 0) << k.text;
+  EXPECT_LT(k.seconds, 3.0) << "rank 1 errored " << k.seconds << " s after rank 0 was killed\n" << k.text;
+  EXPECT_GE(countMatches(k.after, "rank 1: rank 0 is gone"), 1) << k.text;
+}
+
+// A peer whose communicator has failed while its process lives on, its failover threads still
+// answering. The rail under both directions of the pair dies while rank 0 is late for a
+// collective (in-band detection only, so neither end moves at once); rank 1 fails there on its
+// own RECCL_TIMEOUT_MS, and its close cannot reach rank 0 over the dead rail. Rank 0's stall
+// check then moves the connection; rank 1 answers peer-failed, and rank 0 fails at once, naming
+// rank 1, instead of trying other rails until the failover timeout (20 s here). Over a standby
+// (the request on it) and over a new connection (the listener hands a migration hello to
+// failover on a failed communicator too).
+class FailoverPeerFailed : public Failover {
+ protected:
+  void expectPeerFailedAtOnce(const std::string& standby);
+};
+
+void FailoverPeerFailed::expectPeerFailedAtOnce(const std::string& standby) {
+  Job j(testbed().name(),
+        env("RECCL_NCHANNELS=1 RECCL_DETECTOR=none RECCL_STALL_TIMEOUT_MS=2000 RECCL_FAILOVER_TIMEOUT_MS=20000 "
+              "RECCL_TIMEOUT_MS=30000 RECCL_DEBUG=WARN WORKER_ITERS=8 WORKER_COUNT=65536 RECCL_FAILOVER_STANDBY=" +
+              standby),
+        120, 1, {{0, "WORKER_PAUSE=4/8000"}, {1, "RECCL_TIMEOUT_MS=1000 WORKER_HOLD_FAILED_MS=15000"}});
+  ASSERT_TRUE(j.waitFor("pausing rank 0 before iteration 4", 1, std::chrono::seconds(60))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 1's first steps have crossed
+  link(false, 0, 0, true);
+  const bool failed = j.waitFor("worker rank 0 iteration", 1, std::chrono::seconds(60));
+  int code = j.wait();
+  std::string t = j.text();
+  if (getenv("FAILOVER_TEST_VERBOSE")) printf("%s", t.c_str());
+  ASSERT_TRUE(failed) << t;
+  EXPECT_NE(code, 0) << t;
+  auto broke = j.firstPerRank("rank ([0-9]+): communicator failed: ");
+  ASSERT_EQ(broke.count(0), 1u) << t;
+  ASSERT_EQ(broke.count(1), 1u) << t;
+  // Rank 1 fails in its wait for rank 0 (its step deadline, RECCL_TIMEOUT_MS).
+  EXPECT_GE(countMatches(t, "rank 1: communicator failed: [^\n]*(before the deadline|RECCL_TIMEOUT_MS)"), 1) << t;
+  // Rank 0's reason is rank 1's failure, not its own timeout or the failover timeout.
+  EXPECT_GE(countMatches(t, "rank 0: communicator failed: [^\n]*rank 1's communicator has failed"), 1) << t;
+  EXPECT_GE(countMatches(t, "worker rank 0 iteration [0-9]+: remote process exited"), 1) << t;  // recclRemoteError
+  EXPECT_EQ(countMatches(t, "RECCL_FAILOVER_TIMEOUT_MS=20000"), 0) << t;
+  // Rank 0 notices the dead rail by keepalive (stall time idle, then the stall time unanswered:
+  // ~4 s) and fails with the reply; the failover timeout would add 20 s.
+  double s = std::chrono::duration<double>(broke[0] - broke[1]).count();
+  EXPECT_LT(s, 10.0) << "rank 0 failed " << s << " s after rank 1\n" << t;
+}
+
+TEST_F(FailoverPeerFailed, OverAStandby) { expectPeerFailedAtOnce("1"); }
+TEST_F(FailoverPeerFailed, OverANewConnection) { expectPeerFailedAtOnce("0"); }
 
 // ---- link down mid-collective: every collective, each rail, sender and receiver side ----------
 //
@@ -350,6 +435,12 @@ class FailoverMatrix : public Failover {
       EXPECT_GE(countMatches(t, "failover of rank [0-9]+->[0-9]+ ch [0-9]+ rail [0-9]+ \\([^)]*\\) -> rail [01] \\([a-z0-9]+\\) epoch [0-9]+: "
                                 "reason [a-z-]+, source [a-z-]+, fault-to-switch [0-9]+ us, resent [0-9]+ bytes, "
                                 "timeline us: queue -?[0-9]+ thread -?[0-9]+ standby"),
+                1)
+          << t;
+      // The peer's end splits its commit: its reply left after the peer's record was read and
+      // before the commit ended.
+      EXPECT_GE(countMatches(t, "failover by peer of rank [^\n]*timeline us: thread [0-9]+ request [0-9]+ commit [0-9]+ "
+                                "\\(record [0-9]+, reply sent [0-9]+\\)"),
                 1)
           << t;
       // The detector's moves over a standby are made on the monitor thread, which sends the
@@ -418,7 +509,7 @@ TEST_F(Failover, AllreduceFaultDuringAllGatherPhase) {
 TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
-            "RECCL_RETRANS_THRESHOLD=3 WORKER_SECONDS=12"),
+            "RECCL_RETRANS_THRESHOLD=3 WORKER_SECONDS=5"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   // The retransmit hook is BPF: wait until both ranks' detectors run.
@@ -460,6 +551,44 @@ TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
   EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
 }
 
+// The only rail is gray (DEGRADED, staying on it), then loses everything for 1.5 s without a
+// carrier change: no ack for the stall time (1 s), as a loss's retransmit backoff can do on a
+// busy machine. The stall's job (or a socket error's, when the peer's move closes the other
+// direction first) has no healthy rail: it reconnects on the gray rail (the new
+// connection's SYN gets through once the loss is over). Before, the job waited for a healthy
+// rail and failed the communicator at RECCL_FAILOVER_TIMEOUT_MS although the old path had
+// recovered: "no path for ... no healthy rail".
+TEST_F(Failover, StallOnTheOnlyRailWhileGrayReconnectsOnIt) {
+  Job j(testbed().name(),
+        env("RECCL_NICS==rail0 RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "RECCL_DEGRADED_CLEAR_MS=60000 RECCL_FAILOVER_TIMEOUT_MS=3000 RECCL_RETRANS_THRESHOLD=3 WORKER_SECONDS=5"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  // 5 %: a job slowed by a loaded machine still crosses the retransmit threshold at both ends.
+  ASSERT_EQ(dropOnRail0(netns(0), true, "0.05"), 0);
+  // Gray at both ends: at an end where the rail is still up, a stall may retry it anyway.
+  bool stayed = j.waitForMatch("rank 0: rail 0 \\(rail0\\) degraded", 1, std::chrono::seconds(30)) &&
+                j.waitForMatch("rank 1: rail 0 \\(rail0\\) degraded", 1, std::chrono::seconds(30));
+  int blackout = dropOnRail0(netns(0), false, "0");
+  if (stayed && blackout == 0) blackout = dropOnRail0(netns(0), true, "1");
+  bool stalled = stayed && blackout == 0 && j.waitFor("path stalled", 1, std::chrono::seconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(stalled ? 500 : 0));
+  int clear = dropOnRail0(netns(0), false, "0");
+  // The old path recovers once the loss is over; a stall's job left waiting for a healthy rail
+  // would still end the job at its deadline (3 s from the stall): the run outlasts it.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  expectAllOk(j, 2);
+  EXPECT_EQ(blackout, 0);
+  EXPECT_EQ(clear, 0);
+  std::string t = j.text();
+  EXPECT_TRUE(stayed) << t;
+  EXPECT_TRUE(stalled) << t;
+  EXPECT_GE(countMatches(t, "failover of rank [01]->[01] ch 0 rail 0 \\(rail0\\) -> rail 0 \\(rail0\\) epoch [0-9]+: reason (stall|socket-error)"), 1)
+      << t;
+  EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
 // Rail 1 of host 0 is pulled (its connections move to rail 0), then rail 0 turns gray: nothing
 // healthy is left, so the connections stay on rail 0 (FailoverTest::grayRail0ThenRail1Back). When
 // rail 1 comes back, those that stayed on the gray rail move to it too (reason degraded), not only
@@ -486,7 +615,7 @@ TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
 TEST_F(Failover, HardFaultRetransmitsNotDegradedNextFaultFailsOver) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_RETRANS_THRESHOLD=3 "
-            "RECCL_DEGRADED_CLEAR_MS=5000 RECCL_FAILOVER_TIMEOUT_MS=20000 WORKER_SECONDS=12"),
+            "RECCL_DEGRADED_CLEAR_MS=5000 RECCL_FAILOVER_TIMEOUT_MS=20000 WORKER_SECONDS=5"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();

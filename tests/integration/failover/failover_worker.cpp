@@ -43,6 +43,10 @@
 // and 2 warm-up calls, WORKER_ITERS allreduces of WORKER_COUNT floats, measured with
 // getrusage(RUSAGE_SELF) (user + sys of every thread of the process) and the wall clock; prints
 // "cpu rank R calls N cpu_us X wall_us Y" (the last result is checked; exit 1 if wrong).
+// WORKER_PAUSE="IT/MS": sleep MS ms before the collective of iteration IT (the peers wait in
+// theirs; give it to one rank, Job's per-rank environment). WORKER_HOLD_FAILED_MS=N: after a failed call, keep the failed
+// communicator N ms before aborting it (its failover threads still answer the peers meanwhile,
+// as in an application that aborts late); "holding failed rank R" is printed first.
 // WORKER_PROGRESS_MS=N: "progress rank R iters K rails U at_ns T" every N ms and whenever the
 // number of rails up here (recclCommStats_t.railsUp) changes, checked after each iteration (T:
 // CLOCK_MONOTONIC ns, the clock of every process on the machine, for a test's own timeline).
@@ -488,6 +492,11 @@ void printStats(const char* label, recclComm_t comm, int rank, const RunCounters
 int abortAfterError(recclComm_t comm, int rank, int code, const RunCounters& run) {
   printf("failed rank %d at_ns %lld call_us %.0f\n", rank, monoNs(run.failedAt), run.callUs);
   printStats("stats", comm, rank, run);
+  if (int holdMs = envInt("WORKER_HOLD_FAILED_MS", 0); holdMs > 0) {
+    printf("holding failed rank %d for %d ms\n", rank, holdMs);
+    fflush(stdout);
+    std::this_thread::sleep_for(std::chrono::milliseconds(holdMs));
+  }
   recclResult_t async = recclSuccess;
   recclCommGetAsyncError(comm, &async);
   auto t0 = Clock::now();
@@ -543,6 +552,13 @@ int main() {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<Fault> faults;
   if (!parseFaults(getenv("WORKER_FAULTS"), envInt("WORKER_FAULT_RANK", 0), &faults)) return 2;
+  struct {
+    int iter = -1, ms = 0;
+  } pause;
+  if (const char* p = getenv("WORKER_PAUSE"); p && sscanf(p, "%d/%d", &pause.iter, &pause.ms) != 2) {
+    fprintf(stderr, "worker: WORKER_PAUSE: bad value '%s' (want IT/MS)\n", p);
+    return 2;
+  }
   recclComm_t comm = nullptr;
   recclResult_t rc = recclCommInitFromEnv(&comm);
   if (rc != recclSuccess) {
@@ -612,6 +628,11 @@ int main() {
       // Phase faults: who enters late decides which phase the injecting rank waits in.
       bool late = fault->when == "rs" ? rank != fault->rank : rank == fault->rank;
       if (late) std::this_thread::sleep_for(std::chrono::milliseconds(lateMs));
+    }
+    if (pause.ms > 0 && pause.iter == it) {
+      printf("pausing rank %d before iteration %d for %d ms\n", rank, it, pause.ms);
+      fflush(stdout);
+      std::this_thread::sleep_for(std::chrono::milliseconds(pause.ms));
     }
     Shape sh = shapeOf(c, n, count);
     out.assign(sh.outCount, kSentinel);

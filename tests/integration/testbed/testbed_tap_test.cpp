@@ -1,16 +1,16 @@
 // Tap mode: rail NICs whose carrier is driven by TUNSETCARRIER (the driver path of a physical
 // NIC), joined to the rail bridges by the testbed's forwarder.
 #include <arpa/inet.h>
+#include <linux/capability.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <poll.h>
-#include <linux/capability.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdio>

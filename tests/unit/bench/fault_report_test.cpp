@@ -326,7 +326,7 @@ TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
          "reply 140 commit 150 (queue: detector 900 monitor wake 790 monitor 2), on the monitor thread\n"
       << "[rank 1] vm:1:2 1.0 reccl warn FAILOVER: rank 1: failover by peer of rank 0->1 ch 0 rail 0 (rail0) -> "
          "rail 1 (rail1) epoch 2: reason link-down, source peer, fault-to-switch 0 us, resent 0 bytes, timeline us: "
-         "thread 0 request 5 commit 331\n"
+         "thread 0 request 5 commit 331 (record 4, reply sent 90)\n"
       << head << "fail-back of rank 1->0 ch 0 rail 1 (rail1) -> rail 0 (rail0) epoch 5: reason fail-back, source "
          "detector, fault-to-switch 1772 us, resent 0 bytes, timeline us: queue 74 thread 358 connect 521 request 18 "
          "reply 715 commit 83\n";

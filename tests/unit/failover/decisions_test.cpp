@@ -88,8 +88,9 @@ struct MoveCase {
 };
 
 MoveChoiceInput move(MigrateReason reason, int from, int to, int cur, uint64_t up, uint64_t tried,
-                     std::vector<double> w, std::vector<int> load) {
+                     std::vector<double> w, std::vector<int> load, uint64_t gray = 0) {
   MoveChoiceInput in;
+  in.grayHere = gray;
   in.reason = reason;
   in.fromRail = from;
   in.toRail = to;
@@ -119,6 +120,12 @@ TEST(FailoverDecisions, AMovingConnectionsRail) {
        move(R::kDegraded, 0, -1, 1, 0b00, 0, {0, 0}, {1, 0}), {1}},
       {"a stall may retry the rail it left while that rail is up here",
        move(R::kStall, 0, -1, 0, 0b01, 0b10, {0, 0}, {1, 0}), {0}},
+      {"a stall on a gray rail with nowhere healthy reconnects on it, before a rail declared down",
+       move(R::kStall, 0, -1, 0, 0b00, 0, {0, 0}, {0, 0}, 0b01), {0}},
+      {"a socket error on the only rail, gray: the same", move(R::kSocketError, 0, -1, 0, 0, 0, {0}, {1}, 0b1), {0}},
+      {"a gray rail already tried by the job is not tried again",
+       move(R::kStall, 0, -1, 0, 0b00, 0b01, {0, 0}, {0, 0}, 0b01), {1}},
+      {"a healthy rail still comes first", move(R::kStall, 0, -1, 0, 0b10, 0, {0, 1}, {0, 0}, 0b01), {1}},
       {"a link-down never retries the rail it left", move(R::kLinkDown, 0, -1, 0, 0b01, 0b10, {0, 0}, {1, 0}), {-1}},
       {"fail-back: its own rail when up here", move(R::kFailBack, 1, 0, 1, 0b11, 0, {1, 1}, {9, 0}), {0}},
       {"fail-back against the peer's last word: a short try",

@@ -116,7 +116,11 @@ TEST(MigrateWire, ReplyRoundTripAndRejects) {
   EXPECT_EQ(d->applied, 49u);
   EXPECT_EQ(d->railsUp, 3u);
   auto c = b;
-  c[4] = std::byte{7};
+  c[4] = std::byte{static_cast<uint8_t>(MigrateStatus::kPeerFailed)};
+  auto pf = decodeMigrateReply(c);
+  ASSERT_TRUE(pf.ok()) << pf.status().ToString();
+  EXPECT_EQ(pf->status, MigrateStatus::kPeerFailed);
+  c[4] = std::byte{5};
   EXPECT_FALSE(decodeMigrateReply(c).ok()) << "status";
   r.applied = 51;
   encodeMigrateReply(r, b);
