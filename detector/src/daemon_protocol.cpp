@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 namespace reccl::detector {
@@ -99,6 +100,18 @@ Result<uint64_t> uintField(const json& j, const char* key, bool required) {
   return v.get<uint64_t>();
 }
 
+// An unsigned field read as T: absent, `absent`; a float, a negative number or one past T's range
+// is kProtocol naming the key (nlohmann's own conversion of such a number would truncate it, or,
+// for a float out of T's range, be undefined).
+template <class T>
+Result<T> uintFieldAs(const json& j, const char* key, T absent) {
+  if (!j.contains(key)) return absent;
+  RECCL_ASSIGN_OR_RETURN(uint64_t v, uintField(j, key, true));
+  if (v > std::numeric_limits<T>::max())
+    return Status(Errc::kProtocol, std::string("detectord: '") + key + "' is out of range");
+  return static_cast<T>(v);
+}
+
 Result<std::string> stringField(const json& j, const char* key) {
   if (!j.contains(key)) return std::string();
   if (!j[key].is_string()) return Status(Errc::kProtocol, std::string("detectord: '") + key + "' is not a string");
@@ -190,21 +203,40 @@ Result<LinkEvent> eventFromJsonOrThrow(const std::string& text) {
   else
     return Status(Errc::kProtocol, "detectord: unknown event type '" + type + "'");
   e.netns = j.value("netns", "");
-  e.link.netnsIno = j.value("netns_ino", 0u);
-  e.link.ifindex = j.value("ifindex", 0u);
+  RECCL_ASSIGN_OR_RETURN(e.link.netnsIno, uintFieldAs<uint32_t>(j, "netns_ino", 0));
+  RECCL_ASSIGN_OR_RETURN(e.link.ifindex, uintFieldAs<uint32_t>(j, "ifindex", 0));
   e.ifname = j.value("ifname", "");
-  e.slot = j.value("slot", uint32_t(RECCL_LINK_NO_SLOT));
+  RECCL_ASSIGN_OR_RETURN(e.slot, uintFieldAs<uint32_t>(j, "slot", RECCL_LINK_NO_SLOT));
   std::string kind = j.value("kind", "none");
   for (int k = 0; k < RECCL_LINK_KIND_COUNT; ++k)
     if (kind == kindName(static_cast<LinkKind>(k))) e.kind = static_cast<LinkKind>(k);
   if (auto s = sourceFromName(j.value("source", ""))) e.source = *s;
-  e.signalNs = j.value("signal_ns", uint64_t(0));
-  e.emitNs = j.value("emit_ns", uint64_t(0));
+  RECCL_ASSIGN_OR_RETURN(e.signalNs, uintFieldAs<uint64_t>(j, "signal_ns", 0));
+  RECCL_ASSIGN_OR_RETURN(e.emitNs, uintFieldAs<uint64_t>(j, "emit_ns", 0));
+  if (j.contains("penalty") && !j["penalty"].is_number())
+    return Status(Errc::kProtocol, "detectord: 'penalty' is not a number");
   e.penalty = j.value("penalty", 0.0);
-  e.flaps = j.value("flaps", uint64_t(0));
+  RECCL_ASSIGN_OR_RETURN(e.flaps, uintFieldAs<uint64_t>(j, "flaps", 0));
   return e;
 }
 }  // namespace
+
+Result<WatchedLink> watchReplyFromJson(const WatchSpec& spec, const std::string& text) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status(Errc::kProtocol, "detectord: watch reply is not a JSON object");
+  if (!j.contains("ok") || !j["ok"].is_boolean()) return Status(Errc::kProtocol, "detectord: watch reply without 'ok'");
+  if (!j["ok"].get<bool>()) {
+    RECCL_ASSIGN_OR_RETURN(std::string err, stringField(j, "error"));
+    return Status(Errc::kInvalidArgument, err.empty() ? std::string("watch refused") : err);
+  }
+  WatchedLink w;
+  w.netns = spec.netns;
+  w.ifname = spec.ifname;
+  RECCL_ASSIGN_OR_RETURN(w.slot, uintFieldAs<uint32_t>(j, "slot", RECCL_LINK_NO_SLOT));
+  RECCL_ASSIGN_OR_RETURN(w.key.netnsIno, uintFieldAs<uint32_t>(j, "netns_ino", 0));
+  RECCL_ASSIGN_OR_RETURN(w.key.ifindex, uintFieldAs<uint32_t>(j, "ifindex", 0));
+  return w;
+}
 
 Result<LinkEvent> eventFromJson(const std::string& text) {
   // A field of the wrong type makes nlohmann throw; that is a malformed message, an error code here.

@@ -136,22 +136,7 @@ Result<WatchedLink> DetectorClient::watch(const WatchSpec& spec) {
   RECCL_ASSIGN_OR_RETURN(UniqueFd ns, openNetnsFd(spec.netns));
   RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "watch"}, {"netns", spec.netns}, {"dev", spec.ifname}}.dump(),
                                                 "watch", nullptr, ns.get()));
-  try {
-    return watchReply(spec, r);
-  } catch (const std::exception& e) {  // a field of the wrong type
-    return Status(Errc::kProtocol, std::string("detectord: malformed watch reply: ") + e.what());
-  }
-}
-
-Result<WatchedLink> DetectorClient::watchReply(const WatchSpec& spec, const std::string& r) {
-  json j = json::parse(r, nullptr, false);
-  if (!j.value("ok", false)) return Status(Errc::kInvalidArgument, j.value("error", std::string("watch refused")));
-  WatchedLink w;
-  w.netns = spec.netns;
-  w.ifname = spec.ifname;
-  w.slot = j.value("slot", uint32_t(RECCL_LINK_NO_SLOT));
-  w.key = {j.value("netns_ino", 0u), j.value("ifindex", 0u)};
-  return w;
+  return watchReplyFromJson(spec, r);
 }
 
 Status DetectorClient::unwatch(LinkKey key) {

@@ -78,6 +78,56 @@ TEST(DaemonProtocol, EventsAndStatusCarryTheVersion) {
   EXPECT_EQ(sj.value("clients", 0), 3);
 }
 
+// Numbers in an event or a watch reply are integers in their field's range or the message is
+// kProtocol naming the field: a float out of range once reached a conversion whose result is
+// undefined (the fuzzer's find, kept as a seed), a negative one wrapped, a large one truncated.
+TEST(DaemonProtocol, ANumberOutsideItsFieldIsRefusedNamingIt) {
+  const std::string head = R"({"op":"event","type":"link_down","netns":"h0",)";
+  struct Case {
+    const char* field;
+    const char* json;
+  } cases[] = {
+      {"netns_ino", R"("netns_ino":80536641000.0})"},
+      {"netns_ino", R"("netns_ino":4294967296})"},
+      {"ifindex", R"("ifindex":-1})"},
+      {"ifindex", R"("ifindex":2.5})"},
+      {"slot", R"("slot":1e300})"},
+      {"flaps", R"("flaps":-3})"},
+      {"signal_ns", R"("signal_ns":1.5e19})"},
+      {"penalty", R"("penalty":"high"})"},
+  };
+  for (const Case& c : cases) {
+    auto e = eventFromJson(head + c.json);
+    ASSERT_FALSE(e.ok()) << c.json;
+    EXPECT_EQ(e.status().code(), Errc::kProtocol) << c.json;
+    EXPECT_NE(e.status().message().find(c.field), std::string::npos) << c.json << ": " << e.status().ToString();
+  }
+  auto edge = eventFromJson(head + R"("netns_ino":4294967295,"ifindex":7,"flaps":18446744073709551615,"penalty":2})");
+  ASSERT_TRUE(edge.ok()) << edge.status().ToString();
+  EXPECT_EQ(edge->link.netnsIno, 4294967295u);
+  EXPECT_EQ(edge->flaps, 18446744073709551615ull);
+  EXPECT_EQ(edge->penalty, 2.0);
+
+  WatchSpec spec;
+  spec.netns = "h0";
+  spec.ifname = "eth0";
+  auto w = watchReplyFromJson(spec, R"({"op":"watch","ok":true,"slot":3,"netns_ino":4026531840,"ifindex":2})");
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_EQ(w->slot, 3u);
+  EXPECT_EQ(w->key, (LinkKey{4026531840u, 2}));
+  EXPECT_EQ(w->ifname, "eth0");
+  auto bad = watchReplyFromJson(spec, R"({"op":"watch","ok":true,"slot":3,"netns_ino":4026531840.5,"ifindex":2})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), Errc::kProtocol);
+  EXPECT_NE(bad.status().message().find("netns_ino"), std::string::npos) << bad.status().ToString();
+  auto refused = watchReplyFromJson(spec, R"({"op":"watch","ok":false,"error":"dev: no such device"})");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Errc::kInvalidArgument);
+  EXPECT_EQ(refused.status().message(), "dev: no such device");
+  EXPECT_EQ(watchReplyFromJson(spec, "not json").status().code(), Errc::kProtocol);
+  EXPECT_EQ(watchReplyFromJson(spec, R"({"op":"watch","ok":1})").status().code(), Errc::kProtocol);
+}
+
 TEST(DaemonProtocol, AMessageOverTheLimitIsRefusedNotTruncated) {
   int sv[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);

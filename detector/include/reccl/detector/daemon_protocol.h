@@ -63,8 +63,12 @@ struct DaemonRequest {
 Result<DaemonRequest> decodeRequest(std::string_view text);
 const char* daemonOpName(DaemonOp op);
 
+// The client's decoders: a message that is not JSON, a field of the wrong type, or a number
+// that is not an integer in its field's range is kProtocol naming the field (never a throw or a
+// conversion of it). A refused watch is kInvalidArgument with the daemon's message.
 std::string eventToJson(const LinkEvent& e);
 Result<LinkEvent> eventFromJson(const std::string& text);
+Result<WatchedLink> watchReplyFromJson(const WatchSpec& spec, const std::string& text);
 std::string statusToJson(const DetectorStatus& st, int clients);
 
 }  // namespace reccl::detector

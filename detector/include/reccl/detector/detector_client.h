@@ -66,7 +66,6 @@ class DetectorClient {
   Result<std::string> request(const std::string& json, const std::string& op, UniqueFd* fd = nullptr, int sendFd = -1);
   Status pump(int timeoutMs, const std::string& wantOp, std::string* reply, UniqueFd* fd);
   void onPong(uint64_t seq);
-  static Result<WatchedLink> watchReply(const WatchSpec& spec, const std::string& reply);
 
   UniqueFd sock_;
   int timeoutMs_ = 2000;
