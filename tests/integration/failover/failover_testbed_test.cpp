@@ -256,8 +256,9 @@ TEST_F(Failover, AllRailsOfAHostDownErrorsEveryRankInTime) {
   EXPECT_EQ(abortedRanks, (std::set<int>{0, 1})) << t;
 }
 
-// Rank 0 moves both connections of the pair off its own NIC on rail 0 and back (rank 1 accepts
-// each), waits `settleMs`, and is killed. What rank 1 did: the seconds from the kill to its
+// Rank 0 moves both connections of the pair off its own NIC on rail 0 and back (rank0Nic: the
+// fixture's link(), which a free function cannot reach; rank 1 accepts each move), waits
+// `settleMs`, and is killed. What rank 1 did: the seconds from the kill to its
 // error (-1: none within 40 s) and its lines from the kill on.
 struct KillAfterFailBack {
   double seconds = -1;
@@ -279,7 +280,10 @@ KillAfterFailBack killRank0AfterItsFailBack(Job& j, const std::function<void(boo
   size_t cursor = 0;
   (void)j.linesFrom(&cursor);
   auto t0 = Clock::now();
-  if (kill(ranks[0], SIGKILL) != 0) return k;
+  if (kill(ranks[0], SIGKILL) != 0) {
+    k.text = "kill of rank 0 failed\n" + j.text();
+    return k;
+  }
   const bool errored = j.waitFor("worker rank 1 iteration", 1, std::chrono::seconds(40));
   k.code = j.wait();
   k.text = j.text();
@@ -555,8 +559,8 @@ TEST_F(Failover, GrayFailureOnTheOnlyRailStaysOnIt) {
 // carrier change: no ack for the stall time (1 s), as a loss's retransmit backoff can do on a
 // busy machine. The stall's job (or a socket error's, when the peer's move closes the other
 // direction first) has no healthy rail: it reconnects on the gray rail (the new
-// connection's SYN gets through once the loss is over). Before, the job waited for a healthy
-// rail and failed the communicator at RECCL_FAILOVER_TIMEOUT_MS although the old path had
+// connection's SYN gets through once the loss is over). A job that waited for a healthy rail
+// instead would fail the communicator at RECCL_FAILOVER_TIMEOUT_MS although the old path had
 // recovered: "no path for ... no healthy rail".
 TEST_F(Failover, StallOnTheOnlyRailWhileGrayReconnectsOnIt) {
   Job j(testbed().name(),
