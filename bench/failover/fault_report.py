@@ -156,6 +156,10 @@ def pool_source(segments):
         "wrong_elements": sum(seg["out_of_bounds"] for seg in segments),
         "stall_ms": spread(f["stall_ms"] for f in faults),
         "stall_ms_fault_inside_a_call": spread(f["stall_ms"] for f in faults if f.get("in_collective")),
+        # A fault between calls finds the application's own work between them on the CPUs (the
+        # bench: both ranks comparing the result) rather than threads waiting on the network.
+        "stall_ms_fault_between_calls": spread(f["stall_ms"] for f in faults
+                                               if f.get("stall_ms") is not None and f.get("in_collective") is False),
         "signal_after_fault_ms": spread(f["signal_after_fault_ms"] for f in faults),
         "fault_to_switch_ms": spread(f["fault_to_switch_ms"] for f in faults),
         "first_step_ms": spread(f.get("first_step_ms") for f in faults),
@@ -540,6 +544,13 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
                       b["faults_within_goal"], b["within_goal_with_a_burst"], f2(c["p50"]), f2(c["p99"]),
                       f2(c["max"]), c["n"],
                       "; %d faults in runs without a trace" % b["faults_untraced"] if b["faults_untraced"] else ""))
+    for s in sources:
+        x = r["sources"][s]
+        inside, between = x.get("stall_ms_fault_inside_a_call"), x.get("stall_ms_fault_between_calls")
+        if inside and between and (inside["n"] or between["n"]):
+            print("%s: stall by where the fault fell, ms p50/p99/max: inside a call %s/%s/%s (%d faults), between calls"
+                  " %s/%s/%s (%d faults)" % (s, f2(inside["p50"]), f2(inside["p99"]), f2(inside["max"]), inside["n"],
+                                            f2(between["p50"]), f2(between["p99"]), f2(between["max"]), between["n"]))
     for s in sources:
         h = r["sources"][s].get("hops_us")
         if h:

@@ -180,6 +180,35 @@ TEST_F(FaultReport, MissedFaultsAndWhatTheyCostPerSource) {
   EXPECT_NE(text.find("20 ms every 300 ms"), std::string::npos) << text;
 }
 
+// A fault between two calls meets the application's own work on the CPUs, not threads waiting on
+// the network: the report splits the stall by where the fault fell. A fault no failover followed
+// is in neither part, and one whose side is unknown (a run made before the field) in neither.
+TEST_F(FaultReport, TheStallIsSplitByWhereTheFaultFell) {
+  meta(1, 5);
+  write("base_one", plain(1.2));
+  write("base_two", plain(1.0));
+  write("base_loop_one_r0", loop({1.0}));
+  write("base_loop_one_r1", loop({1.0}));
+  json bpf = faults({1.0, 2.0, 8.0, nullptr, 30.0}, 0.9);
+  bpf["faults"][2]["in_collective"] = false;
+  bpf["faults"][3]["in_collective"] = false;
+  bpf["faults"][4].erase("in_collective");
+  write("fault_bpf_r0", bpf);
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  const json& s = r["sources"]["bpf"];
+  EXPECT_EQ(s["stall_ms"]["n"], 4);
+  EXPECT_EQ(s["stall_ms_fault_inside_a_call"]["n"], 2);
+  EXPECT_EQ(s["stall_ms_fault_inside_a_call"]["max"], 2.0);
+  EXPECT_EQ(s["stall_ms_fault_between_calls"]["n"], 1);
+  EXPECT_EQ(s["stall_ms_fault_between_calls"]["max"], 8.0);
+  EXPECT_NE(text.find("bpf: stall by where the fault fell, ms p50/p99/max: inside a call 1.00/2.00/2.00 (2 faults), "
+                      "between calls 8.00/8.00/8.00 (1 faults)"),
+            std::string::npos)
+      << text;
+}
+
 // fault_bench.sh's "machine" (DAMON, --trace-waits) reaches the report; runqslower's lines count
 // only the reccl threads' waits, per task name the CPU came from (numbered kernel threads folded).
 TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
