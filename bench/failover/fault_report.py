@@ -211,7 +211,7 @@ def waits_report(path):
             "p99_us": nearest_rank(lat, 0.99) if lat else 0, "cpu_from": top}
 
 
-GOAL_STALL_MS = 10.0  # the goal: stall p99 within 10 ms with BPF detection
+GOAL_STALL_MS = 5.0  # the goal: stall p99 within 5 ms with BPF detection (docs/benchmarks.md)
 
 
 def read_bursts(path):

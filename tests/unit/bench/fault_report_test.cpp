@@ -290,7 +290,7 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   EXPECT_EQ(m["per_thread"]["kdamond"]["bursts"], 2);
   EXPECT_NEAR(m["per_thread"]["kdamond"]["total_ms"].get<double>(), 29.0, 1e-9);
   EXPECT_EQ(b["faults_untraced"], 0);
-  EXPECT_NE(text.find("bpf: of 2 faults over 10 ms, 1 had a kernel thread's burst in their stall (kdamond 1; kernel "
+  EXPECT_NE(text.find("bpf: of 2 faults over 5 ms, 1 had a kernel thread's burst in their stall (kdamond 1; kernel "
                       "threads' CPU time in such a stall, over the stall, at the median: 63 %); of 2 within it, 1 "
                       "did; stall without those faults p50 4.00 p99 12.00 max 12.00 ms (2 faults)\n"),
             std::string::npos)
