@@ -158,8 +158,7 @@ def pool_source(segments):
         "stall_ms_fault_inside_a_call": spread(f["stall_ms"] for f in faults if f.get("in_collective")),
         # A fault between calls finds the application's own work between them on the CPUs (the
         # bench: both ranks comparing the result) rather than threads waiting on the network.
-        "stall_ms_fault_between_calls": spread(f["stall_ms"] for f in faults
-                                               if f.get("stall_ms") is not None and f.get("in_collective") is False),
+        "stall_ms_fault_between_calls": spread(f["stall_ms"] for f in faults if f.get("in_collective") is False),
         "signal_after_fault_ms": spread(f["signal_after_fault_ms"] for f in faults),
         "fault_to_switch_ms": spread(f["fault_to_switch_ms"] for f in faults),
         "first_step_ms": spread(f.get("first_step_ms") for f in faults),

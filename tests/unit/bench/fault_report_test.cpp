@@ -70,6 +70,14 @@ class FaultReport : public ::testing::Test {
     return run;
   }
 
+  // The fault-free runs of a bench with `rounds` fault rounds, every one at 1 GB/s but the plain
+  // one-rail run (`oneRail`).
+  void flatBaselines(int rounds, double oneRail = 1.0) {
+    write("base_one", plain(oneRail));
+    write("base_two", plain(1.0));
+    for (int k = 0; k <= rounds; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
+  }
+
   void meta(int rounds, int nfaults, json machine = nullptr) {
     json m = {{"sources", {"bpf"}}, {"faults", nfaults}, {"rounds", rounds}, {"size", "1M"}, {"down_ms", 400},
               {"period_ms", 1100}, {"gloo", false}, {"gloo_timeout_ms", 3000}, {"gloo_iters", 1500},
@@ -145,10 +153,7 @@ TEST_F(FaultReport, MissedFaultsAndWhatTheyCostPerSource) {
             {"name", "t"}, {"fifo", 0}, {"settings", "RECCL_STALL_TIMEOUT_MS=200"}, {"nic", "tap"},
             {"fault", "carrier"}, {"linkwatch_busy_ms", 300}};
   write("meta", m);
-  write("base_one", plain(1.2));
-  write("base_two", plain(1.0));
-  write("base_loop_one_r0", loop({1.0}));
-  write("base_loop_one_r1", loop({1.0}));
+  flatBaselines(1, 1.2);
   const json coll = {{"bytes", 1 << 20}, {"busbw_factor", 1.0}};
   json bpf = faults({1.0, 2.0, 3.0}, 0.9);
   bpf["collective"] = coll;
@@ -185,10 +190,7 @@ TEST_F(FaultReport, MissedFaultsAndWhatTheyCostPerSource) {
 // is in neither part, and one whose side is unknown (a run made before the field) in neither.
 TEST_F(FaultReport, TheStallIsSplitByWhereTheFaultFell) {
   meta(1, 5);
-  write("base_one", plain(1.2));
-  write("base_two", plain(1.0));
-  write("base_loop_one_r0", loop({1.0}));
-  write("base_loop_one_r1", loop({1.0}));
+  flatBaselines(1, 1.2);
   json bpf = faults({1.0, 2.0, 8.0, nullptr, 30.0}, 0.9);
   bpf["faults"][2]["in_collective"] = false;
   bpf["faults"][3]["in_collective"] = false;
@@ -213,10 +215,7 @@ TEST_F(FaultReport, TheStallIsSplitByWhereTheFaultFell) {
 // only the reccl threads' waits, per task name the CPU came from (numbered kernel threads folded).
 TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
   meta(1, 1, {{"damon_kdamonds_on", 1}, {"damon_paused", false}, {"kdamond_cpu_ms", 5140}, {"trace_waits_us", 3000}});
-  write("base_one", plain(1.0));
-  write("base_two", plain(1.0));
-  write("base_loop_one_r0", loop({1.0}));
-  write("base_loop_one_r1", loop({1.0}));
+  flatBaselines(1);
   write("fault_bpf_r0", faults({1.0}, 1.0));
   std::ofstream(dir_ / "waits.txt") << "# fault_bpf_r0\n"
                                     << "Tracing run queue latency higher than 3000 us\n"
@@ -248,9 +247,7 @@ TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
 TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
   meta(2, 4, {{"damon_kdamonds_on", 1}, {"damon_paused", false}, {"kdamond_cpu_ms", 900}, {"trace_waits_us", 0},
               {"trace_bursts", true}});
-  write("base_one", plain(1.0));
-  write("base_two", plain(1.0));
-  for (int k = 0; k < 3; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
+  flatBaselines(2);
   // Round 0: t0 = 1 s; faults at +1 s (stall 30 ms) and +2 s (stall 4 ms). Round 1: t0 = 10 s;
   // faults at +1 s (stall 12 ms) and +2 s (stall 5 ms).
   write("fault_bpf_r0", timed(faults({30.0, 4.0}, 1.0), 1000000000LL, {1.0, 2.0}));
@@ -302,10 +299,7 @@ TEST_F(FaultReport, KernelThreadBurstsAreLaidOverEachFaultsStall) {
 TEST_F(FaultReport, AFaultRunWithoutATraceIsNotCountedAsWithoutBursts) {
   meta(1, 2, {{"damon_kdamonds_on", 0}, {"damon_paused", false}, {"kdamond_cpu_ms", 0}, {"trace_waits_us", 0},
               {"trace_bursts", true}});
-  write("base_one", plain(1.0));
-  write("base_two", plain(1.0));
-  write("base_loop_one_r0", loop({1.0}));
-  write("base_loop_one_r1", loop({1.0}));
+  flatBaselines(1);
   write("fault_bpf_r0", timed(faults({30.0, 4.0}, 1.0), 1000000000LL, {1.0, 2.0}));
   std::ofstream(dir_ / "bursts.txt") << "# fault_netlink_r0\nAttaching 2 probes...\n";
   json r;
@@ -337,10 +331,7 @@ TEST_F(FaultReport, AOneRailRunWithoutACallIsAFailure) {
 // split per hop; the passive end's lines, fail-backs and a stamp not reached ("-1") are left out.
 TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
   meta(1, 3);
-  write("base_one", plain(1.0));
-  write("base_two", plain(1.0));
-  write("base_loop_one_r0", loop({1.0}));
-  write("base_loop_one_r1", loop({1.0}));
+  flatBaselines(1);
   write("fault_bpf_r0", faults({1.0, 2.0, 3.0}, 1.0));
   const std::string head = "[rank 0] vm:1:2 1.0 reccl warn FAILOVER: rank 0: ";
   std::ofstream(dir_ / "fault_bpf_r0.log")
@@ -381,9 +372,7 @@ TEST_F(FaultReport, TheInitiatorsFailoverTimelinesAreSplitPerHop) {
 
 TEST_F(FaultReport, ARoundWithoutAResultIsAFailure) {
   meta(2, 4);
-  write("base_one", plain(1.0));
-  write("base_two", plain(1.0));
-  for (int k = 0; k < 3; ++k) write("base_loop_one_r" + std::to_string(k), loop({1.0}));
+  flatBaselines(2);
   write("fault_bpf_r0", faults({1.0, 2.0}, 1.0));  // round 1's run left nothing
   json r;
   std::string text;
