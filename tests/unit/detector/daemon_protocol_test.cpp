@@ -79,8 +79,9 @@ TEST(DaemonProtocol, EventsAndStatusCarryTheVersion) {
 }
 
 // Numbers in an event or a watch reply are integers in their field's range or the message is
-// kProtocol naming the field: a float out of range once reached a conversion whose result is
-// undefined (the fuzzer's find, kept as a seed), a negative one wrapped, a large one truncated.
+// kProtocol naming the field. Otherwise a float out of range would reach a conversion whose
+// result is undefined (the fuzz seed event_float_out_of_range), a negative one would wrap, and a
+// large one would be truncated.
 TEST(DaemonProtocol, ANumberOutsideItsFieldIsRefusedNamingIt) {
   const std::string head = R"({"op":"event","type":"link_down","netns":"h0",)";
   struct Case {
