@@ -88,30 +88,53 @@ bool allAcked(const Conn& c, int ms) {
   return c.tx->acked() == c.tx->posted();
 }
 
+// What the engine counted over one run of pingSteps, and whether the shares that depend on the
+// scheduler (which thread reached the socket first) came out as designed.
+struct SmallStepShares {
+  uint64_t inlineSends, acksSent, inlineAcks, acksLeftToProgress;
+  std::string ToString() const {
+    return "inline sends " + std::to_string(inlineSends) + ", acks sent " + std::to_string(acksSent) +
+           " (inline " + std::to_string(inlineAcks) + ", left to the progress thread " +
+           std::to_string(acksLeftToProgress) + ")";
+  }
+};
+
 TEST(CclSocketPath, SmallStepsInlineWithBatchedAcks) {
   test::ScopedEnv inl("RECCL_INLINE_SEND_MAX_BYTES", "64K");
   test::ScopedEnv lazy("RECCL_LAZY_ACK_MAX_BYTES", "64K");
+  const int steps = 400;
   // Two slots: a batch is one step (the sender must never wait for an ack that is held back);
   // eight: acks every fourth step.
   for (uint32_t slots : {2u, 8u}) {
     SCOPED_TRACE("slots " + std::to_string(slots));
-    auto c = openConn(slots, 4096);
-    ASSERT_EQ(c->error, "");
-    const int steps = 400;
-    pingSteps(*c, steps);
-    if (HasFatalFailure()) return;
-    // Each step was posted with nothing queued ahead of it: the poster sent it itself, unless
-    // the progress thread was on the path at that instant.
-    EXPECT_GE(c->engine->inlineSends.load(), static_cast<uint64_t>(steps / 2));
-    EXPECT_TRUE(allAcked(*c, 2000)) << "acked " << c->tx->acked() << " of " << c->tx->posted();
-    if (slots == 8) {
-      EXPECT_LT(c->engine->acksSent.load(), static_cast<uint64_t>(steps));
+    // Every run must move every step intact and get every ack back. Which thread sends a step or
+    // an ack is up to the scheduler: the progress thread takes one whenever it is on the path at
+    // that instant, or flushes acks when it has been idle for a while (a run on a loaded machine
+    // can see that often). So the shares below must hold in one of three runs on fresh
+    // connections; a transport that never sends inline, or acks every step, fails all three.
+    std::vector<SmallStepShares> runs;
+    bool asDesigned = false;
+    for (int run = 0; run < 3 && !asDesigned; ++run) {
+      auto c = openConn(slots, 4096);
+      ASSERT_EQ(c->error, "");
+      pingSteps(*c, steps);
+      if (HasFatalFailure()) return;
+      ASSERT_TRUE(allAcked(*c, 2000)) << "acked " << c->tx->acked() << " of " << c->tx->posted();
+      const transport::SocketEngine& e = *c->engine;
+      SmallStepShares r{e.inlineSends.load(), e.acksSent.load(), e.inlineAcks.load(), e.acksLeftToProgress.load()};
+      runs.push_back(r);
+      // Each step was posted with nothing queued ahead of it: the poster sent it itself, unless
+      // the progress thread was on the path at that instant.
+      asDesigned = r.inlineSends >= static_cast<uint64_t>(steps / 2);
+      // Acks are batched.
+      if (slots == 8) asDesigned = asDesigned && r.acksSent < static_cast<uint64_t>(steps);
+      // A due ack leaves from the releasing thread (no progress-thread wake-up) unless the
+      // progress thread was sending one at that instant, or flushed it when idle.
+      asDesigned = asDesigned && r.inlineAcks > 0 && r.inlineAcks * 4 >= r.acksSent;
     }
-    // A due ack leaves from the releasing thread (no progress-thread wake-up) unless the
-    // progress thread was sending one at that instant, or flushed it when idle.
-    uint64_t inlineAcks = c->engine->inlineAcks.load();
-    EXPECT_GT(inlineAcks, 0u);
-    EXPECT_GE(inlineAcks * 4, c->engine->acksSent.load()) << "inline " << inlineAcks;
+    std::string seen;
+    for (const auto& r : runs) seen += "\n  " + r.ToString();
+    EXPECT_TRUE(asDesigned) << "of " << steps << " steps per run:" << seen;
   }
 }
 
