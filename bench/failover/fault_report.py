@@ -284,6 +284,24 @@ def bursts_summary(bursts):
             "per_thread": {k: {"bursts": n, "total_ms": tot / 1e6, "max_ms": mx / 1e6} for k, (n, tot, mx) in top}}
 
 
+# What the bench sets in every fault run's environment besides meta["settings"].
+BENCH_OWN_VARS = {"RECCL_DETECTOR", "RECCL_NICS", "RECCL_TESTBED"}
+
+
+def caller_settings(runs, settings):
+    """The RECCL_* variables the fault runs inherited from whoever started the bench (for example
+    RECCL_FAILOVER_RT_PRIO=20), as "NAME=value" sorted: the figures depend on them, and the
+    table must say so. Variables the bench sets itself are left out."""
+    own = BENCH_OWN_VARS | {kv.split("=", 1)[0] for kv in settings.split()}
+    seen = set()
+    for name, run in runs.items():
+        if not name.startswith("fault_") or not run:
+            continue
+        env = (run.get("environment") or {}).get("env") or {}
+        seen |= {"%s=%s" % (k, v) for k, v in env.items() if k.startswith("RECCL_") and k not in own}
+    return sorted(seen)
+
+
 def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
@@ -370,6 +388,7 @@ def report(work, out):
                     ratios["stall_%s_%s_over_bpf" % (q, s)] = p[q] / base
     ratios["two_rails_over_one_rail"] = two / one
     r["ratios"] = ratios
+    r["caller_settings"] = caller_settings(r["runs"], meta["settings"])
     if meta["gloo"]:
         r["gloo"] = gloo_report(work, r, meta, sources)
     r["wrong_or_failed"] = wrong
@@ -474,6 +493,8 @@ def print_table(r, meta, sources, one, two, one_loop, ratios):
              meta["period_ms"]))
     if meta.get("wire_sched"):
         print("the taps' forwarder (their cable and switch) at %s scheduling" % meta["wire_sched"])
+    if r.get("caller_settings"):
+        print("set by the caller for every rank: %s" % " ".join(r["caller_settings"]))
     if meta.get("linkwatch_busy_ms"):
         print("a neighbour NIC dropped its carrier for 20 ms every %d ms through the fault runs (link-watch busy:"
               " non-urgent changes wait for its once-a-second run)" % meta["linkwatch_busy_ms"])

@@ -211,6 +211,43 @@ TEST_F(FaultReport, TheStallIsSplitByWhereTheFaultFell) {
       << text;
 }
 
+// A RECCL_* variable the fault runs inherited from the bench's caller (the failover threads at
+// FIFO, say) changes the figures: the report names it, and leaves out what the bench set itself.
+TEST_F(FaultReport, SettingsInheritedFromTheCallerAreNamed) {
+  meta(2, 2);
+  flatBaselines(2);
+  json env = {{"RANK", "0"}, {"RECCL_DETECTOR", "bpf"}, {"RECCL_NICS", "rail0,rail1"}, {"RECCL_TESTBED", "t"},
+              {"RECCL_STALL_TIMEOUT_MS", "200"}, {"RECCL_FAILOVER_RT_PRIO", "20"}};
+  json r0 = faults({1.0}, 0.9);
+  r0["environment"] = {{"env", env}};
+  env["RECCL_FAILOVER_SLICE_US"] = "100";  // a later round's caller set one more
+  json r1 = faults({1.0}, 0.9);
+  r1["environment"] = {{"env", env}};
+  write("fault_bpf_r0", r0);
+  write("fault_bpf_r1", r1);
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  EXPECT_EQ(r["caller_settings"], json({"RECCL_FAILOVER_RT_PRIO=20", "RECCL_FAILOVER_SLICE_US=100"}));
+  EXPECT_NE(text.find("set by the caller for every rank: RECCL_FAILOVER_RT_PRIO=20 RECCL_FAILOVER_SLICE_US=100\n"),
+            std::string::npos)
+      << text;
+}
+
+// Nothing inherited: no line, an empty list.
+TEST_F(FaultReport, NoCallerSettingsNoLine) {
+  meta(1, 1);
+  flatBaselines(1);
+  json run0 = faults({1.0}, 0.9);
+  run0["environment"] = {{"env", {{"RECCL_DETECTOR", "bpf"}, {"RECCL_STALL_TIMEOUT_MS", "200"}}}};
+  write("fault_bpf_r0", run0);
+  json r;
+  std::string text;
+  ASSERT_EQ(run(r, text), 0) << text;
+  EXPECT_EQ(r["caller_settings"], json::array());
+  EXPECT_EQ(text.find("set by the caller"), std::string::npos) << text;
+}
+
 // fault_bench.sh's "machine" (DAMON, --trace-waits) reaches the report; runqslower's lines count
 // only the reccl threads' waits, per task name the CPU came from (numbered kernel threads folded).
 TEST_F(FaultReport, MachineAndTheRecclThreadsWaitsAreReported) {
