@@ -38,6 +38,26 @@ PROGRAMS=(cuda_device_test cuda_stream_worker cuda_ipc_peer cuda_railpull_test r
 usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
 
 # ------------------------------------------------------------------ prepare (build machine)
+# The carry must stand in for the build on the GPU machine, where only it exists: mounted over the
+# build directory in a mount namespace of its own, ctest must list every device test the build lists.
+check_carry() {
+  local ns=(unshare -m) want got
+  [[ $EUID -eq 0 ]] || ns=(unshare -m -r)
+  want=$(cd "$BUILD" && ctest -N -L device | sed -n 's/^Total Tests: //p')
+  if ! "${ns[@]}" true 2>/dev/null; then
+    echo "run.sh prepare: WARNING: no mount namespace here (${ns[*]}), so the carry's test registry is unchecked" >&2
+    return 0
+  fi
+  got=$("${ns[@]}" sh -c 'mount --bind "$1" "$2" && cd "$2" && ctest -N -L device' _ "$ROOT/$CARRY" "$ROOT/$BUILD" 2>&1)
+  rm -rf "$CARRY/Testing"  # the listing's log
+  if [[ $(sed -n 's/^Total Tests: //p' <<<"$got") != "$want" || $want -eq 0 ]]; then
+    echo "run.sh prepare: the carried test registry does not stand in for $BUILD (the build lists ${want:-no} device tests):" >&2
+    tail -n 15 <<<"$got" >&2
+    exit 2
+  fi
+  echo "run.sh prepare: the carried test registry lists the build's $want device tests"
+}
+
 prepare() {
   local jobs
   jobs=$(nproc)
@@ -66,6 +86,16 @@ prepare() {
   # ctest's registry (the gtest lists included), so ctest runs from the copy.
   (cd "$BUILD" && find . \( -name CTestTestfile.cmake -o -name '*_tests.cmake' -o -name '*_include.cmake' \) -print0 |
      xargs -0 cp --parents -t "../$CARRY")
+  # Files the registry includes besides those lists (tests/sanitize_trees.cmake): each must lie in
+  # the build tree to travel. A list include guarded by if(EXISTS) may name a file never made.
+  local inc
+  while read -r inc; do
+    [[ $inc == "$ROOT/$BUILD/"* ]] ||
+      { echo "run.sh prepare: the test registry includes $inc, outside $BUILD: it cannot be carried" >&2; exit 2; }
+    [[ -e $inc ]] || continue
+    (cd "$BUILD" && cp --parents -t "../$CARRY" "${inc#"$ROOT/$BUILD/"}") ||
+      { echo "run.sh prepare: could not carry $inc" >&2; exit 2; }
+  done < <(grep -rhoE 'include\("[^"]+"\)' "$CARRY" --include='*.cmake' | sed -E 's/^include\("(.*)"\)$/\1/' | sort -u)
   cp "$BUILD/CMakeCache.txt" "$CARRY/"
   for p in "${PROGRAMS[@]}"; do strip --strip-debug -o "$CARRY/bin/$p" "$BUILD/bin/$p"; done
   mkdir -p "$CARRY/ccl"
@@ -84,6 +114,7 @@ prepare() {
   fi
   { git rev-parse HEAD 2>/dev/null || echo unknown; git status --porcelain 2>/dev/null | grep -q . && echo "(with uncommitted changes)"; } \
     >"$CARRY/reccl-commit.txt"
+  check_carry
   local mib
   mib=$(du -sm "$CARRY" | cut -f1)
   echo "run.sh prepare: $CARRY is $mib MiB (the device tool carries 64 MiB with the working tree)"
@@ -132,6 +163,9 @@ group_result() {  # group_result REGEX LABEL: pass/fail/skip of the ctest lines 
   fi
 }
 
+# A bench's exit 77 is "no CUDA device": not a pass either, so the run still exits 1.
+bench_failure() { [[ $1 -eq 77 ]] && echo "skipped (no CUDA device)" || echo FAIL; }
+
 run_checks() {
   local carry=$CARRY
   while [[ $# -gt 0 ]]; do
@@ -170,7 +204,7 @@ run_checks() {
   local crc=$?
   grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
   record "device tests (ctest -L device)" "$([[ $crc -eq 0 ]] && echo pass || echo FAIL)" \
-    "$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1), $(grep -c 'Skipped' "$OUTDIR/ctest-device.log") skipped"
+    "$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1), $(grep -cE 'Test +#[0-9]+: .* Skipped' "$OUTDIR/ctest-device.log") skipped"
   group_result 'DeviceKernels' "kernels = CPU bit for bit (every type, op)"
   group_result 'Gate' "stream gate (memop, kernel)"
   group_result 'StreamCollectives|StreamErrors' "collectives on streams, async error"
@@ -186,7 +220,7 @@ run_checks() {
     record "kernel bw / D2D copy bw (worst, bar 0.8)" \
       "$(awk -v w="${worst%% *}" 'BEGIN { print (w >= 0.8) ? "pass" : "FAIL" }')" "$worst"
   else
-    record "kernel bw / D2D copy bw (worst, bar 0.8)" "FAIL" "reduce_device_bench exit $krc"
+    record "kernel bw / D2D copy bw (worst, bar 0.8)" "$(bench_failure $krc)" "reduce_device_bench exit $krc"
   fi
 
   echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it)"
@@ -196,7 +230,7 @@ run_checks() {
     record "device allreduce, 4 ranks, 64 MiB" "pass" \
       "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][-1]; print("busbw %.2f GB/s device, %.2f host (x%.2f), %d wrong" % (r["device_busbw_gbs"], r["host_busbw_gbs"], r["device_over_host"], r["wrong"]))' "$OUTDIR/device-allreduce.json")"
   else
-    record "device allreduce, 4 ranks, 64 MiB" "FAIL" "reccl-device-bench exit $arc"
+    record "device allreduce, 4 ranks, 64 MiB" "$(bench_failure $arc)" "reccl-device-bench exit $arc"
   fi
 
   local failed=0 k
