@@ -47,6 +47,21 @@ struct DevBf16 {
   }
 };
 
+// A kernel's element operation as a value: a (type, op) of the table, or avg's sum followed by
+// finalizeAvg's division in the same pass (nranks comes at run time), so avg streams memory once.
+template <typename Op>
+struct Binary {
+  using Store = typename Op::Store;
+  __device__ __forceinline__ Store operator()(Store a, Store b) const { return Op::op(a, b); }
+};
+template <typename SumOp, typename Div>
+struct SumThenDivide {
+  using Store = typename SumOp::Store;
+  int n;
+  // The sum is rounded to the type first, as the CPU's sum kernel stores it before finalizeAvg.
+  __device__ __forceinline__ Store operator()(Store a, Store b) const { return Div::op(SumOp::op(a, b), n); }
+};
+
 template <typename T>
 union Pack {
   uint4 u;
@@ -55,9 +70,9 @@ union Pack {
 
 // 16-byte vectors, grid-stride, kUnroll vectors per thread per round. dst may alias a or b
 // exactly: each thread reads a vector before it writes the same vector.
-template <typename Op>
-__global__ void __launch_bounds__(kThreads) reduceVectors(uint4* dst, const uint4* a, const uint4* b, size_t nvec) {
-  using T = typename Op::Store;
+template <typename F>
+__global__ void __launch_bounds__(kThreads) reduceVectors(uint4* dst, const uint4* a, const uint4* b, size_t nvec, F f) {
+  using T = typename F::Store;
   constexpr int kE = kVectorBytes / sizeof(T);
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -71,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) reduceVectors(uint4* dst, const uint
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
 #pragma unroll
-      for (int e = 0; e < kE; ++e) x[u].e[e] = Op::op(x[u].e[e], y[u].e[e]);
+      for (int e = 0; e < kE; ++e) x[u].e[e] = f(x[u].e[e], y[u].e[e]);
       dst[i + u * stride] = x[u].u;
     }
   }
@@ -80,25 +95,25 @@ __global__ void __launch_bounds__(kThreads) reduceVectors(uint4* dst, const uint
     x.u = a[i];
     y.u = b[i];
 #pragma unroll
-    for (int e = 0; e < kE; ++e) x.e[e] = Op::op(x.e[e], y.e[e]);
+    for (int e = 0; e < kE; ++e) x.e[e] = f(x.e[e], y.e[e]);
     dst[i] = x.u;
   }
 }
 
 // One element per thread and round: heads, tails, and buffers whose alignments differ. kAligned:
 // every pointer is aligned to the element (else byte loads, as the CPU's memcpy).
-template <typename Op, bool kAligned>
-__global__ void __launch_bounds__(kThreads) reduceElements(void* dst, const void* a, const void* b, size_t count) {
-  using T = typename Op::Store;
+template <typename F, bool kAligned>
+__global__ void __launch_bounds__(kThreads) reduceElements(void* dst, const void* a, const void* b, size_t count, F f) {
+  using T = typename F::Store;
   const size_t stride = size_t(gridDim.x) * blockDim.x;
   for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
     if constexpr (kAligned) {
-      static_cast<T*>(dst)[i] = Op::op(static_cast<const T*>(a)[i], static_cast<const T*>(b)[i]);
+      static_cast<T*>(dst)[i] = f(static_cast<const T*>(a)[i], static_cast<const T*>(b)[i]);
     } else {
       T x, y;
       memcpy(&x, static_cast<const unsigned char*>(a) + i * sizeof(T), sizeof(T));
       memcpy(&y, static_cast<const unsigned char*>(b) + i * sizeof(T), sizeof(T));
-      T r = Op::op(x, y);
+      T r = f(x, y);
       memcpy(static_cast<unsigned char*>(dst) + i * sizeof(T), &r, sizeof(T));
     }
   }
@@ -121,15 +136,15 @@ unsigned blocksFor(size_t work) {
 
 bool aligned(const void* p, size_t to) { return reinterpret_cast<uintptr_t>(p) % to == 0; }
 
-template <typename Op>
-cudaError_t launchOne(void* dst, const void* a, const void* b, size_t count, cudaStream_t stream) {
-  using T = typename Op::Store;
+template <typename F>
+cudaError_t launch(F f, void* dst, const void* a, const void* b, size_t count, cudaStream_t stream) {
+  using T = typename F::Store;
   if (count == 0) return cudaSuccess;
   if (!vectorPath(dst, a, b, sizeof(T))) {
     if (aligned(dst, sizeof(T)) && aligned(a, sizeof(T)) && aligned(b, sizeof(T)))
-      reduceElements<Op, true><<<blocksFor(count), kThreads, 0, stream>>>(dst, a, b, count);
+      reduceElements<F, true><<<blocksFor(count), kThreads, 0, stream>>>(dst, a, b, count, f);
     else
-      reduceElements<Op, false><<<blocksFor(count), kThreads, 0, stream>>>(dst, a, b, count);
+      reduceElements<F, false><<<blocksFor(count), kThreads, 0, stream>>>(dst, a, b, count, f);
     return cudaGetLastError();
   }
   // The three pointers share one offset within 16 bytes: a scalar head up to the boundary, the
@@ -138,18 +153,23 @@ cudaError_t launchOne(void* dst, const void* a, const void* b, size_t count, cud
   size_t misalign = reinterpret_cast<uintptr_t>(a) % kVectorBytes;
   size_t head = misalign ? (kVectorBytes - misalign) / sizeof(T) : 0;
   if (head > count) head = count;
-  if (head) reduceElements<Op, true><<<1, kThreads, 0, stream>>>(dst, a, b, head);
+  if (head) reduceElements<F, true><<<1, kThreads, 0, stream>>>(dst, a, b, head, f);
   size_t nvec = (count - head) / kE;
   auto* d = static_cast<T*>(dst) + head;
   auto* pa = static_cast<const T*>(a) + head;
   auto* pb = static_cast<const T*>(b) + head;
   if (nvec)
-    reduceVectors<Op><<<blocksFor(nvec / kUnroll + 1), kThreads, 0, stream>>>(
-        reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(pa), reinterpret_cast<const uint4*>(pb), nvec);
+    reduceVectors<F><<<blocksFor(nvec / kUnroll + 1), kThreads, 0, stream>>>(
+        reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(pa), reinterpret_cast<const uint4*>(pb), nvec, f);
   size_t done = nvec * kE;
   if (size_t tail = count - head - done)
-    reduceElements<Op, true><<<1, kThreads, 0, stream>>>(d + done, pa + done, pb + done, tail);
+    reduceElements<F, true><<<1, kThreads, 0, stream>>>(d + done, pa + done, pb + done, tail, f);
   return cudaGetLastError();
+}
+
+template <typename Op>
+cudaError_t launchOp(void* dst, const void* a, const void* b, size_t count, cudaStream_t stream) {
+  return launch(Binary<Op>{}, dst, a, b, count, stream);
 }
 
 // avg's division, reduce.cpp's finalizeAvg element for element.
@@ -168,39 +188,27 @@ struct Bf16Div {
   static __device__ uint16_t op(uint16_t v, int n) { return narrowBf16(bf16ToFloatScalar(v) / float(n)); }
 };
 
-template <typename T, typename Div>
-__global__ void __launch_bounds__(kThreads) divideElements(void* buf, size_t count, int n) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  auto* p = static_cast<unsigned char*>(buf);
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
-    T v;
-    memcpy(&v, p + i * sizeof(T), sizeof(T));
-    v = Div::op(v, n);
-    memcpy(p + i * sizeof(T), &v, sizeof(T));
-  }
-}
-
-template <typename T, typename Div>
-cudaError_t launchDivide(void* buf, size_t count, int nranks, cudaStream_t stream) {
-  if (count == 0 || nranks <= 1) return cudaSuccess;
-  divideElements<T, Div><<<blocksFor(count), kThreads, 0, stream>>>(buf, count, nranks);
-  return cudaGetLastError();
+template <typename SumOp, typename Div>
+cudaError_t launchAvg(void* dst, const void* a, const void* b, size_t count, int nranks, cudaStream_t stream) {
+  if (nranks <= 1) return launch(Binary<SumOp>{}, dst, a, b, count, stream);  // finalizeAvg divides by nothing
+  return launch(SumThenDivide<SumOp, Div>{nranks}, dst, a, b, count, stream);
 }
 
 DeviceKernelTable makeTable() {
   DeviceKernelTable t{};
   forEachElementOp<DevHalf, DevBf16>(
-      [&t]<typename Op>(recclDataType_t type, recclRedOp_t op) { t.fn[type][op] = launchOne<Op>; });
-  t.avg[recclInt8] = launchDivide<int8_t, IntDiv<int8_t>>;
-  t.avg[recclUint8] = launchDivide<uint8_t, IntDiv<uint8_t>>;
-  t.avg[recclInt32] = launchDivide<int32_t, IntDiv<int32_t>>;
-  t.avg[recclUint32] = launchDivide<uint32_t, IntDiv<uint32_t>>;
-  t.avg[recclInt64] = launchDivide<int64_t, IntDiv<int64_t>>;
-  t.avg[recclUint64] = launchDivide<uint64_t, IntDiv<uint64_t>>;
-  t.avg[recclFloat16] = launchDivide<uint16_t, HalfDiv>;
-  t.avg[recclBfloat16] = launchDivide<uint16_t, Bf16Div>;
-  t.avg[recclFloat32] = launchDivide<float, FloatDiv<float>>;
-  t.avg[recclFloat64] = launchDivide<double, FloatDiv<double>>;
+      [&t]<typename Op>(recclDataType_t type, recclRedOp_t op) { t.fn[type][op] = launchOp<Op>; });
+  // The sum operations are forEachElementOp's for recclSum, type by type.
+  t.avg[recclInt8] = launchAvg<IntSum<int8_t>, IntDiv<int8_t>>;
+  t.avg[recclUint8] = launchAvg<IntSum<uint8_t>, IntDiv<uint8_t>>;
+  t.avg[recclInt32] = launchAvg<IntSum<int32_t>, IntDiv<int32_t>>;
+  t.avg[recclUint32] = launchAvg<IntSum<uint32_t>, IntDiv<uint32_t>>;
+  t.avg[recclInt64] = launchAvg<IntSum<int64_t>, IntDiv<int64_t>>;
+  t.avg[recclUint64] = launchAvg<IntSum<uint64_t>, IntDiv<uint64_t>>;
+  t.avg[recclFloat16] = launchAvg<DevHalf<FSum<float>>, HalfDiv>;
+  t.avg[recclBfloat16] = launchAvg<DevBf16<FSum<float>>, Bf16Div>;
+  t.avg[recclFloat32] = launchAvg<FSum<float>, FloatDiv<float>>;
+  t.avg[recclFloat64] = launchAvg<FSum<double>, FloatDiv<double>>;
   return t;
 }
 
@@ -228,9 +236,8 @@ cudaError_t launchReduce(void* dst, const void* a, const void* b, size_t count, 
                          recclRedOp_t op, int nranks, cudaStream_t stream) noexcept {
   DeviceReduceFn fn = deviceKernel(type, op);
   if (!fn || nranks < 1) return cudaErrorInvalidValue;
-  cudaError_t e = fn(dst, a, b, count, stream);
-  if (e != cudaSuccess || op != recclAvg) return e;
-  return deviceKernels().avg[type](dst, count, nranks, stream);
+  if (op == recclAvg) return deviceKernels().avg[type](dst, a, b, count, nranks, stream);
+  return fn(dst, a, b, count, stream);
 }
 
 }  // namespace reccl::reduce::cuda

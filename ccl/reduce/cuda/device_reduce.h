@@ -1,5 +1,5 @@
 // Element-wise reduction kernels on the GPU for every reccl data type and op, the device twin of
-// reduce.h: the same table shape (type x op, avg through the sum and finalizeAvg) and the same
+// reduce.h: the same table shape (type x op; avg is the sum, then finalizeAvg's division) and the same
 // element semantics bit for bit (scalar_ops.h: integer wrap, IEEE maximum/minimum with the NaN
 // kept, float16/bfloat16 reduced in float32 and rounded to nearest even), except the payload of
 // a NaN that a sum or product makes (the hardware's canonical NaN on the GPU).
@@ -19,8 +19,10 @@ namespace reccl::reduce::cuda {
 
 // dst[i] = a[i] OP b[i], i < count, all three device-accessible; dst may alias a or b exactly.
 using DeviceReduceFn = cudaError_t (*)(void* dst, const void* a, const void* b, size_t count, cudaStream_t stream);
-// buf[i] /= nranks with reduce.h's finalizeAvg rules.
-using DeviceAvgFn = cudaError_t (*)(void* buf, size_t count, int nranks, cudaStream_t stream);
+// dst[i] = (a[i] + b[i]) / nranks: the sum rounded to the type, then finalizeAvg's division, in one
+// pass over memory.
+using DeviceAvgFn = cudaError_t (*)(void* dst, const void* a, const void* b, size_t count, int nranks,
+                                    cudaStream_t stream);
 
 inline constexpr int kDeviceKernelOps = 4;  // sum, prod, max, min; avg uses the sum entry
 
@@ -35,7 +37,7 @@ const DeviceKernelTable& deviceKernels() noexcept;
 // Null for an invalid (type, op).
 DeviceReduceFn deviceKernel(recclDataType_t type, recclRedOp_t op) noexcept;
 
-// Launches kernel(type, op); for recclAvg also the division by nranks. cudaErrorInvalidValue for
+// Launches kernel(type, op); for recclAvg the table's avg (sum and division). cudaErrorInvalidValue for
 // an invalid type or op or nranks < 1.
 cudaError_t launchReduce(void* dst, const void* a, const void* b, size_t count, recclDataType_t type,
                          recclRedOp_t op, int nranks, cudaStream_t stream) noexcept;
