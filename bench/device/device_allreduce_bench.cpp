@@ -168,8 +168,10 @@ class Rank {
     // Check: output poisoned, one more call, every element against the closed form.
     if (ok) {
       if (device) {
-        cudaMemset(recv, 0xA5, bytes);
-        ok = call() == recclSuccess && cudaStreamSynchronize(stream_) == cudaSuccess &&
+        // On the call's stream: a plain cudaMemset goes to the legacy stream, which a non-blocking
+        // stream does not wait for, so the poison could land after the result.
+        ok = cudaMemsetAsync(recv, 0xA5, bytes, stream_) == cudaSuccess && call() == recclSuccess &&
+             cudaStreamSynchronize(stream_) == cudaSuccess &&
              cudaMemcpy(out.data(), recv, bytes, cudaMemcpyDeviceToHost) == cudaSuccess;
       } else {
         std::memset(out.data(), 0xA5, bytes);

@@ -95,6 +95,7 @@ int main(int argc, char** argv) {
   CUDA_CHECK(cudaMalloc(&d, bytes));
   CUDA_CHECK(cudaMemset(a, 0x3C, bytes));  // small finite values in every float type
   CUDA_CHECK(cudaMemset(b, 0x3B, bytes));
+  CUDA_CHECK(cudaDeviceSynchronize());  // the memsets are on the legacy stream; `s` does not wait for it
   cudaStream_t s;
   CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   cudaEvent_t e0, e1;

@@ -11,7 +11,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -157,8 +159,14 @@ TEST(DeviceMemory, RealAllocationsAreClassifiedByKind) {
   ASSERT_CUDA(cudaMalloc(&d, 4096));
   ASSERT_CUDA(cudaHostAlloc(&pinned, 4096, cudaHostAllocDefault));
   ASSERT_CUDA(cudaMallocManaged(&managed, 4096));
-  std::vector<char> host(4096), registered(8192);
-  ASSERT_CUDA(cudaHostRegister(registered.data(), registered.size(), cudaHostRegisterDefault));
+  // Pages of their own: a registration pins whole pages, and the plain host buffer must not share
+  // one with it.
+  auto pages = [](size_t n) {
+    return std::unique_ptr<char, decltype(&std::free)>(static_cast<char*>(std::aligned_alloc(4096, n)), &std::free);
+  };
+  auto host = pages(4096), registered = pages(8192);
+  ASSERT_TRUE(host && registered);
+  ASSERT_CUDA(cudaHostRegister(registered.get(), 8192, cudaHostRegisterDefault));
   EXPECT_TRUE(cuda::anyContextActive());
   struct Case {
     const void* p;
@@ -166,16 +174,16 @@ TEST(DeviceMemory, RealAllocationsAreClassifiedByKind) {
   } cases[] = {{d, cuda::MemoryKind::kDevice},
                {static_cast<char*>(d) + 100, cuda::MemoryKind::kDevice},
                {pinned, cuda::MemoryKind::kPinned},
-               {registered.data() + 10, cuda::MemoryKind::kPinned},
+               {registered.get() + 10, cuda::MemoryKind::kPinned},
                {managed, cuda::MemoryKind::kManaged},
-               {host.data(), cuda::MemoryKind::kHost}};
+               {host.get(), cuda::MemoryKind::kHost}};
   for (const auto& c : cases) {
     auto r = cuda::classifyPointer(c.p);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_EQ(r->kind, c.kind) << cuda::memoryKindName(c.kind) << " classified as " << cuda::memoryKindName(r->kind);
   }
   EXPECT_EQ(cuda::classifyPointer(d)->device, 0);
-  cudaHostUnregister(registered.data());
+  cudaHostUnregister(registered.get());
   cudaFree(managed);
   cudaFreeHost(pinned);
   cudaFree(d);
@@ -198,8 +206,9 @@ TEST_P(Gate, HoldsTheStreamUntilOpenedAcrossTheWrap) {
   auto ev = cuda::Event::create();
   ASSERT_TRUE(ev.ok());
   for (uint32_t base : {0x40u, 0xFFFFFFF0u}) {
-    // The counter only moves forward, less than half its range at a time.
-    while (static_cast<int32_t>(base - g->value()) > 0x40000000) g->open(g->value() + 0x40000000u);
+    // The counter only moves forward, less than half its range at a time: walk it there by the
+    // forward (unsigned) distance, which from 0x60 to 0xFFFFFFF0 is most of the range.
+    while (base - g->value() > 0x40000000u) g->open(g->value() + 0x40000000u);
     g->open(base);
     ASSERT_EQ(g->value(), base);
     const uint32_t target = base + 0x20;  // wraps past zero the second time
@@ -347,6 +356,7 @@ TEST(IpcPipe, BytesGoUpAndComeBackDownThroughAnotherProcess) {
   ASSERT_CUDA(cudaMalloc(&dst, total));
   ASSERT_CUDA(cudaMemcpy(src, pattern.data(), total, cudaMemcpyHostToDevice));
   ASSERT_CUDA(cudaMemset(dst, 0, total));
+  ASSERT_CUDA(cudaDeviceSynchronize());  // the memset is on the legacy stream; the pipe's copies are not
   const Deadline d = Deadline::afterMs(60000);
   reccl::Status up;
   std::thread writer([&] { up = pipe->writeAll(pipe->up(), src, total, pipe->originWakeFd(), mine, d); });
