@@ -111,7 +111,8 @@ class IpcPipe {
 
   // Whole transfers with a deadline, for either end: `self` is this end's wake-up eventfd,
   // `ctrlFd` (the control socket to the other end, or -1) ends the wait when the other end goes
-  // away. A broken pipe is a link failure (failover migrates again).
+  // away. A broken pipe is a link failure (failover migrates again); a read first takes the bytes
+  // written before the other end went away.
   Status writeAll(const IpcRing& ring, const void* src, size_t n, int self, int ctrlFd, Deadline d);
   Status readAll(const IpcRing& ring, void* dst, size_t n, int self, int ctrlFd, Deadline d);
 
