@@ -9,7 +9,7 @@
 #       that a bare CUDA image lacks (libbpf, liburing, libsodium, ...). The CUDA runtime is in
 #       the programs (static); the GPU machine needs only its driver. Prints the device call.
 #
-#   bench/device/run.sh [--out DIR] [--carry DIR]
+#   bench/device/run.sh [--out DIR] [--carry DIR] [--budget SECONDS]
 #       On the GPU machine, from the repository root, with build-device-carry/ carried along
 #       (device tool: run(command="bench/device/run.sh", carry=["build-device-carry"],
 #       timeout_s=560)). Without a carried build it builds there (that needs the build
@@ -23,8 +23,10 @@
 #            (bar: traffic ratio >= 0.8);
 #         3. reccl-device-bench: allreduce on device buffers with 4 rank processes on the one GPU,
 #            the host path beside it, every result checked;
-#       and prints a short table last. Figures go to $OUT (the device tool's) or --out DIR:
-#       summary.md, ctest-device.log, device-kernels.json, device-allreduce.json, run.log.
+#       and prints a short table last. Each step's time is cut to end within --budget (480 s), and
+#       summary.md is rewritten after each step, so a run stopped early still returns its table.
+#       Figures go to $OUT (the device tool's) or --out DIR: summary.md, ctest-device.log,
+#       device-kernels.json, device-allreduce.json, run.log.
 #
 # Exit: 0 every check passed, 1 some check failed, 2 could not build or start, 64 usage.
 set -uo pipefail
@@ -35,7 +37,7 @@ CARRY=build-device-carry
 PROGRAMS=(cuda_device_test cuda_stream_worker cuda_ipc_peer cuda_railpull_test reccl reduce_device_bench
           reccl-device-bench)
 
-usage() { sed -n '2,32p' "$0" | sed 's/^# \{0,1\}//'; exit "${1:-64}"; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "${1:-64}"; }
 
 # ------------------------------------------------------------------ prepare (build machine)
 # The carry must stand in for the build on the GPU machine, where only it exists: mounted over the
@@ -166,53 +168,151 @@ group_result() {  # group_result REGEX LABEL: pass/fail/skip of the ctest lines 
 # A bench's exit 77 is "no CUDA device": not a pass either, so the run still exits 1.
 bench_failure() { [[ $1 -eq 77 ]] && echo "skipped (no CUDA device)" || echo FAIL; }
 
+# The device tests without ctest (an image without CMake): each program in turn, its gtest lines
+# written in ctest's line format so group_result reads both alike.
+tests_without_ctest() {  # tests_without_ctest BUILD_DIR SECONDS
+  local p
+  echo "(no ctest on this machine: the device test programs run directly)"
+  for p in cuda_device_test cuda_railpull_test; do
+    (cd "$1" && run_carried timeout "$2" "bin/$p") 2>&1 | tee -a "$OUTDIR/gtest-device.log" |
+      awk -v p="$p" '/^\[ +(OK|SKIPPED|FAILED) +\] .* \([0-9]+ ms\)$/ {
+        r = $2 == "OK" ? "   Passed" : $2 == "SKIPPED" ? "   Skipped" : "***Failed"
+        name = $0; sub(/^\[[^]]*\] /, "", name); sub(/ \([0-9]+ ms\)$/, "", name)
+        printf "      Test #%d: %s (%s) ....   %s\n", ++n, name, p, r }'
+  done
+}
+
+# The table so far, to summary.md: written after each step, so a run stopped from outside still
+# leaves what it found in $OUT.
+write_summary() {
+  local k
+  {
+    echo "# reccl device run $STARTED"
+    echo
+    echo "commit $(tr '\n' ' ' <"$CARRIED/reccl-commit.txt" 2>/dev/null), $GPU, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - T0)) s"
+    echo
+    echo "| check | result | detail |"
+    echo "|---|---|---|"
+    for k in "${order[@]}"; do echo "| $k | ${RESULT[$k]} | ${NOTE[$k]} |"; done
+  } >"$OUTDIR/summary.md"
+}
+
+finish() {
+  local failed=0 k
+  trap - EXIT TERM INT
+  [[ ${#order[@]} -gt 0 ]] || record "run" "FAIL" "no check ran"
+  for k in "${order[@]}"; do [[ ${RESULT[$k]} == pass ]] || failed=1; done
+  write_summary
+  echo
+  cat "$OUTDIR/summary.md"
+  # Give tee the table before the script ends (up to 2 s: a redirection the trap interrupted may
+  # still hold a copy of the pipe, which closes only at exit).
+  exec >&- 2>&-
+  local i
+  for i in {1..20}; do kill -0 "$TEE_PID" 2>/dev/null || break; sleep 0.1; done
+  exit "${1:-$failed}"
+}
+
+# Seconds for a step: at most CAP, leaving RESERVE for the steps after it, never under 10.
+step_budget() {  # step_budget CAP RESERVE
+  local left=$((DEADLINE - SECONDS - $2))
+  ((left > $1)) && left=$1
+  ((left < 10)) && left=10
+  echo "$left"
+}
+
+# A step runs in the background and the script waits for it: a signal then runs the trap at once
+# (bash holds traps while a foreground child runs), and the trap stops the step.
+# The redirection is the step's own (a redirection on the call would hold the trap's output too).
+STEP_PID=
+step() {  # step LOG|- COMMAND...
+  local log=$1
+  shift
+  if [[ $log == - ]]; then "$@" & else "$@" >"$log" 2>&1 & fi
+  STEP_PID=$!
+  wait "$STEP_PID"
+}
+stop_step() {
+  [[ -n $STEP_PID ]] || return 0
+  pkill -TERM -P "$STEP_PID" 2>/dev/null
+  kill -TERM "$STEP_PID" 2>/dev/null
+}
+
+# Carried programs find the carried libraries; nothing else run here (python3, nvidia-smi) sees
+# them. `env` execs, so a step's process is the program (or its timeout) itself.
+run_carried() { env LD_LIBRARY_PATH="$DEVLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+
 run_checks() {
-  local carry=$CARRY
+  local carry=$CARRY budget=480
   while [[ $# -gt 0 ]]; do
     case $1 in
       --out) OUTDIR=$2; shift 2 ;;
       --carry) carry=$2; shift 2 ;;
+      --budget) budget=$2; shift 2 ;;
       -h|--help) usage 0 ;;
       *) echo "run.sh: unknown argument $1" >&2; usage ;;
     esac
   done
+  [[ $budget =~ ^[0-9]+$ && $budget -ge 60 ]] || { echo "run.sh: --budget $budget: whole seconds, at least 60" >&2; usage; }
   mkdir -p "$OUTDIR"
   : >"$OUTDIR/run.log"
   exec > >(tee -a "$OUTDIR/run.log") 2>&1
-  local t0=$SECONDS
-  echo "== reccl device run $(date -u +%FT%TZ) on $(hostname): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
-  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo "(no nvidia-smi)"
+  TEE_PID=$!
+  T0=$SECONDS
+  DEADLINE=$((SECONDS + budget))
+  STARTED=$(date -u +%FT%TZ)
+  CARRIED=$carry
+  DEVLIBS=
+  GPU=$(nvidia-smi --query-gpu=name,driver_version,compute_mode --format=csv,noheader 2>/dev/null | head -1)
+  GPU=${GPU:-no nvidia-smi}
+  trap 'stop_step
+        record "run" "FAIL" "stopped by a signal after $((SECONDS - T0)) s"; finish 1' TERM INT
+  trap 'finish' EXIT
+  echo "== reccl device run $STARTED on $(hostname): $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), budget $budget s"
+  echo "GPU (name, driver, compute mode): $GPU"
 
   local bdir
   if [[ -f $carry/CMakeCache.txt ]]; then
-    bdir=$(place_build "$carry") || { echo "run.sh: cannot place the carried build: $bdir"; exit 2; }
-    export LD_LIBRARY_PATH="$(realpath "$carry")/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    bdir=$(place_build "$carry") || { record "start" "FAIL" "cannot place the carried build: $bdir"; finish 2; }
+    DEVLIBS=$(realpath "$carry")/devlibs
     echo "== carried build of $(head -1 "$carry/reccl-commit.txt" 2>/dev/null) at $bdir"
   else
-    build_here || { echo "run.sh: no carried build and building here failed (see run.log)"; exit 2; }
+    build_here || { record "start" "FAIL" "no carried build, and building here failed (run.log)"; finish 2; }
     bdir=$ROOT/$BUILD
   fi
   # The programs must start here (libraries, C library version).
-  "$bdir/bin/cuda_ipc_peer" >/dev/null 2>&1
-  local prc=$?
-  if [[ $prc -ne 2 ]]; then  # 2: it started and wants arguments
-    "$bdir/bin/cuda_ipc_peer"; echo "run.sh: the carried programs do not start on this machine (above)"; exit 2
+  run_carried "$bdir/bin/cuda_ipc_peer" >/dev/null 2>&1
+  if [[ $? -ne 2 ]]; then  # 2: it started and wants arguments
+    run_carried "$bdir/bin/cuda_ipc_peer"
+    record "start" "FAIL" "the carried programs do not start on this machine (run.log)"
+    finish 2
   fi
 
-  echo "== 1. ctest -L device"
-  (cd "$bdir" && timeout 360 ctest -L device -j 8 --timeout 300 --output-on-failure) >"$OUTDIR/ctest-device.log" 2>&1
-  local crc=$?
+  local t
+  t=$(step_budget 300 150)
+  echo "== 1. device tests (${t} s at most)"
+  if command -v ctest >/dev/null; then
+    step "$OUTDIR/ctest-device.log" run_carried timeout -k 10 "$t" ctest --test-dir "$bdir" -L device -j 8 \
+      --timeout $((t - 20)) --output-on-failure
+  else
+    step "$OUTDIR/ctest-device.log" tests_without_ctest "$bdir" $((t / 2))
+    [[ $(grep -c '\*\*\*Failed' "$OUTDIR/ctest-device.log") -eq 0 && -s $OUTDIR/ctest-device.log ]]
+  fi
+  local crc=$? summary
   grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
+  summary=$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1)
   record "device tests (ctest -L device)" "$([[ $crc -eq 0 ]] && echo pass || echo FAIL)" \
-    "$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1), $(grep -cE 'Test +#[0-9]+: .* Skipped' "$OUTDIR/ctest-device.log") skipped"
+    "exit $crc; ${summary:-no ctest summary}; $(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUTDIR/ctest-device.log") skipped"
   group_result 'DeviceKernels' "kernels = CPU bit for bit (every type, op)"
   group_result 'Gate' "stream gate (memop, kernel)"
   group_result 'StreamCollectives|StreamErrors' "collectives on streams, async error"
   group_result 'IpcPipe' "CUDA IPC relay pipe"
   group_result 'DeviceRailPull' "rail pulled mid device allreduce, bit-exact"
+  write_summary
 
-  echo "== 2. reduce_device_bench (kernels vs device-to-device copy)"
-  timeout 120 "$bdir/bin/reduce_device_bench" --bytes 1G --json "$OUTDIR/device-kernels.json"
+  t=$(step_budget 90 100)
+  echo "== 2. reduce_device_bench (kernels vs device-to-device copy, ${t} s at most)"
+  step - run_carried timeout -k 5 "$t" "$bdir/bin/reduce_device_bench" --bytes 1G --json "$OUTDIR/device-kernels.json"
   local krc=$?
   if [[ $krc -eq 0 && -f $OUTDIR/device-kernels.json ]]; then
     local worst
@@ -222,9 +322,12 @@ run_checks() {
   else
     record "kernel bw / D2D copy bw (worst, bar 0.8)" "$(bench_failure $krc)" "reduce_device_bench exit $krc"
   fi
+  write_summary
 
-  echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it)"
-  timeout 180 "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 --json "$OUTDIR/device-allreduce.json"
+  t=$(step_budget 150 5)
+  echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it, ${t} s at most)"
+  step - run_carried timeout -k 5 "$t" "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 \
+    --json "$OUTDIR/device-allreduce.json"
   local arc=$?
   if [[ $arc -eq 0 && -f $OUTDIR/device-allreduce.json ]]; then
     record "device allreduce, 4 ranks, 64 MiB" "pass" \
@@ -232,23 +335,7 @@ run_checks() {
   else
     record "device allreduce, 4 ranks, 64 MiB" "$(bench_failure $arc)" "reccl-device-bench exit $arc"
   fi
-
-  local failed=0 k
-  {
-    echo "# reccl device run $(date -u +%FT%TZ)"
-    echo
-    echo "commit $(tr '\n' ' ' <"$carry/reccl-commit.txt" 2>/dev/null), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg), $((SECONDS - t0)) s"
-    echo
-    echo "| check | result | detail |"
-    echo "|---|---|---|"
-    for k in "${order[@]}"; do
-      echo "| $k | ${RESULT[$k]} | ${NOTE[$k]} |"
-      [[ ${RESULT[$k]} == pass ]] || failed=1
-    done
-  } >"$OUTDIR/summary.md"
-  echo
-  cat "$OUTDIR/summary.md"
-  exit $failed
+  finish
 }
 
 case ${1:-run} in
