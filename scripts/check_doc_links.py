@@ -36,7 +36,7 @@ def slug(text):
 
 
 def text_lines(path):
-    """(line number, line) outside fenced blocks, code spans removed."""
+    """(line number, line) of the lines outside fenced blocks."""
     fenced = False
     for no, line in enumerate(path.read_text(encoding='utf-8').splitlines(), 1):
         if FENCE.match(line):
@@ -95,13 +95,14 @@ def self_test():
             '[ok](b.md) [ok](#top-1) [ok](#the-x-part-two) [ok](b.md#far) ![ok](b.md)\n'
             '`[code](nowhere.md)` [web](https://example.org/x)\n'
             '```\n[fenced](nowhere.md)\n```\n'
-            '[bad](nowhere.md)\n[bad](b.md#near)\n', encoding='utf-8')
+            '[bad](nowhere.md)\n[bad](b.md#near)\n[bad](#nowhere)\n', encoding='utf-8')
         (root / 'docs' / 'b.md').write_text('<a name="far"></a>\n# B\n', encoding='utf-8')
         (root / 'build').mkdir()
         (root / 'build' / 'c.md').write_text('[skipped](nowhere.md)\n', encoding='utf-8')
         got = broken_links(root)
     want = ['docs/a.md:9: nowhere.md: no such file',
-            'docs/a.md:10: b.md#near: no heading with anchor #near in docs/b.md']
+            'docs/a.md:10: b.md#near: no heading with anchor #near in docs/b.md',
+            'docs/a.md:11: #nowhere: no heading with anchor #nowhere in docs/a.md']
     if got != want:
         print('check_doc_links --self-test: expected', want, 'got', got)
         return 1

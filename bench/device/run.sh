@@ -26,7 +26,8 @@
 #       and prints a short table last. Each step's time is cut to end within --budget (480 s), and
 #       summary.md is rewritten after each step, so a run stopped early still returns its table.
 #       Figures go to $OUT (the device tool's) or --out DIR: summary.md, ctest-device.log,
-#       device-kernels.json, device-allreduce.json, run.log.
+#       device-kernels.json, device-allreduce.json, run.log (and gtest-device.log where the
+#       machine has no ctest and the test programs run directly).
 #
 # Exit: 0 every check passed, 1 some check failed, 2 could not build or start, 64 usage.
 set -uo pipefail
@@ -156,7 +157,7 @@ group_result() {  # group_result REGEX LABEL: pass/fail/skip of the ctest lines 
   local lines pass fail skip
   lines=$(grep -E "Test +#[0-9]+: .*($1)" "$OUTDIR/ctest-device.log" || true)
   pass=$(grep -c ' Passed' <<<"$lines" || true)
-  fail=$(grep -cE '\*\*\*(Failed|Timeout|Exception)|Not Run' <<<"$lines" || true)
+  fail=$(grep -cE '\*\*\*(Failed|Timeout|Exception)|Not Run' <<<"$lines" || true)  # incl. "never ended"
   skip=$(grep -c 'Skipped' <<<"$lines" || true)
   if [[ -z $lines ]]; then record "$2" "missing" "no such test ran"
   elif [[ $fail -gt 0 ]]; then record "$2" "FAIL" "$fail failed, $pass passed, $skip skipped"
@@ -169,17 +170,37 @@ group_result() {  # group_result REGEX LABEL: pass/fail/skip of the ctest lines 
 bench_failure() { [[ $1 -eq 77 ]] && echo "skipped (no CUDA device)" || echo FAIL; }
 
 # The device tests without ctest (an image without CMake): each program in turn, its gtest lines
-# written in ctest's line format so group_result reads both alike.
+# written in ctest's line format so group_result reads both alike. A test that started and never
+# ended (the program crashed or ran out of time) is a failure, and so is a program's non-zero exit.
 tests_without_ctest() {  # tests_without_ctest BUILD_DIR SECONDS
-  local p
+  local p rc=0
   echo "(no ctest on this machine: the device test programs run directly)"
   for p in cuda_device_test cuda_railpull_test; do
-    (cd "$1" && run_carried timeout "$2" "bin/$p") 2>&1 | tee -a "$OUTDIR/gtest-device.log" |
-      awk -v p="$p" '/^\[ +(OK|SKIPPED|FAILED) +\] .* \([0-9]+ ms\)$/ {
-        r = $2 == "OK" ? "   Passed" : $2 == "SKIPPED" ? "   Skipped" : "***Failed"
-        name = $0; sub(/^\[[^]]*\] /, "", name); sub(/ \([0-9]+ ms\)$/, "", name)
-        printf "      Test #%d: %s (%s) ....   %s\n", ++n, name, p, r }'
+    (cd "$1" && "${RUN_CARRIED[@]}" timeout "$2" "bin/$p") 2>&1 | tee -a "$OUTDIR/gtest-device.log" |
+      awk -v p="$p" '
+        /^\[ RUN +\] / { open = $0; sub(/^\[[^]]*\] /, "", open); next }
+        /^\[ +(OK|SKIPPED|FAILED) +\] .* \([0-9]+ ms\)$/ {
+          r = $2 == "OK" ? "   Passed" : $2 == "SKIPPED" ? "   Skipped" : "***Failed"
+          name = $0; sub(/^\[[^]]*\] /, "", name); sub(/ \([0-9]+ ms\)$/, "", name)
+          printf "      Test #%d: %s (%s) ....   %s\n", ++n, name, p, r
+          open = ""
+        }
+        END { if (open != "") printf "      Test #%d: %s (%s) ....***Failed (never ended)\n", ++n, open, p }'
+    local prc=${PIPESTATUS[0]}
+    if [[ $prc -ne 0 ]]; then echo "$p exited $prc"; rc=1; fi
   done
+  return "$rc"
+}
+
+# Tests ctest started and never reported (its run stopped by the step's timeout) are failures,
+# named in the log as such.
+mark_unfinished() {  # mark_unfinished LOG
+  awk '/^ *Start +[0-9]+: / { id = $2; sub(/:$/, "", id); started[id] = $3 }
+       /Test +#[0-9]+: / { id = $0; sub(/^.*Test +#/, "", id); sub(/:.*$/, "", id); delete started[id] }
+       END { for (id in started) printf "      Test #%s: %s ....***Failed (never ended)\n", id, started[id] }' \
+    "$1" >>"$1.unfinished"
+  cat "$1.unfinished" >>"$1"
+  rm -f "$1.unfinished"
 }
 
 # The table so far, to summary.md: written after each step, so a run stopped from outside still
@@ -231,21 +252,28 @@ step() {  # step LOG|- COMMAND...
   if [[ $log == - ]]; then "$@" & else "$@" >"$log" 2>&1 & fi
   STEP_PID=$!
   wait "$STEP_PID"
+  local rc=$?
+  STEP_PID=
+  return "$rc"
 }
+# A step that is a program is `timeout`, which leads a process group of its own: the group is
+# stopped. A step that is a function (tests_without_ctest) is a subshell: it and its children.
 stop_step() {
   [[ -n $STEP_PID ]] || return 0
+  kill -TERM -- -"$STEP_PID" 2>/dev/null
   pkill -TERM -P "$STEP_PID" 2>/dev/null
   kill -TERM "$STEP_PID" 2>/dev/null
 }
 
-# Carried programs find the carried libraries; nothing else run here (python3, nvidia-smi) sees
-# them. `env` execs, so a step's process is the program (or its timeout) itself.
-run_carried() { env LD_LIBRARY_PATH="$DEVLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+# The carried libraries go to the carried programs and what ctest starts, not to the rest of the
+# script (python3, nvidia-smi). An array, so a step's process is `env`, then `timeout`, by exec.
+RUN_CARRIED=()
 
 run_checks() {
   local carry=$CARRY budget=480
   while [[ $# -gt 0 ]]; do
     case $1 in
+      --out|--carry|--budget) [[ $# -ge 2 ]] || { echo "run.sh: $1 needs a value" >&2; usage; } ;;&
       --out) OUTDIR=$2; shift 2 ;;
       --carry) carry=$2; shift 2 ;;
       --budget) budget=$2; shift 2 ;;
@@ -256,7 +284,8 @@ run_checks() {
   [[ $budget =~ ^[0-9]+$ && $budget -ge 60 ]] || { echo "run.sh: --budget $budget: whole seconds, at least 60" >&2; usage; }
   mkdir -p "$OUTDIR"
   : >"$OUTDIR/run.log"
-  exec > >(tee -a "$OUTDIR/run.log") 2>&1
+  # tee ignores the signals that stop the script, so the table still reaches the output.
+  exec > >(trap '' TERM INT HUP; exec tee -a "$OUTDIR/run.log") 2>&1
   TEE_PID=$!
   T0=$SECONDS
   DEADLINE=$((SECONDS + budget))
@@ -275,15 +304,16 @@ run_checks() {
   if [[ -f $carry/CMakeCache.txt ]]; then
     bdir=$(place_build "$carry") || { record "start" "FAIL" "cannot place the carried build: $bdir"; finish 2; }
     DEVLIBS=$(realpath "$carry")/devlibs
+    RUN_CARRIED=(env "LD_LIBRARY_PATH=$DEVLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     echo "== carried build of $(head -1 "$carry/reccl-commit.txt" 2>/dev/null) at $bdir"
   else
     build_here || { record "start" "FAIL" "no carried build, and building here failed (run.log)"; finish 2; }
     bdir=$ROOT/$BUILD
   fi
   # The programs must start here (libraries, C library version).
-  run_carried "$bdir/bin/cuda_ipc_peer" >/dev/null 2>&1
+  "${RUN_CARRIED[@]}" "$bdir/bin/cuda_ipc_peer" >/dev/null 2>&1
   if [[ $? -ne 2 ]]; then  # 2: it started and wants arguments
-    run_carried "$bdir/bin/cuda_ipc_peer"
+    "${RUN_CARRIED[@]}" "$bdir/bin/cuda_ipc_peer"
     record "start" "FAIL" "the carried programs do not start on this machine (run.log)"
     finish 2
   fi
@@ -292,13 +322,13 @@ run_checks() {
   t=$(step_budget 300 150)
   echo "== 1. device tests (${t} s at most)"
   if command -v ctest >/dev/null; then
-    step "$OUTDIR/ctest-device.log" run_carried timeout -k 10 "$t" ctest --test-dir "$bdir" -L device -j 8 \
-      --timeout $((t - 20)) --output-on-failure
+    step "$OUTDIR/ctest-device.log" "${RUN_CARRIED[@]}" timeout -k 10 "$t" ctest --test-dir "$bdir" -L device -j 8 \
+      --output-on-failure
   else
     step "$OUTDIR/ctest-device.log" tests_without_ctest "$bdir" $((t / 2))
-    [[ $(grep -c '\*\*\*Failed' "$OUTDIR/ctest-device.log") -eq 0 && -s $OUTDIR/ctest-device.log ]]
   fi
   local crc=$? summary
+  mark_unfinished "$OUTDIR/ctest-device.log"
   grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
   summary=$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1)
   record "device tests (ctest -L device)" "$([[ $crc -eq 0 ]] && echo pass || echo FAIL)" \
@@ -312,7 +342,7 @@ run_checks() {
 
   t=$(step_budget 90 100)
   echo "== 2. reduce_device_bench (kernels vs device-to-device copy, ${t} s at most)"
-  step - run_carried timeout -k 5 "$t" "$bdir/bin/reduce_device_bench" --bytes 1G --json "$OUTDIR/device-kernels.json"
+  step - "${RUN_CARRIED[@]}" timeout -k 5 "$t" "$bdir/bin/reduce_device_bench" --bytes 1G --json "$OUTDIR/device-kernels.json"
   local krc=$?
   if [[ $krc -eq 0 && -f $OUTDIR/device-kernels.json ]]; then
     local worst
@@ -326,7 +356,7 @@ run_checks() {
 
   t=$(step_budget 150 5)
   echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it, ${t} s at most)"
-  step - run_carried timeout -k 5 "$t" "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 \
+  step - "${RUN_CARRIED[@]}" timeout -k 5 "$t" "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 \
     --json "$OUTDIR/device-allreduce.json"
   local arc=$?
   if [[ $arc -eq 0 && -f $OUTDIR/device-allreduce.json ]]; then
