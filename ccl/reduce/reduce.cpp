@@ -66,11 +66,10 @@ const KernelTable* tableFor(Isa isa) noexcept {
 template <typename T>
 void divideInts(void* buf, size_t count, int nranks) {
   auto* p = static_cast<unsigned char*>(buf);
-  const T n = static_cast<T>(nranks);
   for (size_t i = 0; i < count; ++i) {
     T v;
     std::memcpy(&v, p + i * sizeof(T), sizeof(T));
-    v = static_cast<T>(v / n);  // truncating, as NCCL; int8/-1 cannot happen (nranks > 0)
+    v = detail::divideByRanks(v, nranks);  // truncating, as NCCL
     std::memcpy(p + i * sizeof(T), &v, sizeof(T));
   }
 }

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define RECCL_HD __host__ __device__
@@ -126,6 +127,18 @@ static inline RECCL_HD double minD(double a, double b) {
   if (a < b) return a;
   if (b < a) return b;
   return doubleOf(bitsOf(a) | bitsOf(b));
+}
+
+// avg's integer division: the (wrapped) sum divided by the rank count, truncating toward zero, in
+// 64 bits, so a count past the type's range (128 ranks on int8, 256 on uint8) neither wraps the
+// divisor (a wrong sign, or a division by zero) nor loses precision.
+template <typename T>
+static inline RECCL_HD T divideByRanks(T v, int nranks) {
+  if constexpr (std::is_signed_v<T>) {
+    return T(int64_t(v) / int64_t(nranks));
+  } else {
+    return T(uint64_t(v) / uint64_t(nranks));
+  }
 }
 
 }  // namespace reccl::reduce::detail

@@ -175,7 +175,7 @@ cudaError_t launchOp(void* dst, const void* a, const void* b, size_t count, cuda
 // avg's division, reduce.cpp's finalizeAvg element for element.
 template <typename T>
 struct IntDiv {
-  static __device__ T op(T v, int n) { return T(v / T(n)); }
+  static __device__ T op(T v, int n) { return divideByRanks(v, n); }
 };
 template <typename T>
 struct FloatDiv {

@@ -83,16 +83,26 @@ bool isNan(recclDataType_t t, const unsigned char* p) {
   }
 }
 
+// One case at one rank count (avg divides by it).
+void matchTheCpu(const KernelCase& kc, int nranks);
+
 class DeviceKernels : public ::testing::TestWithParam<KernelCase> {};
 
 // Device and CPU kernels agree bit for bit (a NaN that a sum or a product makes may differ in
-// payload only), on the vector path, with a scalar head, with mismatched alignments, in place.
+// payload only), on the vector path, with a scalar head, with mismatched alignments, in place;
+// avg also with more ranks than int8 and uint8 count.
 TEST_P(DeviceKernels, MatchTheCpuKernelsBitForBit) {
   REQUIRE_DEVICE();
   const auto kc = GetParam();
+  for (int nranks : kc.op == recclAvg ? std::vector<int>{3, 300} : std::vector<int>{3}) {
+    SCOPED_TRACE("nranks " + std::to_string(nranks));
+    matchTheCpu(kc, nranks);
+  }
+}
+
+void matchTheCpu(const KernelCase& kc, int nranks) {
   const size_t es = reccl::reduce::typeSize(kc.type);
   const size_t n = (1 << 20) + 37;
-  const int nranks = 3;
   auto a = inputs(kc.type, n, 1), b = inputs(kc.type, n, 2);
   // CPU reference: kernel + avg's division.
   std::vector<unsigned char> want(n * es);

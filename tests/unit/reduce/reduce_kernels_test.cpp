@@ -282,6 +282,33 @@ TEST(ReduceDispatch, NamesAndSizes) {
   EXPECT_FALSE(validOp(-1));
 }
 
+// More ranks than a small integer type counts (the API takes up to 65536): the divisor is the rank
+// count itself, not the count wrapped into the type (int8: 128 -> -128 flips the sign; uint8:
+// 256 -> 0 divides by zero).
+TEST(ReduceAvg, IntegersDivideByRankCountsPastTheirRange) {
+  int8_t i8[] = {-128, 127, -1, 100};
+  finalizeAvg(i8, 4, recclInt8, 128);
+  EXPECT_EQ(i8[0], -1);
+  EXPECT_EQ(i8[1], 0);
+  EXPECT_EQ(i8[2], 0);
+  EXPECT_EQ(i8[3], 0);
+  int8_t i8b[] = {-128, 127};
+  finalizeAvg(i8b, 2, recclInt8, 100);
+  EXPECT_EQ(i8b[0], -1);
+  EXPECT_EQ(i8b[1], 1);
+  uint8_t u8[] = {255, 200};
+  finalizeAvg(u8, 2, recclUint8, 256);
+  EXPECT_EQ(u8[0], 0);
+  EXPECT_EQ(u8[1], 0);
+  uint8_t u8b[] = {255};
+  finalizeAvg(u8b, 1, recclUint8, 200);
+  EXPECT_EQ(u8b[0], 1);
+  int32_t i32[] = {INT32_MIN, 65535};
+  finalizeAvg(i32, 2, recclInt32, 65536);
+  EXPECT_EQ(i32[0], -32768);
+  EXPECT_EQ(i32[1], 0);
+}
+
 TEST(ReduceAvg, IntegersTruncateFloatsRoundOnce) {
   int32_t i32[] = {-7, 7, 9, -1};
   finalizeAvg(i32, 4, recclInt32, 2);
@@ -296,6 +323,9 @@ TEST(ReduceAvg, IntegersTruncateFloatsRoundOnce) {
   int64_t i64[] = {INT64_MIN};
   finalizeAvg(i64, 1, recclInt64, 3);
   EXPECT_EQ(i64[0], INT64_MIN / 3);
+  uint64_t u64[] = {UINT64_MAX};
+  finalizeAvg(u64, 1, recclUint64, 65536);
+  EXPECT_EQ(u64[0], UINT64_MAX / 65536);
   float f[] = {1.0f, 10.0f};
   finalizeAvg(f, 2, recclFloat32, 3);
   EXPECT_EQ(f[0], 1.0f / 3.0f);
