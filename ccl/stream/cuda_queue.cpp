@@ -53,18 +53,21 @@ CudaQueue::~CudaQueue() {
   std::lock_guard lk(enqueueMu_);
   if (!ready_) return;
   gate_.open(static_cast<uint32_t>(issued_.load()));
-  bool clean = true;
-  for (size_t k = 0; k < slotFree_.size(); ++k)
+  bool clean = !enqueueBroke_;
+  for (size_t k = 0; clean && k < slotFree_.size(); ++k)
     if (slotUsed_[k] && !slotFree_[k].wait(Deadline::afterMs(kTeardownWaitMs)).ok()) clean = false;
   if (clean) {
     delete notifier_;
     return;
   }
-  // A stream never got past its earlier work: it may still copy into the slots, run a host
-  // function or poll the gate. Those must stay valid, so they are leaked.
-  RECCL_WARN(kLogColl, "rank %d: a CUDA stream still holds this communicator's staging memory %lld ms after "
-                       "destroy; leaking %zu bytes of pinned memory", comm_.rank(),
-             static_cast<long long>(kTeardownWaitMs), opts_.slotBytes * static_cast<size_t>(opts_.slots));
+  // A stream never got past its earlier work, or an enqueue broke off with copies on a stream
+  // and no event after them: it may still copy into the slots, run a host function or poll the
+  // gate. Those must stay valid, so they are leaked.
+  RECCL_WARN(kLogColl, "rank %d: %s; leaking %zu bytes of pinned memory", comm_.rank(),
+             enqueueBroke_ ? "an enqueue failed part-way, so a CUDA stream may still use this communicator's "
+                             "staging memory"
+                           : "a CUDA stream still holds this communicator's staging memory after destroy's wait",
+             opts_.slotBytes * static_cast<size_t>(opts_.slots));
   (void)slots_.release();
   gate_.leak();
 }
@@ -181,6 +184,7 @@ Status CudaQueue::enqueue(const algo::Collective& c, void* stream) {
       if (ev.ok()) doneEv = std::move(ev).value();
     }
     if (!st.ok()) {
+      enqueueBroke_ = true;
       fail(st);  // pieces already on the stream must not hold it
       return st;
     }

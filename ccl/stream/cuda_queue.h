@@ -104,6 +104,9 @@ class CudaQueue final : public Queue {
 
   std::mutex enqueueMu_;
   bool ready_ = false;              // resources made (enqueueMu_)
+  // An enqueue failed part-way (enqueueMu_): a stream may hold copies into slots with no event
+  // recorded after them, so teardown cannot tell when the slots are free, and leaks them.
+  bool enqueueBroke_ = false;
   uint64_t nextPiece_ = 0;          // (enqueueMu_)
   std::vector<bool> slotUsed_;      // (enqueueMu_)
   std::atomic<uint64_t> issued_{0};  // pieces whose gate wait is on a stream
