@@ -149,7 +149,11 @@ class Rank {
     void *send = nullptr, *recv = nullptr;
     if (device) {
       if (cudaMalloc(&send, bytes) != cudaSuccess || cudaMalloc(&recv, bytes) != cudaSuccess) return fail("cudaMalloc");
-      cudaMemcpy(send, in.data(), bytes, cudaMemcpyHostToDevice);
+      // A copy from pageable memory may return before its DMA lands (on the legacy stream, which
+      // the call's non-blocking stream does not wait for): the device is synchronised first.
+      if (cudaMemcpy(send, in.data(), bytes, cudaMemcpyHostToDevice) != cudaSuccess ||
+          cudaDeviceSynchronize() != cudaSuccess)
+        return fail("input copy");
     } else {
       send = in.data();
       recv = out.data();

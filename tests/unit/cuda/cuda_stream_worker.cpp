@@ -169,13 +169,21 @@ uint64_t runCase(recclComm_t comm, cudaStream_t stream, Coll c, recclDataType_t 
   if (nullStream) {
     CUDA_OR_EXIT(cudaMemcpy(inDst, in, inBytes, cudaMemcpyDefault));
   } else {
-    CUDA_OR_EXIT(cudaStreamSynchronize(stream));
+    // A blocking copy from pageable memory may return before its DMA lands, on the legacy stream,
+    // which the call's non-blocking stream does not wait for: the whole device first.
+    CUDA_OR_EXIT(cudaDeviceSynchronize());
     CUDA_OR_EXIT(reccl::test::launchSpin(stream, 2000));
     CUDA_OR_EXIT(cudaMemcpyAsync(inDst, in, inBytes, cudaMemcpyDefault, stream));
   }
   RECCL_OR_EXIT(issue(c, sendPtr, recvPtr, s, d, comm, st, rank, n), comm);
   if (nullStream) {
     CUDA_OR_EXIT(cudaMemcpy(result, recvPtr, s.recvCount * es, cudaMemcpyDefault));
+  } else if (place == Place::kHost || place == Place::kPinned) {
+    // Host to host: CUDA may copy at call time instead of in stream order (pageable memory is
+    // staged when the call is made), before the library has written the output. The stream's
+    // end is the collective's end: wait for it, then read on the host.
+    CUDA_OR_EXIT(cudaStreamSynchronize(stream));
+    std::memcpy(result, recvPtr, s.recvCount * es);
   } else {
     CUDA_OR_EXIT(cudaMemcpyAsync(result, recvPtr, s.recvCount * es, cudaMemcpyDefault, stream));
     CUDA_OR_EXIT(cudaStreamSynchronize(stream));
@@ -235,6 +243,7 @@ int loop(recclComm_t comm, cudaStream_t stream, int rank, int n) {
   reccl::bench::fillInput(d, rank, s, in.data());
   UserBuffer send(Place::kDevice, count * 4), recv(Place::kDevice, count * 4);
   CUDA_OR_EXIT(cudaMemcpy(send.p, in.data(), count * 4, cudaMemcpyDefault));
+  CUDA_OR_EXIT(cudaDeviceSynchronize());  // the pageable copy's DMA, before the non-blocking stream reads send
   uint64_t wrong = 0;
   for (int it = 0; it < iters; ++it) {
     CUDA_OR_EXIT(cudaMemsetAsync(recv.p, 0xFF, count * 4, stream));
@@ -297,6 +306,8 @@ int asyncError(recclComm_t comm, cudaStream_t stream, int rank) {
 }  // namespace
 
 int main() {
+  // Line-buffered: a rank killed at its deadline still leaves the lines it printed in the log.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
     std::printf("worker: no CUDA device\n");
