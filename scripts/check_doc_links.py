@@ -69,9 +69,9 @@ def markdown_files(root):
             yield p
 
 
-def broken_links(root):
+def broken_links(root, files):
     bad = []
-    for md in markdown_files(root):
+    for md in files:
         for no, line in text_lines(md):
             for target in LINK.findall(re.sub(r'`[^`]*`', '', line)):
                 if re.match(r'^[a-z][a-z0-9+.-]*:', target, re.I):
@@ -99,7 +99,7 @@ def self_test():
         (root / 'docs' / 'b.md').write_text('<a name="far"></a>\n# B\n', encoding='utf-8')
         (root / 'build').mkdir()
         (root / 'build' / 'c.md').write_text('[skipped](nowhere.md)\n', encoding='utf-8')
-        got = broken_links(root)
+        got = broken_links(root, list(markdown_files(root)))
     want = ['docs/a.md:9: nowhere.md: no such file',
             'docs/a.md:10: b.md#near: no heading with anchor #near in docs/b.md',
             'docs/a.md:11: #nowhere: no heading with anchor #nowhere in docs/a.md']
@@ -117,10 +117,11 @@ def main(argv):
         print(__doc__, file=sys.stderr)
         return 64
     root = pathlib.Path(argv[1] if len(argv) == 2 else '.').resolve()
-    bad = broken_links(root)
+    files = list(markdown_files(root))
+    bad = broken_links(root, files)
     for b in bad:
         print(b)
-    print(f'check_doc_links: {sum(1 for _ in markdown_files(root))} Markdown files, {len(bad)} broken link(s)')
+    print(f'check_doc_links: {len(files)} Markdown files, {len(bad)} broken link(s)')
     return 1 if bad else 0
 
 

@@ -107,8 +107,8 @@ prepare() {
   done
   # Shared libraries outside the C/C++ runtime that the programs load.
   local base='^(linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|libreccl)'
-  for p in "$BUILD"/bin/{cuda_device_test,cuda_stream_worker,cuda_ipc_peer,cuda_railpull_test,reccl,reduce_device_bench,reccl-device-bench}; do
-    ldd "$p" | awk '$3 ~ /^\// { print $1, $3 }'
+  for p in "${PROGRAMS[@]}"; do
+    ldd "$BUILD/bin/$p" | awk '$3 ~ /^\// { print $1, $3 }'
   done | sort -u | while read -r name path; do
     [[ $name =~ $base ]] || cp -L "$path" "$CARRY/devlibs/$name"
   done
@@ -195,12 +195,11 @@ tests_without_ctest() {  # tests_without_ctest BUILD_DIR SECONDS
 # Tests ctest started and never reported (its run stopped by the step's timeout) are failures,
 # named in the log as such.
 mark_unfinished() {  # mark_unfinished LOG
-  awk '/^ *Start +[0-9]+: / { id = $2; sub(/:$/, "", id); started[id] = $3 }
-       /Test +#[0-9]+: / { id = $0; sub(/^.*Test +#/, "", id); sub(/:.*$/, "", id); delete started[id] }
-       END { for (id in started) printf "      Test #%s: %s ....***Failed (never ended)\n", id, started[id] }' \
-    "$1" >>"$1.unfinished"
-  cat "$1.unfinished" >>"$1"
-  rm -f "$1.unfinished"
+  local lines
+  lines=$(awk '/^ *Start +[0-9]+: / { id = $2; sub(/:$/, "", id); started[id] = $3 }
+               /Test +#[0-9]+: / { id = $0; sub(/^.*Test +#/, "", id); sub(/:.*$/, "", id); delete started[id] }
+               END { for (id in started) printf "      Test #%s: %s ....***Failed (never ended)\n", id, started[id] }' "$1")
+  [[ -z $lines ]] || echo "$lines" >>"$1"
 }
 
 # The table so far, to summary.md: written after each step, so a run stopped from outside still
@@ -291,7 +290,6 @@ run_checks() {
   DEADLINE=$((SECONDS + budget))
   STARTED=$(date -u +%FT%TZ)
   CARRIED=$carry
-  DEVLIBS=
   GPU=$(nvidia-smi --query-gpu=name,driver_version,compute_mode --format=csv,noheader 2>/dev/null | head -1)
   GPU=${GPU:-no nvidia-smi}
   trap 'stop_step
@@ -303,8 +301,7 @@ run_checks() {
   local bdir
   if [[ -f $carry/CMakeCache.txt ]]; then
     bdir=$(place_build "$carry") || { record "start" "FAIL" "cannot place the carried build: $bdir"; finish 2; }
-    DEVLIBS=$(realpath "$carry")/devlibs
-    RUN_CARRIED=(env "LD_LIBRARY_PATH=$DEVLIBS${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+    RUN_CARRIED=(env "LD_LIBRARY_PATH=$(realpath "$carry")/devlibs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
     echo "== carried build of $(head -1 "$carry/reccl-commit.txt" 2>/dev/null) at $bdir"
   else
     build_here || { record "start" "FAIL" "no carried build, and building here failed (run.log)"; finish 2; }
