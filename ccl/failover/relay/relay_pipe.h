@@ -99,7 +99,8 @@ class RelayPipe {
   void unmap() noexcept { reset(); }
 
   // Origin side, before the paths start: the handshake through the pipe, with a deadline.
-  // `ctrlFd` (the unix socket to the relay) ends the wait when the relay goes away.
+  // `ctrlFd` (the unix socket to the relay) ends the wait when the relay goes away; a read first
+  // takes the bytes the relay wrote before it went away.
   Status writeAll(std::span<const std::byte> src, int ctrlFd, Deadline d);
   Status readAll(std::span<std::byte> dst, int ctrlFd, Deadline d);
 

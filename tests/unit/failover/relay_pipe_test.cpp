@@ -1,10 +1,12 @@
 // The relay's shared-memory pipe (byte rings across a fork) and its request wire format.
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "failover/relay/relay_pipe.h"
@@ -60,6 +62,32 @@ TEST(RelayPipe, AttachRefusesForeignMemory) {
   auto zero = RelayPipe::attach(std::move(m), UniqueFd(-1), UniqueFd(-1));
   ASSERT_FALSE(zero.ok());
   EXPECT_NE(zero.status().message().find("bad header"), std::string::npos);
+}
+
+// The relay writes its last bytes and closes its control socket without a wake-up: the read
+// takes those bytes (a socket delivers what came before its FIN), and only a read past them fails.
+TEST(RelayPipe, ReadTakesBytesWrittenBeforeTheRelayClosed) {
+  auto p = RelayPipe::create(64 * 1024);
+  ASSERT_TRUE(p.ok());
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  UniqueFd originCtrl(sv[0]), relayCtrl(sv[1]);
+  std::vector<std::byte> sent(3000);
+  for (size_t i = 0; i < sent.size(); ++i) sent[i] = std::byte(static_cast<uint8_t>(i * 31 + 7));
+  ASSERT_EQ(p->down().write(std::span<const std::byte>(sent).first(1000)), 1000u);
+  std::thread relay([&] {
+    usleep(100 * 1000);  // the origin has read the first 1000 bytes and waits in poll
+    p->down().write(std::span<const std::byte>(sent).subspan(1000));
+    relayCtrl.reset();
+  });
+  std::vector<std::byte> got(sent.size());
+  Status s = p->readAll(got, originCtrl.get(), Deadline::afterMs(10000));
+  relay.join();
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_EQ(got, sent);
+  std::vector<std::byte> more(1);
+  Status past = p->readAll(more, originCtrl.get(), Deadline::afterMs(10000));
+  EXPECT_EQ(past.code(), Errc::kLinkFailure) << past.message();
 }
 
 // 8 MB each way between two processes through 64 KiB rings, woken only by the eventfds.
