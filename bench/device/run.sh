@@ -176,7 +176,8 @@ tests_without_ctest() {  # tests_without_ctest BUILD_DIR SECONDS
   local p rc=0
   echo "(no ctest on this machine: the device test programs run directly)"
   for p in cuda_device_test cuda_railpull_test; do
-    (cd "$1" && "${RUN_CARRIED[@]}" timeout "$2" "bin/$p") 2>&1 | tee -a "$OUTDIR/gtest-device.log" |
+    # The subshell waits for the program (no exec), so a crash is reported in one line naming it.
+    (cd "$1" && "${RUN_CARRIED[@]}" timeout "$2" "bin/$p"; exit $?) 2>&1 | tee -a "$OUTDIR/gtest-device.log" |
       awk -v p="$p" '
         /^\[ RUN +\] / { open = $0; sub(/^\[[^]]*\] /, "", open); next }
         /^\[ +(OK|SKIPPED|FAILED) +\] .* \([0-9]+ ms\)$/ {
@@ -324,12 +325,15 @@ run_checks() {
   else
     step "$OUTDIR/ctest-device.log" tests_without_ctest "$bdir" $((t / 2))
   fi
-  local crc=$? summary
+  local crc=$? summary passed verdict
   mark_unfinished "$OUTDIR/ctest-device.log"
   grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
   summary=$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1)
-  record "device tests (ctest -L device)" "$([[ $crc -eq 0 ]] && echo pass || echo FAIL)" \
-    "exit $crc; ${summary:-no ctest summary}; $(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUTDIR/ctest-device.log") skipped"
+  passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$OUTDIR/ctest-device.log")
+  # A run in which every test skipped (no usable GPU) exits 0 from ctest, and is no pass.
+  if [[ $crc -ne 0 ]]; then verdict=FAIL; elif [[ $passed -eq 0 ]]; then verdict=skipped; else verdict=pass; fi
+  record "device tests (ctest -L device)" "$verdict" \
+    "exit $crc; ${summary:-no ctest summary}; $passed passed, $(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUTDIR/ctest-device.log") skipped"
   group_result 'DeviceKernels' "kernels = CPU bit for bit (every type, op)"
   group_result 'Gate' "stream gate (memop, kernel)"
   group_result 'StreamCollectives|StreamErrors' "collectives on streams, async error"

@@ -55,6 +55,9 @@ class Child {
       ::waitpid(pid_, nullptr, 0);
     }
   }
+  void signal(int sig) {
+    if (pid_ > 0) ::kill(pid_, sig);
+  }
   // Exit code, or -1 when it did not end within the deadline (then it is killed).
   int wait(std::chrono::seconds limit) {
     auto until = std::chrono::steady_clock::now() + limit;
