@@ -71,11 +71,12 @@ class DeviceRunScript : public reccl::benchtest::TempDirTest {
     std::ofstream(carry_ / "CTestTestfile.cmake") << ctest;
     const std::string outcomes = (carry_ / "outcome").string();
     const std::string pids = (dir_ / "pids").string();
-    // One case as ctest runs it: its exit says the outcome; a hang records its pid first.
+    // One case as ctest runs it: its exit says the outcome; a hang records its pid first, and
+    // ends by itself after 40 s (past the step's 10 s) should this test be killed.
     writeExecutable(carry_ / "bin" / "one_case",
                     "#!/bin/bash\ncase $(cat '" + outcomes + "'/$1) in\n"
                     "  pass) exit 0 ;; skip) echo 'no CUDA device'; exit 77 ;; fail) echo 'expected 3, got 4'; exit 1 ;;\n"
-                    "  hang) echo $$ >>'" + pids + "'; exec sleep 300 ;; crash) kill -SEGV $$ ;;\nesac\n");
+                    "  hang) echo $$ >>'" + pids + "'; exec sleep 40 ;; crash) kill -SEGV $$ ;;\nesac\n");
     // A test program as run without ctest: gtest's lines for each of its cases.
     for (const char* program : {"cuda_device_test", "cuda_railpull_test"}) {
       std::string names;
@@ -85,7 +86,7 @@ class DeviceRunScript : public reccl::benchtest::TempDirTest {
                       "#!/bin/bash\nfor t in" + names + "; do\n  echo \"[ RUN      ] $t\"\n"
                       "  case $(cat '" + outcomes + "'/$t) in\n"
                       "    pass) echo \"[       OK ] $t (3 ms)\" ;; skip) echo \"[  SKIPPED ] $t (0 ms)\" ;;\n"
-                      "    fail) echo \"[  FAILED  ] $t (1 ms)\" ;; hang) echo $$ >>'" + pids + "'; exec sleep 300 ;;\n"
+                      "    fail) echo \"[  FAILED  ] $t (1 ms)\" ;; hang) echo $$ >>'" + pids + "'; exec sleep 40 ;;\n"
                       "    crash) kill -SEGV $$ ;;\n  esac\ndone\n");
     }
     writeExecutable(carry_ / "bin" / "cuda_ipc_peer", "#!/bin/sh\necho 'usage: cuda_ipc_peer FD...' >&2\nexit 2\n");
