@@ -421,7 +421,10 @@ TEST(CudaSettings, OutOfRangeValuesAreRefusedNamingTheVariable) {
     const char* env;
     const char* value;
   } bad[] = {{"RECCL_CUDA_CHUNK_BYTES", "1K"}, {"RECCL_CUDA_CHUNK_BYTES", "100000"}, {"RECCL_CUDA_SLOTS", "1"},
-             {"RECCL_CUDA_GATE", "spin"}, {"RECCL_CUDA_RELAY", "nvlink"}};
+             {"RECCL_CUDA_GATE", "spin"}, {"RECCL_CUDA_RELAY", "nvlink"},
+             // The relay route carries host slots through shared memory: a forced CUDA IPC pipe
+             // is refused, never quietly replaced.
+             {"RECCL_CUDA_RELAY", "ipc"}};
   for (const auto& x : bad) {
     ScopedEnv e(x.env, x.value);
     auto s = reccl::params::validateAll();
