@@ -302,6 +302,19 @@ def caller_settings(runs, settings):
     return sorted(seen)
 
 
+def ranks_sched(meta, inherited):
+    """The ranks' scheduling: the whole rank under chrt (--fifo), or its failover threads alone
+    (RECCL_FAILOVER_RT_PRIO, from the bench's settings or its caller), or neither."""
+    if meta["fifo"]:
+        return "SCHED_FIFO %d" % meta["fifo"]
+    prio = 0
+    for kv in meta["settings"].split() + inherited:
+        k, _, v = kv.partition("=")
+        if k == "RECCL_FAILOVER_RT_PRIO" and v.isdigit():
+            prio = int(v)
+    return "normal, failover threads SCHED_FIFO %d" % prio if prio else "normal"
+
+
 def report(work, out):
     meta = json.load(open(os.path.join(work, "meta.json")))
     sources, rounds = meta["sources"], meta["rounds"]
@@ -312,7 +325,7 @@ def report(work, out):
          "fault": meta.get("fault", "link"), "linkwatch_busy_ms": meta.get("linkwatch_busy_ms", 0), "size": meta["size"],
          "faults_per_source": meta["faults"], "rounds": rounds, "down_ms": meta["down_ms"],
          "period_ms": meta["period_ms"], "settings": meta["settings"],
-         "ranks_sched": "SCHED_FIFO %d" % meta["fifo"] if meta["fifo"] else "normal", "runs": {}}
+         "runs": {}}
     if "machine" in meta:  # what else ran on the CPUs (fault_bench.sh; absent from older work folders)
         r["machine"] = dict(meta["machine"])
         waits = os.path.join(work, "waits.txt")
@@ -389,6 +402,7 @@ def report(work, out):
     ratios["two_rails_over_one_rail"] = two / one
     r["ratios"] = ratios
     r["caller_settings"] = caller_settings(r["runs"], meta["settings"])
+    r["ranks_sched"] = ranks_sched(meta, r["caller_settings"])
     if meta["gloo"]:
         r["gloo"] = gloo_report(work, r, meta, sources)
     r["wrong_or_failed"] = wrong

@@ -229,6 +229,7 @@ TEST_F(FaultReport, SettingsInheritedFromTheCallerAreNamed) {
   std::string text;
   ASSERT_EQ(run(r, text), 0) << text;
   EXPECT_EQ(r["caller_settings"], json({"RECCL_FAILOVER_RT_PRIO=20", "RECCL_FAILOVER_SLICE_US=100"}));
+  EXPECT_EQ(r["ranks_sched"], "normal, failover threads SCHED_FIFO 20");
   EXPECT_NE(text.find("set by the caller for every rank: RECCL_FAILOVER_RT_PRIO=20 RECCL_FAILOVER_SLICE_US=100\n"),
             std::string::npos)
       << text;
@@ -245,6 +246,7 @@ TEST_F(FaultReport, NoCallerSettingsNoLine) {
   std::string text;
   ASSERT_EQ(run(r, text), 0) << text;
   EXPECT_EQ(r["caller_settings"], json::array());
+  EXPECT_EQ(r["ranks_sched"], "normal");
   EXPECT_EQ(text.find("set by the caller"), std::string::npos) << text;
 }
 
