@@ -147,6 +147,16 @@ int runFaultPlan(const BenchOptions& o) {
       return kExitUsage;
     }
   }
+  // A background device no action targets is a misspelt one: the background device's own
+  // actions would then be counted as faults.
+  for (const auto& b : o.faultBackground) {
+    bool targeted = false;
+    for (const auto& a : plan.value().actions) targeted |= a.target.netns + "/" + a.target.dev == b;
+    if (!targeted) {
+      std::fprintf(stderr, "reccl-bench: --fault-background: no action of the plan targets %s\n", b.c_str());
+      return kExitUsage;
+    }
+  }
   recclComm_t comm = nullptr;
   if (recclResult_t r = recclCommInitFromEnv(&comm); r != recclSuccess) {
     std::fprintf(stderr, "reccl-bench: recclCommInitFromEnv failed: %s: %s\n", recclGetErrorString(r),

@@ -115,6 +115,14 @@ TEST_F(FaultPlanBench, BadPlanIsAUsageError) {
   r = sh(std::string(RECCL_BENCH_PATH) + " --fault-plan " + plan.string() + " --coll allgather");
   EXPECT_EQ(r.code, 64) << r.out;
   EXPECT_NE(r.out.find("--coll"), std::string::npos) << r.out;
+  // A background device that no action targets (misspelt): the real one's flaps would count as faults.
+  fs::path two = dir_ / "two.json";
+  std::ofstream(two) << R"({"version": 1, "actions": [
+      {"at_ms": 0, "action": "link-down", "target": {"netns": "tb-h0", "dev": "rail0"}, "duration_ms": 10},
+      {"at_ms": 0, "action": "link-down", "target": {"netns": "tb-h1", "dev": "rail2"}, "duration_ms": 10}]})";
+  r = sh(std::string(RECCL_BENCH_PATH) + " --fault-plan " + two.string() + " --fault-background tb-h1/rail3");
+  EXPECT_EQ(r.code, 64) << r.out;
+  EXPECT_NE(r.out.find("--fault-background: no action of the plan targets tb-h1/rail3"), std::string::npos) << r.out;
 }
 
 // A target in the caller's own namespace is refused outside the lab; inside it (a VM is one host,
