@@ -225,6 +225,26 @@ Status rdAllReduce(channel::ChannelSet& cs, const StepContext& c, void* buf, siz
   return Status::Ok();
 }
 
+// A chain along the ring (broadcast, reduce): each channel's part of `count`, a chunk at a time,
+// `step(p, off, len)` moving one chunk at this rank's place in the chain.
+template <class Step>
+Status chainChunks(channel::ChannelSet& cs, const StepContext& c, size_t count, Step step) {
+  int nch = channelsFor(cs, count * c.esize);
+  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
+    Range part = partRange(count, nch, ch, 16);
+    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
+    Prims p(c, ports.send, ports.recv);
+    size_t chunk = p.chunkElems();
+    size_t off = part.off, end = part.off + part.len;
+    do {
+      size_t len = std::min(chunk, end - off);
+      RECCL_TRY(step(p, off, len));
+      off += len;
+    } while (off < end);
+    return p.finishDirect();  // recvCopySend may forward from the output (see prims.h)
+  });
+}
+
 }  // namespace
 
 Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
@@ -309,24 +329,10 @@ Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
   if (r == root) RECCL_TRY(copyIfNeeded(sendbuff, recvbuff, count * c.esize));
   if (n == 1) return Status::Ok();
   int pos = mod(r - root, n);
-  int nch = channelsFor(cs, count * c.esize);
-  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
-    Range part = partRange(count, nch, ch, 16);
-    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
-    Prims p(c, ports.send, ports.recv);
-    size_t chunk = p.chunkElems();
-    size_t off = part.off, end = part.off + part.len;
-    do {
-      size_t len = std::min(chunk, end - off);
-      if (pos == 0)
-        RECCL_TRY(p.send(cb(recvbuff, off, c.esize), len));
-      else if (pos == n - 1)
-        RECCL_TRY(p.recv(b(recvbuff, off, c.esize), len));
-      else
-        RECCL_TRY(p.recvCopySend(b(recvbuff, off, c.esize), len));
-      off += len;
-    } while (off < end);
-    return p.finishDirect();
+  return chainChunks(cs, c, count, [=](Prims& p, size_t off, size_t len) -> Status {
+    if (pos == 0) return p.send(cb(recvbuff, off, c.esize), len);
+    if (pos == n - 1) return p.recv(b(recvbuff, off, c.esize), len);
+    return p.recvCopySend(b(recvbuff, off, c.esize), len);
   });
 }
 
@@ -337,24 +343,11 @@ Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, siz
   int n = cs.nranks(), r = cs.rank();
   if (n == 1) return copyIfNeeded(sendbuff, recvbuff, count * c.esize);
   int pos = mod(r - root - 1, n);  // 0 starts the chain, n-1 is the root
-  int nch = channelsFor(cs, count * c.esize);
-  return cs.runParallel(nch, [=, &cs](int ch) -> Status {
-    Range part = partRange(count, nch, ch, 16);
-    RECCL_ASSIGN_OR_RETURN(auto ports, ringPorts(cs, ch));
-    Prims p(c, ports.send, ports.recv);
-    size_t chunk = p.chunkElems();
-    size_t off = part.off, end = part.off + part.len;
-    do {
-      size_t len = std::min(chunk, end - off);
-      if (pos == 0)
-        RECCL_TRY(p.send(cb(sendbuff, off, c.esize), len));
-      else if (pos == n - 1)
-        RECCL_TRY(p.recvReduceCopy(cb(sendbuff, off, c.esize), b(recvbuff, off, c.esize), len, op == recclAvg));
-      else
-        RECCL_TRY(p.recvReduceSend(cb(sendbuff, off, c.esize), len));
-      off += len;
-    } while (off < end);
-    return Status::Ok();
+  return chainChunks(cs, c, count, [=](Prims& p, size_t off, size_t len) -> Status {
+    if (pos == 0) return p.send(cb(sendbuff, off, c.esize), len);
+    if (pos == n - 1)
+      return p.recvReduceCopy(cb(sendbuff, off, c.esize), b(recvbuff, off, c.esize), len, op == recclAvg);
+    return p.recvReduceSend(cb(sendbuff, off, c.esize), len);
   });
 }
 
