@@ -125,6 +125,22 @@ int runThreads(const BenchOptions& o) {
 
 // --fault-plan: the plan is read and checked on every rank before anything connects, so a bad
 // file is a usage error everywhere; only rank 0 runs it.
+// This process's rank of a launcher's job (recclCommInitFromEnv), with its rank and the job's
+// size; false (said on stderr) when that fails.
+bool commFromEnv(recclComm_t* comm, int* rank, int* n) {
+  if (recclResult_t r = recclCommInitFromEnv(comm); r != recclSuccess) {
+    std::fprintf(stderr, "reccl-bench: recclCommInitFromEnv failed: %s: %s\n", recclGetErrorString(r),
+                 recclGetLastError(nullptr));
+    return false;
+  }
+  if (recclCommUserRank(*comm, rank) != recclSuccess || recclCommCount(*comm, n) != recclSuccess) {
+    std::fprintf(stderr, "reccl-bench: cannot read rank and size of the communicator\n");
+    recclCommAbort(*comm);
+    return false;
+  }
+  return true;
+}
+
 int runFaultPlan(const BenchOptions& o) {
   auto plan = inject::loadPlanFile(o.faultPlanPath);
   if (!plan.ok()) {
@@ -158,34 +174,16 @@ int runFaultPlan(const BenchOptions& o) {
     }
   }
   recclComm_t comm = nullptr;
-  if (recclResult_t r = recclCommInitFromEnv(&comm); r != recclSuccess) {
-    std::fprintf(stderr, "reccl-bench: recclCommInitFromEnv failed: %s: %s\n", recclGetErrorString(r),
-                 recclGetLastError(nullptr));
-    return kExitFailed;
-  }
   int rank = 0, n = 1;
-  if (recclCommUserRank(comm, &rank) != recclSuccess || recclCommCount(comm, &n) != recclSuccess) {
-    std::fprintf(stderr, "reccl-bench: cannot read rank and size of the communicator\n");
-    recclCommAbort(comm);
-    return kExitFailed;
-  }
+  if (!commFromEnv(&comm, &rank, &n)) return kExitFailed;
   return runFaultPlanRank(o, plan.value(), comm, rank, n);
 }
 
 int runProcess(const BenchOptions& o) {
   const std::string startTime = localTimestamp();
   recclComm_t comm = nullptr;
-  if (recclResult_t r = recclCommInitFromEnv(&comm); r != recclSuccess) {
-    std::fprintf(stderr, "reccl-bench: recclCommInitFromEnv failed: %s: %s\n", recclGetErrorString(r),
-                 recclGetLastError(nullptr));
-    return kExitFailed;
-  }
   int rank = 0, n = 1;
-  if (recclCommUserRank(comm, &rank) != recclSuccess || recclCommCount(comm, &n) != recclSuccess) {
-    std::fprintf(stderr, "reccl-bench: cannot read rank and size of the communicator\n");
-    recclCommAbort(comm);
-    return kExitFailed;
-  }
+  if (!commFromEnv(&comm, &rank, &n)) return kExitFailed;
   if (int rc = rootCheck(o, n)) {
     recclCommDestroy(comm);
     return rc;
