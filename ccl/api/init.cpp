@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "api/api_result.h"
 #include "api/comm_access.h"
 #include "api/comm_handle.h"
+#include "api/group.h"
 #include "api/launch.h"
 #include "api/pmix_rendezvous.h"
 #include "core/bootstrap.h"
@@ -114,20 +116,30 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
     std::vector<recclResult_t> rcs(ndev, recclSuccess);
     std::vector<std::string> errs(ndev);
     std::vector<std::thread> threads;
+    std::string startErr;
+    threads.reserve(static_cast<size_t>(ndev));
+    for (int i = 0; i < ndev; ++i) comms[i] = nullptr;
     for (int i = 0; i < ndev; ++i) {
-      threads.emplace_back([&, i] {
-        rcs[i] = recclCommInitRank(&comms[i], ndev, id, i);
-        if (rcs[i] != recclSuccess) errs[i] = lastError();
-      });
+      try {
+        threads.emplace_back([&, i] {
+          rcs[i] = recclCommInitRank(&comms[i], ndev, id, i);
+          if (rcs[i] != recclSuccess) errs[i] = lastError();
+        });
+      } catch (const std::system_error& e) {
+        // The ranks started wait for this one at the rendezvous until its deadline: they fail
+        // there, and are joined and aborted below with the others.
+        startErr = "cannot start the thread of rank " + std::to_string(i) + ": " + e.what();
+        break;
+      }
     }
     for (auto& t : threads) t.join();
     for (int i = 0; i < ndev; ++i) {
-      if (rcs[i] != recclSuccess) {
+      if (rcs[i] != recclSuccess || !startErr.empty()) {
         for (int j = 0; j < ndev; ++j) {
           if (comms[j]) recclCommAbort(comms[j]);
           comms[j] = nullptr;
         }
-        return fail(rcs[i], errs[i]);
+        return startErr.empty() ? fail(rcs[i], errs[i]) : fail(recclSystemError, startErr);
       }
     }
     return recclSuccess;
@@ -174,6 +186,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
 recclResult_t recclCommDestroy(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    forgetQueued(comm);  // the handle goes: the thread's open group must not run on it
     settle(comm);
     std::shared_ptr<PendingOp> op;
     {
@@ -202,6 +215,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    forgetQueued(comm);  // the handle goes: the thread's open group must not run on it
     int st = settle(comm);
     std::shared_ptr<PendingOp> op;
     {

@@ -12,6 +12,7 @@
 #include "algo/collective.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/group.h"
 #include "api/launch.h"
 #include "core/comm.h"
 #include "reduce/reduce.h"
@@ -23,13 +24,14 @@ namespace {
 using reccl::algo::CollKind;
 using reccl::algo::Collective;
 
-thread_local int tlsGroupDepth = 0;
-struct GroupOp {
-  recclComm_t comm;
-  reccl::algo::P2POp op;
-  recclStream_t stream;
-};
-thread_local std::vector<GroupOp> tlsGroupOps;
+// A call runs at once, or joins the calling thread's open group (api/group.h).
+recclResult_t submit(recclComm_t comm, const Collective& coll, recclStream_t stream) {
+  if (inGroup()) {
+    queue(comm, coll, stream);
+    return recclSuccess;
+  }
+  return finish(launch(*comm, coll, stream));
+}
 
 // Common checks; `factor` multiplies count (all-gather, reduce-scatter, all-to-all). *out: the
 // communicator, usable now. The stream is checked where the call goes (api/launch.h).
@@ -186,7 +188,7 @@ recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     const Collective coll{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -199,7 +201,7 @@ recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     if (c->rank() == root) RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     const Collective coll{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -218,7 +220,7 @@ recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, re
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     if (c->rank() == root) RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     const Collective coll{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -230,7 +232,7 @@ recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     RECCL_CHECK(checkBuf(sendbuff, sendcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, sendcount, "recvbuff"));
     const Collective coll{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -243,7 +245,7 @@ recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     RECCL_CHECK(checkBuf(sendbuff, recvcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, recvcount, "recvbuff"));
     const Collective coll{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -257,7 +259,7 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
     if (count > 0 && sendbuff == recvbuff && c->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
     const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -271,7 +273,7 @@ recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, 0, recclUint8, 1, &c));
     const Collective coll{CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
-    return finish(launch(*comm, coll, stream));
+    return submit(comm, coll, stream);
   });
 }
 
@@ -284,12 +286,8 @@ static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataTy
   if (peer < 0 || peer >= n)
     return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not in [0, " + std::to_string(n) + ")");
   reccl::algo::P2POp op{isSend, peer, buf, count, datatype};
-  if (tlsGroupDepth > 0) {
-    tlsGroupOps.push_back({comm, op, stream});
-    return recclSuccess;
-  }
   const Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}};
-  return finish(launch(*comm, coll, stream));
+  return submit(comm, coll, stream);
 }
 
 recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
@@ -303,38 +301,12 @@ recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, 
 }
 
 recclResult_t recclGroupStart(void) {
-  ++tlsGroupDepth;
+  groupStart();
   return recclSuccess;
 }
 
 recclResult_t recclGroupEnd(void) {
-  return guarded([&]() -> recclResult_t {
-    if (tlsGroupDepth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
-    if (--tlsGroupDepth > 0) return recclSuccess;
-    auto ops = std::move(tlsGroupOps);
-    tlsGroupOps.clear();
-    // One group per communicator, in order of first appearance.
-    std::vector<recclComm_t> comms;
-    for (auto& g : ops)
-      if (std::find(comms.begin(), comms.end(), g.comm) == comms.end()) comms.push_back(g.comm);
-    for (recclComm_t c : comms) {
-      Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
-      recclStream_t stream = nullptr;
-      for (auto& g : ops) {
-        if (g.comm != c) continue;
-        if (!coll.p2p.empty() && g.stream != stream)
-          return fail(recclInvalidUsage, "stream: the sends and receives of one group on one communicator must use "
-                                         "one stream");
-        stream = g.stream;
-        coll.p2p.push_back(g.op);
-      }
-      reccl::core::Comm* impl = nullptr;
-      RECCL_CHECK(usable(c, &impl));
-      recclResult_t r = finish(launch(*c, coll, stream));
-      if (r != recclSuccess) return r;
-    }
-    return recclSuccess;
-  });
+  return guarded([] { return groupEnd(); });
 }
 
 }  // extern "C"

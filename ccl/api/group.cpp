@@ -1,0 +1,111 @@
+#include "api/group.h"
+
+#include <algorithm>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "api/api_result.h"
+#include "api/comm_handle.h"
+#include "api/launch.h"
+
+namespace reccl::api {
+namespace {
+
+using algo::CollKind;
+using algo::Collective;
+
+struct Queued {
+  recclComm_t comm;
+  Collective coll;  // a collective, or one send/receive (kSendRecv with one op)
+  recclStream_t stream;
+};
+thread_local int tlsDepth = 0;
+thread_local std::vector<Queued> tlsQueued;
+thread_local std::string tlsDropped;  // why this group cannot run (forgetQueued)
+
+// One communicator's share of a group, in call order.
+struct CommWork {
+  recclComm_t comm;
+  std::vector<std::pair<Collective, recclStream_t>> items;
+};
+
+Status runWork(const CommWork& w) noexcept {
+  try {
+    for (const auto& [c, stream] : w.items) RECCL_TRY(launch(*w.comm, c, stream));
+    return Status::Ok();
+  } catch (const std::bad_alloc&) {
+    return Status(Errc::kSystem, "out of memory");
+  } catch (const std::exception& e) {
+    return Status(Errc::kInternal, std::string("internal error: ") + e.what());
+  }
+}
+
+}  // namespace
+
+void groupStart() noexcept { ++tlsDepth; }
+
+bool inGroup() noexcept { return tlsDepth > 0; }
+
+void queue(recclComm_t comm, const Collective& c, recclStream_t stream) { tlsQueued.push_back({comm, c, stream}); }
+
+void forgetQueued(recclComm_t comm) {
+  if (tlsDepth == 0) return;
+  auto gone = std::remove_if(tlsQueued.begin(), tlsQueued.end(), [&](const Queued& q) { return q.comm == comm; });
+  size_t n = static_cast<size_t>(tlsQueued.end() - gone);
+  if (n == 0) return;
+  tlsQueued.erase(gone, tlsQueued.end());
+  if (tlsDropped.empty())
+    tlsDropped = "comm: destroyed or aborted inside the group with " + std::to_string(n) +
+                 " operation(s) queued; the group ran nothing";
+}
+
+recclResult_t groupEnd() {
+  if (tlsDepth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
+  if (--tlsDepth > 0) return recclSuccess;
+  std::vector<Queued> ops = std::exchange(tlsQueued, {});
+  if (std::string why = std::exchange(tlsDropped, {}); !why.empty()) return fail(recclInvalidUsage, why);
+
+  std::vector<CommWork> work;
+  for (Queued& q : ops) {
+    auto w = std::find_if(work.begin(), work.end(), [&](const CommWork& x) { return x.comm == q.comm; });
+    if (w == work.end()) w = work.insert(work.end(), CommWork{q.comm, {}});
+    auto& items = w->items;
+    const bool p2p = q.coll.kind == CollKind::kSendRecv;
+    if (p2p && !items.empty() && items.back().first.kind == CollKind::kSendRecv) {
+      if (items.back().second != q.stream)
+        return fail(recclInvalidUsage,
+                    "stream: the sends and receives of one group on one communicator must use one stream");
+      items.back().first.p2p.push_back(q.coll.p2p.front());
+    } else {
+      items.emplace_back(std::move(q.coll), q.stream);
+    }
+  }
+  // Every communicator must take work before any starts: a refused one runs nothing.
+  for (const CommWork& w : work) {
+    core::Comm* impl = nullptr;
+    RECCL_CHECK(usable(w.comm, &impl));
+  }
+  if (work.size() == 1) return finish(runWork(work[0]));
+
+  std::vector<Status> result(work.size());
+  std::vector<std::thread> threads;
+  threads.reserve(work.size());
+  size_t started = 0;
+  for (; started < work.size(); ++started) {
+    try {
+      threads.emplace_back([&result, &work, started] { result[started] = runWork(work[started]); });
+    } catch (const std::system_error&) {
+      break;  // the rest run here, one after another (their peers' deadlines bound any wait)
+    }
+  }
+  for (size_t i = started; i < work.size(); ++i) result[i] = runWork(work[i]);
+  for (auto& t : threads) t.join();
+  for (const Status& s : result)
+    if (!s.ok()) return fail(s);
+  return recclSuccess;
+}
+
+}  // namespace reccl::api

@@ -1,0 +1,98 @@
+// recclGroupStart/recclGroupEnd as NCCL users rely on them: one thread drives every
+// communicator of recclCommInitAll through one group (collectives and sends/receives larger than
+// the slots, which would wait on each other if the communicators ran one after another), each
+// communicator's calls keep their order, and a communicator destroyed inside the group makes its
+// recclGroupEnd fail instead of running on a freed handle.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccl_test_util.h"
+
+namespace {
+
+using reccl::test::Comms;
+using reccl::test::ScopedEnv;
+
+// A failure ends within seconds instead of the default minute.
+constexpr const char* kTimeoutMs = "20000";
+
+TEST(CclGroup, OneThreadDrivesEveryCommunicatorsCollectivesInOrder) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
+  const int n = 3;
+  const size_t count = 1 << 20;  // 4 MiB of int32: many slots' worth
+  Comms comms(n);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<int32_t>> in(n, std::vector<int32_t>(count)), sum(n), bcast(n);
+  for (int r = 0; r < n; ++r) {
+    for (size_t i = 0; i < count; ++i) in[r][i] = static_cast<int32_t>(i * 7 + r);
+    sum[r].assign(count, -1);
+    bcast[r].assign(count, -1);
+  }
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(recclAllReduce(in[r].data(), sum[r].data(), count, recclInt32, recclSum, comms[r], nullptr),
+              recclSuccess);
+    // In place on the sum: it must run after the allreduce of the same communicator.
+    ASSERT_EQ(recclBroadcast(sum[r].data(), bcast[r].data(), count, recclInt32, 1, comms[r], nullptr), recclSuccess);
+  }
+  ASSERT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) {
+      const int32_t want = static_cast<int32_t>(3 * (i * 7) + 0 + 1 + 2);
+      ASSERT_EQ(sum[r][i], want) << "rank " << r << " element " << i;
+      ASSERT_EQ(bcast[r][i], want) << "rank " << r << " element " << i;
+    }
+}
+
+TEST(CclGroup, OneThreadSendsAndReceivesLargeMessagesAcrossCommunicators) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
+  const int n = 2;
+  const size_t count = 4 << 20;  // 16 MiB each way
+  Comms comms(n);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<uint32_t>> out(n, std::vector<uint32_t>(count)), back(n, std::vector<uint32_t>(count, 0));
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i) out[r][i] = static_cast<uint32_t>(i * 2654435761u + r);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(recclSend(out[r].data(), count, recclUint32, (r + 1) % n, comms[r], nullptr), recclSuccess);
+    ASSERT_EQ(recclRecv(back[r].data(), count, recclUint32, (r + n - 1) % n, comms[r], nullptr), recclSuccess);
+  }
+  ASSERT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+  for (int r = 0; r < n; ++r) EXPECT_TRUE(back[r] == out[(r + n - 1) % n]) << "rank " << r << " got other bytes";
+}
+
+// Nested groups run at the outermost recclGroupEnd.
+TEST(CclGroup, NestedGroupsRunAtTheOutermostEnd) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  int32_t in = 5, out = 0;
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclAllReduce(&in, &out, 1, recclInt32, recclSum, comms[0], nullptr), recclSuccess);
+  ASSERT_EQ(recclGroupEnd(), recclSuccess);
+  EXPECT_EQ(out, 0) << "ran before the outermost recclGroupEnd";
+  ASSERT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+  EXPECT_EQ(out, 5);
+}
+
+TEST(CclGroup, ACommunicatorDestroyedInsideTheGroupFailsItsGroupEnd) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  int32_t v = 1;
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclAllReduce(&v, &v, 1, recclInt32, recclSum, comms[0], nullptr), recclSuccess);
+  ASSERT_EQ(recclCommDestroy(comms[0]), recclSuccess);
+  comms.forget(0);
+  EXPECT_EQ(recclGroupEnd(), recclInvalidUsage);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("destroyed or aborted inside the group"), std::string::npos)
+      << recclGetLastError(nullptr);
+  // The thread's next group starts clean.
+  EXPECT_EQ(recclGroupStart(), recclSuccess);
+  EXPECT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+}
+
+}  // namespace
