@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -295,6 +296,32 @@ TEST(CclErrors, InvalidParametersFailInitOnEveryRank) {
       EXPECT_EQ(comms[r], nullptr);
     }
   }
+}
+
+// recclCommInitAll that cannot start a rank's thread (address space used up) returns
+// recclSystemError naming it, having stopped the ranks it started; it used to terminate the
+// process. In a child process, whose address space is capped.
+TEST(CclErrors, InitAllThatCannotStartARankThreadFailsCleanly) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    setenv("RECCL_BOOTSTRAP_TIMEOUT_MS", "2000", 1);
+    rlimit as{512u << 20, 512u << 20};  // room for a few dozen 8 MiB thread stacks, not 300
+    if (setrlimit(RLIMIT_AS, &as) != 0) _exit(90);
+    std::vector<recclComm_t> comms(300, nullptr);
+    recclResult_t r = recclCommInitAll(comms.data(), 300, nullptr);
+    for (recclComm_t c : comms)
+      if (c) _exit(91);  // a failed init leaves no handle behind
+    std::string err = recclGetLastError(nullptr);
+    bool named =
+        err.find("cannot start the thread of rank") != std::string::npos || err.find("memory") != std::string::npos;
+    _exit(r == recclSuccess ? 92 : !named ? 93 : static_cast<int>(r));
+  }
+  int st = 0;
+  ASSERT_EQ(waitpid(child, &st, 0), child);
+  ASSERT_TRUE(WIFEXITED(st)) << "the child died of signal " << WTERMSIG(st);
+  EXPECT_EQ(WEXITSTATUS(st), static_cast<int>(recclSystemError)) << "90 no rlimit, 91 a handle left, 92 success, "
+                                                                      "93 unnamed error";
 }
 
 TEST(CclErrors, ConcurrentCommunicators) {
