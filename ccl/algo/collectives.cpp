@@ -383,6 +383,22 @@ Status barrier(channel::ChannelSet& cs) {
   return rdAllReduce(cs, c, &token, 1);
 }
 
+Status checkSelfPairs(std::span<const P2POp> ops, int rank) {
+  std::vector<const P2POp*> sends, recvs;
+  for (const auto& op : ops)
+    if (op.peer == rank) (op.isSend ? sends : recvs).push_back(&op);
+  if (sends.size() != recvs.size()) {
+    const bool moreSends = sends.size() > recvs.size();
+    return Status(Errc::kInvalidArgument, std::string("peer: a ") + (moreSends ? "send to" : "receive from") +
+                                              " self needs a matching " + (moreSends ? "receive from" : "send to") +
+                                              " self in the same group");
+  }
+  for (size_t i = 0; i < sends.size(); ++i)
+    if (sends[i]->count != recvs[i]->count || sends[i]->dtype != recvs[i]->dtype)
+      return Status(Errc::kInvalidArgument, "count: send to self and receive from self differ in count or type");
+  return Status::Ok();
+}
+
 Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
   struct State {
     const P2POp* op;
@@ -412,13 +428,10 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
     s.ctx.cs = &cs;
     st.push_back(s);
   }
-  if (selfSends.size() != selfRecvs.size())
-    return Status(Errc::kInvalidArgument, "peer: a send to self needs a matching receive from self in the group");
-  for (size_t i = 0; i < selfSends.size(); ++i) {
-    if (selfSends[i]->count != selfRecvs[i]->count || selfSends[i]->dtype != selfRecvs[i]->dtype)
-      return Status(Errc::kInvalidArgument, "count: send to self and receive from self differ");
-    RECCL_TRY(copyIfNeeded(selfSends[i]->buf, selfRecvs[i]->buf, selfSends[i]->count * reduce::typeSize(selfSends[i]->dtype)));
-  }
+  RECCL_TRY(checkSelfPairs(ops, r));
+  for (size_t i = 0; i < selfSends.size(); ++i)
+    RECCL_TRY(copyIfNeeded(selfSends[i]->buf, selfRecvs[i]->buf,
+                           selfSends[i]->count * reduce::typeSize(selfSends[i]->dtype)));
   // Connect everything first: each side asks for exactly the directions it uses.
   for (auto& s : st) {
     if (s.op->isSend) {

@@ -38,5 +38,9 @@ struct P2POp {
 };
 // Sends and receives of one group, progressed together (no ordering deadlock).
 Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops);
+// A group's sends to self and receives from self pair up in order, each pair of one count and
+// type (sendRecv copies them); the API checks it before anything runs, so that a misuse is a
+// refused call, not a failed communicator.
+Status checkSelfPairs(std::span<const P2POp> ops, int rank);
 
 }  // namespace reccl::algo

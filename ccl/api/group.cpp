@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "algo/collectives.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
 #include "api/launch.h"
@@ -83,10 +84,14 @@ recclResult_t groupEnd() {
       items.emplace_back(std::move(q.coll), q.stream);
     }
   }
-  // Every communicator must take work before any starts: a refused one runs nothing.
+  // Every communicator must take its work before any starts: a refused call runs nothing, and
+  // leaves the communicators as they were.
   for (const CommWork& w : work) {
     core::Comm* impl = nullptr;
     RECCL_CHECK(usable(w.comm, &impl));
+    for (const auto& item : w.items)
+      if (item.first.kind == CollKind::kSendRecv)
+        RECCL_CHECK(finish(algo::checkSelfPairs(item.first.p2p, impl->rank())));
   }
   if (work.size() == 1) return finish(runWork(work[0]));
 

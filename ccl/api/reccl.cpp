@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algo/collective.h"
+#include "algo/collectives.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
 #include "api/group.h"
@@ -287,6 +288,8 @@ static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataTy
     return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not in [0, " + std::to_string(n) + ")");
   reccl::algo::P2POp op{isSend, peer, buf, count, datatype};
   const Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}};
+  // Alone, a send to self has no receive to meet (a group pairs them at recclGroupEnd).
+  if (!inGroup()) RECCL_CHECK(finish(reccl::algo::checkSelfPairs(coll.p2p, c->rank())));
   return submit(comm, coll, stream);
 }
 

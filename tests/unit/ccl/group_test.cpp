@@ -95,4 +95,39 @@ TEST(CclGroup, ACommunicatorDestroyedInsideTheGroupFailsItsGroupEnd) {
   EXPECT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
 }
 
+// Sends to self and receives from self that do not pair up are refused calls: nothing runs, and
+// the communicator, its peers included, stays usable.
+TEST(CclGroup, UnpairedSelfSendsAreRefusedAndTheCommunicatorStaysUsable) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  int32_t v[2] = {3, 4}, w[2] = {0, 0};
+  EXPECT_EQ(recclSend(v, 1, recclInt32, 0, comms[0], nullptr), recclInvalidArgument);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("send to self needs a matching receive from self"),
+            std::string::npos)
+      << recclGetLastError(nullptr);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclSend(v, 1, recclInt32, 0, comms[0], nullptr), recclSuccess);
+  ASSERT_EQ(recclRecv(w, 2, recclInt32, 0, comms[0], nullptr), recclSuccess);
+  EXPECT_EQ(recclGroupEnd(), recclInvalidArgument);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("differ in count or type"), std::string::npos)
+      << recclGetLastError(nullptr);
+  EXPECT_EQ(w[0], 0);
+  // A pair that matches copies.
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclSend(v, 2, recclInt32, 0, comms[0], nullptr), recclSuccess);
+  ASSERT_EQ(recclRecv(w, 2, recclInt32, 0, comms[0], nullptr), recclSuccess);
+  ASSERT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+  EXPECT_EQ(w[1], 4);
+  std::vector<int32_t> out(2, 0);
+  auto rcs = comms.run([&](int r, recclComm_t c) {
+    int32_t in = r + 1;
+    return recclAllReduce(&in, &out[static_cast<size_t>(r)], 1, recclInt32, recclSum, c, nullptr);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(rcs[static_cast<size_t>(r)], recclSuccess) << "rank " << r;
+    EXPECT_EQ(out[static_cast<size_t>(r)], 3) << "rank " << r;
+  }
+}
+
 }  // namespace
