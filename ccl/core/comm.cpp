@@ -280,6 +280,10 @@ void Comm::breakComm(const Status& s) {
     broken_.store(true);
   }
   RECCL_WARN(kLogColl, "rank %d: communicator failed: %s", rank_, s.message().c_str());
+  {
+    std::lock_guard lk(dialMu_);
+    for (int fd : dialing_) ::shutdown(fd, SHUT_RDWR);
+  }
   // Fail every connection and close its path so the peers see it now rather than at their
   // timeout. Ports may be mid-creation in another thread; the maps' locks keep this safe.
   std::unique_lock sl(sendMu_, std::try_to_lock);

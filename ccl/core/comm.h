@@ -179,6 +179,11 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::map<PortKey, Incoming> incoming_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> shmSerial_{0};
+  // The sockets of lazy connects under way (sendPort holds sendMu_ through their hello): breakComm
+  // (recclCommAbort's too) shuts them down, so such a connect ends now rather than at its deadline
+  // and abort is not held up by sendMu_. dialMu_ is taken alone.
+  std::mutex dialMu_;
+  std::vector<int> dialing_;
 
   // Channel workers.
   std::vector<std::thread> workers_;

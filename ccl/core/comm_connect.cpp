@@ -114,9 +114,25 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     desc = "tcp " + src.name + " rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " +
            std::to_string(channel) + " (" + dst.str() + ")";
   }
+  // Until this returns, a failing communicator shuts the socket down (breakComm); one that failed
+  // before it was listed is caught by the check after.
+  struct Dialing {
+    Comm* c;
+    int fd;
+    ~Dialing() {
+      std::lock_guard lk(c->dialMu_);
+      std::erase(c->dialing_, fd);
+    }
+  };
+  {
+    std::lock_guard dl(dialMu_);
+    dialing_.push_back(fd.get());
+  }
+  Dialing dialing{this, fd.get()};
   HelloReply reply;
-  Status s = sendHelloAndWait(fd.get(), h, key_, d, &reply);
+  Status s = broken_.load() ? asyncError() : sendHelloAndWait(fd.get(), h, key_, d, &reply);
   if (shm) transport::unlinkShm(shmName);  // the peer unlinked it already; this covers failures
+  if (!s.ok() && broken_.load()) return asyncError();  // the socket was shut down for that: say why
   RECCL_TRY(s.Wrap("connecting to rank " + std::to_string(peer)));
   auto port = std::make_unique<channel::SendPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
   if (shm) {

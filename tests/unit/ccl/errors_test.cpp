@@ -182,6 +182,44 @@ TEST(CclErrors, AbortFromAnotherThreadReturnsPromptly) {
   EXPECT_EQ(rc, recclAborted);
 }
 
+// An abort while another thread's call is setting up a connection whose peer accepted it but
+// never answers the hello (a stopped process): the connect ends at once, and the abort does not
+// wait for its deadline.
+TEST(CclErrors, AbortEndsAConnectWaitingForTheHelloReply) {
+  for (const char* shm : {"0", "1"}) {
+    // Three ranks: 0 -> 2 is no edge of the ring, so rank 0's first send to rank 2 connects then.
+    Workers w;
+    uint16_t port = freePort();
+    std::vector<std::string> extra = {"WORKER_ITERS=1", "WORKER_COUNT=1000", std::string("RECCL_SHM_DISABLE=") + shm};
+    ASSERT_GT(w.spawn(1, 3, port, extra), 0);
+    pid_t peer = w.spawn(2, 3, port, extra);
+    ASSERT_GT(peer, 0);
+    ScopedEnv rank("RANK", "0"), size("WORLD_SIZE", "3"), addr("MASTER_ADDR", "127.0.0.1"),
+        mport("MASTER_PORT", std::to_string(port).c_str()), t("RECCL_TIMEOUT_MS", "20000"), s("RECCL_SHM_DISABLE", shm);
+    recclComm_t c = nullptr;
+    ASSERT_EQ(recclCommInitFromEnv(&c), recclSuccess) << lastError();
+    ASSERT_EQ(kill(peer, SIGSTOP), 0);
+    recclResult_t rc = recclSuccess;
+    std::atomic<bool> calling{false};
+    std::thread sender([&] {
+      std::vector<float> x(1000, 1.0f);
+      calling = true;
+      rc = recclSend(x.data(), x.size(), recclFloat32, 2, c, nullptr);
+    });
+    while (!calling.load()) std::this_thread::sleep_for(Ms(1));
+    std::this_thread::sleep_for(Ms(500));  // inside the connect, waiting for the reply
+    auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(recclCommAbort(c), recclSuccess);
+    // Against the 20 s timeout: promptly is within 3 s, load included.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(3000)) << "shm=" << shm;
+    sender.join();
+    EXPECT_EQ(rc, recclAborted) << "shm=" << shm << ": " << recclGetErrorString(rc);
+    kill(peer, SIGKILL);
+    kill(peer, SIGCONT);
+    w.wait(peer, Ms(10000));
+  }
+}
+
 TEST(CclErrors, BootstrapTimesOutWhenRanksAreMissing) {
   ScopedEnv t("RECCL_BOOTSTRAP_TIMEOUT_MS", "500");
   recclUniqueId id;
