@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -59,6 +60,17 @@ recclResult_t checkOp(const recclRedOp_t& opArg) {
 
 recclResult_t checkBuf(const void* p, size_t count, const char* name) {
   if (count > 0 && !p) return fail(recclInvalidArgument, std::string(name) + ": null buffer");
+  return recclSuccess;
+}
+
+// The send and receive buffers are one (in place: the send buffer at `inPlaceSend`, the layout the
+// call defines; 0 for none) or apart. Overlapping otherwise, the call would read bytes it wrote.
+recclResult_t checkApart(const void* send, size_t sendBytes, const void* recv, size_t recvBytes,
+                         uintptr_t inPlaceSend) {
+  const auto s = reinterpret_cast<uintptr_t>(send), r = reinterpret_cast<uintptr_t>(recv);
+  if (!send || !recv || sendBytes == 0 || recvBytes == 0 || s == inPlaceSend) return recclSuccess;
+  if (s < r + recvBytes && r < s + sendBytes)
+    return fail(recclInvalidArgument, "recvbuff: overlaps sendbuff, and not as the call's in-place layout");
   return recclSuccess;
 }
 
@@ -188,6 +200,8 @@ recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);
+    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
     const Collective coll{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, {}};
     return submit(comm, coll, stream);
   });
@@ -201,6 +215,9 @@ recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     RECCL_CHECK(checkRoot(*c, root));
     if (c->rank() == root) RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);
+    if (c->rank() == root)
+      RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
     const Collective coll{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}};
     return submit(comm, coll, stream);
   });
@@ -220,6 +237,9 @@ recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, re
     RECCL_CHECK(checkRoot(*c, root));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     if (c->rank() == root) RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);
+    if (c->rank() == root)
+      RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
     const Collective coll{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, {}};
     return submit(comm, coll, stream);
   });
@@ -232,6 +252,9 @@ recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     RECCL_CHECK(checkCommon(comm, sendcount, datatype, kPerRank, &c));
     RECCL_CHECK(checkBuf(sendbuff, sendcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, sendcount, "recvbuff"));
+    const size_t bytes = sendcount * reccl::reduce::typeSize(datatype);  // one rank's block
+    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes * static_cast<size_t>(c->nranks()),
+                           reinterpret_cast<uintptr_t>(recvbuff) + bytes * static_cast<size_t>(c->rank())));
     const Collective coll{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}};
     return submit(comm, coll, stream);
   });
@@ -245,6 +268,9 @@ recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
     RECCL_CHECK(checkOp(op));
     RECCL_CHECK(checkBuf(sendbuff, recvcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, recvcount, "recvbuff"));
+    const size_t bytes = recvcount * reccl::reduce::typeSize(datatype);  // one rank's block
+    RECCL_CHECK(checkApart(sendbuff, bytes * static_cast<size_t>(c->nranks()), recvbuff, bytes,
+                           reinterpret_cast<uintptr_t>(recvbuff) - bytes * static_cast<size_t>(c->rank())));
     const Collective coll{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, {}};
     return submit(comm, coll, stream);
   });
@@ -259,6 +285,8 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     if (count > 0 && sendbuff == recvbuff && c->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
+    const size_t bytes = count * reccl::reduce::typeSize(datatype) * static_cast<size_t>(c->nranks());
+    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, 0));
     const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
     return submit(comm, coll, stream);
   });

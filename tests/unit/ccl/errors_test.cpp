@@ -182,6 +182,28 @@ TEST(CclErrors, AbortFromAnotherThreadReturnsPromptly) {
   EXPECT_EQ(rc, recclAborted);
 }
 
+// Every thread of `pid` is stopped (state T in /proc), waiting up to 5 s: a stop signal takes
+// effect thread by thread.
+bool allThreadsStopped(pid_t pid) {
+  for (int tries = 0; tries < 500; ++tries) {
+    bool all = true;
+    DIR* d = opendir(("/proc/" + std::to_string(pid) + "/task").c_str());
+    if (!d) return false;
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream st("/proc/" + std::to_string(pid) + "/task/" + e->d_name + "/stat");
+      std::string line;
+      std::getline(st, line);
+      size_t paren = line.rfind(')');
+      if (paren == std::string::npos || paren + 2 >= line.size() || line[paren + 2] != 'T') all = false;
+    }
+    closedir(d);
+    if (all) return true;
+    std::this_thread::sleep_for(Ms(10));
+  }
+  return false;
+}
+
 // An abort while another thread's call is setting up a connection whose peer accepted it but
 // never answers the hello (a stopped process): the connect ends at once, and the abort does not
 // wait for its deadline.
@@ -199,6 +221,7 @@ TEST(CclErrors, AbortEndsAConnectWaitingForTheHelloReply) {
     recclComm_t c = nullptr;
     ASSERT_EQ(recclCommInitFromEnv(&c), recclSuccess) << lastError();
     ASSERT_EQ(kill(peer, SIGSTOP), 0);
+    ASSERT_TRUE(allThreadsStopped(peer)) << "rank 2 did not stop";
     recclResult_t rc = recclSuccess;
     std::atomic<bool> calling{false};
     std::thread sender([&] {
@@ -333,6 +356,40 @@ TEST(CclErrors, InvalidParametersFailInitOnEveryRank) {
       EXPECT_NE(errs[r].find(std::string("RECCL_TIMEOUT_MS=") + bad), std::string::npos) << errs[r];
       EXPECT_EQ(comms[r], nullptr);
     }
+  }
+}
+
+// Send and receive buffers that overlap other than in the call's in-place layout are refused
+// before anything runs (the call would read bytes it already wrote); the in-place layouts pass.
+TEST(CclErrors, OverlappingBuffersAreRefusedUnlessInPlace) {
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<int32_t> buf(64, 1);
+  int32_t* b = buf.data();
+  recclComm_t c = comms[0];  // rank 0: checks only, nothing reaches rank 1
+  auto refused = [&](recclResult_t r, const char* what) {
+    EXPECT_EQ(r, recclInvalidArgument) << what;
+    EXPECT_NE(std::string(recclGetLastError(nullptr)).find("overlaps sendbuff"), std::string::npos)
+        << what << ": " << recclGetLastError(nullptr);
+  };
+  refused(recclAllReduce(b, b + 1, 8, recclInt32, recclSum, c, nullptr), "allreduce");
+  refused(recclBroadcast(b + 1, b, 8, recclInt32, 0, c, nullptr), "broadcast at the root");
+  refused(recclReduce(b, b + 3, 8, recclInt32, recclSum, 0, c, nullptr), "reduce at the root");
+  refused(recclAllGather(b + 1, b, 4, recclInt32, c, nullptr), "allgather");
+  refused(recclReduceScatter(b, b + 1, 4, recclInt32, recclSum, c, nullptr), "reducescatter");
+  refused(recclAllToAll(b, b + 2, 4, recclInt32, c, nullptr), "alltoall");
+  // In place (rank 0's block is at offset 0), both ranks taking part.
+  std::vector<std::vector<int32_t>> ag(2, std::vector<int32_t>(8)), rs(2, std::vector<int32_t>(8));
+  auto rcs = comms.run([&](int r, recclComm_t comm) {
+    for (int i = 0; i < 8; ++i) ag[r][i] = rs[r][i] = r * 10 + i;
+    recclResult_t x = recclAllGather(ag[r].data() + 4 * r, ag[r].data(), 4, recclInt32, comm, nullptr);
+    if (x != recclSuccess) return x;
+    return recclReduceScatter(rs[r].data(), rs[r].data() + 4 * r, 4, recclInt32, recclSum, comm, nullptr);
+  });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(ag[r][i], (i / 4) * 10 + i) << "allgather rank " << r << " " << i;
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(rs[r][4 * r + i], 10 + 2 * (4 * r + i)) << "reducescatter rank " << r;
   }
 }
 
