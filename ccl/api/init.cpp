@@ -193,12 +193,16 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       std::lock_guard lk(comm->settleMu);
       op = comm->pending;
     }
+    std::string gaveUp;
     if (op) {
       // Init is bounded by its bootstrap deadline, finalize by its collective deadline.
       int64_t limit = std::max(params::BootstrapTimeoutMs(), params::TimeoutMs()) + kDestroyGraceMs;
       if (!waitPending(op, std::chrono::milliseconds(limit))) {
         std::lock_guard lk(op->mu);
         op->abandoned = true;  // it releases what it makes
+        gaveUp = "comm: destroyed, but its pending " +
+                 std::string(comm->state.load() == recclComm::kFinalizing ? "finalize" : "init") +
+                 " had not ended after " + std::to_string(limit) + " ms and was aborted";
       }
       settle(comm);
     }
@@ -208,7 +212,8 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       comm->impl->abort();
     }
     delete comm;  // the stream layer (if any) goes before the core communicator it runs on
-    return recclSuccess;
+    // The handle is gone either way; the caller learns that the work it waited for did not end.
+    return gaveUp.empty() ? recclSuccess : fail(recclTimeout, gaveUp);
   });
 }
 

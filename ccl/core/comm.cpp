@@ -300,11 +300,16 @@ void Comm::breakComm(const Status& s) {
 }
 
 Status Comm::run(const std::function<Status()>& op) {
-  if (broken_.load()) {
-    std::lock_guard lk(errMu_);
-    return fatal_;
-  }
+  // Counted before the check: abort() sets broken_ and then waits for the count, so a call that
+  // saw broken_ clear is one abort waits for.
   active_.fetch_add(1);
+  if (broken_.load()) {
+    Status fatal = asyncError();
+    std::lock_guard lk(activeMu_);
+    active_.fetch_sub(1);
+    activeCv_.notify_all();
+    return fatal;
+  }
   Status s = op();
   if (!s.ok()) breakComm(s);
   else collectives_.fetch_add(1, std::memory_order_relaxed);

@@ -223,6 +223,8 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * takes no more work; recclCommDestroy follows. Collective. Non-blocking communicators return
  * recclInProgress and report the end through recclCommGetAsyncError. */
 RECCL_API recclResult_t recclCommFinalize(recclComm_t comm);
+/* Releases comm, after a non-blocking init or finalize it still runs ends (up to its deadline:
+ * past that it is aborted, the handle released all the same, and the result is recclTimeout). */
 RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
 /* Stops all work on comm, releases it and returns promptly; safe from any thread. */
 RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
