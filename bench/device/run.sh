@@ -325,15 +325,16 @@ run_checks() {
   else
     step "$OUTDIR/ctest-device.log" tests_without_ctest "$bdir" $((t / 2))
   fi
-  local crc=$? summary passed verdict
+  local crc=$? summary passed skipped verdict
   mark_unfinished "$OUTDIR/ctest-device.log"
   grep -E 'tests passed|Test +#' "$OUTDIR/ctest-device.log" | tail -n 80
   summary=$(grep -oE '[0-9]+% tests passed.*' "$OUTDIR/ctest-device.log" | tail -1)
   passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$OUTDIR/ctest-device.log")
+  skipped=$(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUTDIR/ctest-device.log")
   # A run in which every test skipped (no usable GPU) exits 0 from ctest, and is no pass.
   if [[ $crc -ne 0 ]]; then verdict=FAIL; elif [[ $passed -eq 0 ]]; then verdict=skipped; else verdict=pass; fi
   record "device tests (ctest -L device)" "$verdict" \
-    "exit $crc; ${summary:-no ctest summary}; $passed passed, $(grep -cE 'Test +#[0-9]+: .*Skipped' "$OUTDIR/ctest-device.log") skipped"
+    "exit $crc; ${summary:-no ctest summary}; $passed passed, $skipped skipped"
   group_result 'DeviceKernels' "kernels = CPU bit for bit (every type, op)"
   group_result 'Gate' "stream gate (memop, kernel)"
   group_result 'StreamCollectives|StreamErrors' "collectives on streams, async error"

@@ -123,8 +123,6 @@ int runThreads(const BenchOptions& o) {
   return finish(o, n, rep, devices, startTime);
 }
 
-// --fault-plan: the plan is read and checked on every rank before anything connects, so a bad
-// file is a usage error everywhere; only rank 0 runs it.
 // This process's rank of a launcher's job (recclCommInitFromEnv), with its rank and the job's
 // size; false (said on stderr) when that fails.
 bool commFromEnv(recclComm_t* comm, int* rank, int* n) {
@@ -141,6 +139,8 @@ bool commFromEnv(recclComm_t* comm, int* rank, int* n) {
   return true;
 }
 
+// --fault-plan: the plan is read and checked on every rank before anything connects, so a bad
+// file is a usage error everywhere; only rank 0 runs it.
 int runFaultPlan(const BenchOptions& o) {
   auto plan = inject::loadPlanFile(o.faultPlanPath);
   if (!plan.ok()) {

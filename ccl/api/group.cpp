@@ -69,21 +69,29 @@ recclResult_t groupEnd() {
   std::vector<Queued> ops = std::exchange(tlsQueued, {});
   if (std::string why = std::exchange(tlsDropped, {}); !why.empty()) return fail(recclInvalidUsage, why);
 
+  // Per communicator: its collectives in call order, then all its sends/receives as one
+  // operation (as when only sends/receives were queued and collectives ran at their call).
   std::vector<CommWork> work;
+  std::vector<std::pair<Collective, recclStream_t>> p2p;  // work[i]'s sends/receives
   for (Queued& q : ops) {
     auto w = std::find_if(work.begin(), work.end(), [&](const CommWork& x) { return x.comm == q.comm; });
-    if (w == work.end()) w = work.insert(work.end(), CommWork{q.comm, {}});
-    auto& items = w->items;
-    const bool p2p = q.coll.kind == CollKind::kSendRecv;
-    if (p2p && !items.empty() && items.back().first.kind == CollKind::kSendRecv) {
-      if (items.back().second != q.stream)
-        return fail(recclInvalidUsage,
-                    "stream: the sends and receives of one group on one communicator must use one stream");
-      items.back().first.p2p.push_back(q.coll.p2p.front());
+    if (w == work.end()) {
+      w = work.insert(work.end(), CommWork{q.comm, {}});
+      p2p.emplace_back(Collective{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}}, nullptr);
+    }
+    auto& [mine, stream] = p2p[static_cast<size_t>(w - work.begin())];
+    if (q.coll.kind != CollKind::kSendRecv) {
+      w->items.emplace_back(std::move(q.coll), q.stream);
+    } else if (!mine.p2p.empty() && stream != q.stream) {
+      return fail(recclInvalidUsage,
+                  "stream: the sends and receives of one group on one communicator must use one stream");
     } else {
-      items.emplace_back(std::move(q.coll), q.stream);
+      stream = q.stream;
+      mine.p2p.push_back(q.coll.p2p.front());
     }
   }
+  for (size_t i = 0; i < work.size(); ++i)
+    if (!p2p[i].first.p2p.empty()) work[i].items.push_back(std::move(p2p[i]));
   // Every communicator must take its work before any starts: a refused call runs nothing, and
   // leaves the communicators as they were.
   for (const CommWork& w : work) {
@@ -98,10 +106,14 @@ recclResult_t groupEnd() {
   std::vector<Status> result(work.size());
   std::vector<std::thread> threads;
   threads.reserve(work.size());
+  const int device = callerDevice();  // device buffers with a NULL stream go to the caller's GPU
   size_t started = 0;
   for (; started < work.size(); ++started) {
     try {
-      threads.emplace_back([&result, &work, started] { result[started] = runWork(work[started]); });
+      threads.emplace_back([&result, &work, started, device] {
+        useDevice(device);
+        result[started] = runWork(work[started]);
+      });
     } catch (const std::system_error&) {
       break;  // the rest run here, one after another (their peers' deadlines bound any wait)
     }

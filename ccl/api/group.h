@@ -1,8 +1,9 @@
 // Internal to the C API: recclGroupStart/recclGroupEnd. Between them the calling thread's
-// collectives and sends/receives are queued, not run; the outermost recclGroupEnd runs them:
-// each communicator's in call order (a run of consecutive sends/receives as one operation, so
-// they progress together), and the communicators of one group at once, each on a thread of its
-// own, so that one thread can drive several communicators (recclCommInitAll's) as with NCCL.
+// collectives and sends/receives are checked and queued, not run; the outermost recclGroupEnd
+// runs them: each communicator's collectives in call order, then all its sends/receives as one
+// operation (they progress together), and the communicators of one group at once, each on a
+// thread of its own (on the caller's CUDA device), so that one thread can drive several
+// communicators (recclCommInitAll's) as with NCCL.
 #pragma once
 
 #include "algo/collective.h"
@@ -17,8 +18,8 @@ recclResult_t groupEnd();
 // True inside a group: the call goes to `queue` instead of running.
 bool inGroup() noexcept;
 void queue(recclComm_t comm, const algo::Collective& c, recclStream_t stream);
-// recclCommDestroy/recclCommAbort/recclCommFinalize on a communicator with operations queued in
-// this thread's open group: they are dropped, and that group's recclGroupEnd fails naming them.
+// recclCommDestroy/recclCommAbort on a communicator with operations queued in this thread's open
+// group: they are dropped, and that group's recclGroupEnd fails naming them.
 void forgetQueued(recclComm_t comm);
 
 }  // namespace reccl::api

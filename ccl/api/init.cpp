@@ -197,9 +197,12 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     if (op) {
       // Init is bounded by its bootstrap deadline, finalize by its collective deadline.
       int64_t limit = std::max(params::BootstrapTimeoutMs(), params::TimeoutMs()) + kDestroyGraceMs;
+      bool abandoned = false;
       if (!waitPending(op, std::chrono::milliseconds(limit))) {
         std::lock_guard lk(op->mu);
-        op->abandoned = true;  // it releases what it makes
+        abandoned = op->abandoned = !op->done;  // it releases what it makes
+      }
+      if (abandoned) {
         gaveUp = "comm: destroyed, but its pending " +
                  std::string(comm->state.load() == recclComm::kFinalizing ? "finalize" : "init") +
                  " had not ended after " + std::to_string(limit) + " ms and was aborted";

@@ -3,6 +3,8 @@
 #include <string>
 
 #if RECCL_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "stream/cuda_queue.h"
 #include "transport/cuda/device_probe.h"
 #include "transport/cuda/memory_kind.h"
@@ -41,12 +43,35 @@ stream::Queue* existingQueue(recclComm& comm) {
 
 }  // namespace
 
+Status checkStream(recclStream_t stream) {
+#if RECCL_HAVE_CUDA
+  if (stream != nullptr && cuda::deviceCount() == 0)
+    return Status(Errc::kInvalidArgument, "stream: given, but this process has " + cuda::noDeviceReason());
+#else
+  if (stream != nullptr) return Status(Errc::kInvalidArgument, "stream: must be NULL (host build, no CUDA streams)");
+#endif
+  return Status::Ok();
+}
+
+int callerDevice() noexcept {
+#if RECCL_HAVE_CUDA
+  int d = -1;
+  if (cuda::anyContextActive() && cudaGetDevice(&d) == cudaSuccess) return d;
+#endif
+  return -1;
+}
+
+void useDevice([[maybe_unused]] int device) noexcept {
+#if RECCL_HAVE_CUDA
+  if (device >= 0) (void)cudaSetDevice(device);
+#endif
+}
+
 Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream) {
   core::Comm& impl = *comm.impl;
+  RECCL_TRY(checkStream(stream));
 #if RECCL_HAVE_CUDA
   bool device = stream != nullptr;
-  if (device && cuda::deviceCount() == 0)
-    return Status(Errc::kInvalidArgument, "stream: given, but this process has " + cuda::noDeviceReason());
   if (!device) {
     RECCL_ASSIGN_OR_RETURN(device, touchesDevice(c));
   }
@@ -54,8 +79,6 @@ Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream) 
     RECCL_ASSIGN_OR_RETURN(stream::Queue * q, deviceQueue(comm));
     return q->enqueue(c, stream);
   }
-#else
-  if (stream != nullptr) return Status(Errc::kInvalidArgument, "stream: must be NULL (host build, no CUDA streams)");
 #endif
   if (stream::Queue* q = existingQueue(comm); q && !q->idle()) return q->runAfterQueued(c);
   return impl.run([&] { return algo::run(impl, c); });

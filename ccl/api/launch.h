@@ -11,6 +11,13 @@
 namespace reccl::api {
 
 Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream);
+// The stream argument alone (a stream needs a CUDA build and a device): what launch() checks
+// first, for a call that a group queues.
+Status checkStream(recclStream_t stream);
+// The calling thread's CUDA device where this process has a CUDA context, else -1; and making it
+// another thread's (a group runs its communicators on threads of their own).
+int callerDevice() noexcept;
+void useDevice(int device) noexcept;
 // The stream layer's first error (Ok without one, or without a stream layer).
 Status deviceAsyncError(recclComm& comm);
 // recclCommAbort: the stream layer stops waiting for streams before the communicator aborts.

@@ -29,6 +29,7 @@ using reccl::algo::Collective;
 // A call runs at once, or joins the calling thread's open group (api/group.h).
 recclResult_t submit(recclComm_t comm, const Collective& coll, recclStream_t stream) {
   if (inGroup()) {
+    RECCL_CHECK(finish(checkStream(stream)));
     queue(comm, coll, stream);
     return recclSuccess;
   }
@@ -286,7 +287,8 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
     if (count > 0 && sendbuff == recvbuff && c->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
     const size_t bytes = count * reccl::reduce::typeSize(datatype) * static_cast<size_t>(c->nranks());
-    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, 0));
+    const uintptr_t inPlace = c->nranks() == 1 ? reinterpret_cast<uintptr_t>(recvbuff) : 0;  // one rank: allowed
+    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, inPlace));
     const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
     return submit(comm, coll, stream);
   });

@@ -57,9 +57,10 @@ struct CommOptions {
 // recvMu_ guards recvs_ and recvRail_ and is held while recvPort waits for the peer's connection;
 // inMu_ guards incoming_ (the listener's hand-over); workMu_ the channel workers' queue and
 // batches; activeMu_ the count of calls in flight; errMu_ the latched error. Order where two are
-// held: recvMu_ -> sendMu_ and recvMu_ -> inMu_ (recvPort), workMu_ -> activeMu_ (a worker that
-// outlived its call). breakComm, portCount and ports only try_lock the port maps: they run on
-// threads that may hold them or wait for them (a path's failure, the failover's monitor).
+// held: recvMu_ -> sendMu_ and recvMu_ -> inMu_ (recvPort), sendMu_ -> dialMu_ (sendPort),
+// workMu_ -> activeMu_ (a worker that outlived its call). breakComm, portCount and ports only
+// try_lock the port maps: they run on threads that may hold them or wait for them (a path's
+// failure, the failover's monitor).
 class Comm final : public channel::ChannelSet, private FailoverHost {
  public:
   // Joins the communicator described by `id` as `rank` of `nranks`. `root`, when given, is the
@@ -181,7 +182,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::atomic<uint64_t> shmSerial_{0};
   // The sockets of lazy connects under way (sendPort holds sendMu_ through their hello): breakComm
   // (recclCommAbort's too) shuts them down, so such a connect ends now rather than at its deadline
-  // and abort is not held up by sendMu_. dialMu_ is taken alone.
+  // and abort is not held up by sendMu_. Taken last: sendMu_ -> dialMu_.
   std::mutex dialMu_;
   std::vector<int> dialing_;
 

@@ -119,10 +119,14 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   struct Dialing {
     Comm* c;
     int fd;
-    ~Dialing() {
+    // Before the socket may close elsewhere: its number could then be another socket's.
+    void end() {
+      if (fd < 0) return;
       std::lock_guard lk(c->dialMu_);
       std::erase(c->dialing_, fd);
+      fd = -1;
     }
+    ~Dialing() { end(); }
   };
   {
     std::lock_guard dl(dialMu_);
@@ -142,6 +146,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     // the receiver's listener answers with its QP connected), then closes.
     desc = "verbs " + myNics_[rail].name + " rank " + std::to_string(rank_) + "->" + std::to_string(peer) + " ch " +
            std::to_string(channel);
+    dialing.end();  // the link owns the socket now, and closes it when this returns
     auto link = verbs_->accept(std::move(fd));
     const transport::LinkEnd end{port.get(), true, rail, port->epoch()};
     transport::ByteIo io = link->io(d);

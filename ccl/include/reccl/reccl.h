@@ -267,9 +267,9 @@ RECCL_API recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t 
 RECCL_API recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
 
 /* Between GroupStart and GroupEnd the thread's calls are queued (each still checks its arguments
- * at once); the outermost GroupEnd runs them: each communicator's in call order, its consecutive
- * sends and receives together (deadlock-free), and the group's communicators at once, so one
- * thread may drive several (recclCommInitAll's). GroupEnd returns the first failure. Destroying
+ * at once); the outermost GroupEnd runs them: each communicator's collectives in call order, then
+ * all its sends and receives together (deadlock-free), and the group's communicators at once, so
+ * one thread may drive several (recclCommInitAll's). GroupEnd returns the first failure. Destroying
  * or aborting a communicator with calls queued in the thread's open group drops them, and that
  * GroupEnd fails (recclInvalidUsage). */
 RECCL_API recclResult_t recclGroupStart(void);

@@ -75,7 +75,8 @@ class DeviceRunScript : public reccl::benchtest::TempDirTest {
     // ends by itself after 40 s (past the step's 10 s) should this test be killed.
     writeExecutable(carry_ / "bin" / "one_case",
                     "#!/bin/bash\ncase $(cat '" + outcomes + "'/$1) in\n"
-                    "  pass) exit 0 ;; skip) echo 'no CUDA device'; exit 77 ;; fail) echo 'expected 3, got 4'; exit 1 ;;\n"
+                    "  pass) exit 0 ;; skip) echo 'no CUDA device'; exit 77 ;;\n"
+                    "  fail) echo 'expected 3, got 4'; exit 1 ;;\n"
                     "  hang) echo $$ >>'" + pids + "'; exec sleep 40 ;; crash) kill -SEGV $$ ;;\nesac\n");
     // A test program as run without ctest: gtest's lines for each of its cases.
     for (const char* program : {"cuda_device_test", "cuda_railpull_test"}) {

@@ -73,8 +73,15 @@ TEST(CclErrors, BadArgumentsNameTheArgument) {
   // A CUDA build takes streams (0x1 is cudaStreamLegacy there); without a device it refuses one.
   if (reccl::cuda::deviceCount() == 0)
 #endif
+  {
     expect(recclAllReduce(buf, buf, 8, recclFloat32, recclSum, c, reinterpret_cast<recclStream_t>(1)),
            recclInvalidArgument, "stream");
+    // Also when a group would queue the call: refused at the call, not at recclGroupEnd.
+    ASSERT_EQ(recclGroupStart(), recclSuccess);
+    expect(recclAllReduce(buf, buf, 8, recclFloat32, recclSum, c, reinterpret_cast<recclStream_t>(1)),
+           recclInvalidArgument, "stream");
+    ASSERT_EQ(recclGroupEnd(), recclSuccess);
+  }
   expect(recclAllToAll(buf, buf, 4, recclFloat32, c, nullptr), recclInvalidArgument, "recvbuff");
   expect(recclGroupEnd(), recclInvalidUsage, "GroupEnd");
   recclComm_t none = nullptr;

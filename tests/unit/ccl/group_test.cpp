@@ -56,13 +56,19 @@ TEST(CclGroup, OneThreadSendsAndReceivesLargeMessagesAcrossCommunicators) {
   std::vector<std::vector<uint32_t>> out(n, std::vector<uint32_t>(count)), back(n, std::vector<uint32_t>(count, 0));
   for (int r = 0; r < n; ++r)
     for (size_t i = 0; i < count; ++i) out[r][i] = static_cast<uint32_t>(i * 2654435761u + r);
+  std::vector<int32_t> one(n, 1), sum(n, 0);
   ASSERT_EQ(recclGroupStart(), recclSuccess);
   for (int r = 0; r < n; ++r) {
+    // A collective between a send and its receive: the sends and receives still go together.
     ASSERT_EQ(recclSend(out[r].data(), count, recclUint32, (r + 1) % n, comms[r], nullptr), recclSuccess);
+    ASSERT_EQ(recclAllReduce(&one[r], &sum[r], 1, recclInt32, recclSum, comms[r], nullptr), recclSuccess);
     ASSERT_EQ(recclRecv(back[r].data(), count, recclUint32, (r + n - 1) % n, comms[r], nullptr), recclSuccess);
   }
   ASSERT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
-  for (int r = 0; r < n; ++r) EXPECT_TRUE(back[r] == out[(r + n - 1) % n]) << "rank " << r << " got other bytes";
+  for (int r = 0; r < n; ++r) {
+    EXPECT_TRUE(back[r] == out[(r + n - 1) % n]) << "rank " << r << " got other bytes";
+    EXPECT_EQ(sum[r], n) << "rank " << r;
+  }
 }
 
 // Nested groups run at the outermost recclGroupEnd.
