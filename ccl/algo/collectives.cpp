@@ -383,7 +383,11 @@ Status barrier(channel::ChannelSet& cs) {
   return rdAllReduce(cs, c, &token, 1);
 }
 
-Status checkSelfPairs(std::span<const P2POp> ops, int rank) {
+namespace {
+
+// The group's sends to self and receives from self, paired in call order: (send, receive).
+using SelfPair = std::pair<const P2POp*, const P2POp*>;
+Result<std::vector<SelfPair>> selfPairs(std::span<const P2POp> ops, int rank) {
   std::vector<const P2POp*> sends, recvs;
   for (const auto& op : ops)
     if (op.peer == rank) (op.isSend ? sends : recvs).push_back(&op);
@@ -393,11 +397,18 @@ Status checkSelfPairs(std::span<const P2POp> ops, int rank) {
                                               " self needs a matching " + (moreSends ? "receive from" : "send to") +
                                               " self in the same group");
   }
-  for (size_t i = 0; i < sends.size(); ++i)
+  std::vector<SelfPair> pairs;
+  for (size_t i = 0; i < sends.size(); ++i) {
     if (sends[i]->count != recvs[i]->count || sends[i]->dtype != recvs[i]->dtype)
       return Status(Errc::kInvalidArgument, "count: send to self and receive from self differ in count or type");
-  return Status::Ok();
+    pairs.emplace_back(sends[i], recvs[i]);
+  }
+  return pairs;
 }
+
+}  // namespace
+
+Status checkSelfPairs(std::span<const P2POp> ops, int rank) { return selfPairs(ops, rank).status(); }
 
 Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
   struct State {
@@ -411,12 +422,8 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
   };
   int r = cs.rank();
   std::vector<State> st;
-  std::vector<const P2POp*> selfSends, selfRecvs;
   for (const auto& op : ops) {
-    if (op.peer == r) {
-      (op.isSend ? selfSends : selfRecvs).push_back(&op);
-      continue;
-    }
+    if (op.peer == r) continue;  // to and from self: copied below
     State s;
     s.op = &op;
     s.ctx.desc.kind = CollKind::kSendRecv;
@@ -428,10 +435,9 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
     s.ctx.cs = &cs;
     st.push_back(s);
   }
-  RECCL_TRY(checkSelfPairs(ops, r));
-  for (size_t i = 0; i < selfSends.size(); ++i)
-    RECCL_TRY(copyIfNeeded(selfSends[i]->buf, selfRecvs[i]->buf,
-                           selfSends[i]->count * reduce::typeSize(selfSends[i]->dtype)));
+  RECCL_ASSIGN_OR_RETURN(auto self, selfPairs(ops, r));
+  for (const auto& [send, recv] : self)
+    RECCL_TRY(copyIfNeeded(send->buf, recv->buf, send->count * reduce::typeSize(send->dtype)));
   // Connect everything first: each side asks for exactly the directions it uses.
   for (auto& s : st) {
     if (s.op->isSend) {

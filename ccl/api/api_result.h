@@ -20,16 +20,25 @@ inline recclResult_t finish(const Status& s) { return s.ok() ? recclSuccess : fa
 // This thread's last error text (recclGetLastError).
 std::string& lastError() noexcept;
 
+// The exception being handled, as a Status; call it only inside a catch block.
+inline Status caughtException() noexcept {
+  try {
+    throw;
+  } catch (const std::bad_alloc&) {
+    return Status(Errc::kSystem, "out of memory");
+  } catch (const std::exception& e) {
+    return Status(Errc::kInternal, std::string("internal error: ") + e.what());
+  } catch (...) {
+    return Status(Errc::kInternal, "internal error");
+  }
+}
+
 template <typename F>
 recclResult_t guarded(F&& f) noexcept {
   try {
     return f();
-  } catch (const std::bad_alloc&) {
-    return fail(recclSystemError, "out of memory");
-  } catch (const std::exception& e) {
-    return fail(recclInternalError, std::string("internal error: ") + e.what());
   } catch (...) {
-    return fail(recclInternalError, "internal error");
+    return fail(caughtException());
   }
 }
 

@@ -27,20 +27,22 @@ thread_local int tlsDepth = 0;
 thread_local std::vector<Queued> tlsQueued;
 thread_local std::string tlsDropped;  // why this group cannot run (forgetQueued)
 
-// One communicator's share of a group, in call order.
+// One communicator's share of a group: its collectives in call order, then all its
+// sends/receives as one operation (as when only sends/receives were queued and collectives ran
+// at their call).
 struct CommWork {
   recclComm_t comm;
-  std::vector<std::pair<Collective, recclStream_t>> items;
+  std::vector<std::pair<Collective, recclStream_t>> collectives;
+  Collective p2p{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+  recclStream_t p2pStream = nullptr;
 };
 
 Status runWork(const CommWork& w) noexcept {
   try {
-    for (const auto& [c, stream] : w.items) RECCL_TRY(launch(*w.comm, c, stream));
-    return Status::Ok();
-  } catch (const std::bad_alloc&) {
-    return Status(Errc::kSystem, "out of memory");
-  } catch (const std::exception& e) {
-    return Status(Errc::kInternal, std::string("internal error: ") + e.what());
+    for (const auto& [c, stream] : w.collectives) RECCL_TRY(launch(*w.comm, c, stream));
+    return w.p2p.p2p.empty() ? Status::Ok() : launch(*w.comm, w.p2p, w.p2pStream);
+  } catch (...) {
+    return caughtException();
   }
 }
 
@@ -69,37 +71,26 @@ recclResult_t groupEnd() {
   std::vector<Queued> ops = std::exchange(tlsQueued, {});
   if (std::string why = std::exchange(tlsDropped, {}); !why.empty()) return fail(recclInvalidUsage, why);
 
-  // Per communicator: its collectives in call order, then all its sends/receives as one
-  // operation (as when only sends/receives were queued and collectives ran at their call).
-  std::vector<CommWork> work;
-  std::vector<std::pair<Collective, recclStream_t>> p2p;  // work[i]'s sends/receives
+  std::vector<CommWork> work;  // in order of each communicator's first call
   for (Queued& q : ops) {
     auto w = std::find_if(work.begin(), work.end(), [&](const CommWork& x) { return x.comm == q.comm; });
-    if (w == work.end()) {
-      w = work.insert(work.end(), CommWork{q.comm, {}});
-      p2p.emplace_back(Collective{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}}, nullptr);
-    }
-    auto& [mine, stream] = p2p[static_cast<size_t>(w - work.begin())];
+    if (w == work.end()) w = work.insert(work.end(), CommWork{q.comm, {}});
     if (q.coll.kind != CollKind::kSendRecv) {
-      w->items.emplace_back(std::move(q.coll), q.stream);
-    } else if (!mine.p2p.empty() && stream != q.stream) {
+      w->collectives.emplace_back(std::move(q.coll), q.stream);
+    } else if (!w->p2p.p2p.empty() && w->p2pStream != q.stream) {
       return fail(recclInvalidUsage,
                   "stream: the sends and receives of one group on one communicator must use one stream");
     } else {
-      stream = q.stream;
-      mine.p2p.push_back(q.coll.p2p.front());
+      w->p2pStream = q.stream;
+      w->p2p.p2p.push_back(q.coll.p2p.front());
     }
   }
-  for (size_t i = 0; i < work.size(); ++i)
-    if (!p2p[i].first.p2p.empty()) work[i].items.push_back(std::move(p2p[i]));
   // Every communicator must take its work before any starts: a refused call runs nothing, and
   // leaves the communicators as they were.
   for (const CommWork& w : work) {
     core::Comm* impl = nullptr;
     RECCL_CHECK(usable(w.comm, &impl));
-    for (const auto& item : w.items)
-      if (item.first.kind == CollKind::kSendRecv)
-        RECCL_CHECK(finish(algo::checkSelfPairs(item.first.p2p, impl->rank())));
+    RECCL_CHECK(finish(algo::checkSelfPairs(w.p2p.p2p, impl->rank())));
   }
   if (work.size() == 1) return finish(runWork(work[0]));
 

@@ -287,8 +287,7 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
     if (count > 0 && sendbuff == recvbuff && c->nranks() > 1)
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
     const size_t bytes = count * reccl::reduce::typeSize(datatype) * static_cast<size_t>(c->nranks());
-    const uintptr_t inPlace = c->nranks() == 1 ? reinterpret_cast<uintptr_t>(recvbuff) : 0;  // one rank: allowed
-    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, inPlace));
+    RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
     const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
     return submit(comm, coll, stream);
   });

@@ -119,6 +119,10 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   struct Dialing {
     Comm* c;
     int fd;
+    Dialing(Comm* comm, int socket) : c(comm), fd(socket) {
+      std::lock_guard lk(c->dialMu_);
+      c->dialing_.push_back(fd);
+    }
     // Before the socket may close elsewhere: its number could then be another socket's.
     void end() {
       if (fd < 0) return;
@@ -127,12 +131,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
       fd = -1;
     }
     ~Dialing() { end(); }
-  };
-  {
-    std::lock_guard dl(dialMu_);
-    dialing_.push_back(fd.get());
-  }
-  Dialing dialing{this, fd.get()};
+  } dialing(this, fd.get());
   HelloReply reply;
   Status s = broken_.load() ? asyncError() : sendHelloAndWait(fd.get(), h, key_, d, &reply);
   if (shm) transport::unlinkShm(shmName);  // the peer unlinked it already; this covers failures
