@@ -1,6 +1,7 @@
 #include "api/group.h"
 
 #include <algorithm>
+#include <mutex>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -11,6 +12,7 @@
 #include "api/api_result.h"
 #include "api/comm_handle.h"
 #include "api/launch.h"
+#include "reccl/common/log.h"
 
 namespace reccl::api {
 namespace {
@@ -23,9 +25,49 @@ struct Queued {
   Collective coll;  // a collective, or one send/receive (kSendRecv with one op)
   recclStream_t stream;
 };
-thread_local int tlsDepth = 0;
-thread_local std::vector<Queued> tlsQueued;
-thread_local std::string tlsDropped;  // why this group cannot run (forgetQueued)
+
+// One thread's group. Every thread's open group is listed process-wide, so that a communicator
+// destroyed or aborted on any thread (a watchdog's recclCommAbort) leaves no queued call of
+// another thread's group pointing at the freed handle. `depth` is the owner's alone; the rest is
+// guarded by groupsMu().
+struct OpenGroup {
+  int depth = 0;
+  std::vector<Queued> queued;
+  std::string dropped;  // why this group cannot run (forgetQueued)
+  OpenGroup();
+  ~OpenGroup();
+};
+
+// Never destroyed: a thread may end (and unlist its group) after static destructors ran.
+std::mutex& groupsMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::vector<OpenGroup*>& groups() {
+  static auto* list = new std::vector<OpenGroup*>;
+  return *list;
+}
+
+OpenGroup::OpenGroup() {
+  std::lock_guard lk(groupsMu());
+  groups().push_back(this);
+}
+
+// A thread that ends inside recclGroupStart drops its queued calls, as NCCL does; their peers
+// wait out their own deadlines, so the drop is said where the cause is.
+OpenGroup::~OpenGroup() {
+  size_t n = 0;
+  {
+    std::lock_guard lk(groupsMu());
+    std::erase(groups(), this);
+    n = queued.size();
+  }
+  if (depth > 0 && n > 0)
+    RECCL_WARN(kLogColl, "a thread ended inside recclGroupStart with %zu operation(s) queued; they were dropped "
+               "without running (their peers wait out RECCL_TIMEOUT_MS)", n);
+}
+
+thread_local OpenGroup tlsGroup;
 
 // One communicator's share of a group: its collectives in call order, then all its
 // sends/receives as one operation (as when only sends/receives were queued and collectives ran
@@ -48,28 +90,36 @@ Status runWork(const CommWork& w) noexcept {
 
 }  // namespace
 
-void groupStart() noexcept { ++tlsDepth; }
+void groupStart() noexcept { ++tlsGroup.depth; }
 
-bool inGroup() noexcept { return tlsDepth > 0; }
+bool inGroup() noexcept { return tlsGroup.depth > 0; }
 
-void queue(recclComm_t comm, const Collective& c, recclStream_t stream) { tlsQueued.push_back({comm, c, stream}); }
+void queue(recclComm_t comm, const Collective& c, recclStream_t stream) {
+  std::lock_guard lk(groupsMu());
+  tlsGroup.queued.push_back({comm, c, stream});
+}
 
 void forgetQueued(recclComm_t comm) {
-  if (tlsDepth == 0) return;
-  auto gone = std::remove_if(tlsQueued.begin(), tlsQueued.end(), [&](const Queued& q) { return q.comm == comm; });
-  size_t n = static_cast<size_t>(tlsQueued.end() - gone);
-  if (n == 0) return;
-  tlsQueued.erase(gone, tlsQueued.end());
-  if (tlsDropped.empty())
-    tlsDropped = "comm: destroyed or aborted inside the group with " + std::to_string(n) +
-                 " operation(s) queued; the group ran nothing";
+  std::lock_guard lk(groupsMu());
+  for (OpenGroup* g : groups()) {
+    size_t n = std::erase_if(g->queued, [&](const Queued& q) { return q.comm == comm; });
+    if (n > 0 && g->dropped.empty())
+      g->dropped = "comm: destroyed or aborted inside the group with " + std::to_string(n) +
+                   " operation(s) queued; the group ran nothing";
+  }
 }
 
 recclResult_t groupEnd() {
-  if (tlsDepth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
-  if (--tlsDepth > 0) return recclSuccess;
-  std::vector<Queued> ops = std::exchange(tlsQueued, {});
-  if (std::string why = std::exchange(tlsDropped, {}); !why.empty()) return fail(recclInvalidUsage, why);
+  if (tlsGroup.depth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
+  if (--tlsGroup.depth > 0) return recclSuccess;
+  std::vector<Queued> ops;
+  std::string why;
+  {
+    std::lock_guard lk(groupsMu());
+    ops = std::exchange(tlsGroup.queued, {});
+    why = std::exchange(tlsGroup.dropped, {});
+  }
+  if (!why.empty()) return fail(recclInvalidUsage, why);
 
   std::vector<CommWork> work;  // in order of each communicator's first call
   for (Queued& q : ops) {

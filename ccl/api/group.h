@@ -18,8 +18,8 @@ recclResult_t groupEnd();
 // True inside a group: the call goes to `queue` instead of running.
 bool inGroup() noexcept;
 void queue(recclComm_t comm, const algo::Collective& c, recclStream_t stream);
-// recclCommDestroy/recclCommAbort on a communicator with operations queued in this thread's open
-// group: they are dropped, and that group's recclGroupEnd fails naming them.
+// recclCommDestroy/recclCommAbort on a communicator with operations queued in an open group (of
+// any thread): they are dropped, and that group's recclGroupEnd fails naming them.
 void forgetQueued(recclComm_t comm);
 
 }  // namespace reccl::api

@@ -270,8 +270,9 @@ RECCL_API recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
  * at once); the outermost GroupEnd runs them: each communicator's collectives in call order, then
  * all its sends and receives together (deadlock-free), and the group's communicators at once, so
  * one thread may drive several (recclCommInitAll's). GroupEnd returns the first failure. Destroying
- * or aborting a communicator with calls queued in the thread's open group drops them, and that
- * GroupEnd fails (recclInvalidUsage). */
+ * or aborting a communicator (on any thread) with calls queued in an open group drops them, and
+ * that group's GroupEnd fails (recclInvalidUsage). A thread that ends inside a group drops its
+ * calls, as NCCL does, with a warning. */
 RECCL_API recclResult_t recclGroupStart(void);
 RECCL_API recclResult_t recclGroupEnd(void);
 

@@ -1,15 +1,20 @@
 // recclGroupStart/recclGroupEnd as NCCL users rely on them: one thread drives every
 // communicator of recclCommInitAll through one group (collectives and sends/receives larger than
 // the slots, which would wait on each other if the communicators ran one after another), each
-// communicator's calls keep their order, and a communicator destroyed inside the group makes its
-// recclGroupEnd fail instead of running on a freed handle.
+// communicator's calls keep their order, and a communicator destroyed inside the group (by any
+// thread) makes its recclGroupEnd fail instead of running on a freed handle.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <future>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ccl_test_util.h"
+#include "reccl/common/log.h"
 
 namespace {
 
@@ -99,6 +104,65 @@ TEST(CclGroup, ACommunicatorDestroyedInsideTheGroupFailsItsGroupEnd) {
   // The thread's next group starts clean.
   EXPECT_EQ(recclGroupStart(), recclSuccess);
   EXPECT_EQ(recclGroupEnd(), recclSuccess) << recclGetLastError(nullptr);
+}
+
+// A watchdog thread aborts a communicator another thread has queued calls for in its open group:
+// that group's recclGroupEnd fails, having run nothing, instead of reading the freed handle.
+TEST(CclGroup, ACommunicatorAbortedByAnotherThreadFailsTheGroupThatQueuedIt) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  int32_t in = 7, out = 0;
+  std::promise<void> queued, aborted;
+  recclResult_t queueRc = recclInternalError, endRc = recclInternalError, nextRc = recclInternalError;
+  std::string why;
+  std::thread caller([&] {
+    recclGroupStart();
+    queueRc = recclAllReduce(&in, &out, 1, recclInt32, recclSum, comms[0], nullptr);
+    queued.set_value();
+    aborted.get_future().wait();
+    endRc = recclGroupEnd();
+    why = recclGetLastError(nullptr);
+    recclGroupStart();
+    nextRc = recclGroupEnd();  // the thread's next group starts clean
+  });
+  queued.get_future().wait();
+  EXPECT_EQ(recclCommAbort(comms[0]), recclSuccess);
+  comms.forget(0);
+  aborted.set_value();
+  caller.join();
+  EXPECT_EQ(queueRc, recclSuccess);
+  EXPECT_EQ(endRc, recclInvalidUsage);
+  EXPECT_NE(why.find("destroyed or aborted inside the group with 1 operation"), std::string::npos) << why;
+  EXPECT_EQ(out, 0);
+  EXPECT_EQ(nextRc, recclSuccess);
+}
+
+// A thread that ends inside a group drops its queued calls (as NCCL does) and says so, and the
+// communicator stays usable.
+TEST(CclGroup, AThreadThatEndsInsideItsGroupSaysItDroppedItsCalls) {
+  Comms comms(1);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  reccl::logSetSink([&](reccl::LogLevel level, std::string_view line) {
+    std::lock_guard lk(mu);
+    if (level == reccl::LogLevel::kWarn) warnings.emplace_back(line);
+  });
+  int32_t in = 5, out = 0;
+  std::thread([&] {
+    recclGroupStart();
+    recclGroupStart();
+    recclAllReduce(&in, &out, 1, recclInt32, recclSum, comms[0], nullptr);
+    recclGroupEnd();
+  }).join();
+  reccl::logSetSink(nullptr);
+  EXPECT_EQ(out, 0);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("ended inside recclGroupStart with 1 operation(s) queued"), std::string::npos)
+      << warnings[0];
+  ASSERT_EQ(recclAllReduce(&in, &out, 1, recclInt32, recclSum, comms[0], nullptr), recclSuccess)
+      << recclGetLastError(nullptr);
+  EXPECT_EQ(out, 5);
 }
 
 // Sends to self and receives from self that do not pair up are refused calls: nothing runs, and
