@@ -195,8 +195,12 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     }
     std::string gaveUp;
     if (op) {
-      // Init is bounded by its bootstrap deadline, finalize by its collective deadline.
-      int64_t limit = std::max(params::BootstrapTimeoutMs(), params::TimeoutMs()) + kDestroyGraceMs;
+      // Init is bounded by its bootstrap deadline, finalize by its collective deadline: the
+      // communicator's config where it sets them, else the environment's.
+      const CommConfig& c = comm->config;
+      int64_t boot = c.bootstrapTimeoutMs != CommConfig::kUnset ? c.bootstrapTimeoutMs : params::BootstrapTimeoutMs();
+      int64_t coll = c.timeoutMs != CommConfig::kUnset ? c.timeoutMs : params::TimeoutMs();
+      int64_t limit = std::max(boot, coll) + kDestroyGraceMs;
       bool abandoned = false;
       if (!waitPending(op, std::chrono::milliseconds(limit))) {
         std::lock_guard lk(op->mu);

@@ -132,6 +132,20 @@ TEST(NcclApi, NonBlockingInitThatCannotFinishReportsItsError) {
   EXPECT_EQ(recclCommDestroy(comm), recclSuccess);
 }
 
+// recclCommDestroy waits for a pending init as long as the communicator's own deadlines allow,
+// not the environment's: the init below may take 11 s where the environment says 0.1 s.
+TEST(NcclApi, DestroyWaitsOutAPendingInitByTheCommunicatorsConfig) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);  // its root keeps the default deadline
+  ScopedEnv boot("RECCL_BOOTSTRAP_TIMEOUT_MS", "100");
+  ScopedEnv coll("RECCL_TIMEOUT_MS", "100");
+  recclConfig_t cfg = nonBlocking();
+  cfg.bootstrapTimeoutMs = 11000;  // past the environment's limit + destroy's 10 s grace; rank 1 never comes
+  recclComm_t comm = nullptr;
+  ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
+  EXPECT_EQ(recclCommDestroy(comm), recclSuccess) << recclGetLastError(nullptr);
+}
+
 TEST(NcclApi, AbortDuringNonBlockingInitReturnsAtOnce) {
   recclUniqueId id;
   ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
