@@ -44,23 +44,23 @@ void RailPicker::claimMove(Conn& c, int rail) {
   c.movingTo.store(rail);
 }
 
+StandbyLoads RailPicker::standbyLoads() {
+  auto conns = ctx_.conns.snapshot();
+  std::vector<ConnPlacement> placed;
+  placed.reserve(conns.size());
+  for (auto& d : conns) placed.push_back({d->role, d->rail.load(), d->standbyTarget.load()});
+  return StandbyLoads(placed, ctx_.cfg.nrails);
+}
+
 int RailPicker::standbyRailFor(Conn& c, std::pair<double, double>* score, int scoreRail) {
-  const int nrails = ctx_.cfg.nrails;
-  auto w = weights(c.peer);
-  int cur = c.rail.load();
-  if (cur >= 0 && cur < nrails) w[cur] = 0;
-  std::vector<int> load = ctx_.conns.loads(c.role);
-  for (auto& d : ctx_.conns.snapshot()) {
-    if (d.get() == &c || d->role != c.role || d->rail.load() != cur) continue;
-    int t = d->standbyTarget.load();
-    if (t >= 0 && t < nrails) ++load[t];
-  }
-  int best = pickRail(load, w, -1);
-  if (score) {
-    auto cost = [&](int r) { return r >= 0 && r < nrails && w[r] > 0 ? (load[r] + 1) / w[r] : 0.0; };
-    *score = {cost(scoreRail), cost(best)};
-  }
-  return best;
+  return standbyRailFor(c, standbyLoads(), score, scoreRail);
+}
+
+int RailPicker::standbyRailFor(Conn& c, const StandbyLoads& loads, std::pair<double, double>* score, int scoreRail) {
+  StandbyChoice choice =
+      chooseStandbyRail(loads, {c.role, c.rail.load(), c.standbyTarget.load()}, weights(c.peer), scoreRail);
+  if (score) *score = {choice.scoreCost, choice.bestCost};
+  return choice.rail;
 }
 
 }  // namespace reccl::failover

@@ -10,6 +10,7 @@
 
 #include "failover/conn_table.h"
 #include "failover/rebalance/move_choice.h"
+#include "failover/rebalance/standby_choice.h"
 
 namespace reccl::failover {
 
@@ -33,12 +34,16 @@ class RailPicker {
   MoveChoice pickMove(Conn& c, MoveChoiceInput in);
   // A move over c's standby on `rail` claims the rail as a pick does.
   void claimMove(Conn& c, int rail);
-  // The rail for c's standby: the lowest (load + 1) / weight over the usable rails other than
-  // c's, where load counts the connections of c's role on each rail plus the standbys of the
-  // others that share c's rail (they move together when it fails). With `score`: that cost for
-  // `scoreRail` and for the best rail, instead (the standby upkeep's re-placement).
-  // Call with lock() held when the result is claimed.
+  // The rail for c's standby (chooseStandbyRail): the lowest (load + 1) / weight over the usable
+  // rails other than c's, where load counts the connections of c's role on each rail plus the
+  // standbys of the others that share c's rail (they move together when it fails). With `score`:
+  // that cost for `scoreRail` and for the best rail, instead (the standby upkeep's re-placement).
+  // Call with lock() held when the result is claimed. Without `loads`, the table is counted now.
   int standbyRailFor(Conn& c, std::pair<double, double>* score = nullptr, int scoreRail = -1);
+  int standbyRailFor(Conn& c, const StandbyLoads& loads, std::pair<double, double>* score = nullptr,
+                     int scoreRail = -1);
+  // One count of the table, for a pass that judges every connection's standby.
+  StandbyLoads standbyLoads();
   std::unique_lock<std::mutex> lock() { return std::unique_lock(mu_); }
 
  private:

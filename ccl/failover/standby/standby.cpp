@@ -77,6 +77,12 @@ uint64_t Standbys::tend(uint64_t nowNs) {
   uint64_t next = nowNs + kCheckPeriodNs;
   if (!ctx_.cfg.standbyOn) return next;
   RailPicker& picker = *ctx_.picker;
+  // One count for the pass; the standby jobs queued below pick their rail with the loads of
+  // their moment (make).
+  StandbyLoads loads = [&] {
+    auto pk = picker.lock();
+    return picker.standbyLoads();
+  }();
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->relayVia.load() >= 0 || c->port->failed()) continue;
     if (c->busy.load() || c->jobs.busy() || c->standbyMaking.load()) {
@@ -94,7 +100,7 @@ uint64_t Standbys::tend(uint64_t nowNs) {
                       connName(c->id).c_str(), sr);
           discard(c->standby);
           c->standbyRail = -1;
-          c->standbyTarget.store(-1);
+          loads.dropStandby({c->role, c->rail.load(), c->standbyTarget.exchange(-1)});
         } else {
           // Placed when the loads were others (before a failover or fail-back moved
           // connections): a standby whose rail now costs clearly more than the best one is made
@@ -105,7 +111,8 @@ uint64_t Standbys::tend(uint64_t nowNs) {
           std::pair<double, double> cost;
           {
             auto pk = picker.lock();
-            if (picker.standbyRailFor(*c, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second) continue;
+            if (picker.standbyRailFor(*c, loads, &cost, sr) < 0 || cost.first <= kReplaceStandbyCost * cost.second)
+              continue;
           }
           RECCL_TRACE(kLogFailover,
                       "rank %d: standby of %s on rail %d to be made anew on a rail with fewer of its rail's standbys",
@@ -119,7 +126,7 @@ uint64_t Standbys::tend(uint64_t nowNs) {
         continue;
       }
     }
-    if (picker.standbyRailFor(*c) < 0) continue;  // no other rail now: looked at again with the rails' next change
+    if (picker.standbyRailFor(*c, loads) < 0) continue;  // no other rail now: looked at again with the rails' next change
     c->standbyMaking.store(true);
     ctx_.migration->queueStandby(c->id, nowNs);
     next = std::min(next, nowNs + kTendPeriodNs);
