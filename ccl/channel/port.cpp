@@ -270,12 +270,6 @@ SendPort::FrameParts SendPort::frameParts(uint64_t step) const noexcept {
   return {{f, kStepHeaderBytes}, {e ? e : f + kStepHeaderBytes, n}};
 }
 
-void SendPort::restamp(uint64_t from, uint32_t epoch) noexcept {
-  uint64_t last = posted();
-  for (uint64_t s = std::max<uint64_t>(from, 1); s <= last; ++s)
-    std::memcpy(mem_.slotFrame(s) + 8, &epoch, sizeof(epoch));  // epoch lives at offset 8
-}
-
 void SendPort::onAck(uint64_t applied) noexcept {
   ConnCounters* c = counters();
   // Only ever forward: a retired path's thread and the new path (or a migration's commit) may

@@ -220,10 +220,6 @@ class SendPort : public PortBase {
   FrameParts frameParts(uint64_t step) const noexcept;
   // Transports call this when an ack arrives.
   void onAck(uint64_t applied) noexcept;
-  // Rewrites the epoch in the headers of posted steps from..posted() (migration: the receiver
-  // already expects the new epoch and drops frames of the old one as stale). Call after
-  // setEpoch(e) and before the new path resends.
-  void restamp(uint64_t from, uint32_t epoch) noexcept;
 
  private:
   Status commit(size_t bytes, const CollDesc& desc, const std::byte* direct);

@@ -27,6 +27,7 @@ Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& na
   e->name_ = name;
   e->measureEnterCpu_ = measureEnterCpu;
   e->ioChunkBytes_ = static_cast<size_t>(std::max<int64_t>(0, params::SocketIoChunkBytes()));
+  e->removeTimeoutMs_ = std::max<int64_t>(2, params::SocketRemoveTimeoutMs());
   int rc = io_uring_queue_init(512, &e->ring_, 0);
   if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init");
   e->ringInit_ = true;
@@ -111,7 +112,7 @@ void SocketEngine::remove(EnginePath* p) {
   // shutdown() ends the path's I/O within an engine turn or two; a kernel that keeps an operation
   // pending after it (or an engine thread that does not turn) must neither hang the caller nor
   // let it free memory the kernel may still write into.
-  int64_t limitMs = std::max<int64_t>(2, params::SocketRemoveTimeoutMs());
+  const int64_t limitMs = removeTimeoutMs_;
   auto start = std::chrono::steady_clock::now();
   if (cv_.wait_for(lk, std::chrono::milliseconds(limitMs / 2), gone)) return;
   RECCL_WARN(kLogNet, "%s: %s still has %d operation(s) in flight %lld ms after shutdown; cancelling them",
@@ -212,7 +213,7 @@ void SocketEngine::run() {
       // drained (this thread ran its last completion above).
       std::lock_guard lk(mu_);
       const auto now = std::chrono::steady_clock::now();
-      const auto grace = std::chrono::milliseconds(std::max<int64_t>(2, params::SocketRemoveTimeoutMs()) / 2);
+      const auto grace = std::chrono::milliseconds(removeTimeoutMs_ / 2);
       for (auto it = successors_.begin(); it != successors_.end();) {
         bool drained = std::find(draining.begin(), draining.end(), it->old) == draining.end() &&
                        std::find(removing_.begin(), removing_.end(), it->old) == removing_.end();

@@ -136,6 +136,7 @@ class SocketEngine {
   std::atomic<bool> haveSuccessors_{false};
   std::mutex stopMu_;
   size_t ioChunkBytes_ = 0;
+  int64_t removeTimeoutMs_ = 2000;  // RECCL_SOCKET_REMOVE_TIMEOUT_MS, read once in create()
   bool measureEnterCpu_ = false;
   uint64_t generation_ = 0;           // bumped by the thread after applying removals
   std::vector<EnginePath*> active_;   // progress thread's copy
