@@ -21,6 +21,9 @@ const volatile __u64 delayed_work_timer_fn_addr = 0; /* &delayed_work_timer_fn *
 const volatile __u32 retrans_threshold = 12;         /* retransmits per window -> DEGRADED */
 const volatile __u64 retrans_window_ns = 500000000;  /* 500 ms */
 const volatile __u32 retrans_rate_ppm = 3000;        /* and retransmitted/sent segments; 0: off */
+/* Closed windows pooled when a window stays under the count; 0: off (at most
+ * RECCL_RETRANS_POOL_MAX). */
+const volatile __u32 retrans_pool_windows = RECCL_RETRANS_POOL_MAX;
 const volatile __u64 degraded_min_interval_ns = 1000000000; /* at most one DEGRADED per second */
 /* + 2 RTTs: a retransmit's D-SACK is due. 20 ms, not 1: a receiver that waits for a CPU sends its
  * D-SACKs late, and a burst committed before them counted as loss (fault-free: 19 of 60
@@ -33,6 +36,8 @@ const volatile __u8 report_rdma = 0;                 /* emit RDMA port events */
  * (link-watch scheduling) stay silent otherwise. */
 __u32 watch_count = 0;
 struct reccl_link_counters counters = {};
+/* Per slot: the closed retransmit windows behind the pooled judgement ("gray failures" below). */
+struct reccl_retrans_pool retrans_pools[RECCL_LINK_MAX_SLOTS] = {};
 
 struct {
   __uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -170,6 +175,9 @@ static __always_inline int report_state(struct net_device *dev, __u16 src)
     return 0;
   __sync_fetch_and_add(&slot->epoch, 1);
   slot->last_change_ns = ts;
+  /* Retransmits from before a change (a link down, back up) say nothing of the link after it. */
+  if (slot_idx < RECCL_LINK_MAX_SLOTS)
+    retrans_pools[slot_idx].floor_ns = ts;
 
   /* Only a change of usability is an event: a link is usable when admin up with carrier. */
   int was_healthy = (old & RECCL_LINK_STATE_HEALTHY) == RECCL_LINK_STATE_HEALTHY;
@@ -544,7 +552,8 @@ struct trace_event_raw_tcp_retransmit_skb___reccl {
  * since (an even pace assumed), so that a socket that retransmits once a minute does not bring a
  * minute of traffic into a window. */
 static __always_inline void account_socket(const struct sock *sk, __u64 ts, __u64 wstart,
-                                           struct reccl_retrans_window *w)
+                                           struct reccl_retrans_window *w,
+                                           struct reccl_retrans_pool *pool)
 {
   struct retrans_sock *rs =
       bpf_sk_storage_get(&retrans_socks, (void *)sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
@@ -564,15 +573,31 @@ static __always_inline void account_socket(const struct sock *sk, __u64 ts, __u6
     if (ts - rs->last_ns >= 2 * rtt_ns + retrans_settle_ns) {
       /* A previous retransmit from before this window (a dead link's backed-off timeouts, the
        * last one answered after the link came back) belongs to a window already judged: the
-       * baseline moves past it without adding. */
+       * baseline moves past it without adding to this window. One in the window just closed
+       * still goes to that window's pooled sums: a thin flow's last retransmit of a window is
+       * committed only at its next one, in the next window, and a thin flow has only a few a
+       * window. Older ones go nowhere. */
+      __u64 *to_retrans = NULL, *to_dsack = NULL, *to_sent = NULL;
       if (rs->last_ns >= wstart) {
+        to_retrans = &w->retrans_segs;
+        to_dsack = &w->dsack_segs;
+        to_sent = &w->sent_segs;
+      } else if (retrans_pool_windows && pool->next) {
+        struct reccl_retrans_pooled_window *c = &pool->windows[(pool->next - 1) % RECCL_RETRANS_POOL_MAX];
+        if (c->start_ns && rs->last_ns >= c->start_ns) {
+          to_retrans = &c->retrans_segs;
+          to_dsack = &c->dsack_segs;
+          to_sent = &c->sent_segs;
+        }
+      }
+      if (to_retrans) {
         __u64 sent = (__u32)(rs->last_out - rs->data_segs_out);
         __u64 age = rs->last_ns - rs->seen_ns;
         if (age > retrans_window_ns) /* microsecond units keep the product within 64 bits */
           sent = sent * (retrans_window_ns >> 10) / ((age >> 10) | 1);
-        __sync_fetch_and_add(&w->retrans_segs, (__u32)(rs->last_retrans - rs->total_retrans));
-        __sync_fetch_and_add(&w->dsack_segs, (__u32)(dups - rs->dsack_dups));
-        __sync_fetch_and_add(&w->sent_segs, sent);
+        __sync_fetch_and_add(to_retrans, (__u32)(rs->last_retrans - rs->total_retrans));
+        __sync_fetch_and_add(to_dsack, (__u32)(dups - rs->dsack_dups));
+        __sync_fetch_and_add(to_sent, sent);
       }
       rs->seen_ns = rs->last_ns;
       rs->data_segs_out = rs->last_out;
@@ -583,6 +608,83 @@ static __always_inline void account_socket(const struct sock *sk, __u64 ts, __u6
   rs->last_ns = ts;
   rs->last_out = out;
   rs->last_retrans = retrans;
+}
+
+/* The rate check on a set of sums (a window's, or the pool's): 1 when the lost share of the
+ * segments sent reaches retrans_rate_ppm by more than chance; *ppm gets that share. */
+static __always_inline int lost_rate_crossed(__u64 sent, __u64 retrans, __u64 dups, __u64 *ppm)
+{
+  /* Committed retransmits are settled (account_socket), so their D-SACKs are in these sums. */
+  __u64 lost = retrans > dups ? retrans - dups : 0;
+  /* More lost than sent: segments without data (SYN, FIN) retransmitted alone. */
+  __u64 p = lost >= sent ? (lost ? 1000000 : 0) : lost * 1000000 / sent;
+  *ppm = p > 0xffffffffULL ? 0xffffffffULL : p;
+  /* And by more than chance: the lost count must exceed what the limit allows of these sent
+   * segments by three standard deviations of a count (excess >= 3 sqrt(lost); in integers
+   * excess^2 >= 9 lost). More than one: segments are retransmitted (and D-SACKed) in GSO-sized
+   * clumps, so the count spreads wider than a per-segment one. Early in a window a clump a few
+   * segments over the allowance crosses the rate alone, and one or two deviations still let such
+   * fault-free windows through (docs/results/retransmit-rate.md). A 1 % loss (60-200 of 10-18k
+   * segments) clears three by far; a link that sends 500 segments a window needs 12 lost. */
+  __u64 due = sent * retrans_rate_ppm / 1000000;
+  __u64 excess = lost > due ? lost - due : 0;
+  return p >= retrans_rate_ppm && excess * excess >= 9 * lost;
+}
+
+/* Sums of the pooled evidence: the running window and the closed windows still in the pool. */
+struct pool_sums {
+  __u64 retransmits, retrans_segs, sent_segs, dsack_segs;
+  __u32 closed; /* closed windows among them */
+};
+
+/* The pooled judgement, for a window that stays under the count. A slow flow -- a few segments a
+ * window -- loses too few segments in 500 ms for the count even at a heavy loss, and every loss
+ * it recovers by a timeout lowers its count further: the closed windows of the last few seconds
+ * add up to the count where one window does not, and the same rate and deviation test judges
+ * their sums. Only for thin links: the pooled windows must average fewer segments sent than one
+ * window would need to show the count at the limit rate (threshold / rate: 12 / 3 per mille =
+ * 4000 segments a window). A busier link's lossy windows reach the count alone, and a busy
+ * link's CPU-starved fault-free windows reach several per mille (docs/results/
+ * retransmit-rate.md), which the pool would turn from a spike into a sustained rate. Without the
+ * rate check (the count alone) there is no pool: fault-free retransmits add up over seconds. */
+static __always_inline int pooled_crossed(struct reccl_retrans_pool *pool, struct reccl_link_slot *slot,
+                                          struct reccl_retrans_window *w, __u64 n, __u64 ts,
+                                          struct pool_sums *ps)
+{
+  if (!retrans_pool_windows || !retrans_rate_ppm)
+    return 0;
+  __u64 floor = pool->floor_ns;
+  __u64 span = retrans_pool_windows * retrans_window_ns;
+  __u64 oldest = ts > span ? ts - span : 0;
+  if (floor > oldest)
+    oldest = floor;
+  if (slot->retrans_window_start_ns >= floor) {
+    ps->retransmits = n;
+    ps->retrans_segs = w->retrans_segs;
+    ps->sent_segs = w->sent_segs;
+    ps->dsack_segs = w->dsack_segs;
+  }
+  for (int i = 0; i < RECCL_RETRANS_POOL_MAX; i++) {
+    struct reccl_retrans_pooled_window *c = &pool->windows[i];
+    if (!c->start_ns || c->start_ns < oldest || c->start_ns >= slot->retrans_window_start_ns)
+      continue;
+    ps->retransmits += c->retransmits;
+    ps->retrans_segs += c->retrans_segs;
+    ps->sent_segs += c->sent_segs;
+    ps->dsack_segs += c->dsack_segs;
+    ps->closed++;
+  }
+  if (!ps->closed || ps->retransmits < retrans_threshold)
+    return 0;
+  /* sent / (closed + 1) < threshold * 1e6 / rate, in integers. */
+  if (ps->sent_segs * retrans_rate_ppm >= (__u64)retrans_threshold * 1000000 * (ps->closed + 1))
+    return 0;
+  __u64 ppm = 0;
+  if (!lost_rate_crossed(ps->sent_segs, ps->retrans_segs, ps->dsack_segs, &ppm)) {
+    __sync_fetch_and_add(&pool->held, 1);
+    return 0;
+  }
+  return 1;
 }
 
 SEC("tp_btf/tcp_retransmit_skb")
@@ -596,6 +698,7 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
   if (!slot || slot_idx >= RECCL_LINK_MAX_SLOTS)
     return 0;
   struct reccl_retrans_window *w = &retrans_windows[slot_idx];
+  struct reccl_retrans_pool *pool = &retrans_pools[slot_idx];
   /* Dead code, removed at load, on kernels whose tracepoint has no err argument. */
   if (bpf_core_field_exists(struct trace_event_raw_tcp_retransmit_skb___reccl, err) &&
       (int)ctx[2] != 0) {
@@ -614,6 +717,15 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
   }
   __u64 wstart = slot->retrans_window_start_ns;
   if (w->start_ns != wstart) {
+    if (w->start_ns) {
+      struct reccl_retrans_pooled_window *c = &pool->windows[pool->next % RECCL_RETRANS_POOL_MAX];
+      c->start_ns = w->start_ns;
+      c->retransmits = w->last_retransmits;
+      c->retrans_segs = w->retrans_segs;
+      c->sent_segs = w->sent_segs;
+      c->dsack_segs = w->dsack_segs;
+      pool->next++;
+    }
     w->start_ns = wstart;
     w->last_retrans_segs = w->retrans_segs;
     w->last_sent_segs = w->sent_segs;
@@ -623,43 +735,43 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     w->dsack_segs = 0;
   }
   if (retrans_rate_ppm)
-    account_socket(sk, ts, wstart, w);
+    account_socket(sk, ts, wstart, w, pool);
   __u64 n = __sync_fetch_and_add(&slot->retrans_window, 1) + 1;
-  if (n < retrans_threshold)
-    return 0;
-  __u64 ppm = 0;
-  if (retrans_rate_ppm) {
-    __u64 sent = w->sent_segs, retrans = w->retrans_segs, dups = w->dsack_segs;
-    /* Committed retransmits are settled (account_socket), so their D-SACKs are in these sums. */
-    __u64 lost = retrans > dups ? retrans - dups : 0;
-    /* More lost than sent: segments without data (SYN, FIN) retransmitted alone. */
-    ppm = lost >= sent ? (lost ? 1000000 : 0) : lost * 1000000 / sent;
-    /* And by more than chance: the lost count must exceed what the limit allows of these sent
-     * segments by three standard deviations of a count (excess >= 3 sqrt(lost); in integers
-     * excess^2 >= 9 lost). More than one: segments are retransmitted (and D-SACKed) in GSO-sized
-     * clumps, so the count spreads wider than a per-segment one. Early in a window a clump a few
-     * segments over the allowance crosses the rate alone, and one or two deviations still let such
-     * fault-free windows through (docs/results/retransmit-rate.md). A 1 % loss (60-200 of 10-18k segments) clears
-     * three by far; a link that sends 500 segments a window needs 12 lost. */
-    __u64 due = sent * retrans_rate_ppm / 1000000;
-    __u64 excess = lost > due ? lost - due : 0;
-    if (ppm < retrans_rate_ppm || excess * excess < 9 * lost) {
+  __u64 count = n, ppm = 0;
+  int pooled = 0;
+  if (n >= retrans_threshold) {
+    /* A window at the count is judged alone: the pool adds evidence a window lacks, it never
+     * overrules a window that has enough. */
+    if (retrans_rate_ppm && !lost_rate_crossed(w->sent_segs, w->retrans_segs, w->dsack_segs, &ppm)) {
       __sync_fetch_and_add(&w->held, 1);
       return 0;
     }
-    if (ppm > 0xffffffffULL)
-      ppm = 0xffffffffULL;
+  } else {
+    struct pool_sums ps = {};
+    if (!pooled_crossed(pool, slot, w, n, ts, &ps))
+      return 0;
+    pooled = 1;
+    count = ps.retransmits;
+    lost_rate_crossed(ps.sent_segs, ps.retrans_segs, ps.dsack_segs, &ppm);
   }
   __u64 last = slot->last_degraded_ns;
   if (last && ts - last < degraded_min_interval_ns)
     return 0;
   if (__sync_val_compare_and_swap(&slot->last_degraded_ns, last, ts) != last)
     return 0;
+  if (pooled) {
+    /* Evidence is used once: the next pooled DEGRADED rests on windows after this one, so a
+     * link whose loss stopped is not declared again from the windows that showed it, and
+     * clears (RECCL_DEGRADED_CLEAR_MS) while the windows are still in the pool. A lasting slow
+     * loss refills the pool within a few seconds, inside that clear time. */
+    pool->floor_ns = ts;
+    __sync_fetch_and_add(&pool->degraded, 1);
+  }
   __sync_fetch_and_or(&slot->state, (__u64)RECCL_LINK_STATE_DEGRADED);
   __sync_fetch_and_add(&slot->epoch, 1);
   emit(RECCL_LINK_KIND_DEGRADED, RECCL_LINK_SRC_TP_TCP_RETRANSMIT, ts, dev_netns(dev),
        BPF_CORE_READ(dev, ifindex), slot_idx, dev_health(dev) | RECCL_LINK_STATE_DEGRADED,
-       (ppm << 32) | (n & 0xffffffffULL), dev);
+       (ppm << 32) | (count & 0xffffffffULL), dev);
   return 0;
 }
 

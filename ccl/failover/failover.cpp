@@ -40,6 +40,7 @@ Result<Settings> readSettings(const core::FailoverHost& host) {
     return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + s.route + " is not auto, direct or relay");
   s.nicAffinity = params::NicAffinity();
   s.retransWindowMs = params::RetransWindowMs();
+  s.retransPoolWindows = std::max<int64_t>(0, params::RetransPool());
   s.degradedClearMs = params::DegradedClearMs();
   return s;
 }

@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "link_detector.skel.h"
+#include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 
 namespace reccl::detector {
@@ -113,6 +115,10 @@ Status configure(link_detector* skel, const BpfOptions& o) {
   skel->rodata->retrans_threshold = o.retransThreshold;
   skel->rodata->retrans_window_ns = o.retransWindowNs;
   skel->rodata->retrans_rate_ppm = o.retransRatePpm;
+  if (o.retransPoolWindows > RECCL_RETRANS_POOL_MAX)
+    return Status(Errc::kInvalidArgument, "retrans-pool: must be 0.." + std::to_string(RECCL_RETRANS_POOL_MAX) +
+                                              " windows, got " + std::to_string(o.retransPoolWindows));
+  skel->rodata->retrans_pool_windows = o.retransPoolWindows;
   skel->rodata->degraded_min_interval_ns = o.degradedMinIntervalNs;
   skel->rodata->report_unattributed = o.reportUnattributed ? 1 : 0;
   skel->rodata->report_rdma = o.reportRdma ? 1 : 0;
@@ -393,7 +399,10 @@ int BpfSource::consume() {
 Status BpfSource::watch(LinkKey key, uint32_t slot) {
   reccl_link_key k{key.netnsIno, key.ifindex};
   // A reused slot starts with the new link's sums, not the last link's.
-  if (slot < RECCL_LINK_MAX_SLOTS) std::memset(&skel_->bss->retrans_windows[slot], 0, sizeof(reccl_retrans_window));
+  if (slot < RECCL_LINK_MAX_SLOTS) {
+    std::memset(&skel_->bss->retrans_windows[slot], 0, sizeof(reccl_retrans_window));
+    std::memset(&skel_->bss->retrans_pools[slot], 0, sizeof(reccl_retrans_pool));
+  }
   if (bpf_map_update_elem(bpf_map__fd(skel_->maps.watch), &k, &slot, BPF_ANY) != 0)
     return Status::FromErrno(errno, "bpf: add to watch map");
   return Status::Ok();
@@ -491,6 +500,23 @@ RetransWindowStats BpfSource::retransWindow(uint32_t slot) const {
   r.lastDsackSegs = load(w.last_dsack_segs);
   r.heldByRate = load(w.held);
   r.failedAttempts = load(w.failed);
+  // The program's admission rule (pooled_crossed), read without its lock-free care: a report.
+  const reccl_retrans_pool& p = skel_->bss->retrans_pools[slot];
+  r.pooledDegraded = load(p.degraded);
+  r.pooledHeld = load(p.held);
+  const uint64_t span = uint64_t{skel_->rodata->retrans_pool_windows} * skel_->rodata->retrans_window_ns;
+  const uint64_t now = monotonicNs();
+  const uint64_t running = load(s.retrans_window_start_ns);
+  const uint64_t oldest = std::max(now > span ? now - span : 0, load(p.floor_ns));
+  for (const auto& c : p.windows) {
+    uint64_t start = load(c.start_ns);
+    if (!span || !start || start < oldest || start >= running) continue;
+    ++r.pooledWindows;
+    r.pooledRetransmits += load(c.retransmits);
+    r.pooledRetransSegs += load(c.retrans_segs);
+    r.pooledDsackSegs += load(c.dsack_segs);
+    r.pooledSentSegs += load(c.sent_segs);
+  }
   return r;
 }
 

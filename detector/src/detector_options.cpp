@@ -61,6 +61,8 @@ DetectorOptions DetectorOptions::fromEnv() {
   // Per mille in the environment; out-of-range values stay out of range so validate() names them.
   int64_t rate = params::RetransRate();
   o.bpf.retransRatePpm = rate < 0 || rate > 1000 ? UINT32_MAX : static_cast<uint32_t>(rate * 1000);
+  int64_t pool = params::RetransPool();
+  o.bpf.retransPoolWindows = pool < 0 || pool > RECCL_RETRANS_POOL_MAX ? UINT32_MAX : static_cast<uint32_t>(pool);
   return o;
 }
 
@@ -75,6 +77,9 @@ Status DetectorOptions::validate() const {
     return Status(Errc::kInvalidArgument, "source: netlink mode needs the rtnetlink listener");
   if (bpf.retransRatePpm > 1'000'000)
     return Status(Errc::kInvalidArgument, "retrans-rate: must be 0..1000 per mille (RECCL_RETRANS_RATE)");
+  if (bpf.retransPoolWindows > RECCL_RETRANS_POOL_MAX)
+    return Status(Errc::kInvalidArgument,
+                  "retrans-pool: must be 0.." + std::to_string(RECCL_RETRANS_POOL_MAX) + " windows (RECCL_RETRANS_POOL)");
   if (bpf.scanPeriodNs > 1'000'000'000)
     return Status(Errc::kInvalidArgument, "scan: must be 0..1000000 us (RECCL_DETECTOR_SCAN_US)");
   if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");

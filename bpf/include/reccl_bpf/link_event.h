@@ -80,8 +80,9 @@ struct reccl_link_event {
   reccl_link_u32 state;       /* RECCL_LINK_STATE_* seen by the program */
   /* Kind-specific: carrier kinds: (carrier_down_count << 32) | carrier_up_count of the device,
    * a per-device transition sequence that orders signals from different sources;
-   * TX_TIMEOUT: queue index; DEGRADED: retransmits in the window (low 32 bits) and, when the
-   * rate check is on, retransmitted per million segments sent in it (high 32 bits);
+   * TX_TIMEOUT: queue index; DEGRADED: retransmits in the judged sums, the window's or the
+   * pool's (low 32 bits) and, when the rate check is on, lost per million segments sent in them
+   * (high 32 bits);
    * RDMA: port number. */
   reccl_link_u64 value;
   char ifname[RECCL_LINK_IFNAMSIZ];
@@ -128,6 +129,31 @@ struct reccl_retrans_window {
   reccl_link_u64 last_dsack_segs;   /* the previous window: D-SACKed segments */
 };
 
+/* Closed retransmit windows a slot keeps for the pooled judgement (docs/detector.md, "Gray
+ * failures"): with 500 ms windows, about the last 4 s. */
+#define RECCL_RETRANS_POOL_MAX 8
+
+/* One closed window's sums, as the slot's reccl_retrans_window held them when it closed. */
+struct reccl_retrans_pooled_window {
+  reccl_link_u64 start_ns;     /* the window's retrans_window_start_ns; 0: empty */
+  reccl_link_u64 retransmits;  /* retransmits counted */
+  reccl_link_u64 retrans_segs;
+  reccl_link_u64 sent_segs;
+  reccl_link_u64 dsack_segs;
+};
+
+/* Per slot, in the program's .bss: the last RECCL_RETRANS_POOL_MAX closed windows, a ring. A
+ * closed window is evidence while it started within retrans_pool_windows windows of now and not
+ * before floor_ns (set when a pooled DEGRADED used the evidence, and on a state change of the
+ * link, whose retransmits before it say nothing of the link after it). */
+struct reccl_retrans_pool {
+  reccl_link_u64 next;      /* ring index (mod RECCL_RETRANS_POOL_MAX) of the next window to close */
+  reccl_link_u64 floor_ns;  /* windows that started before this are no evidence */
+  reccl_link_u64 degraded;  /* DEGRADED records from the pooled judgement */
+  reccl_link_u64 held;      /* pooled judgements at the count held back by the rate */
+  struct reccl_retrans_pooled_window windows[RECCL_RETRANS_POOL_MAX];
+};
+
 /* Context of the "syscall" program resolve_devices (run with BPF_PROG_TEST_RUN by a thread
  * inside the watched namespace): finds the watched devices of the caller's namespace and
  * remembers their kernel addresses, so hooks that do not name a device can read them. */
@@ -151,6 +177,8 @@ static_assert(sizeof(reccl_link_key) == 8, "reccl_link_key ABI");
 static_assert(sizeof(reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
 static_assert(sizeof(reccl_retrans_window) == 80, "reccl_retrans_window ABI");
+static_assert(sizeof(reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
+static_assert(sizeof(reccl_retrans_pool) == 32 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
@@ -158,6 +186,8 @@ _Static_assert(sizeof(struct reccl_link_key) == 8, "reccl_link_key ABI");
 _Static_assert(sizeof(struct reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI");
 _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
 _Static_assert(sizeof(struct reccl_retrans_window) == 80, "reccl_retrans_window ABI");
+_Static_assert(sizeof(struct reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
+_Static_assert(sizeof(struct reccl_retrans_pool) == 32 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
 #endif
 
 #endif

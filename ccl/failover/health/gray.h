@@ -9,12 +9,15 @@
 // Acting on it would take the rail out here for the whole degraded clear time
 // (RECCL_DEGRADED_CLEAR_MS, 5 s), and the next fault, on the other rail, would find no rail left.
 // The rule: retransmits count as a gray failure only while the rail is believed healthy at both
-// ends. A DEGRADED on rail r is held, not acted on, while any peer reports r down and for two
-// retransmit windows (RECCL_RETRANS_WINDOW_MS) after the first report that has it up again (a
-// fail-back's request or reply), the retransmits counted before and just after the far end came
+// ends. A DEGRADED on rail r is held, not acted on, while any peer reports r down and for as
+// long as the detector's evidence reaches back after the first report that has it up again (a
+// fail-back's request or reply): the retransmits counted before and just after the far end came
 // back (the same after this end's own hard fault on r: the sockets that backed off resume once
-// the link is back). Likewise for two windows after a fail-back or rebalance moved connections
-// off r while r was healthy at both ends: the sockets it retired close with data in flight.
+// the link is back). Likewise after a fail-back or rebalance moved connections off r while r was
+// healthy at both ends: the sockets it retired close with data in flight. The evidence reaches
+// back two retransmit windows (RECCL_RETRANS_WINDOW_MS), or, where the detector pools closed
+// windows for thin links (RECCL_RETRANS_POOL), the pool's windows and the running one: a pooled
+// DEGRADED can rest on the fault's own windows for that long.
 // Held, not dropped: the detector keeps a rail degraded while retransmits go on and clears it the
 // clear time after the last one; still degraded that long after the explanation ended means the
 // retransmits went on with both ends healthy, a real gray failure, routed around then (late by
@@ -32,7 +35,7 @@ namespace reccl::failover {
 // What is known about one rail when a DEGRADED comes (CLOCK_MONOTONIC ns; 0: never).
 struct GrayFacts {
   uint64_t nowNs = 0;
-  uint64_t windowNs = 0;       // two retransmit windows
+  uint64_t windowNs = 0;       // how far back the detector's evidence reaches (see above)
   uint64_t peerReportNs = 0;   // a peer last reported the rail down, or up again after down
   uint64_t leftNs = 0;         // a fail-back or rebalance last moved connections off the healthy rail
   uint64_t upHereNs = 0;       // the rail last came back up here after a hard fault

@@ -75,6 +75,23 @@ TEST(DetectorOptions, RetransRateOutOfRangeNamed) {
   unsetenv("RECCL_RETRANS_RATE");
 }
 
+TEST(DetectorOptions, RetransPoolFromEnvAndOutOfRangeNamed) {
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.retransPoolWindows, BpfOptions{}.retransPoolWindows)
+      << "the table's default and the options' default agree";
+  EXPECT_EQ(BpfOptions{}.retransPoolWindows, static_cast<uint32_t>(RECCL_RETRANS_POOL_MAX));
+  setenv("RECCL_RETRANS_POOL", "0", 1);
+  EXPECT_EQ(DetectorOptions::fromEnv().bpf.retransPoolWindows, 0u) << "0 judges each window alone";
+  EXPECT_TRUE(DetectorOptions::fromEnv().validate().ok());
+  for (const char* bad : {"-1", "9"}) {
+    setenv("RECCL_RETRANS_POOL", bad, 1);
+    auto st = DetectorOptions::fromEnv().validate();
+    ASSERT_FALSE(st.ok()) << bad;
+    EXPECT_EQ(st.code(), Errc::kInvalidArgument);
+    EXPECT_NE(st.message().find("retrans-pool"), std::string::npos) << st.message();
+  }
+  unsetenv("RECCL_RETRANS_POOL");
+}
+
 TEST(DetectorOptions, ScanPeriodFromEnvAndOutOfRangeNamed) {
   EXPECT_EQ(DetectorOptions::fromEnv().bpf.scanPeriodNs, 100'000u) << "default 100 us";
   setenv("RECCL_DETECTOR_SCAN_US", "0", 1);

@@ -28,6 +28,9 @@ struct BpfOptions {
   // And the window's retransmitted segments per million segments sent by the retransmitting
   // sockets must reach this (a healthy saturated link retransmits too); 0: the count alone.
   uint32_t retransRatePpm = 3000;
+  // Closed windows pooled when a window stays under the count (thin links, rate check on; see
+  // docs/detector.md, "Gray failures"); 0: off, at most RECCL_RETRANS_POOL_MAX.
+  uint32_t retransPoolWindows = RECCL_RETRANS_POOL_MAX;
   uint64_t degradedMinIntervalNs = 1'000'000'000;
   bool reportUnattributed = false;
   bool reportRdma = true;
@@ -50,6 +53,15 @@ struct RetransWindowStats {
   uint64_t lastDsackSegs = 0;
   uint64_t heldByRate = 0;       // retransmits over the count threshold the rate held back
   uint64_t failedAttempts = 0;   // retransmit attempts that sent nothing (not counted)
+  // The closed windows the pooled judgement would add to the running one now (those that
+  // started within the pool's span and after its floor), and what the pool has decided.
+  uint64_t pooledWindows = 0;
+  uint64_t pooledRetransmits = 0;
+  uint64_t pooledRetransSegs = 0;
+  uint64_t pooledDsackSegs = 0;
+  uint64_t pooledSentSegs = 0;
+  uint64_t pooledDegraded = 0;   // DEGRADED from the pooled windows
+  uint64_t pooledHeld = 0;       // pooled judgements at the count held back by the rate
 };
 
 struct HookStatus {
