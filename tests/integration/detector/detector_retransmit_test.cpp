@@ -9,6 +9,7 @@
 // one dropped GSO packet is already several per mille of a window's segments.)
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <memory>
 #include <vector>
@@ -30,49 +32,80 @@ namespace {
 
 using namespace reccl::detector;
 
-// One TCP stream host 0 -> host 1 on a rail, pumping until stopped (sockets made inside the
-// hosts' namespaces; this process stays where it is).
+// A connected TCP pair host 0 -> host 1 on a rail (sockets made inside the hosts'
+// namespaces; this process stays where it is). error is "" when connected.
+struct TcpPair {
+  reccl::UniqueFd listen, client, server;
+  std::string error;
+};
+
+TcpPair connectPair(const Netns& from, const Netns& to, const std::string& fromAddr, const std::string& toAddr) {
+  TcpPair p;
+  auto ls = socketInNetns(to.fd.get(), AF_INET, SOCK_STREAM, 0);
+  auto cs = socketInNetns(from.fd.get(), AF_INET, SOCK_STREAM, 0);
+  if (!ls.ok() || !cs.ok()) {
+    p.error = "socket in netns";
+    return p;
+  }
+  p.listen = std::move(*ls);
+  p.client = std::move(*cs);
+  sockaddr_in la{};
+  la.sin_family = AF_INET;
+  inet_pton(AF_INET, toAddr.c_str(), &la.sin_addr);
+  sockaddr_in ca{};
+  ca.sin_family = AF_INET;
+  inet_pton(AF_INET, fromAddr.c_str(), &ca.sin_addr);
+  socklen_t len = sizeof(la);
+  if (bind(p.listen.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0 || listen(p.listen.get(), 1) != 0 ||
+      getsockname(p.listen.get(), reinterpret_cast<sockaddr*>(&la), &len) != 0 ||
+      bind(p.client.get(), reinterpret_cast<sockaddr*>(&ca), sizeof(ca)) != 0 ||
+      connect(p.client.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0) {
+    p.error = std::string("bind/listen/connect: ") + strerror(errno);
+    return p;
+  }
+  int fd = accept4(p.listen.get(), nullptr, nullptr, SOCK_CLOEXEC);
+  if (fd < 0) {
+    p.error = std::string("accept: ") + strerror(errno);
+    return p;
+  }
+  p.server.reset(fd);
+  timeval tv{0, 200000};  // so that the pumps see the stop flag
+  setsockopt(p.server.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  setsockopt(p.client.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  return p;
+}
+
+// One TCP stream host 0 -> host 1 on a rail, pumping until stopped. Paced (period > 0): one
+// write of `writeBytes` per period, TCP_NODELAY, so each write is one segment -- a thin flow,
+// whose losses TCP recovers one by one (tail-loss probes, timeouts). Unpaced: as fast as the
+// rail takes it.
 class Stream {
  public:
-  Stream(const Netns& from, const Netns& to, const std::string& fromAddr, const std::string& toAddr) {
-    auto ls = socketInNetns(to.fd.get(), AF_INET, SOCK_STREAM, 0);
-    auto cs = socketInNetns(from.fd.get(), AF_INET, SOCK_STREAM, 0);
-    if (!ls.ok() || !cs.ok()) {
-      error_ = "socket in netns";
-      return;
+  Stream(const Netns& from, const Netns& to, const std::string& fromAddr, const std::string& toAddr,
+         std::chrono::milliseconds period = std::chrono::milliseconds(0), size_t writeBytes = 1 << 18) {
+    TcpPair p = connectPair(from, to, fromAddr, toAddr);
+    error_ = p.error;
+    if (!error_.empty()) return;
+    listen_ = std::move(p.listen);
+    client_ = std::move(p.client);
+    server_ = std::move(p.server);
+    if (period.count() > 0) {
+      int one = 1;
+      setsockopt(client_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
-    listen_ = std::move(*ls);
-    client_ = std::move(*cs);
-    sockaddr_in la{};
-    la.sin_family = AF_INET;
-    inet_pton(AF_INET, toAddr.c_str(), &la.sin_addr);
-    sockaddr_in ca{};
-    ca.sin_family = AF_INET;
-    inet_pton(AF_INET, fromAddr.c_str(), &ca.sin_addr);
-    socklen_t len = sizeof(la);
-    if (bind(listen_.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0 || listen(listen_.get(), 1) != 0 ||
-        getsockname(listen_.get(), reinterpret_cast<sockaddr*>(&la), &len) != 0 ||
-        bind(client_.get(), reinterpret_cast<sockaddr*>(&ca), sizeof(ca)) != 0 ||
-        connect(client_.get(), reinterpret_cast<sockaddr*>(&la), sizeof(la)) != 0) {
-      error_ = std::string("bind/listen/connect: ") + strerror(errno);
-      return;
-    }
-    int fd = accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC);
-    if (fd < 0) {
-      error_ = std::string("accept: ") + strerror(errno);
-      return;
-    }
-    server_.reset(fd);
-    timeval tv{0, 200000};  // so that the pumps see the stop flag
-    setsockopt(server_.get(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    setsockopt(client_.get(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     rx_ = std::thread([this] {
       std::vector<char> buf(1 << 18);
       while (!stop_.load()) (void)!recv(server_.get(), buf.data(), buf.size(), 0);
     });
-    tx_ = std::thread([this] {
-      std::vector<char> buf(1 << 18, 'x');
+    tx_ = std::thread([this, period, writeBytes] {
+      std::vector<char> buf(writeBytes, 'x');
+      auto next = std::chrono::steady_clock::now();
       while (!stop_.load()) {
+        if (period.count() > 0) {
+          // The pace is the workload, not a wait for an event.
+          next += period;
+          std::this_thread::sleep_until(next);
+        }
         ssize_t n = send(client_.get(), buf.data(), buf.size(), MSG_NOSIGNAL);
         if (n > 0) sent_ += static_cast<uint64_t>(n);
       }
@@ -294,6 +327,143 @@ TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
          (unsigned long long)firstMs, (unsigned long long)retrans[0], (unsigned long long)retrans[1],
          (unsigned long long)rw0.lastRetransmits, (unsigned long long)rw0.lastRetransSegs,
          (unsigned long long)rw0.lastSentSegs);
+}
+
+
+// Thin flows: 40 writes of 1 KiB a second, one segment each (docs/detector.md, "Gray failures").
+constexpr auto kThinPeriod = std::chrono::milliseconds(25);
+constexpr size_t kThinWrite = 1024;
+
+// A detector on host 0's rails at the library's defaults (count, rate, window, pool).
+reccl::Result<std::unique_ptr<Detector>> defaultRailDetector(const std::string& ns) {
+  return railDetector(ns, BpfOptions{}.retransThreshold, BpfOptions{}.retransRatePpm);
+}
+
+// Every closed window of a link as "retransmits:retransmitted/D-SACKed/sent", appended when the
+// link's last closed window changes: printed, so that a failure shows what the detector saw.
+struct WindowLog {
+  RetransWindowStats prev;
+  std::string text;
+  void note(const RetransWindowStats& w) {
+    if (w.lastRetransmits != prev.lastRetransmits || w.lastRetransSegs != prev.lastRetransSegs ||
+        w.lastDsackSegs != prev.lastDsackSegs || w.lastSentSegs != prev.lastSentSegs)
+      text += " " + std::to_string(w.lastRetransmits) + ":" + std::to_string(w.lastRetransSegs) + "/" +
+              std::to_string(w.lastDsackSegs) + "/" + std::to_string(w.lastSentSegs);
+    prev = w;
+  }
+};
+
+// A slow flow loses too few segments in one 500 ms window for the default count even at a heavy
+// loss: 10 % of 20 segments, each recovered by a probe or a timeout, is 2-4 retransmits a window.
+// The pooled windows of the last seconds reach it. The same flow on the clean rail at the same
+// time retransmits nothing and must stay quiet.
+TEST_F(DetectorRetransmit, SlowFlowWithTenPercentDropIsDegradedAndTheCleanOneIsNot) {
+  auto det = defaultRailDetector(netns(0));
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  Detector& d = **det;
+  if (!d.activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
+    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
+  ASSERT_TRUE(d.start().ok());
+  LinkKey rail0, rail1;
+  for (const auto& w : d.watched()) (w.ifname == "rail0" ? rail0 : rail1) = w.key;
+  auto h0 = openNetns(netns(0));
+  auto h1 = openNetns(netns(1));
+  ASSERT_TRUE(h0.ok() && h1.ok());
+  std::string cli = RECCL_CLI_PATH;
+  int degraded0 = 0, degraded1 = 0, other = 0;
+  int64_t firstMs = -1;
+  WindowLog log0, log1;
+  RetransWindowStats end0, end1;
+  {
+    Stream lossy(*h0, *h1, railAddr(0, 0), railAddr(1, 0), kThinPeriod, kThinWrite);
+    Stream clean(*h0, *h1, railAddr(0, 1), railAddr(1, 1), kThinPeriod, kThinWrite);
+    ASSERT_EQ(lossy.error(), "");
+    ASSERT_EQ(clean.error(), "");
+    // What host 0 sends on rail0 is dropped at the switch port: loss on the wire, unseen by the
+    // sender's stack.
+    auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(system((cli + " inject drop --netns " + netns(0) + " --dev rail0 --side switch --ingress --rate 0.1").c_str()), 0);
+    // Ten seconds for rail0, then two more for the clean rail1 to show a false DEGRADED.
+    reccl::Deadline dl = reccl::Deadline::afterMs(10000);
+    bool afterSet = false;
+    while (!dl.expired()) {
+      for (const auto& e : d.waitEvents(100)) {
+        if (e.type == LinkEventType::kLinkDegraded && e.link == rail0 && e.source == RECCL_LINK_SRC_TP_TCP_RETRANSMIT) {
+          if (degraded0++ == 0)
+            firstMs = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0).count();
+        } else if (e.type == LinkEventType::kLinkDegraded && e.link == rail1) {
+          ++degraded1;
+        } else if (!(e.link == rail0 && e.type == LinkEventType::kLinkUp)) {
+          ++other;
+        }
+      }
+      for (const auto& l : d.status().links) (l.watch.key == rail0 ? log0 : log1).note(l.retrans);
+      if (degraded0 > 0 && !afterSet) {
+        dl = reccl::Deadline::afterMs(2000);
+        afterSet = true;
+      }
+    }
+    for (const auto& l : d.status().links) (l.watch.key == rail0 ? end0 : end1) = l.retrans;
+    EXPECT_GT(lossy.sent(), 0u);
+    EXPECT_GT(clean.sent(), 0u);
+  }
+  EXPECT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
+  d.stop();
+  printf("slow flow, 10 %% drop on rail0: first DEGRADED %lld ms after the drop began (-1: none); retransmits "
+         "rail0 %llu, rail1 %llu\nclosed windows (retransmits:retransmitted/D-SACKed/sent segments): rail0%s; rail1%s\n",
+         (long long)firstMs, (unsigned long long)end0.retransmits, (unsigned long long)end1.retransmits,
+         log0.text.c_str(), log1.text.c_str());
+  EXPECT_GE(degraded0, 1) << "no retransmit DEGRADED for the slow lossy flow's rail0 within 10 s";
+  EXPECT_EQ(degraded1, 0) << "DEGRADED for the slow clean flow's rail1";
+  EXPECT_EQ(other, 0) << "other events (link down/up) on rails that never went down";
+}
+
+// A DEGRADED from the pooled windows clears like any other once the loss stops: the evidence it
+// used is not counted again, and the clean flow adds none, so the link is up again the clear
+// time after the last DEGRADED -- at the latest the pool's span (a pooled DEGRADED from windows
+// just before the drop stopped) plus the clear time after the drop stopped.
+TEST_F(DetectorRetransmit, SlowFlowDegradedClearsOnceTheDropStops) {
+  auto det = defaultRailDetector(netns(0));
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  Detector& d = **det;
+  if (!d.activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
+    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
+  ASSERT_TRUE(d.start().ok());
+  LinkKey rail0;
+  for (const auto& w : d.watched())
+    if (w.ifname == "rail0") rail0 = w.key;
+  auto h0 = openNetns(netns(0));
+  auto h1 = openNetns(netns(1));
+  ASSERT_TRUE(h0.ok() && h1.ok());
+  std::string cli = RECCL_CLI_PATH;
+  const BpfOptions bpf = DetectorOptions::fromEnv().bpf;
+  const int64_t clearMs = static_cast<int64_t>(DetectorOptions::fromEnv().stateMachine.degradedClearNs / 1'000'000);
+  const int64_t poolMs = static_cast<int64_t>(bpf.retransPoolWindows * bpf.retransWindowNs / 1'000'000);
+  Stream lossy(*h0, *h1, railAddr(0, 0), railAddr(1, 0), kThinPeriod, kThinWrite);
+  ASSERT_EQ(lossy.error(), "");
+  ASSERT_EQ(system((cli + " inject drop --netns " + netns(0) + " --dev rail0 --side switch --ingress --rate 0.1").c_str()), 0);
+  bool degraded = false;
+  for (reccl::Deadline dl = reccl::Deadline::afterMs(10000); !dl.expired() && !degraded;)
+    for (const auto& e : d.waitEvents(100))
+      if (e.type == LinkEventType::kLinkDegraded && e.link == rail0) degraded = true;
+  ASSERT_TRUE(degraded) << "no retransmit DEGRADED for the slow lossy flow's rail0 within 10 s";
+  ASSERT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
+  auto cleared = std::chrono::steady_clock::now();
+  int64_t upMs = -1, lastDegradedMs = -1;
+  for (reccl::Deadline dl = reccl::Deadline::afterMs(poolMs + clearMs + 1000); !dl.expired() && upMs < 0;) {
+    for (const auto& e : d.waitEvents(100)) {
+      if (e.link != rail0) continue;
+      int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - cleared).count();
+      if (e.type == LinkEventType::kLinkDegraded) lastDegradedMs = ms;
+      if (e.type == LinkEventType::kLinkUp) upMs = ms;
+    }
+  }
+  EXPECT_GT(lossy.sent(), 0u);
+  d.stop();
+  printf("slow flow: rail0 up %lld ms after the drop stopped (-1: not within %lld ms); last DEGRADED after the stop "
+         "at %lld ms (-1: none)\n",
+         (long long)upMs, (long long)(poolMs + clearMs + 1000), (long long)lastDegradedMs);
+  EXPECT_GE(upMs, 0) << "rail0 still degraded " << poolMs + clearMs + 1000 << " ms after the drop stopped";
 }
 
 }  // namespace
