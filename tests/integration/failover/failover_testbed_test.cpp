@@ -506,14 +506,13 @@ TEST_F(Failover, AllreduceFaultDuringAllGatherPhase) {
 //
 // 1 % loss on host 0's rail 0 cable (`reccl inject drop --side switch`, both directions): the link
 // stays up, TCP retransmits; the detector's retransmit hook marks the rail DEGRADED and the
-// library routes around it (reason degraded). Results stay exact.
-// The count threshold is 3 retransmits per window (the rate check stays on): on a loaded machine
-// (ctest -j3 beside CPU hogs) the job sent so few packets per 500 ms window that 30 s of 1 % loss
-// never reached the default 12 retransmits in one window.
+// library routes around it (reason degraded). Results stay exact. At the default detector
+// settings: on a loaded machine the job sends so few segments per 500 ms window that one window
+// does not reach the count, and the pooled windows (docs/detector.md, "Gray failures") do.
 TEST_F(Failover, GrayFailureOnePercentDropDegradedRoutedAround) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
-            "RECCL_RETRANS_THRESHOLD=3 WORKER_SECONDS=5"),
+            "WORKER_SECONDS=5"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   // The retransmit hook is BPF: wait until both ranks' detectors run.
