@@ -70,7 +70,9 @@ LinkEvent waitOne(Detector& d, int ms) {
     auto ev = d.waitEvents(dl.remainingMsForPoll());
     if (!ev.empty()) return ev.front();
   }
-  return LinkEvent{.type = LinkEventType::kLinkUp, .source = RECCL_LINK_SRC_NONE};
+  LinkEvent none;  // source NONE: nothing came
+  none.type = LinkEventType::kLinkUp;
+  return none;
 }
 
 class DetectorLink : public ::testing::Test {

@@ -30,7 +30,9 @@ TEST(LinkEventAbi, EveryKindAndSourceHasAName) {
   for (int s = 0; s < RECCL_LINK_SRC_COUNT; ++s) {
     const char* n = sourceName(static_cast<LinkSource>(s));
     EXPECT_STRNE(n, "unknown") << s;
-    if (s > 0) EXPECT_EQ(sourceFromName(n), static_cast<LinkSource>(s));
+    if (s > 0) {
+      EXPECT_EQ(sourceFromName(n), static_cast<LinkSource>(s));
+    }
   }
   EXPECT_FALSE(sourceFromName("kprobe"));
 }
