@@ -110,6 +110,7 @@ DetectorDaemon::~DetectorDaemon() {
   if (det_) det_->stop();
   det_.reset();  // detaches and unloads every BPF program
   if (socketCreated_) unlink(opts_.socketPath.c_str());
+  if (!dirCreated_.empty()) rmdir(dirCreated_.c_str());  // fails, as it should, when something else is in it
 }
 
 Status DetectorDaemon::setupSocket() {
@@ -127,16 +128,28 @@ Status DetectorDaemon::setupSocket() {
   auto slash = path.rfind('/');
   if (slash != std::string::npos && slash > 0) {
     std::string dir = path.substr(0, slash);
-    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    if (mkdir(dir.c_str(), 0755) == 0)
+      dirCreated_ = dir;  // removed again at exit when empty
+    else if (errno != EEXIST)
       return Status::FromErrno(errno, "detectord: mkdir " + dir);
   }
-  // A socket file left by a crashed daemon: remove it only if nobody answers on it.
+  // A socket file left by a crashed daemon is replaced, and nothing else: the daemon runs as
+  // root, and a mistyped --socket must not delete a file, nor a socket someone serves.
   std::memcpy(addr.sun_path, path.c_str(), path.size());
-  if (UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0)); probe) {
+  struct stat st {};
+  if (lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      return Status(Errc::kInvalidArgument, "socket: " + path + " exists and is not a socket; not replacing it");
+    UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!probe) return Status::FromErrno(errno, "detectord: socket");
     if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
       return Status(Errc::kExists, "detectord: another daemon serves " + path);
+    if (errno != ECONNREFUSED)  // EPROTOTYPE: a socket of another kind, in use
+      return Status::FromErrno(errno, "detectord: " + path + " is a socket that is not a stale daemon's; not replacing it");
+    if (unlink(path.c_str()) != 0) return Status::FromErrno(errno, "detectord: remove the stale socket " + path);
+  } else if (errno != ENOENT) {
+    return Status::FromErrno(errno, "detectord: stat " + path);
   }
-  unlink(path.c_str());
   listen_.reset(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listen_) return Status::FromErrno(errno, "detectord: socket");
   mode_t old = umask(0177);

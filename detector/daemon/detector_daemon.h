@@ -77,6 +77,7 @@ class DetectorDaemon {
   std::map<uid_t, int> clientsPerUid_;
   std::set<LinkKey> fixedWatches_;  // --watch: kept for the daemon's lifetime
   bool socketCreated_ = false;
+  std::string dirCreated_;  // the socket's directory, when this daemon made it
   bool acceptPaused_ = false;        // out of descriptors: resumes when a client leaves
   uint64_t lastRefusalLogNs_ = 0;
   uint64_t refusalsSinceLog_ = 0;

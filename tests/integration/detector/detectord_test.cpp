@@ -11,10 +11,13 @@
 #include <sys/socket.h>
 #include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/vfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -305,6 +308,89 @@ TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {
   EXPECT_EQ(kill(first.pid(), 0), 0);
   auto c = DetectorClient::connect(sock);
   EXPECT_TRUE(c.ok()) << "first daemon's socket was taken over";
+}
+
+// The daemon runs as root: --socket naming a file that is not a stale daemon socket (a typo onto
+// a regular file, a stream socket someone serves) is refused, with usage exit 64 or exit 1, and
+// the file is left as it was; a stale socket (its daemon gone) is replaced.
+TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: BPF";
+  char dirTemplate[] = "/tmp/rdt-sock-XXXXXX";
+  ASSERT_NE(mkdtemp(dirTemplate), nullptr);
+  const std::string dir = dirTemplate;
+  struct Cleanup {
+    std::string dir;
+    pid_t pid = -1;
+    ~Cleanup() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+      std::system(("rm -rf " + dir).c_str());
+    }
+  } cleanup{dir};
+  auto startDaemon = [](const std::string& sock) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 1);
+      dup2(devnull, 2);
+      execl(RECCL_DETECTORD_PATH, RECCL_DETECTORD_PATH, "--socket", sock.c_str(), "--metrics-port", "-1",
+            "--source", "netlink", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    return pid;
+  };
+  auto exitOf = [](pid_t pid) {
+    Deadline dl = Deadline::afterMs(20000);
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (dl.expired()) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        return -1;  // it ran on: it took the path
+      }
+      usleep(10000);
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  };
+  auto bound = [](const std::string& path, int type) {
+    int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, path.c_str(), path.size());
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 && listen(fd, 1) == 0) return fd;
+    if (fd >= 0) close(fd);
+    return -1;
+  };
+
+  const std::string file = dir + "/regular.sock";
+  { std::ofstream(file) << "keep me"; }
+  EXPECT_EQ(exitOf(startDaemon(file)), 64);
+  std::ifstream in(file);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "keep me") << "the daemon removed or changed a regular file";
+
+  const std::string stream = dir + "/stream.sock";  // a stream socket in use: someone else's
+  int fd = bound(stream, SOCK_STREAM);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(exitOf(startDaemon(stream)), 1);
+  struct stat st {};
+  EXPECT_EQ(stat(stream.c_str(), &st), 0) << "the daemon removed a socket in use";
+  close(fd);
+
+  const std::string stale = dir + "/stale.sock";  // a daemon's socket whose daemon is gone
+  fd = bound(stale, SOCK_SEQPACKET);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  cleanup.pid = startDaemon(stale);
+  Deadline dl = Deadline::afterMs(15000);
+  bool served = false;
+  while (!served && !dl.expired()) {
+    served = DetectorClient::connect(stale).ok();
+    if (!served) usleep(20000);
+  }
+  EXPECT_TRUE(served) << "the daemon did not take over a stale socket";
 }
 
 // An invalid RECCL_* value is refused at start with usage exit 64, naming the variable, its value
