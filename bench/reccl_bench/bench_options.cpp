@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
@@ -253,8 +254,8 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   }
   if (o.maxBytes < o.minBytes)
     return Status(Errc::kInvalidArgument, "-e/--maxbytes: smaller than -b/--minbytes");
-  if (o.stepFactor != 0 && !(o.stepFactor > 1.0))
-    return Status(Errc::kInvalidArgument, "-f/--stepfactor: must be greater than 1");
+  if (o.stepFactor != 0 && !(o.stepFactor > 1.0 && std::isfinite(o.stepFactor)))
+    return Status(Errc::kInvalidArgument, "-f/--stepfactor: must be a finite number greater than 1");
   if (o.stepFactor == 0 && o.stepBytes <= 0 && o.maxBytes > o.minBytes)
     return Status(Errc::kInvalidArgument, "-i/--stepbytes: must be positive");
   if (o.iters < 1) return Status(Errc::kInvalidArgument, "-n/--iters: must be at least 1");
@@ -306,7 +307,9 @@ std::vector<int64_t> sizeList(const BenchOptions& o) {
     out.push_back(s);
     int64_t next;
     if (o.stepFactor > 1.0) {
-      next = static_cast<int64_t>(double(s) * o.stepFactor);
+      const double grown = double(s) * o.stepFactor;
+      if (!(grown <= double(o.maxBytes))) break;  // also before the cast could overflow
+      next = static_cast<int64_t>(grown);
       if (next <= s) next = s + 1;  // from 0 or 1 byte a factor alone never grows
     } else {
       if (o.stepBytes <= 0) break;

@@ -2,6 +2,7 @@
 // error naming the argument for every bad value.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <string>
@@ -142,6 +143,8 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"-b", "12Q"}, "-b/--minbytes"},
       {{"-b", "1M", "-e", "1K"}, "-e/--maxbytes"},
       {{"-f", "1"}, "-f/--stepfactor"},
+      {{"-f", "inf"}, "-f/--stepfactor"},
+      {{"-f", "nan"}, "-f/--stepfactor"},
       {{"-n", "0"}, "-n/--iters"},
       {{"-w", "-1"}, "-w/--warmup_iters"},
       {{"-c", "-1"}, "-c/--check"},
@@ -210,6 +213,11 @@ TEST(BenchOptions, SizeListsGrowByFactorOrStep) {
   EXPECT_EQ(sizeList(o), (std::vector<int64_t>{0, 1, 2, 4}));
   o.minBytes = o.maxBytes = 64 << 20;
   EXPECT_EQ(sizeList(o), (std::vector<int64_t>{64 << 20}));
+  // A factor that would carry the size past what int64 holds ends the list at the last size.
+  o.minBytes = 1 << 30;
+  o.maxBytes = INT64_MAX;
+  o.stepFactor = 1e300;
+  EXPECT_EQ(sizeList(o), (std::vector<int64_t>{1 << 30}));
 }
 
 }  // namespace
