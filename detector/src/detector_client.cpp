@@ -19,6 +19,22 @@ namespace reccl::detector {
 
 using nlohmann::json;
 
+namespace {
+
+// A reply of {"ok": bool, "error": string}: a refusal is `refused` with the daemon's reason; a
+// reply of another shape is kProtocol (never an exception out of the library).
+Status okReply(const std::string& text, const char* op, Errc refused) {
+  json j = json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("ok") || !j["ok"].is_boolean())
+    return Status(Errc::kProtocol, std::string("detectord: ") + op + " reply without a boolean 'ok'");
+  if (j["ok"].get<bool>()) return Status::Ok();
+  const auto err = j.find("error");
+  std::string why = err != j.end() && err->is_string() ? err->get<std::string>() : std::string(op) + " refused";
+  return Status(refused, why);
+}
+
+}  // namespace
+
 MappedLinkState::~MappedLinkState() {
   if (slots_) munmap(const_cast<reccl_link_slot*>(slots_), bytes_);
 }
@@ -141,9 +157,7 @@ Result<WatchedLink> DetectorClient::watch(const WatchSpec& spec) {
 
 Status DetectorClient::unwatch(LinkKey key) {
   RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "unwatch"}, {"netns_ino", key.netnsIno}, {"ifindex", key.ifindex}}.dump(), "unwatch"));
-  json j = json::parse(r, nullptr, false);
-  if (!j.value("ok", false)) return Status(Errc::kNotFound, j.value("error", std::string("unwatch refused")));
-  return Status::Ok();
+  return okReply(r, "unwatch", Errc::kNotFound);
 }
 
 Result<std::string> DetectorClient::statusJson() { return request(json{{"op", "status"}}.dump(), "status"); }
@@ -151,8 +165,7 @@ Result<std::string> DetectorClient::statusJson() { return request(json{{"op", "s
 Result<std::unique_ptr<MappedLinkState>> DetectorClient::mapLinkState() {
   UniqueFd mapFd;
   RECCL_ASSIGN_OR_RETURN(std::string r, request(json{{"op", "map"}}.dump(), "map", &mapFd));
-  json j = json::parse(r, nullptr, false);
-  if (!j.value("ok", false)) return Status(Errc::kUnsupported, j.value("error", std::string("no link-state map")));
+  RECCL_TRY(okReply(r, "map", Errc::kUnsupported));
   if (!mapFd) return Status(Errc::kProtocol, "detectord: map reply without a file descriptor");
   size_t bytes = sizeof(reccl_link_slot) * RECCL_LINK_MAX_SLOTS;
   long page = sysconf(_SC_PAGESIZE);

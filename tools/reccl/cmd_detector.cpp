@@ -7,10 +7,12 @@
 
 #include <cinttypes>
 #include <cstdio>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "command.h"
+#include "reccl/cli/finite_number.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
@@ -181,11 +183,30 @@ int runWatch(const WatchArgs& a) {
   return kExitOk;
 }
 
+// The daemon's status reply as a table.
+void printStatus(const nlohmann::json& j) {
+  std::printf("mode: %s   clients: %d\nsources:\n", j.value("mode", "").c_str(), j.value("clients", 0));
+  for (const auto& src : j.at("sources"))
+    std::printf("  %-45s %s %s\n", src.value("name", "").c_str(), src.value("active", false) ? "active  " : "inactive",
+                src.value("reason", "").c_str());
+  std::printf("links:\n");
+  for (const auto& l : j.at("links"))
+    std::printf("  %s:%-10s ifindex %-4u slot %-3u %-9s phys=%s suppressed=%s penalty=%.0f flaps=%" PRIu64 " epoch=%" PRIu64 "\n",
+                l.value("netns", "").empty() ? "(own)" : l.value("netns", "").c_str(), l.value("ifname", "").c_str(),
+                l.value("ifindex", 0u), l.value("slot", 0u), l.value("state", "").c_str(),
+                l.value("physical_up", false) ? "up" : "down", l.value("suppressed", false) ? "yes" : "no",
+                l.value("penalty", 0.0), l.value("flaps", uint64_t(0)), l.value("epoch", uint64_t(0)));
+  const auto& c2 = j.at("counters");
+  std::printf("counters: events %" PRIu64 ", ring-buffer drops %" PRIu64 ", debounced %" PRIu64 ", stale %" PRIu64 "\n",
+              c2.value("events", uint64_t(0)), c2.value("ringbuf_drops", uint64_t(0)), c2.value("debounced", uint64_t(0)),
+              c2.value("stale", uint64_t(0)));
+}
+
 int runStatus(bool json, const std::string& socketPath) {
   auto c = DetectorClient::connect(socketPath);
   if (!c.ok()) {
     std::fprintf(stderr, "reccl detector status: %s\n", c.status().message().c_str());
-    return kExitFailed;
+    return c.status().code() == Errc::kInvalidArgument ? kExitUsage : kExitFailed;
   }
   auto s = c.value()->statusJson();
   if (!s.ok()) {
@@ -197,25 +218,17 @@ int runStatus(bool json, const std::string& socketPath) {
     return kExitOk;
   }
   auto j = nlohmann::json::parse(s.value(), nullptr, false);
-  if (j.is_discarded()) {
+  if (!j.is_object()) {
     std::fprintf(stderr, "reccl detector status: malformed reply from the daemon\n");
     return kExitFailed;
   }
-  std::printf("mode: %s   clients: %d\nsources:\n", j.value("mode", "").c_str(), j.value("clients", 0));
-  for (const auto& src : j["sources"])
-    std::printf("  %-45s %s %s\n", src.value("name", "").c_str(), src.value("active", false) ? "active  " : "inactive",
-                src.value("reason", "").c_str());
-  std::printf("links:\n");
-  for (const auto& l : j["links"])
-    std::printf("  %s:%-10s ifindex %-4u slot %-3u %-9s phys=%s suppressed=%s penalty=%.0f flaps=%" PRIu64 " epoch=%" PRIu64 "\n",
-                l.value("netns", "").empty() ? "(own)" : l.value("netns", "").c_str(), l.value("ifname", "").c_str(),
-                l.value("ifindex", 0u), l.value("slot", 0u), l.value("state", "").c_str(),
-                l.value("physical_up", false) ? "up" : "down", l.value("suppressed", false) ? "yes" : "no",
-                l.value("penalty", 0.0), l.value("flaps", uint64_t(0)), l.value("epoch", uint64_t(0)));
-  const auto& c2 = j["counters"];
-  std::printf("counters: events %" PRIu64 ", ring-buffer drops %" PRIu64 ", debounced %" PRIu64 ", stale %" PRIu64 "\n",
-              c2.value("events", uint64_t(0)), c2.value("ringbuf_drops", uint64_t(0)), c2.value("debounced", uint64_t(0)),
-              c2.value("stale", uint64_t(0)));
+  // A field of another type than the daemon's own makes the reader throw: a malformed reply too.
+  try {
+    printStatus(j);
+  } catch (const nlohmann::json::exception& e) {
+    std::fprintf(stderr, "reccl detector status: malformed reply from the daemon: %s\n", e.what());
+    return kExitFailed;
+  }
   return kExitOk;
 }
 
@@ -237,22 +250,30 @@ void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   watch->add_option("--netns", wa.netns, "network namespace: name under /run/netns or a path (default: own)");
   watch->add_option("--dev", wa.devs, "device to watch (repeatable; default: every device but lo)");
   watch->add_option("--source", wa.source, "auto (BPF where it loads, else rtnetlink), bpf or netlink")->capture_default_str();
-  watch->add_option("--hold-down-ms", wa.holdDownMs, "a link must stay up this long before LinkUp (default RECCL_HOLDDOWN_MS)");
+  watch->add_option("--hold-down-ms", wa.holdDownMs, "a link must stay up this long before LinkUp (default RECCL_HOLDDOWN_MS)")
+      ->check(CLI::Range(int64_t{0}, int64_t{86'400'000}));
   watch->add_flag("--signals", wa.signals,
                   "also every raw signal as its source produced it (RDMA port events included), before the "
                   "state machine folds them into link events");
-  watch->add_option("--duration", wa.durationS, "stop after this many seconds (default: until Ctrl-C)");
+  watch->add_option("--duration", wa.durationS, "stop after this many seconds (default: until Ctrl-C)")
+      ->check(FiniteNumber)
+      ->check(CLI::Range(0.001, 31'536'000.0));  // a year: the deadline's nanoseconds stay within int64
   watch->add_option("--count", wa.count, "stop after printing this many events (default: no limit)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(int64_t{1}, std::numeric_limits<int64_t>::max()));
   watch->callback([&ctx] { ctx.exitCode = runWatch(wa); });
 
   static bool statusJson = false;
   static std::string socketPath;
   auto* status = cmd->add_subcommand("status", "ask reccl-detectord: active sources, watched links, states, drops");
   status->add_flag("--json", statusJson, "print the daemon's JSON reply");
-  status->add_option("--socket", socketPath, "daemon socket (default RECCL_DETECTORD_SOCKET)");
-  status->callback([&ctx] {
+  auto* socketOpt = status->add_option("--socket", socketPath, "daemon socket (default RECCL_DETECTORD_SOCKET)");
+  status->callback([&ctx, socketOpt] {
     if ((ctx.exitCode = refuseInvalidParams("status")) != 0) return;
+    if (socketOpt->count() > 0 && socketPath.empty()) {
+      std::fprintf(stderr, "reccl detector status: --socket: empty path\n");
+      ctx.exitCode = kExitUsage;
+      return;
+    }
     ctx.exitCode = runStatus(statusJson, socketPath.empty() ? reccl::params::DetectordSocket() : socketPath);
   });
 }

@@ -13,6 +13,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "reccl/cli/finite_number.h"
 #include "reccl/sim/bench_costs.h"
 #include "reccl/sim/report.h"
 #include "reccl/sim/scenario.h"
@@ -36,7 +37,7 @@ reccl::Result<json> readJson(const std::string& option, const std::string& path)
   if (!f) return reccl::Status::FromErrno(errno, option + ": cannot open " + path);
   try {
     return json::parse(f);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for a number past a double's range
     return reccl::Status{reccl::Errc::kInvalidArgument, option + ": " + path + ": not JSON: " + e.what()};
   }
 }
@@ -90,10 +91,13 @@ int main(int argc, char** argv) {
   app.add_option("--costs", costsPath, "reccl-bench --fault-plan --json file: reccl's measured stall, detection, bandwidth");
   app.add_option("--trace", tracePath, "replay these faults (JSON trace) instead of drawing them");
   app.add_option("--gpus", gpus, "GPUs in the job (cluster.gpus)")->check(CLI::Range(int64_t(1), int64_t(100'000'000)));
-  app.add_option("--days", days, "simulated span in days (job.days)")->check(CLI::Range(1e-9, 36500.0));
+  app.add_option("--days", days, "simulated span in days (job.days)")
+      ->check(reccl::cli::FiniteNumber)
+      ->check(CLI::Range(1e-9, 36500.0));
   app.add_option("--work-s", workS, "run until this much fault-free work is done; report the wall time (job.work_s)")
+      ->check(reccl::cli::FiniteNumber)
       ->check(CLI::Range(1e-9, 1e12));
-  app.add_option("--seed", seed, "first seed (default 1)");
+  app.add_option("--seed", seed, "first seed (default 1)")->check(CLI::NonNegativeNumber);
   app.add_option("--seeds", seeds, "seeds to run; results are mean ± 95 % CI over them (default 1)")
       ->check(CLI::Range(1, 100000));
   app.add_option("--policies", policiesArg, "comma-separated subset of the policies (default: all)");

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,8 +14,10 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "reccl/detector/daemon_protocol.h"
 #include "veth_lab.h"
 
 namespace reccl::detector {
@@ -123,6 +127,57 @@ TEST(DetectorCli, BadInputIsRefusedWithUsageExit) {
   out = runCapture(std::string(RECCL_CLI_PATH) + " detector status --socket /tmp/rdt-none.sock", &rc);
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("no daemon"), std::string::npos) << out;
+  // Numbers the watch would turn into a run without end, or into an overflowing deadline.
+  for (const char* bad : {"--duration -1", "--duration nan", "--duration inf", "--duration 1e300",
+                          "--hold-down-ms -1"}) {
+    out = runCapture("timeout 20 " + std::string(RECCL_CLI_PATH) + " detector watch --source netlink " + bad, &rc);
+    EXPECT_EQ(rc, 64) << bad << ": " << out;
+    EXPECT_NE(out.find(std::string(bad).substr(0, std::string(bad).find(' '))), std::string::npos) << out;
+  }
+  out = runCapture(std::string(RECCL_CLI_PATH) + " detector status --socket ''", &rc);
+  EXPECT_EQ(rc, 64) << out;
+  out = runCapture(std::string(RECCL_CLI_PATH) + " detector status --socket /tmp/" + std::string(200, 'a'), &rc);
+  EXPECT_EQ(rc, 64) << out;
+}
+
+// A daemon's status reply whose fields have other types than the daemon's own is a failure with
+// a message (exit 1), not an abort of the CLI.
+TEST(DetectorCli, StatusOfAMalformedReplyFailsCleanly) {
+  const std::string path = "/tmp/rdt-fake-" + std::to_string(getpid()) + ".sock";
+  int srv = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(srv, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size());
+  unlink(path.c_str());
+  ASSERT_EQ(bind(srv, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(srv, 4), 0);
+  const std::string version = std::to_string(kDaemonProtocolVersion);
+  const std::string hello = R"({"op":"hello","version":)" + version + "}";
+  for (const std::string& reply : {R"({"op":"status","version":)" + version + R"(,"mode":5})",
+                                   R"({"op":"status","version":)" + version + R"(,"sources":[1]})",
+                                   R"({"op":"status","version":)" + version + R"(,"links":{"a":1}})"}) {
+    // One client at a time: hello, then the status request, each answered.
+    std::thread fake([&] {
+      int c = accept4(srv, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) return;
+      char buf[4096];
+      for (const std::string& answer : {hello, reply}) {
+        pollfd p{c, POLLIN, 0};
+        if (poll(&p, 1, 10000) <= 0 || recv(c, buf, sizeof(buf), 0) <= 0) break;
+        if (send(c, answer.data(), answer.size(), MSG_NOSIGNAL) < 0) break;
+      }
+      recv(c, buf, sizeof(buf), 0);  // until the CLI closes
+      close(c);
+    });
+    int rc = -1;
+    std::string out = runCapture("timeout 20 " + std::string(RECCL_CLI_PATH) + " detector status --socket " + path, &rc);
+    fake.join();
+    EXPECT_EQ(rc, 1) << reply << ": " << out;
+    EXPECT_NE(out.find("malformed reply"), std::string::npos) << out;
+  }
+  close(srv);
+  unlink(path.c_str());
 }
 
 }  // namespace

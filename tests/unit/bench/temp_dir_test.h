@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 
@@ -14,8 +15,10 @@ class TempDirTest : public ::testing::Test {
  protected:
   explicit TempDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           (prefix_ + std::to_string(getpid()) + "-" + ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    // A parameterized test's name holds '/' ("Rows/0"): one folder, not a folder per part.
+    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    std::replace(name.begin(), name.end(), '/', '-');
+    dir_ = std::filesystem::temp_directory_path() / (prefix_ + std::to_string(getpid()) + "-" + name);
     std::filesystem::remove_all(dir_);
     std::filesystem::create_directories(dir_);
   }

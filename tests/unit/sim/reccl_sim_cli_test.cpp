@@ -89,6 +89,8 @@ INSTANTIATE_TEST_SUITE_P(
     All, SimCliRefuses,
     ::testing::Values(BadInput{"--scenario", R"({"job": {"restart": 60}})", "job: unknown key \"restart\""},
                       BadInput{"--scenario", "{", "not JSON"},
+                      BadInput{"--scenario", R"({"job": {"days": 1e400}})", "number overflow"},
+                      BadInput{"--trace", R"({"faults": [{"at_s": 1e400}]})", "number overflow"},
                       BadInput{"--trace", R"({"faults": [{"kind": "down", "at_s": 1, "host": 99999, "nic": 0, "duration_s": 5}]})",
                                "faults[0].host: must be an integer in [0, 4095]"},
                       BadInput{"--costs", R"({"tool": "reccl-bench", "mode": "fault-plan", "faults": []})",
@@ -96,6 +98,13 @@ INSTANTIATE_TEST_SUITE_P(
 
 TEST_F(SimCli, UsageErrorsExit64) {
   EXPECT_EQ(sim({"--seeds", "0"}), 64) << out_;
+  // Not a quiet run of the defaults, nor a wrapped seed.
+  for (const char* opt : {"--days", "--work-s"})
+    for (const char* v : {"nan", "inf"}) {
+      EXPECT_EQ(sim({opt, v}), 64) << opt << " " << v << ": " << out_;
+      EXPECT_NE(out_.find(opt), std::string::npos) << out_;
+    }
+  EXPECT_EQ(sim({"--seed", "-1"}), 64) << out_;
   EXPECT_EQ(sim({"--policies", "nccl"}), 64) << out_;
   EXPECT_NE(out_.find("no policy \"nccl\""), std::string::npos) << out_;
   EXPECT_EQ(sim({"--plot", (dir_ / "x.png").string()}), 64) << out_;
