@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <chrono>
 #include <cinttypes>
 #include <cstring>
 
@@ -250,7 +251,9 @@ void BootstrapRoot::run() {
   for (;;) {
     if (failed_) return;
     if (tableSent_ && !cfg_.lingerUntilStopped) return;
-    if (!tableSent_ && cfg_.deadline.expired()) {
+    if (!tableSent_ && cfg_.deadline.expired() &&
+        (have_ == 0 || Clock::now() - cfg_.deadline.at() >=
+                           std::chrono::milliseconds(kRootWaitPastDeadlineMs))) {
       failAll("not every rank joined before the deadline (" + std::to_string(have_) + " of " +
               std::to_string(nranks_) + ")");
       return;

@@ -31,12 +31,18 @@ namespace reccl::core {
 // the timeout rather than the root hanging up on it.
 inline constexpr int64_t kRootGraceMs = 1000;
 
+// A rank stopped while it waits (SIGSTOP) keeps its socket open: the root's wait still ends.
+inline constexpr int64_t kRootWaitPastDeadlineMs = 24ll * 3600 * 1000;
+
 struct BootstrapConfig {
   uint32_t addr = 0;  // network order; 0: any
   uint16_t port = 0;  // 0: pick one
   uint64_t jobId = 0;
   Key bootKey{};
-  Deadline deadline = Deadline::never();  // for the rank table to go out
+  // For the rank table to go out. Past it the root still waits while a rank that joined waits
+  // for the table (bounded by that rank's own deadline, which may be longer: a communicator's
+  // config), at most kRootWaitPastDeadlineMs; with no rank waiting it fails at once.
+  Deadline deadline = Deadline::never();
   // Keep serving after the table went out (refusing everyone, failing the communicator on a
   // late claim of this job's ranks) until stop(): for roots at a launcher's fixed address.
   bool lingerUntilStopped = false;

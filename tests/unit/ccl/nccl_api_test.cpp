@@ -69,7 +69,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadConfig{"Timeout", [](recclConfig_t* c) { c->timeoutMs = 0; }, "config.timeoutMs"},
                       BadConfig{"BootTimeout", [](recclConfig_t* c) { c->bootstrapTimeoutMs = -5; },
                                 "config.bootstrapTimeoutMs"}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& test) { return std::string(test.param.name); });
 
 TEST(NcclApi, ConfigInitializerIsVersioned) {
   recclConfig_t c = RECCL_CONFIG_INITIALIZER;
@@ -144,6 +144,42 @@ TEST(NcclApi, DestroyWaitsOutAPendingInitByTheCommunicatorsConfig) {
   recclComm_t comm = nullptr;
   ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
   EXPECT_EQ(recclCommDestroy(comm), recclSuccess) << recclGetLastError(nullptr);
+}
+
+// A rank may join as late as the communicator's config allows, past the environment's bootstrap
+// timeout that recclGetUniqueId's root was started with: the root waits while a rank that joined
+// waits for it (as torch's process groups need: their timeout reaches every rank's init).
+TEST(NcclApi, ARankLaterThanTheRootsDeadlineJoinsWithinTheConfigsTimeout) {
+  ScopedEnv boot("RECCL_BOOTSTRAP_TIMEOUT_MS", "500");  // the root's deadline: 0.5 s + 1 s grace
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+  cfg.bootstrapTimeoutMs = 20000;
+  recclComm_t comms[2] = {nullptr, nullptr};
+  recclResult_t rc0 = recclInternalError;
+  std::thread first([&] { rc0 = recclCommInitRankConfig(&comms[0], 2, id, 0, &cfg); });
+  std::this_thread::sleep_for(milliseconds(2500));  // late: past the root's own deadline
+  recclResult_t rc1 = recclCommInitRankConfig(&comms[1], 2, id, 1, &cfg);
+  std::string why1 = recclGetLastError(nullptr);
+  first.join();
+  EXPECT_EQ(rc0, recclSuccess);
+  EXPECT_EQ(rc1, recclSuccess) << why1;
+  if (rc0 == recclSuccess && rc1 == recclSuccess) {
+    int32_t in[2] = {1, 2}, out[2] = {0, 0};
+    recclResult_t rcs[2] = {recclInternalError, recclInternalError};
+    std::thread other([&] { rcs[0] = recclAllReduce(&in[0], &out[0], 1, recclInt32, recclSum, comms[0], nullptr); });
+    rcs[1] = recclAllReduce(&in[1], &out[1], 1, recclInt32, recclSum, comms[1], nullptr);
+    other.join();
+    EXPECT_EQ(rcs[0], recclSuccess);
+    EXPECT_EQ(rcs[1], recclSuccess);
+    EXPECT_EQ(out[0], 3);
+    EXPECT_EQ(out[1], 3);
+  }
+  std::thread destroyFirst([&] {
+    if (comms[0]) recclCommDestroy(comms[0]);
+  });
+  if (comms[1]) recclCommDestroy(comms[1]);
+  destroyFirst.join();
 }
 
 TEST(NcclApi, AbortDuringNonBlockingInitReturnsAtOnce) {
