@@ -1,10 +1,10 @@
 #include "store_bootstrap.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -22,23 +22,16 @@ constexpr char kIdKey[] = "reccl_torch/unique_id";
 constexpr uint8_t kIdFollows = 1;
 constexpr uint8_t kErrorFollows = 0;
 
-// The C API reads the collective deadline from RECCL_TIMEOUT_MS when a communicator is created
-// (it has no per-communicator setting), so the group's timeout is passed that way. The variable
-// is set once and later only replaced (glibc swaps the string in place then, which other threads'
-// getenv tolerate; adding a variable may move the environment array under them), and the lock
-// keeps it at this group's value until its init has read it.
-std::mutex envMu;
-bool envIsOurs = false;
-
+// The group's timeout bounds this communicator's init and each of its calls, as Gloo's and
+// ProcessGroupNCCL's timeouts do: the config's bootstrap and collective deadlines. A
+// RECCL_BOOTSTRAP_TIMEOUT_MS or RECCL_TIMEOUT_MS the user set holds instead, for every group.
 recclResult_t initRankWithTimeout(recclComm_t* comm, int size, const recclUniqueId& id, int rank,
                                   std::chrono::milliseconds timeout) {
-  std::lock_guard lk(envMu);
-  if (envIsOurs || std::getenv("RECCL_TIMEOUT_MS") == nullptr) {
-    int64_t ms = std::max<int64_t>(1, timeout.count());
-    setenv("RECCL_TIMEOUT_MS", std::to_string(ms).c_str(), 1);
-    envIsOurs = true;
-  }
-  return recclCommInitRank(comm, size, id, rank);
+  const int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT_MAX));
+  recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+  if (std::getenv("RECCL_BOOTSTRAP_TIMEOUT_MS") == nullptr) cfg.bootstrapTimeoutMs = ms;
+  if (std::getenv("RECCL_TIMEOUT_MS") == nullptr) cfg.timeoutMs = ms;
+  return recclCommInitRankConfig(comm, size, id, rank, &cfg);
 }
 
 recclUniqueId publishId(c10d::Store& store) {

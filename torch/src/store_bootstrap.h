@@ -14,8 +14,8 @@
 namespace reccl_torch {
 
 // Raises (c10::Error) with reccl's message when rank 0 could not make the id or any rank could
-// not join. `timeout` becomes the communicator's collective deadline (RECCL_TIMEOUT_MS) unless
-// the user set that variable.
+// not join. `timeout` becomes the communicator's bootstrap and collective deadlines (its
+// recclConfig_t) unless the user set RECCL_BOOTSTRAP_TIMEOUT_MS / RECCL_TIMEOUT_MS.
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout);
 
 }  // namespace reccl_torch

@@ -7,9 +7,11 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
   init_failure    rank 0 cannot make the unique id: it raises reccl's message, rank 1 raises
                   "rank 0 could not create the communicator" with it, without waiting for a timeout
   peer_death      a rank exits mid-job: the other's next collective raises reccl's remote error
+  init_timeout    a group one rank never makes: the other's init raises at the group's timeout,
+                  not at reccl's default bootstrap timeout (30 s)
   timeout_wait    a collective nobody joins: wait() raises at the group's timeout; later calls fail
   timeout_future  the same through the future DDP waits on: reccl's own deadline (the group's
-                  timeout, passed as RECCL_TIMEOUT_MS) fails the call
+                  timeout, the communicator's config) fails the call
   wait_timeout    wait(timeout) shorter than the group's: raises then; destroying the group ends
                   the call still inside reccl (abort) instead of waiting out the group's timeout
 
@@ -138,6 +140,25 @@ def _nobody_joins(rank, world, store_url, timeout_s, on_rank0):
     assert took < SLACK_S, f"destroying the group took {took:.1f} s"
     dist.destroy_process_group()
     return result
+
+
+def case_init_timeout(rank, world, store_url):
+    import reccl_torch
+    dist = _init(rank, world, store_url)
+    store = dist.distributed_c10d._get_default_store()
+    took = None
+    if rank == 0:
+        try:
+            msg, took = _raises(lambda: reccl_torch.ProcessGroupReccl(
+                dist.PrefixStore("alone", store), rank, world, datetime.timedelta(seconds=3)))
+            _expect(msg, "init")
+            assert 3.0 <= took < 3.0 + SLACK_S, f"init raised after {took:.2f} s, the group's timeout is 3 s"
+        finally:
+            store.set("rank0_done", "1")
+    else:
+        store.wait(["rank0_done"], datetime.timedelta(seconds=120))
+    dist.destroy_process_group()
+    return took
 
 
 def case_timeout_wait(rank, world, store_url):
