@@ -157,6 +157,9 @@ TEST_F(TestbedLifecycle, TwoTestbedsInParallelDoNotCollide) {
 
 TEST_F(TestbedLifecycle, BadInputIsRefusedWithNothingLeftBehind) {
   const std::string name = reccl::test::uniqueTestbedName();
+  // Removes whatever a case that was wrongly accepted built, also when an assertion fails.
+  int guardPid = -1;
+  int guard = reccl::test::startTeardownGuard(name, &guardPid);
   struct Case {
     std::vector<std::string> args;
     int exitCode;
@@ -170,6 +173,7 @@ TEST_F(TestbedLifecycle, BadInputIsRefusedWithNothingLeftBehind) {
       {{"testbed", "up", "--name", name, "--rails", "9"}, 64, "--rails"},
       {{"testbed", "up", "--name", name, "--mtu", "50"}, 64, "--mtu"},
       {{"testbed", "up", "--name", name, "--nic", "rdma"}, 64, "--nic"},
+      {{"testbed", "up", "--name", name, "--nic", "veth", "--wire-prio", "5"}, 64, "--wire-prio"},
       {{"testbed", "up", "--name", "Bad_Name"}, 64, "--name"},
       {{"testbed", "up", "--name", "-x"}, 64, ""},
       {{"testbed", "up", "--name", "waytoolongname1"}, 64, "--name"},
@@ -191,6 +195,7 @@ TEST_F(TestbedLifecycle, BadInputIsRefusedWithNothingLeftBehind) {
     EXPECT_TRUE(tracesOf(name).empty()) << join(c.args) << " left " << join(tracesOf(name));
   }
   EXPECT_TRUE(tracesOf("Bad_Name").empty());
+  close(guard);
 }
 
 TEST_F(TestbedLifecycle, FailureHalfwayThroughUpRollsEverythingBack) {

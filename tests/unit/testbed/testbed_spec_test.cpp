@@ -43,9 +43,12 @@ TEST(TestbedSpec, RangesAreChecked) {
   bad([](TestbedSpec& t) { t.mtu = 65536; }, "--mtu");
   bad([](TestbedSpec& t) { t.wirePrio = -1; }, "--wire-prio");
   bad([](TestbedSpec& t) { t.wirePrio = 100; }, "--wire-prio");
+  // The priority is the tap forwarder's; a veth testbed has no forwarder to give it to.
+  bad([](TestbedSpec& t) { t.wirePrio = 5; }, "--wire-prio");
   TestbedSpec edge = s;
   edge.hosts = 64;
   edge.rails = 8;
+  edge.nic = NicKind::kTap;
   edge.wirePrio = 99;
   EXPECT_TRUE(validateSpec(edge).ok());
   edge.wirePrio = 0;

@@ -41,6 +41,12 @@ Status validateSpec(const TestbedSpec& spec) {
   if (spec.wirePrio < 0 || spec.wirePrio > kMaxWirePrio) {
     return {Errc::kInvalidArgument, "--wire-prio " + std::to_string(spec.wirePrio) + " out of range [0, 99]"};
   }
+  // The priority is the tap forwarder's; a veth testbed has no forwarder, and accepting the
+  // option there would let a measurement claim a setting it never had.
+  if (spec.wirePrio != 0 && spec.nic != NicKind::kTap) {
+    return {Errc::kInvalidArgument, "--wire-prio " + std::to_string(spec.wirePrio) +
+                                        " applies to tap NICs only (--nic tap); a veth testbed has no forwarder"};
+  }
   return Status::Ok();
 }
 

@@ -35,7 +35,8 @@ struct TestbedSpec {
 
 // [a-z0-9][a-z0-9-]*, at most 12 characters. kInvalidArgument naming the argument otherwise.
 Status validateTestbedName(std::string_view name);
-// Name, hosts in [1,64], rails in [1,8], mtu in [68, 65535], wire priority in [0, 99].
+// Name, hosts in [1,64], rails in [1,8], mtu in [68, 65535], wire priority in [0, 99] and only
+// with tap NICs.
 Status validateSpec(const TestbedSpec& spec);
 
 }  // namespace reccl::testbed
