@@ -1,17 +1,15 @@
 // `reccl inject`: kernel-level faults on testbed (or real) NICs. Thin: flags -> reccl_inject.
-#include <signal.h>
-#include <sys/signalfd.h>
-
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "command.h"
-#include "reccl/common/unique_fd.h"
 #include "reccl/inject/fault_plan.h"
 #include "reccl/inject/fault_session.h"
 #include "reccl/inject/plan_runner.h"
+#include "stop_signals.h"
 
 namespace reccl::cli {
 
@@ -54,32 +52,6 @@ struct TargetFlags {
     RECCL_ASSIGN_OR_RETURN(inject::Side s, inject::parseSide(side));
     return Target{netns, dev, s};
   }
-};
-
-// SIGINT/SIGTERM become a readable fd, so a running plan stops at its next wait and undoes what
-// it did instead of dying half-way.
-class StopSignals {
- public:
-  StopSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old_);
-    fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  }
-  ~StopSignals() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
-  int fd() const { return fd_.get(); }
-  int caught() {
-    signalfd_siginfo si{};
-    if (fd_ && ::read(fd_.get(), &si, sizeof(si)) == sizeof(si)) return static_cast<int>(si.ssi_signo);
-    return 0;
-  }
-
- private:
-  sigset_t old_{};
-  UniqueFd fd_;
 };
 
 int runAndReport(const char* cmd, const inject::FaultPlan& plan, inject::PlanRunOptions opts,

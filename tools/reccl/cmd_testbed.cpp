@@ -1,9 +1,11 @@
 // `reccl testbed`: up / down / exec / run / list / show. Thin: parse flags, call reccl_testbed.
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "command.h"
+#include "stop_signals.h"
 #include "reccl/testbed/child_process.h"
 #include "reccl/testbed/rank_runner.h"
 #include "reccl/testbed/testbed.h"
@@ -89,7 +91,33 @@ void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
       auto kind = reccl::testbed::parseNicKind(*nic);
       if (!kind.ok()) { ctx.exitCode = fail("up", kind.status()); return; }
       spec->nic = *kind;
-      auto st = Testbed::up(*spec);
+      // An interrupted `up` removes what it built (with `down`'s code) and exits 128+signal; a
+      // second signal while it does so waits, blocked, and is dropped.
+      // The first signal decides the exit code, so it is read as soon as it comes (pending
+      // signals read later come lowest number first).
+      StopSignals signals;
+      int sig = 0;
+      auto st = Testbed::up(*spec, [&] {
+        if (sig == 0) sig = signals.caught();
+        return sig != 0;
+      });
+      if (sig == 0) sig = signals.caught();
+      if (sig != 0 && st.ok()) {
+        // The signal came after the last step: still undone, as the user asked.
+        auto rep = Testbed::down(spec->name);
+        if (!rep.ok() || !rep->errors.empty()) {
+          st = Status{Errc::kSystem, "rollback left: " + (rep.ok() ? rep->errors.front() : rep.status().message())};
+        } else {
+          st = Status{Errc::kAborted, "interrupted"};
+        }
+      }
+      if (sig != 0) {
+        std::fprintf(stderr, "reccl testbed up: interrupted by %s, %s\n", strsignal(sig),
+                     st.status().code() == Errc::kAborted ? "everything it built removed"
+                                                          : st.status().message().c_str());
+        ctx.exitCode = 128 + sig;
+        return;
+      }
       if (!st.ok()) { ctx.exitCode = fail("up", st.status()); return; }
       if (*json) std::printf("%s\n", st->toJson().c_str());
       else printSummary(*st);

@@ -215,6 +215,53 @@ TEST_F(TestbedLifecycle, FailureHalfwayThroughUpRollsEverythingBack) {
   close(guard);
 }
 
+// Signals sent to `up` while it builds a large testbed: the first one interrupts it, any later
+// one arrives while it rolls back.
+class TestbedUpInterrupted : public ::testing::TestWithParam<std::vector<int>> {
+ protected:
+  void SetUp() override {
+    std::string why = reccl::test::testbedSkipReason();
+    if (!why.empty()) GTEST_SKIP() << why;
+  }
+};
+
+TEST_P(TestbedUpInterrupted, RollsBackWhatItBuiltAndExitsWith128PlusTheSignal) {
+  const std::vector<int>& signals = GetParam();
+  const std::string name = reccl::test::uniqueTestbedName();
+  int guardPid = -1;
+  int guard = reccl::test::startTeardownGuard(name, &guardPid);
+  reccl::testbed::SpawnOptions so;
+  so.argv = {kCli, "testbed", "up", "--name", name, "--hosts", "64", "--rails", "8"};
+  so.captureStdout = true;
+  so.captureStderr = true;
+  auto cp = reccl::testbed::spawn(so);
+  ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+  // Interrupt it once the first host exists: well inside the build (64 hosts take seconds).
+  auto dl = reccl::Deadline::afterMs(20000);
+  while (!reccl::netlink::netnsExists(name + "-h0") && !dl.expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(reccl::netlink::netnsExists(name + "-h0"));
+  for (int sig : signals) {
+    kill(cp->pid, sig);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  int ws = 0;
+  ASSERT_EQ(waitpid(cp->pid, &ws, 0), cp->pid);
+  // Signals that are pending together are read lowest number first, so with several the exit
+  // code names one of them; nothing else may end it (a later signal killing the rollback).
+  const int code = reccl::testbed::exitCodeOf(ws);
+  if (signals.size() == 1) EXPECT_EQ(code, 128 + signals.front());
+  else EXPECT_NE(std::find(signals.begin(), signals.end(), code - 128), signals.end()) << code;
+  EXPECT_TRUE(WIFEXITED(ws)) << "ended by signal " << WTERMSIG(ws);
+  EXPECT_TRUE(tracesOf(name).empty()) << "left behind: " << join(tracesOf(name));
+  close(guard);
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, TestbedUpInterrupted,
+                         ::testing::Values(std::vector<int>{SIGTERM}, std::vector<int>{SIGINT},
+                                           std::vector<int>{SIGTERM, SIGINT, SIGTERM}));
+
 TEST_F(TestbedLifecycle, NameInUseIsAnErrorAndTheFirstStaysIntact) {
   TestbedSpec spec;
   spec.hosts = 2;

@@ -3,6 +3,7 @@
 // otherwise.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,8 +21,10 @@ struct DownReport {
 class Testbed {
  public:
   // Creates everything or nothing: on any failure, what was created is removed again.
-  // kExists when the name (state file or any of its namespaces) is in use.
-  static Result<TestbedState> up(const TestbedSpec& spec);
+  // kExists when the name (state file or any of its namespaces) is in use. `stop` is asked
+  // between steps (every namespace and NIC, and once more at the end); when it returns true, up
+  // removes what it built with down() and returns kAborted (kSystem if that left something).
+  static Result<TestbedState> up(const TestbedSpec& spec, const std::function<bool()>& stop = {});
   // Removes every namespace, the forwarder and the state file of `name`, also after a crash of
   // `up` or of its owner. Idempotent: a second call removes nothing and succeeds.
   static Result<DownReport> down(std::string_view name);
