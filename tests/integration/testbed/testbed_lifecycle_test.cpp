@@ -353,6 +353,45 @@ TEST_F(RunTestbed, TimeoutKillsEveryRankAndReturns124) {
   }
 }
 
+// The runner's own death (SIGKILL: nothing of it runs) takes each rank's whole process tree,
+// not only the rank's first process.
+TEST_F(RunTestbed, SigkillOfTheRunnerTakesEveryRanksChildrenAlong) {
+  reccl::testbed::SpawnOptions so;
+  so.argv = {kCli, "testbed", "run", "--name", testbed().name(), "--", "sh", "-c", "sleep 42; true"};
+  so.captureStdout = true;
+  so.captureStderr = true;
+  so.dieWithParent = false;
+  auto cp = reccl::testbed::spawn(so);
+  ASSERT_TRUE(cp.ok()) << cp.status().ToString();
+  auto sleepsInHosts = [&] {
+    int n = 0;
+    for (int h = 0; h < 2; ++h) {
+      auto ps = testbed().shell(h, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/net)\" = \"$(readlink /proc/self/ns/net)\" ] && cat $p/comm; done 2>/dev/null");
+      n += ps.out.find("sleep") != std::string::npos ? 1 : 0;
+    }
+    return n;
+  };
+  // What survives a failure here must not outlive the test (nor confuse the next one).
+  struct KillSleeps {
+    RunTestbed* t;
+    ~KillSleeps() {
+      for (int h = 0; h < 2; ++h) {
+        (void)t->testbed().shell(h, "for p in /proc/[0-9]*; do [ \"$(readlink $p/ns/net)\" = \"$(readlink /proc/self/ns/net)\" ] && [ \"$(cat $p/comm)\" = sleep ] && kill -9 ${p#/proc/}; done 2>/dev/null; true");
+      }
+    }
+  } killSleeps{this};
+  auto dl = reccl::Deadline::afterMs(20000);
+  while (sleepsInHosts() < 2 && !dl.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ(sleepsInHosts(), 2);
+  kill(cp->pid, SIGKILL);
+  int ws = 0;
+  ASSERT_EQ(waitpid(cp->pid, &ws, 0), cp->pid);
+  // The kernel delivers the death signal as the runner exits; give the trees a moment to go.
+  auto gone = reccl::Deadline::afterMs(5000);
+  while (sleepsInHosts() > 0 && !gone.expired()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(sleepsInHosts(), 0);
+}
+
 TEST_F(RunTestbed, SigtermIsForwardedSoNoRankIsOrphaned) {
   reccl::testbed::SpawnOptions so;
   so.argv = {kCli, "testbed", "run", "--name", testbed().name(), "--", "sleep", "60"};

@@ -49,6 +49,7 @@ const char* stageName(int stage) {
     case 1: return "setns";
     case 2: return "dup2";
     case 3: return "exec";
+    case 4: return "fork";
     default: return "child setup";
   }
 }
@@ -57,6 +58,50 @@ const char* stageName(int stage) {
   ChildError e{stage, errno};
   (void)!::write(errFd, &e, sizeof(e));
   ::_exit(127);
+}
+
+// The supervisor's death signal: catchable (SIGKILL would end it before it could kill its group)
+// and not one the runner forwards to ranks; any wake-up checks whether the caller is gone.
+constexpr int kSupervisorDeathSignal = SIGUSR1;
+
+// Child side, after the namespace and stdio are set up. Returns in the command's process (which
+// then execs); the supervisor never returns. Only async-signal-safe calls.
+void superviseGroup(int errFd, pid_t caller) {
+  sigset_t waitFor;
+  sigemptyset(&waitFor);
+  for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, kSupervisorDeathSignal}) sigaddset(&waitFor, sig);
+  ::sigprocmask(SIG_BLOCK, &waitFor, nullptr);
+  ::signal(SIGCHLD, SIG_DFL);  // a caller's SIG_IGN would reap the command before waitpid
+  ::prctl(PR_SET_PDEATHSIG, kSupervisorDeathSignal);
+  if (::getppid() != caller) ::_exit(127);
+  const pid_t supervisor = ::getpid();
+  const pid_t command = ::fork();
+  if (command < 0) childFail(errFd, 4);
+  if (command == 0) {
+    // Should the supervisor alone be killed, the command goes too.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != supervisor) ::_exit(127);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    return;
+  }
+  // The caller learns of the exec (or its failure) from the command's copy of the pipe alone,
+  // and the command's output ends when the command's does.
+  ::close(errFd);
+  ::close(STDOUT_FILENO);
+  ::close(STDERR_FILENO);
+  for (;;) {
+    siginfo_t si{};
+    int sig = ::sigwaitinfo(&waitFor, &si);
+    if (::getppid() != caller) {
+      ::kill(0, SIGKILL);  // the whole group, this process included
+      ::_exit(128 + SIGKILL);
+    }
+    if (sig != SIGCHLD) continue;  // a signal to the group reached the command as well
+    int ws = 0;
+    if (::waitpid(command, &ws, WNOHANG) == command) ::_exit(exitCodeOf(ws));
+  }
 }
 
 }  // namespace
@@ -103,7 +148,7 @@ Result<ChildProcess> spawn(const SpawnOptions& opts) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
     }
-    if (opts.newProcessGroup) ::setpgid(0, 0);
+    if (opts.newProcessGroup || opts.groupDiesWithParent) ::setpgid(0, 0);
     // The parent may ignore or block signals while it waits; the command starts clean.
     ::signal(SIGINT, SIG_DFL);
     ::signal(SIGTERM, SIG_DFL);
@@ -123,6 +168,7 @@ Result<ChildProcess> spawn(const SpawnOptions& opts) {
     }
     if (out.w.valid() && ::dup2(out.w.get(), STDOUT_FILENO) < 0) childFail(ef, 2);
     if (err.w.valid() && ::dup2(err.w.get(), STDERR_FILENO) < 0) childFail(ef, 2);
+    if (opts.groupDiesWithParent) superviseGroup(ef, parent);
     ::execvpe(argv[0], argv.data(), envp.data());
     childFail(ef, 3);
   }

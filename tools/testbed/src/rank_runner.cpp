@@ -139,6 +139,8 @@ Result<int> runRanks(const RunOptions& o) {
     so.captureStdout = true;
     so.captureStderr = true;
     so.newProcessGroup = true;
+    // "Ranks die with the runner": the rank's children too, even when the runner is SIGKILLed.
+    so.groupDiesWithParent = true;
     so.env = o.env;
     so.env.push_back("RANK=" + std::to_string(rank));
     so.env.push_back("WORLD_SIZE=" + std::to_string(world));

@@ -22,6 +22,13 @@ struct SpawnOptions {
   bool captureStderr = false;
   bool newProcessGroup = false;   // so the whole group can be signalled
   bool dieWithParent = true;      // PR_SET_PDEATHSIG(SIGKILL): never orphaned
+  // The command's whole process group dies with the caller, not only its first process: the
+  // child stays as a small supervisor that leads the group, runs the command as its own child
+  // and kills the group when the caller dies (any way, SIGKILL included). It exits with the
+  // command's exit code (128+signal when a signal ended it); signals sent to the group reach the
+  // command, the supervisor only waits. Implies newProcessGroup. Processes that leave the group
+  // (setsid, setpgid) are not covered.
+  bool groupDiesWithParent = false;
 };
 
 struct ChildProcess {
