@@ -5,10 +5,13 @@
 #include <vector>
 
 #include "command.h"
-#include "stop_signals.h"
+#include "reccl/inject/fault_drop.h"
+#include "reccl/netlink/netns.h"
 #include "reccl/testbed/child_process.h"
 #include "reccl/testbed/rank_runner.h"
 #include "reccl/testbed/testbed.h"
+#include "reccl/testbed/testbed_layout.h"
+#include "stop_signals.h"
 
 namespace reccl::cli {
 
@@ -40,6 +43,24 @@ void printSummary(const TestbedState& st) {
     std::printf("  %-4d %-14s %-16s", h.index, h.netns.c_str(), h.mgmt.address.c_str());
     for (const auto& r : h.rails) std::printf(" %-16s", r.address.c_str());
     std::printf("\n");
+  }
+}
+
+// `reccl inject` pins its drop program per device and namespace; with the namespace gone only
+// the pins hold the program. The testbed library knows nothing of the injector (the injector
+// acts on testbeds, not the other way round), so the command that removes a testbed asks the
+// injector to detach what it left on the testbed's namespaces that are gone now.
+void removeInjectPins(const std::string& name, reccl::testbed::DownReport& report) {
+  for (const std::string& ns : reccl::inject::faultDropPinnedNetns()) {
+    if (!reccl::testbed::isTestbedNetns(name, ns) || reccl::netlink::netnsExists(ns)) continue;
+    auto devs = reccl::inject::detachFaultDropNetns(ns);
+    if (!devs.ok()) {
+      report.errors.push_back("inject pins of " + ns + ": " + devs.status().message());
+      continue;
+    }
+    for (const std::string& dev : *devs) {
+      report.removed.push_back("inject pins " + reccl::inject::faultDropPinDir(ns, dev));
+    }
   }
 }
 
@@ -132,6 +153,7 @@ void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
     c->callback([&ctx, name] {
       auto rep = Testbed::down(*name);
       if (!rep.ok()) { ctx.exitCode = fail("down", rep.status()); return; }
+      removeInjectPins(*name, *rep);
       for (const auto& r : rep->removed) std::printf("removed %s\n", r.c_str());
       if (rep->removed.empty()) std::printf("testbed %s: nothing to remove\n", name->c_str());
       for (const auto& e : rep->errors) std::fprintf(stderr, "reccl testbed down: %s\n", e.c_str());

@@ -102,6 +102,31 @@ TEST_F(TestbedLifecycle, DownLeavesNoNamespaceBehindAndIsIdempotent) {
   close(guard);
 }
 
+// `reccl inject` pins its drop program per device under /sys/fs/bpf/reccl/inject/<netns>/<dev>;
+// a testbed's `down` takes those of its namespaces along, so no program stays loaded.
+TEST_F(TestbedLifecycle, DownRemovesTheInjectPinsOfItsHosts) {
+  const std::string name = reccl::test::uniqueTestbedName();
+  int guardPid = -1;
+  int guard = reccl::test::startTeardownGuard(name, &guardPid);
+  const std::string pins = "/sys/fs/bpf/reccl/inject/" + name + "-h0";
+  struct ClearPins {  // what a failing run left; `clear` removes pins of a vanished namespace
+    std::string netns;
+    ~ClearPins() { (void)cli({"inject", "clear", "--netns", netns, "--dev", "rail0"}); }
+  } clearPins{name + "-h0"};
+  auto up = cli({"testbed", "up", "--name", name, "--hosts", "2", "--rails", "1"});
+  ASSERT_EQ(up.exitCode, 0) << up.err;
+  auto drop = cli({"inject", "drop", "--netns", name + "-h0", "--dev", "rail0", "--rate", ".2"});
+  ASSERT_EQ(drop.exitCode, 0) << drop.err;
+  struct stat st{};
+  ASSERT_EQ(stat((pins + "/rail0/rules").c_str(), &st), 0) << "inject pinned nothing";
+  auto down = cli({"testbed", "down", "--name", name});
+  EXPECT_EQ(down.exitCode, 0) << down.err;
+  EXPECT_NE(stat(pins.c_str(), &st), 0) << pins << " left by down: " << down.out;
+  EXPECT_NE(down.out.find("removed inject pins " + pins + "/rail0"), std::string::npos) << down.out;
+  EXPECT_TRUE(tracesOf(name).empty()) << join(tracesOf(name));
+  close(guard);
+}
+
 TEST_F(TestbedLifecycle, DownCleansUpAfterACrashedOwner) {
   const std::string name = reccl::test::uniqueTestbedName();
   // The owner dies right after up without calling down.

@@ -170,29 +170,38 @@ Result<bool> pinsLive(const ResolvedTarget& t, const std::string& dir) {
 // Pins of namespaces that are gone (a testbed torn down after a crash, before anyone ran
 // `clear`) would keep their programs and maps loaded forever; every attach sweeps them.
 // Caller holds the PinLock.
-void sweepStalePins() {
-  DIR* root = ::opendir(kPinRoot);
-  if (!root) return;
-  std::vector<std::string> stale;
-  while (dirent* ns = ::readdir(root)) {
-    std::string name = ns->d_name;
-    if (name == "." || name == ".." || name == "_root") continue;
-    if (!netlink::netnsExists(name)) stale.push_back(name);
+// The entries of a pin directory, "." and ".." left out.
+std::vector<std::string> pinDirEntries(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") out.push_back(n);
   }
-  ::closedir(root);
-  for (const auto& name : stale) {
-    std::string nsDir = std::string(kPinRoot) + "/" + name;
-    DIR* d = ::opendir(nsDir.c_str());
-    if (!d) continue;
-    std::vector<std::string> devs;
-    while (dirent* dev = ::readdir(d)) {
-      std::string devName = dev->d_name;
-      if (devName != "." && devName != "..") devs.push_back(devName);
-    }
-    ::closedir(d);
-    for (const auto& dev : devs) unpinAll(nsDir + "/" + dev);
-    ::rmdir(nsDir.c_str());
-    RECCL_INFO(kLogInject, "removed stale fault_drop pins of vanished netns %s", name.c_str());
+  ::closedir(d);
+  return out;
+}
+
+// Caller holds the PinLock.
+Result<std::vector<std::string>> detachNetnsLocked(const std::string& netns) {
+  const std::string nsDir = std::string(kPinRoot) + "/" + (netns.empty() ? std::string("_root") : netns);
+  std::vector<std::string> devs = pinDirEntries(nsDir);
+  Status first;
+  for (const auto& dev : devs) {
+    Status s = detachLocked(netns, dev);
+    if (!s.ok() && first.ok()) first = s;
+  }
+  ::rmdir(nsDir.c_str());
+  if (!first.ok()) return first;
+  return devs;
+}
+
+void sweepStalePins() {
+  for (const auto& name : pinDirEntries(kPinRoot)) {
+    if (name == "_root" || netlink::netnsExists(name)) continue;
+    if (detachNetnsLocked(name).ok())
+      RECCL_INFO(kLogInject, "removed stale fault_drop pins of vanished netns %s", name.c_str());
   }
 }
 
@@ -367,6 +376,20 @@ Result<FaultDropStats> FaultDropDevice::readStats() const {
 Status detachFaultDrop(const std::string& netns, const std::string& dev) {
   RECCL_ASSIGN_OR_RETURN(auto lock, PinLock::take());
   return detachLocked(netns, dev);
+}
+
+Result<std::vector<std::string>> detachFaultDropNetns(const std::string& netns) {
+  if (pinDirEntries(kPinRoot).empty()) return std::vector<std::string>{};  // nothing ever pinned
+  RECCL_ASSIGN_OR_RETURN(auto lock, PinLock::take());
+  return detachNetnsLocked(netns);
+}
+
+std::vector<std::string> faultDropPinnedNetns() {
+  std::vector<std::string> out;
+  for (auto& name : pinDirEntries(kPinRoot)) {
+    if (name != "_root") out.push_back(std::move(name));
+  }
+  return out;
 }
 
 namespace {

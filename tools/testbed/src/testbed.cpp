@@ -35,14 +35,10 @@ Status requireRoot() {
 
 namespace {
 
-bool belongsTo(std::string_view name, const std::string& netns) {
-  return netns == fabricNetns(name) || hostIndexOfNetns(name, netns) >= 0;
-}
-
 std::vector<std::string> namespacesOf(std::string_view name) {
   std::vector<std::string> out;
   for (const std::string& n : netlink::listNetns()) {
-    if (belongsTo(name, n)) out.push_back(n);
+    if (isTestbedNetns(name, n)) out.push_back(n);
   }
   return out;
 }

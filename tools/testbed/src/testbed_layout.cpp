@@ -31,4 +31,8 @@ int hostIndexOfNetns(std::string_view name, std::string_view netns) {
   return v;
 }
 
+bool isTestbedNetns(std::string_view name, std::string_view netns) {
+  return netns == fabricNetns(name) || hostIndexOfNetns(name, netns) >= 0;
+}
+
 }  // namespace reccl::testbed

@@ -72,6 +72,11 @@ class FaultDropDevice {
 // Removes the tc filters (and the clsact qdisc when the injector created it) and the pins. Ok
 // when nothing is attached; when the namespace or device is gone only the pins are removed.
 Status detachFaultDrop(const std::string& netns, const std::string& dev);
+// detachFaultDrop for every device with pins under the namespace (a testbed's `down` takes its
+// hosts' pins along this way); returns those devices. Ok with none.
+Result<std::vector<std::string>> detachFaultDropNetns(const std::string& netns);
+// Namespaces that have pins (the root namespace's "_root" left out).
+std::vector<std::string> faultDropPinnedNetns();
 // True when pins for the device exist.
 bool faultDropPinned(const std::string& netns, const std::string& dev);
 // True when a tc filter with our handle/priority is on the device's ingress or egress hook.

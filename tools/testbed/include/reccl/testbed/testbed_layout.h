@@ -23,5 +23,7 @@ inline constexpr int kPrefixLen = 24;
 
 // Parses "<name>-h<i>" back to i when it belongs to `name`; -1 otherwise.
 int hostIndexOfNetns(std::string_view name, std::string_view netns);
+// True for "<name>-fab" and "<name>-h<i>": the namespace names testbed `name` uses.
+bool isTestbedNetns(std::string_view name, std::string_view netns);
 
 }  // namespace reccl::testbed
