@@ -147,11 +147,15 @@ void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
   // down
   {
     auto name = std::make_shared<std::string>();
+    auto force = std::make_shared<bool>(false);
     auto* c = tb->add_subcommand("down", "remove a testbed and everything it left (idempotent)");
     c->add_option("--name", *name, "testbed name")->required();
-    c->footer("EXAMPLES:\n  reccl testbed down --name tb1");
-    c->callback([&ctx, name] {
-      auto rep = Testbed::down(*name);
+    c->add_flag("--force", *force,
+                "also remove namespaces named like the testbed's that neither its state record lists nor "
+                "its wiring proves its own (and kill what runs in them)");
+    c->footer("EXAMPLES:\n  reccl testbed down --name tb1\n  reccl testbed down --name tb1 --force");
+    c->callback([&ctx, name, force] {
+      auto rep = Testbed::down(*name, *force);
       if (!rep.ok()) { ctx.exitCode = fail("down", rep.status()); return; }
       removeInjectPins(*name, *rep);
       for (const auto& r : rep->removed) std::printf("removed %s\n", r.c_str());

@@ -300,16 +300,58 @@ TEST_F(TestbedLifecycle, NameInUseIsAnErrorAndTheFirstStaysIntact) {
   EXPECT_NE(r.err.find("exists"), std::string::npos) << r.err;
   EXPECT_EQ(tracesOf(name), before);
   EXPECT_TRUE((*tb)->ping(0, 1, 0));
-  // A stale namespace without a state file (a crash before the record was written) also counts.
+  // A namespace named like a host of the testbed, without a state file, also counts.
   const std::string other = reccl::test::uniqueTestbedName();
+  int guardPid = -1;
+  int guard = reccl::test::startExitGuard([other] { (void)reccl::netlink::deleteNetns(other + "-h3"); }, &guardPid);
   ASSERT_TRUE(reccl::netlink::createNetns(other + "-h3").ok());
   auto r2 = cli({"testbed", "up", "--name", other});
   EXPECT_EQ(r2.exitCode, 1) << r2.err;
   EXPECT_NE(r2.err.find("in use"), std::string::npos) << r2.err;
   EXPECT_EQ(tracesOf(other), std::vector<std::string>{other + "-h3"});
-  auto down = cli({"testbed", "down", "--name", other});
+  close(guard);
+}
+
+// Without a state record, `down` cannot know that a namespace named <name>-h<i> is the testbed's:
+// it removes one only when it is wired as the testbed's host (mgmt0's peer in <name>-fab), and
+// anything else only with --force. A user's namespace and what runs in it survive a mistyped name.
+TEST_F(TestbedLifecycle, DownWithoutAStateRecordKeepsNamespacesItCannotProveAreItsOwn) {
+  const std::string name = reccl::test::uniqueTestbedName();
+  int guardPid = -1;
+  int guard = reccl::test::startTeardownGuard(name, &guardPid);
+  // A testbed whose record is gone is still recognised by its wiring.
+  auto up = cli({"testbed", "up", "--name", name, "--hosts", "2", "--rails", "1"});
+  ASSERT_EQ(up.exitCode, 0) << up.err;
+  ASSERT_EQ(unlink(reccl::testbed::statePath(name).c_str()), 0);
+  auto down = cli({"testbed", "down", "--name", name});
   EXPECT_EQ(down.exitCode, 0) << down.err;
-  EXPECT_TRUE(tracesOf(other).empty());
+  EXPECT_TRUE(tracesOf(name).empty()) << join(tracesOf(name));
+
+  // A namespace the user made, with a process in it, is not.
+  const std::string mine = name + "-h0";
+  int nsGuardPid = -1;
+  int nsGuard = reccl::test::startExitGuard([mine] { (void)reccl::netlink::deleteNetns(mine); }, &nsGuardPid);
+  ASSERT_TRUE(reccl::netlink::createNetns(mine).ok());
+  reccl::testbed::SpawnOptions so;
+  so.netns = mine;
+  so.argv = {"sleep", "60"};
+  auto sleeper = reccl::testbed::spawn(so);
+  ASSERT_TRUE(sleeper.ok()) << sleeper.status().ToString();
+  struct Reap {
+    pid_t pid;
+    ~Reap() { kill(pid, SIGKILL); waitpid(pid, nullptr, 0); }
+  } reap{sleeper->pid};
+  auto kept = cli({"testbed", "down", "--name", name});
+  EXPECT_EQ(kept.exitCode, 1) << kept.out << kept.err;
+  EXPECT_NE(kept.err.find(mine), std::string::npos) << kept.err;
+  EXPECT_NE(kept.err.find("--force"), std::string::npos) << kept.err;
+  EXPECT_TRUE(reccl::netlink::netnsExists(mine));
+  EXPECT_EQ(waitpid(sleeper->pid, nullptr, WNOHANG), 0) << "down killed the user's process";
+  auto forced = cli({"testbed", "down", "--name", name, "--force"});
+  EXPECT_EQ(forced.exitCode, 0) << forced.err;
+  EXPECT_TRUE(tracesOf(name).empty()) << join(tracesOf(name));
+  close(nsGuard);
+  close(guard);
 }
 
 TEST_F(TestbedLifecycle, NotRootIsRefused) {

@@ -15,6 +15,7 @@
 #include "reccl/netlink/address.h"
 #include "reccl/netlink/link.h"
 #include "reccl/netlink/netns.h"
+#include "reccl/netlink/netns_id.h"
 #include "reccl/netlink/netns_sysctl.h"
 #include "reccl/netlink/nl_socket.h"
 #include "reccl/netlink/tap.h"
@@ -39,6 +40,44 @@ std::vector<std::string> namespacesOf(std::string_view name) {
   std::vector<std::string> out;
   for (const std::string& n : netlink::listNetns()) {
     if (isTestbedNetns(name, n)) out.push_back(n);
+  }
+  return out;
+}
+
+// Without a state record a name proves nothing (anyone may call a namespace tb1-h0): a
+// namespace counts as the testbed's only when it carries the testbed's own wiring, the fabric
+// its `mgmt` bridge, a host its mgmt0 veth whose peer is in the fabric namespace.
+bool wiredAsTestbed(std::string_view name, const std::string& netns) {
+  auto nl = NlSocket::openInNetns(netns);
+  if (!nl.ok()) return false;
+  if (netns == fabricNetns(name)) {
+    auto bridge = netlink::getLink(*nl, kMgmtBridge);
+    return bridge.ok() && bridge->kind == "bridge";
+  }
+  auto mgmt = netlink::getLink(*nl, kMgmtDev);
+  if (!mgmt.ok() || mgmt->kind != "veth" || mgmt->peerNetnsId < 0) return false;
+  auto peerNs = netlink::netnsNameForId(*nl, mgmt->peerNetnsId);
+  return peerNs.ok() && *peerNs == fabricNetns(name);
+}
+
+// The namespaces down may remove: with a record, those it lists; without one, those wired as
+// the testbed; everything named like it with force. The rest is reported and kept.
+std::vector<std::string> namespacesToRemove(std::string_view name, const TestbedState* st, bool force,
+                                            DownReport& report) {
+  std::vector<std::string> out;
+  for (const std::string& n : namespacesOf(name)) {
+    bool ours = force;
+    std::string why;
+    if (!ours && st != nullptr) {
+      ours = n == st->fabricNetns;
+      for (const HostState& h : st->hosts) ours = ours || n == h.netns;
+      why = "not in testbed " + std::string(name) + "'s state record";
+    } else if (!ours) {
+      ours = wiredAsTestbed(name, n);
+      why = "no state record and not wired as testbed " + std::string(name) + "'s";
+    }
+    if (ours) out.push_back(n);
+    else report.errors.push_back("netns " + n + " kept: " + why + " (remove it with --force)");
   }
   return out;
 }
@@ -225,7 +264,7 @@ Result<TestbedState> Testbed::up(const TestbedSpec& spec, const std::function<bo
   return st;
 }
 
-Result<DownReport> Testbed::down(std::string_view name) {
+Result<DownReport> Testbed::down(std::string_view name, bool force) {
   RECCL_TRY(validateTestbedName(name));
   RECCL_TRY(requireRoot());
   DownReport report;
@@ -237,7 +276,7 @@ Result<DownReport> Testbed::down(std::string_view name) {
       else report.errors.push_back(s.ToString());
     }
   }
-  const std::vector<std::string> nss = namespacesOf(name);
+  const std::vector<std::string> nss = namespacesToRemove(name, st.ok() ? &*st : nullptr, force, report);
   killProcessesIn(nss, report);
   for (const std::string& n : nss) {
     Status s = netlink::deleteNetns(n);

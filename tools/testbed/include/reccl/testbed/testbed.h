@@ -26,8 +26,11 @@ class Testbed {
   // removes what it built with down() and returns kAborted (kSystem if that left something).
   static Result<TestbedState> up(const TestbedSpec& spec, const std::function<bool()>& stop = {});
   // Removes every namespace, the forwarder and the state file of `name`, also after a crash of
-  // `up` or of its owner. Idempotent: a second call removes nothing and succeeds.
-  static Result<DownReport> down(std::string_view name);
+  // `up` or of its owner. Idempotent: a second call removes nothing and succeeds. Namespaces are
+  // the state record's; without a (readable) record only those wired as the testbed (the fabric's
+  // `mgmt` bridge, a host's mgmt0 peered into the fabric), since a name alone proves nothing.
+  // Others named like the testbed's are kept and listed in errors, unless force.
+  static Result<DownReport> down(std::string_view name, bool force = false);
   static Result<TestbedState> load(std::string_view name);
   static std::vector<std::string> list();
 };
