@@ -203,6 +203,18 @@ Status validateAll() {
   return Status::Ok();
 }
 
+namespace {
+// A table cell's text: a '|' ("auto|verbs|socket") would end the cell.
+std::string markdownCell(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+}  // namespace
+
 void printTable(FILE* out, bool markdown) {
   if (markdown) std::fprintf(out, "| variable | default | allowed | meaning |\n|---|---|---|---|\n");
   for (const ParamInfo& e : kTable) {
@@ -211,7 +223,8 @@ void printTable(FILE* out, bool markdown) {
                           : *e.allowed                    ? std::string(e.allowed)
                                                           : "text";
     if (markdown)
-      std::fprintf(out, "| `%s` | `%s` | %s | %s |\n", e.env, e.def, allowed.c_str(), e.help);
+      std::fprintf(out, "| `%s` | `%s` | %s | %s |\n", e.env, markdownCell(e.def).c_str(),
+                   markdownCell(allowed).c_str(), markdownCell(e.help).c_str());
     else
       std::fprintf(out, "  %-28s %-10s [%s] %s\n", e.env, (*e.def ? e.def : "\"\""), allowed.c_str(), e.help);
   }

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -159,3 +160,28 @@ TEST(Log, LevelAndSubsystemFilter) {
 
 }  // namespace
 }  // namespace reccl
+
+// `reccl params --markdown`: every row has the header's four cells, whatever '|' the values hold
+// ("auto|verbs|socket").
+TEST(Params, MarkdownTableRowsKeepTheirFourCells) {
+  char* text = nullptr;
+  size_t size = 0;
+  FILE* out = open_memstream(&text, &size);
+  ASSERT_NE(out, nullptr);
+  reccl::params::printTable(out, true);
+  std::fclose(out);
+  std::string all(text, size);
+  std::free(text);
+  size_t rows = 0, start = 0;
+  while (start < all.size()) {
+    size_t end = all.find('\n', start);
+    std::string line = all.substr(start, end - start);
+    start = end == std::string::npos ? all.size() : end + 1;
+    size_t bars = 0;
+    for (size_t i = 0; i < line.size(); ++i)
+      if (line[i] == '|' && (i == 0 || line[i - 1] != '\\')) ++bars;
+    EXPECT_EQ(bars, 5u) << line;
+    ++rows;
+  }
+  EXPECT_GT(rows, 40u);
+}
