@@ -115,7 +115,10 @@ void loadEnv(LogState& s) {
   s.loaded.store(true, std::memory_order_release);
 }
 
+thread_local int tlsLibbpfQuiet = 0;
+
 int libbpfPrint(enum libbpf_print_level lvl, const char* fmt, va_list ap) {
+  if (tlsLibbpfQuiet > 0) return 0;
   LogLevel level = lvl == LIBBPF_WARN ? LogLevel::kWarn
                    : lvl == LIBBPF_INFO ? LogLevel::kInfo
                                         : LogLevel::kTrace;
@@ -124,7 +127,8 @@ int libbpfPrint(enum libbpf_print_level lvl, const char* fmt, va_list ap) {
   vsnprintf(buf, sizeof buf, fmt, ap);
   size_t n = strlen(buf);
   while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ')) buf[--n] = '\0';
-  logf(level, kLogBpf, "libbpf: %s", buf);
+  const char* text = std::strncmp(buf, "libbpf: ", 8) == 0 ? buf + 8 : buf;  // its own prefix, not twice
+  logf(level, kLogBpf, "libbpf: %s", text);
   return 0;
 }
 
@@ -172,5 +176,12 @@ void logSetSink(LogSink sink) {
 }
 
 void logCaptureLibbpf() noexcept { libbpf_set_print(libbpfPrint); }
+
+LibbpfQuiet::LibbpfQuiet() noexcept {
+  logCaptureLibbpf();
+  ++tlsLibbpfQuiet;
+}
+
+LibbpfQuiet::~LibbpfQuiet() { --tlsLibbpfQuiet; }
 
 }  // namespace reccl

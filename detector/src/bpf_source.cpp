@@ -95,18 +95,6 @@ const KernelSyms& kernelSyms() {
   return syms;
 }
 
-int silentPrint(enum libbpf_print_level, const char*, va_list) { return 0; }
-
-// Restores the previous libbpf printer on scope exit; probes fail on purpose and would
-// otherwise fill the log with verifier dumps.
-class QuietLibbpf {
- public:
-  QuietLibbpf() : prev_(libbpf_set_print(silentPrint)) {}
-  ~QuietLibbpf() { libbpf_set_print(prev_); }
-
- private:
-  libbpf_print_fn_t prev_;
-};
 
 Status configure(link_detector* skel, const BpfOptions& o) {
   const auto& syms = kernelSyms();
@@ -160,7 +148,7 @@ std::atomic<int> gSkeletonLoads{0};  // loads tried in this process (probes incl
 
 std::string probeOne(const Hook& h, const BpfOptions& opts, bool attach = true) {
   if (auto pre = precondition(h); !pre.empty()) return pre;
-  QuietLibbpf quiet;
+  LibbpfQuiet quiet;
   gSkeletonLoads.fetch_add(1, std::memory_order_relaxed);
   link_detector* skel = link_detector::open();
   if (!skel) return std::string("open skeleton: ") + std::strerror(errno);
@@ -301,7 +289,7 @@ Result<std::unique_ptr<BpfSource>> BpfSource::open(const BpfOptions& opts, Recor
   // the trampolines are probed alone first (kernels without them are common); every other
   // requested hook that meets its precondition, and the device resolver, load together.
   {
-    QuietLibbpf quiet;
+    LibbpfQuiet quiet;
     src->hooks_ = decideHooks(opts, [&](const Hook& h) { return isFentry(h.source) ? probeOne(h, opts) : precondition(h); });
     bool any = false, linkwatch = false;
     for (const auto& h : src->hooks_) {

@@ -1,8 +1,13 @@
+#include <bpf/libbpf.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <future>
+#include <mutex>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 #include "reccl/common/log.h"
@@ -184,4 +189,46 @@ TEST(Params, MarkdownTableRowsKeepTheirFourCells) {
     ++rows;
   }
   EXPECT_GT(rows, 40u);
+}
+
+// A libbpf message for this thread's logger: libbpf warns that the bytes are no ELF object.
+void provokeLibbpfWarning() {
+  static const char kGarbage[] = "not an ELF object";
+  bpf_object* o = bpf_object__open_mem(kGarbage, sizeof kGarbage, nullptr);
+  if (o) bpf_object__close(o);
+}
+
+// A thread that quiets libbpf (a feature probe) silences its own messages only: another thread's
+// warning in the meantime, and its own afterwards, still reach the log.
+TEST(Log, LibbpfQuietSilencesOnlyItsOwnThread) {
+  std::mutex mu;
+  std::vector<std::string> lines;
+  reccl::logSetSink([&](reccl::LogLevel, std::string_view line) {
+    std::lock_guard lk(mu);
+    if (line.find("libbpf: ") != std::string_view::npos) lines.emplace_back(line);
+  });
+  auto count = [&] {
+    std::lock_guard lk(mu);
+    return lines.size();
+  };
+  std::promise<void> quiet, otherDone;
+  std::thread prober([&] {
+    reccl::LibbpfQuiet q;
+    quiet.set_value();
+    otherDone.get_future().wait();
+    provokeLibbpfWarning();  // dropped
+  });
+  quiet.get_future().wait();
+  provokeLibbpfWarning();
+  const size_t whileQuiet = count();
+  otherDone.set_value();
+  prober.join();
+  const size_t afterProber = count();
+  provokeLibbpfWarning();
+  const size_t after = count();
+  reccl::logSetSink(nullptr);
+  EXPECT_GT(whileQuiet, 0u) << "a thread not probing lost its libbpf warning";
+  EXPECT_EQ(afterProber, whileQuiet) << "the probing thread's warning got through";
+  EXPECT_GT(after, afterProber) << "libbpf stayed quiet after the probe ended";
+  for (const auto& l : lines) EXPECT_EQ(l.find("libbpf: libbpf: "), std::string::npos) << l;
 }

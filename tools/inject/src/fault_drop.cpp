@@ -131,16 +131,13 @@ Result<int> ifindexIn(const std::string& dev) {
   return static_cast<int>(idx);
 }
 
-int silentPrint(enum libbpf_print_level, const char*, va_list) { return 0; }
-
 // The prog id our filter has on one hook, 0 when none. Caller is inside the namespace. A device
 // without a clsact qdisc is the common case here, so libbpf's "no qdisc" complaint is muted.
 uint32_t queryFilterProgId(int ifindex, bpf_tc_attach_point point) {
   bpf_tc_hook hook = makeHook(ifindex, point);
   bpf_tc_opts opts = makeOpts(0);
-  libbpf_print_fn_t old = libbpf_set_print(silentPrint);
+  LibbpfQuiet quiet;
   int err = bpf_tc_query(&hook, &opts);
-  libbpf_set_print(old);
   return err == 0 ? opts.prog_id : 0;
 }
 

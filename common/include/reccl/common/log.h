@@ -36,6 +36,17 @@ using LogSink = std::function<void(LogLevel, std::string_view line)>;
 void logSetSink(LogSink sink);
 // Routes libbpf's own messages through this logger (debug -> TRACE, info -> INFO, warn -> WARN).
 void logCaptureLibbpf() noexcept;
+// While one lives, libbpf's messages from this thread are dropped (a feature probe fails on
+// purpose and would fill the log with verifier output); it routes libbpf through this logger
+// first. libbpf has one process-wide printer: swapping it per probe raced between threads that
+// probe at once (a communicator's rank threads), leaving it silent or loud for good.
+class LibbpfQuiet {
+ public:
+  LibbpfQuiet() noexcept;
+  ~LibbpfQuiet();
+  LibbpfQuiet(const LibbpfQuiet&) = delete;
+  LibbpfQuiet& operator=(const LibbpfQuiet&) = delete;
+};
 
 }  // namespace reccl
 
