@@ -75,6 +75,11 @@ int runAndReport(const char* cmd, const inject::FaultPlan& plan, inject::PlanRun
     std::fprintf(stderr, "reccl inject %s: restore: %s\n", cmd, r.restoreStatus.message().c_str());
     return kExitFailed;
   }
+  if (!r.logStatus.ok()) {
+    std::fprintf(stderr, "reccl inject %s: %s (the plan ran; its log is incomplete)\n", cmd,
+                 r.logStatus.message().c_str());
+    return kExitFailed;
+  }
   if (r.failed) {
     for (const auto& rec : r.records)
       if (!rec.status.ok())

@@ -225,6 +225,18 @@ TEST_F(InjectPlanTest, BadInputExits64AndChangesNothing) {
 
 namespace {
 
+// A log that cannot be written (a full disk) is a failure, said; the faults still ran and were
+// undone.
+TEST_F(InjectPlanTest, CliFlapWithAnUnwritableLogFails) {
+  auto r = recclCli({"inject", "flap", "--netns", netns(1), "--dev", "rail0", "--side", "switch",
+                     "--period", "30", "--count", "2", "--log", "/dev/full"});
+  EXPECT_EQ(r.exitCode, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("write log /dev/full"), std::string::npos) << r.err;
+  auto port = linkInfo(fabricNetns(), "h1r0");
+  ASSERT_TRUE(port.ok());
+  EXPECT_TRUE(port->adminUp());
+}
+
 TEST_F(InjectPlanTest, CliFlapAlternatesAndEndsUp) {
   std::string log = tempPath("flap.jsonl");
   auto r = recclCli({"inject", "flap", "--netns", netns(1), "--dev", "rail0", "--side", "switch",

@@ -33,19 +33,25 @@ class JsonLog {
     if (path.empty()) return {};
     f_.reset(std::fopen(path.c_str(), "w"));
     if (!f_) return Status::FromErrno(errno, "open log " + path);
+    path_ = path;
     return {};
   }
-  // Flushed per line: a benchmark may tail the log while the plan runs.
+  // Flushed per line: a benchmark may tail the log while the plan runs. A failed write (a full
+  // disk) does not stop the plan, whose faults keep their schedule; it is kept and reported.
   void write(const json& j) {
     if (!f_) return;
     std::string line = j.dump();
     line += '\n';
-    std::fwrite(line.data(), 1, line.size(), f_.get());
-    std::fflush(f_.get());
+    if ((std::fwrite(line.data(), 1, line.size(), f_.get()) != line.size() || std::fflush(f_.get()) != 0) &&
+        status_.ok())
+      status_ = Status::FromErrno(errno, "write log " + path_);
   }
+  const Status& status() const { return status_; }
 
  private:
   std::unique_ptr<FILE, FileCloser> f_;
+  std::string path_;
+  Status status_;
 };
 
 }  // namespace
@@ -169,6 +175,7 @@ Result<PlanRunResult> runPlan(const FaultPlan& plan, const PlanRunOptions& opts)
              {"late_max_ns", res.lateMaxNs}, {"done_p99_ns", res.doneP99Ns},
              {"done_max_ns", res.doneMaxNs}, {"end_mono_ns", monotonicNs()},
              {"end_realtime_ns", realtimeNs()}});
+  res.logStatus = log.status();
   return res;
 }
 

@@ -58,6 +58,7 @@ struct PlanRunResult {
   bool stopped = false;       // the stop fd fired
   int failed = 0;             // actions that returned an error
   Status restoreStatus;
+  Status logStatus;           // the first failed write of the log (PlanRunOptions::logPath)
   std::string schedPolicy;
   // start - scheduled, over all executed actions (ns).
   int64_t lateP50Ns = 0, lateP99Ns = 0, lateMaxNs = 0;
