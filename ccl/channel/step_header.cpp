@@ -1,8 +1,10 @@
 #include "channel/step_header.h"
 
 #include <cstring>
+#include <string>
 
 #include "channel/wire_bytes.h"
+#include "reduce/reduce.h"
 
 namespace reccl::channel {
 const char* collKindName(CollKind k) noexcept {
@@ -106,9 +108,16 @@ Status checkDesc(const CollDesc& mine, const CollDesc& theirs, int peer) {
     return mismatch("collective sequence", std::to_string(mine.seq), std::to_string(theirs.seq));
   if (mine.count != theirs.count)
     return mismatch("count", std::to_string(mine.count), std::to_string(theirs.count));
+  // By name, as the application wrote them (nccl-tests' names); a value no type has, by number.
+  auto named = [](const char* name, uint8_t v) {
+    return std::strcmp(name, "unknown") == 0 ? std::to_string(v) : std::string(name);
+  };
   if (mine.dtype != theirs.dtype)
-    return mismatch("datatype", std::to_string(mine.dtype), std::to_string(theirs.dtype));
-  if (mine.op != theirs.op) return mismatch("op", std::to_string(mine.op), std::to_string(theirs.op));
+    return mismatch("datatype", named(reduce::typeName(static_cast<recclDataType_t>(mine.dtype)), mine.dtype),
+                    named(reduce::typeName(static_cast<recclDataType_t>(theirs.dtype)), theirs.dtype));
+  if (mine.op != theirs.op)
+    return mismatch("op", named(reduce::opName(static_cast<recclRedOp_t>(mine.op)), mine.op),
+                    named(reduce::opName(static_cast<recclRedOp_t>(theirs.op)), theirs.op));
   return mismatch("root", std::to_string(mine.root), std::to_string(theirs.root));
 }
 

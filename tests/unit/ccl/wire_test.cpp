@@ -11,6 +11,7 @@
 #include "core/launch_env.h"
 #include "core/topology.h"
 #include "core/wire.h"
+#include "reccl/reccl.h"
 
 namespace {
 
@@ -101,6 +102,20 @@ TEST(CclWire, StepHeaderAckAndVerdicts) {
     EXPECT_NE(m.message().find(c.what), std::string::npos) << m.message();
     EXPECT_NE(m.message().find("rank 3"), std::string::npos) << m.message();
   }
+  // Types and ops by their names; a value no type has, by its number.
+  channel::CollDesc f32 = h.desc, f64 = h.desc;
+  f32.dtype = recclFloat32;
+  f64.dtype = recclFloat64;
+  EXPECT_NE(channel::checkDesc(f32, f64, 1).message().find("this rank has float, rank 1 has double"),
+            std::string::npos)
+      << channel::checkDesc(f32, f64, 1).message();
+  f64.dtype = 200;
+  EXPECT_NE(channel::checkDesc(f32, f64, 1).message().find("rank 1 has 200"), std::string::npos);
+  channel::CollDesc sum = h.desc, mx = h.desc;
+  sum.op = recclSum;
+  mx.op = recclMax;
+  EXPECT_NE(channel::checkDesc(sum, mx, 1).message().find("this rank has sum, rank 1 has max"), std::string::npos)
+      << channel::checkDesc(sum, mx, 1).message();
   std::array<std::byte, channel::kAckFrameBytes> ab;
   channel::encodeAck({4, 77}, ab);
   auto a = channel::decodeAck(ab);
