@@ -162,8 +162,13 @@ TEST_F(InjectPlanTest, CliFaultsAreClearedByAnotherProcess) {
   }
   EXPECT_TRUE(dropProgramGone(netns(0), "rail0"));
   EXPECT_TRUE(eventually([&] { return ping(0, 1, 0, 56, 1) && ping(0, 1, 1, 56, 1); }));
-  // Clearing what is already clear is fine.
+  // Clearing what is already clear is fine, and its stats are an empty table, not bad input.
   EXPECT_EQ(recclCli({"inject", "clear", "--netns", netns(0), "--dev", "rail0"}).exitCode, 0);
+  auto empty = recclCli({"inject", "stats", "--netns", netns(0), "--dev", "rail0", "--json"});
+  ASSERT_EQ(empty.exitCode, 0) << empty.err;
+  json e = json::parse(empty.out);
+  EXPECT_EQ(e["rules"].size(), 0u) << empty.out;
+  EXPECT_EQ(e["ingress"]["dropped"], 0u) << empty.out;
 }
 
 TEST_F(InjectPlanTest, BadInputExits64AndChangesNothing) {

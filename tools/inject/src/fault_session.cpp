@@ -295,6 +295,7 @@ Status clearTarget(const Target& target, bool force) {
 
 Result<FaultDropStats> readDropStats(const Target& target, bool force) {
   RECCL_ASSIGN_OR_RETURN(ResolvedTarget t, resolveTarget(target, force));
+  if (!faultDropPinned(t.netns, t.dev)) return FaultDropStats{};  // no rules: an empty table, not an error
   RECCL_ASSIGN_OR_RETURN(auto dev, FaultDropDevice::open(t));
   return dev.readStats();
 }

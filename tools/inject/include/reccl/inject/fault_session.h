@@ -92,6 +92,8 @@ Result<int> injectDrop(const Target& target, const DropRule& rule, bool force);
 // Undoes everything on the cable of the target: drop programs on the NIC and its switch port are
 // detached and unpinned, both ends set admin up, a tap's carrier set on (a lab VM's cable plugged).
 Status clearTarget(const Target& target, bool force);
+// The drop rules on the target and their counters; none (no rules, zero counters) when nothing
+// was injected there.
 Result<FaultDropStats> readDropStats(const Target& target, bool force);
 
 }  // namespace reccl::inject
