@@ -108,16 +108,16 @@ Status checkDesc(const CollDesc& mine, const CollDesc& theirs, int peer) {
     return mismatch("collective sequence", std::to_string(mine.seq), std::to_string(theirs.seq));
   if (mine.count != theirs.count)
     return mismatch("count", std::to_string(mine.count), std::to_string(theirs.count));
-  // By name, as the application wrote them (nccl-tests' names); a value no type has, by number.
-  auto named = [](const char* name, uint8_t v) {
-    return std::strcmp(name, "unknown") == 0 ? std::to_string(v) : std::string(name);
+  // By name, as the application wrote them (nccl-tests' names); a value no type or op has (a
+  // peer's byte off the wire) by its number, never cast to the enum.
+  auto typeText = [](uint8_t v) {
+    return reduce::validType(v) ? std::string(reduce::typeName(static_cast<recclDataType_t>(v))) : std::to_string(v);
   };
-  if (mine.dtype != theirs.dtype)
-    return mismatch("datatype", named(reduce::typeName(static_cast<recclDataType_t>(mine.dtype)), mine.dtype),
-                    named(reduce::typeName(static_cast<recclDataType_t>(theirs.dtype)), theirs.dtype));
-  if (mine.op != theirs.op)
-    return mismatch("op", named(reduce::opName(static_cast<recclRedOp_t>(mine.op)), mine.op),
-                    named(reduce::opName(static_cast<recclRedOp_t>(theirs.op)), theirs.op));
+  auto opText = [](uint8_t v) {
+    return reduce::validOp(v) ? std::string(reduce::opName(static_cast<recclRedOp_t>(v))) : std::to_string(v);
+  };
+  if (mine.dtype != theirs.dtype) return mismatch("datatype", typeText(mine.dtype), typeText(theirs.dtype));
+  if (mine.op != theirs.op) return mismatch("op", opText(mine.op), opText(theirs.op));
   return mismatch("root", std::to_string(mine.root), std::to_string(theirs.root));
 }
 

@@ -14,10 +14,7 @@
 namespace reccl::reduce {
 namespace {
 
-constexpr const char* kTypeNames[recclNumTypes] = {"int8",  "uint8", "int32",  "uint32", "int64",
-                                                   "uint64", "half", "float", "double", "bfloat16"};
 constexpr size_t kTypeSizes[recclNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
-constexpr const char* kOpNames[recclNumOps] = {"sum", "prod", "max", "min", "avg"};
 
 bool cpuHas(Isa isa) noexcept {
   __builtin_cpu_init();
@@ -166,9 +163,5 @@ void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noex
 }
 
 size_t typeSize(recclDataType_t type) noexcept { return validType(type) ? kTypeSizes[type] : 0; }
-const char* typeName(recclDataType_t type) noexcept { return validType(type) ? kTypeNames[type] : "unknown"; }
-const char* opName(recclRedOp_t op) noexcept { return validOp(op) ? kOpNames[op] : "unknown"; }
-bool validType(int type) noexcept { return type >= 0 && type < recclNumTypes; }
-bool validOp(int op) noexcept { return op >= 0 && op < recclNumOps; }
 
 }  // namespace reccl::reduce
