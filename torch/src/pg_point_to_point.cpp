@@ -64,6 +64,12 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::alltoall_base(at::Tensor& outp
   std::vector<int64_t> inLen, outLen;
   auto inOff = splitOffsets(in, inputSplitSizes, size_, &inLen, "input");
   auto outOff = splitOffsets(out, outputSplitSizes, size_, &outLen, "output");
+  // The part a rank keeps is copied, not sent: its two sizes must agree, checked here so that a
+  // refused call runs nothing on any rank (as reccl would refuse it only once the group ran).
+  const int64_t keep = byteCount(rows(in, inOff[rank_], inLen[rank_]));
+  const int64_t take = byteCount(rows(out, outOff[rank_], outLen[rank_]));
+  TORCH_CHECK(keep == take, "reccl: input_split_sizes/output_split_sizes: this rank's part for itself is ", keep,
+              " bytes in the input and ", take, " bytes in the output; they must be equal");
   std::vector<PeerOp> ops;
   for (int p = 0; p < size_; ++p) {
     ops.push_back({true, rows(in, inOff[p], inLen[p]), p});
@@ -86,6 +92,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::alltoall(std::vector<at::Tenso
     ops.push_back({true, inputs[p], p});
     ops.push_back({false, outputs[p], p});
   }
+  TORCH_CHECK(byteCount(inputs[rank_]) == byteCount(outputs[rank_]), "reccl: all_to_all: this rank's tensors for "
+              "itself differ in size: input_tensor_list[", rank_, "] has ", inputs[rank_].numel(),
+              " elements, output_tensor_list[", rank_, "] has ", outputs[rank_].numel());
   return submitGroup(c10d::OpType::ALLTOALL, "all_to_all", outputs, opts.timeout, std::move(ops));
 }
 

@@ -69,6 +69,14 @@ def case_arguments(rank, world, store_url):
     _expect(msg, "reccl: tag: 3 is not supported")
     msg, _ = _raises(lambda: dist.all_gather([torch.ones(3)] * world, torch.ones(4)))
     _expect(msg, "reccl: tensor_list[0]: 3 elements, the input has 4")
+    # A rank's part for itself is 1 row in the input and 2 in the output.
+    out_splits = [2 if p == rank else 1 for p in range(world)]
+    msg, _ = _raises(lambda: dist.all_to_all_single(torch.zeros(world + 1), torch.ones(world),
+                                                    out_splits, [1] * world))
+    _expect(msg, "this rank's part for itself is 4 bytes in the input and 8 bytes in the output")
+    msg, _ = _raises(lambda: dist.all_to_all([torch.zeros(2 if p == rank else 1) for p in range(world)],
+                                             [torch.ones(1)] * world))
+    _expect(msg, "this rank's tensors for itself differ in size")
     # Refused at the call: nothing reached reccl, the group works on.
     t = torch.full((5,), float(rank + 1))
     dist.all_reduce(t)
