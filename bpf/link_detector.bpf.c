@@ -634,7 +634,8 @@ static __always_inline int lost_rate_crossed(__u64 sent, __u64 retrans, __u64 du
 /* Sums of the pooled evidence: the running window and the closed windows still in the pool. */
 struct pool_sums {
   __u64 retransmits, retrans_segs, sent_segs, dsack_segs;
-  __u32 closed; /* closed windows among them */
+  __u32 closed;  /* closed windows among them */
+  __u32 running; /* and the running one (not when it started before the floor) */
 };
 
 /* The pooled judgement, for a window that stays under the count. A slow flow -- a few segments a
@@ -659,6 +660,7 @@ static __always_inline int pooled_crossed(struct reccl_retrans_pool *pool, struc
   if (floor > oldest)
     oldest = floor;
   if (slot->retrans_window_start_ns >= floor) {
+    ps->running = 1;
     ps->retransmits = n;
     ps->retrans_segs = w->retrans_segs;
     ps->sent_segs = w->sent_segs;
@@ -676,8 +678,8 @@ static __always_inline int pooled_crossed(struct reccl_retrans_pool *pool, struc
   }
   if (!ps->closed || ps->retransmits < retrans_threshold)
     return 0;
-  /* sent / (closed + 1) < threshold * 1e6 / rate, in integers. */
-  if (ps->sent_segs * retrans_rate_ppm >= (__u64)retrans_threshold * 1000000 * (ps->closed + 1))
+  /* sent / windows < threshold * 1e6 / rate, in integers. */
+  if (ps->sent_segs * retrans_rate_ppm >= (__u64)retrans_threshold * 1000000 * (ps->closed + ps->running))
     return 0;
   __u64 ppm = 0;
   if (!lost_rate_crossed(ps->sent_segs, ps->retrans_segs, ps->dsack_segs, &ppm)) {
@@ -716,17 +718,19 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     slot->retrans_window = 0;
   }
   __u64 wstart = slot->retrans_window_start_ns;
-  if (w->start_ns != wstart) {
-    if (w->start_ns) {
+  __u64 wold = w->start_ns;
+  /* One CPU closes the window (the swap): a second push of it would count its sums twice in
+   * the pool, enough to carry a thin link over the count. */
+  if (wold != wstart && __sync_val_compare_and_swap(&w->start_ns, wold, wstart) == wold) {
+    if (wold) {
       struct reccl_retrans_pooled_window *c = &pool->windows[pool->next % RECCL_RETRANS_POOL_MAX];
-      c->start_ns = w->start_ns;
+      c->start_ns = wold;
       c->retransmits = w->last_retransmits;
       c->retrans_segs = w->retrans_segs;
       c->sent_segs = w->sent_segs;
       c->dsack_segs = w->dsack_segs;
       pool->next++;
     }
-    w->start_ns = wstart;
     w->last_retrans_segs = w->retrans_segs;
     w->last_sent_segs = w->sent_segs;
     w->last_dsack_segs = w->dsack_segs;
@@ -759,14 +763,14 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     return 0;
   if (__sync_val_compare_and_swap(&slot->last_degraded_ns, last, ts) != last)
     return 0;
-  if (pooled) {
-    /* Evidence is used once: the next pooled DEGRADED rests on windows after this one, so a
-     * link whose loss stopped is not declared again from the windows that showed it, and
-     * clears (RECCL_DEGRADED_CLEAR_MS) while the windows are still in the pool. A lasting slow
-     * loss refills the pool within a few seconds, inside that clear time. */
-    pool->floor_ns = ts;
+  /* Evidence is used once, whichever rule declared: the next pooled DEGRADED rests on windows
+   * after this one, so a link whose loss stopped is not declared again from the windows that
+   * showed it (a window that reached the count alone stays in the pool too), and clears
+   * (RECCL_DEGRADED_CLEAR_MS) while the windows are still in the pool. A lasting slow loss
+   * refills the pool within a few seconds, inside that clear time. */
+  pool->floor_ns = ts;
+  if (pooled)
     __sync_fetch_and_add(&pool->degraded, 1);
-  }
   __sync_fetch_and_or(&slot->state, (__u64)RECCL_LINK_STATE_DEGRADED);
   __sync_fetch_and_add(&slot->epoch, 1);
   emit(RECCL_LINK_KIND_DEGRADED, RECCL_LINK_SRC_TP_TCP_RETRANSMIT, ts, dev_netns(dev),

@@ -308,7 +308,8 @@ std::vector<int64_t> sizeList(const BenchOptions& o) {
     int64_t next;
     if (o.stepFactor > 1.0) {
       const double grown = double(s) * o.stepFactor;
-      if (!(grown <= double(o.maxBytes))) break;  // also before the cast could overflow
+      // Past -e once truncated (as nccl-tests' integer product), and before the cast could overflow.
+      if (!(grown < double(o.maxBytes) + 1.0)) break;
       next = static_cast<int64_t>(grown);
       if (next <= s) next = s + 1;  // from 0 or 1 byte a factor alone never grows
     } else {

@@ -95,8 +95,9 @@ void groupStart() noexcept { ++tlsGroup.depth; }
 bool inGroup() noexcept { return tlsGroup.depth > 0; }
 
 void queue(recclComm_t comm, const Collective& c, recclStream_t stream) {
+  OpenGroup& g = tlsGroup;  // made (and listed, under groupsMu) before the lock is taken here
   std::lock_guard lk(groupsMu());
-  tlsGroup.queued.push_back({comm, c, stream});
+  g.queued.push_back({comm, c, stream});
 }
 
 void forgetQueued(recclComm_t comm) {
@@ -115,9 +116,10 @@ recclResult_t groupEnd() {
   std::vector<Queued> ops;
   std::string why;
   {
+    OpenGroup& g = tlsGroup;
     std::lock_guard lk(groupsMu());
-    ops = std::exchange(tlsGroup.queued, {});
-    why = std::exchange(tlsGroup.dropped, {});
+    ops = std::exchange(g.queued, {});
+    why = std::exchange(g.dropped, {});
   }
   if (!why.empty()) return fail(recclInvalidUsage, why);
 

@@ -186,7 +186,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
 recclResult_t recclCommDestroy(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    forgetQueued(comm);  // the handle goes: the thread's open group must not run on it
+    forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     settle(comm);
     std::shared_ptr<PendingOp> op;
     {
@@ -227,7 +227,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    forgetQueued(comm);  // the handle goes: the thread's open group must not run on it
+    forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     int st = settle(comm);
     std::shared_ptr<PendingOp> op;
     {

@@ -237,7 +237,12 @@ void BootstrapRoot::sendTables() {
     std::memcpy(body.data() + body.size(), t.data(), t.size());
     encodeRootFrameHeader(RootFrameHeader{RootFrame::kTable, static_cast<uint32_t>(body.size() + kTagBytes)},
                           std::span<std::byte, kRootFrameHeaderBytes>(frame.data(), kRootFrameHeaderBytes));
-    Status s = transport::sendAll(c.fd.get(), frame, cfg_.deadline);
+    // At least the grace from now: the table may go out after the root's deadline (a rank that
+    // joined late, within its own), and a table larger than a socket buffer needs its time.
+    const Deadline sendBy = cfg_.deadline.at() - Clock::now() >= std::chrono::milliseconds(kRootGraceMs)
+                                ? cfg_.deadline
+                                : Deadline::afterMs(kRootGraceMs);
+    Status s = transport::sendAll(c.fd.get(), frame, sendBy);
     if (!s.ok()) RECCL_WARN(kLogBootstrap, "bootstrap: sending the table to rank %d: %s", r, s.message().c_str());
   }
   wipeKey(secret.key);

@@ -35,7 +35,9 @@ std::vector<int> StandbyLoads::loadFor(const ConnPlacement& c) const {
   if (c.rail < -1 || c.rail >= nrails_) return load;
   const int* sb = &standbys_[role][static_cast<size_t>((c.rail + 1) * nrails_)];
   for (int t = 0; t < nrails_; ++t) load[static_cast<size_t>(t)] += sb[t];
-  if (c.standbyTarget >= 0 && c.standbyTarget < nrails_) --load[static_cast<size_t>(c.standbyTarget)];
+  // Never below zero: a standby job may have moved c's standby since the count.
+  if (c.standbyTarget >= 0 && c.standbyTarget < nrails_ && load[static_cast<size_t>(c.standbyTarget)] > 0)
+    --load[static_cast<size_t>(c.standbyTarget)];
   return load;
 }
 

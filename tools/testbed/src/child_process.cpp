@@ -67,15 +67,20 @@ constexpr int kSupervisorDeathSignal = SIGUSR1;
 // Child side, after the namespace and stdio are set up. Returns in the command's process (which
 // then execs); the supervisor never returns. Only async-signal-safe calls.
 void superviseGroup(int errFd, pid_t caller) {
-  sigset_t waitFor;
+  sigset_t waitFor, all;
   sigemptyset(&waitFor);
   for (int sig : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT, kSupervisorDeathSignal}) sigaddset(&waitFor, sig);
-  ::sigprocmask(SIG_BLOCK, &waitFor, nullptr);
+  // Every signal blocked: one the supervisor does not wait for (USR2, ALRM) must not end it and
+  // leave the command's children behind; the command unblocks them.
+  sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, nullptr);
   ::signal(SIGCHLD, SIG_DFL);  // a caller's SIG_IGN would reap the command before waitpid
   ::prctl(PR_SET_PDEATHSIG, kSupervisorDeathSignal);
   if (::getppid() != caller) ::_exit(127);
   const pid_t supervisor = ::getpid();
-  const pid_t command = ::fork();
+  // _Fork: no atfork handlers, which may take locks another thread of the caller held at the
+  // first fork.
+  const pid_t command = ::_Fork();
   if (command < 0) childFail(errFd, 4);
   if (command == 0) {
     // Should the supervisor alone be killed, the command goes too.
@@ -87,10 +92,12 @@ void superviseGroup(int errFd, pid_t caller) {
     return;
   }
   // The caller learns of the exec (or its failure) from the command's copy of the pipe alone,
-  // and the command's output ends when the command's does.
-  ::close(errFd);
+  // and the command's output ends when the command's does. The supervisor never execs, so it
+  // closes every descriptor it inherited (close-on-exec ones included: another spawn's pipes,
+  // the caller's sockets), or it would hold them open for the rank's whole life.
   ::close(STDOUT_FILENO);
   ::close(STDERR_FILENO);
+  ::close_range(3, ~0U, 0);
   for (;;) {
     siginfo_t si{};
     int sig = ::sigwaitinfo(&waitFor, &si);
