@@ -140,9 +140,11 @@ Status DetectorDaemon::setupSocket() {
   if (lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode))
       return Status(Errc::kInvalidArgument, "socket: " + path + " exists and is not a socket; not replacing it");
-    UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    // Non-blocking: a live daemon whose backlog is full (it paused accepting) answers EAGAIN
+    // instead of holding this start up.
+    UniqueFd probe(socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!probe) return Status::FromErrno(errno, "detectord: socket");
-    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0)
+    if (connect(probe.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 || errno == EAGAIN)
       return Status(Errc::kExists, "detectord: another daemon serves " + path);
     if (errno != ECONNREFUSED)  // EPROTOTYPE: a socket of another kind, in use
       return Status::FromErrno(errno, "detectord: " + path + " is a socket that is not a stale daemon's; not replacing it");

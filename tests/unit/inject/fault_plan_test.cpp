@@ -94,6 +94,7 @@ TEST(FaultPlan, RefusesMalformedPlansNamingTheField) {
   } cases[] = {
       {"", "not valid JSON"},
       {"{", "not valid JSON"},
+      {"[\n  {\"at_ms\": 0,\n   \"action\": link-down}\n]", "not valid JSON: parse error at line 3, column"},
       {"42", "must be a list"},
       {"[]", "is empty"},
       {R"({"actions":[],"x":1})", "unknown key 'x'"},

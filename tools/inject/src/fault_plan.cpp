@@ -1,7 +1,11 @@
 #include "reccl/inject/fault_plan.h"
 #include "reccl/inject/quoted.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -90,8 +94,16 @@ class PlanParser {
   Result<FaultPlan> parse(std::string_view text) {
     if (text.size() > kMaxPlanBytes)
       return fail("plan", "is larger than " + std::to_string(kMaxPlanBytes) + " bytes");
-    json doc = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) return fail("plan", "is not valid JSON");
+    json doc;
+    try {
+      doc = json::parse(text.begin(), text.end());
+    } catch (const json::parse_error& e) {
+      // nlohmann's text says where ("parse error at line 3, column 5: ..."), after its own tag.
+      std::string what = e.what();
+      if (size_t tag = what.find("] "); what.rfind("[json.exception", 0) == 0 && tag != std::string::npos)
+        what.erase(0, tag + 2);
+      return Status{Errc::kInvalidArgument, "plan: not valid JSON: " + what};
+    }
     const json* actions = &doc;
     if (doc.is_object()) {
       for (auto it = doc.begin(); it != doc.end(); ++it)
@@ -269,8 +281,12 @@ Result<FaultPlan> parsePlan(std::string_view text) {
 }
 
 Result<FaultPlan> loadPlanFile(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    return Status{Errc::kNotFound, "plan file " + quoteInput(path) + " cannot be read: " + std::strerror(errno)};
+  if (!S_ISREG(st.st_mode)) return Status{Errc::kInvalidArgument, "plan file " + quoteInput(path) + " is not a file"};
   std::ifstream in(path, std::ios::binary);
-  if (!in) return Status{Errc::kNotFound, "plan file " + quoteInput(path) + " cannot be read"};
+  if (!in) return Status{Errc::kNotFound, "plan file " + quoteInput(path) + " cannot be read: " + std::strerror(errno)};
   std::string text;
   char buf[65536];
   while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
