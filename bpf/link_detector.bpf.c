@@ -636,6 +636,7 @@ struct pool_sums {
   __u64 retransmits, retrans_segs, sent_segs, dsack_segs;
   __u32 closed;  /* closed windows among them */
   __u32 running; /* and the running one (not when it started before the floor) */
+  __u64 ppm;     /* the lost rate of the sums, when judged */
 };
 
 /* The pooled judgement, for a window that stays under the count. A slow flow -- a few segments a
@@ -681,12 +682,7 @@ static __always_inline int pooled_crossed(struct reccl_retrans_pool *pool, struc
   /* sent / windows < threshold * 1e6 / rate, in integers. */
   if (ps->sent_segs * retrans_rate_ppm >= (__u64)retrans_threshold * 1000000 * (ps->closed + ps->running))
     return 0;
-  __u64 ppm = 0;
-  if (!lost_rate_crossed(ps->sent_segs, ps->retrans_segs, ps->dsack_segs, &ppm)) {
-    __sync_fetch_and_add(&pool->held, 1);
-    return 0;
-  }
-  return 1;
+  return lost_rate_crossed(ps->sent_segs, ps->retrans_segs, ps->dsack_segs, &ps->ppm);
 }
 
 SEC("tp_btf/tcp_retransmit_skb")
@@ -742,7 +738,6 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     account_socket(sk, ts, wstart, w, pool);
   __u64 n = __sync_fetch_and_add(&slot->retrans_window, 1) + 1;
   __u64 count = n, ppm = 0;
-  int pooled = 0;
   if (n >= retrans_threshold) {
     /* A window at the count is judged alone: the pool adds evidence a window lacks, it never
      * overrules a window that has enough. */
@@ -754,9 +749,8 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
     struct pool_sums ps = {};
     if (!pooled_crossed(pool, slot, w, n, ts, &ps))
       return 0;
-    pooled = 1;
     count = ps.retransmits;
-    lost_rate_crossed(ps.sent_segs, ps.retrans_segs, ps.dsack_segs, &ppm);
+    ppm = ps.ppm;
   }
   __u64 last = slot->last_degraded_ns;
   if (last && ts - last < degraded_min_interval_ns)
@@ -769,8 +763,6 @@ int BPF_PROG(tp_tcp_retransmit, const struct sock *sk, const struct sk_buff *skb
    * (RECCL_DEGRADED_CLEAR_MS) while the windows are still in the pool. A lasting slow loss
    * refills the pool within a few seconds, inside that clear time. */
   pool->floor_ns = ts;
-  if (pooled)
-    __sync_fetch_and_add(&pool->degraded, 1);
   __sync_fetch_and_or(&slot->state, (__u64)RECCL_LINK_STATE_DEGRADED);
   __sync_fetch_and_add(&slot->epoch, 1);
   emit(RECCL_LINK_KIND_DEGRADED, RECCL_LINK_SRC_TP_TCP_RETRANSMIT, ts, dev_netns(dev),

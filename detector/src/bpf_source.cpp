@@ -488,23 +488,6 @@ RetransWindowStats BpfSource::retransWindow(uint32_t slot) const {
   r.lastDsackSegs = load(w.last_dsack_segs);
   r.heldByRate = load(w.held);
   r.failedAttempts = load(w.failed);
-  // The program's admission rule (pooled_crossed), read without its lock-free care: a report.
-  const reccl_retrans_pool& p = skel_->bss->retrans_pools[slot];
-  r.pooledDegraded = load(p.degraded);
-  r.pooledHeld = load(p.held);
-  const uint64_t span = uint64_t{skel_->rodata->retrans_pool_windows} * skel_->rodata->retrans_window_ns;
-  const uint64_t now = monotonicNs();
-  const uint64_t running = load(s.retrans_window_start_ns);
-  const uint64_t oldest = std::max(now > span ? now - span : 0, load(p.floor_ns));
-  for (const auto& c : p.windows) {
-    uint64_t start = load(c.start_ns);
-    if (!span || !start || start < oldest || start >= running) continue;
-    ++r.pooledWindows;
-    r.pooledRetransmits += load(c.retransmits);
-    r.pooledRetransSegs += load(c.retrans_segs);
-    r.pooledDsackSegs += load(c.dsack_segs);
-    r.pooledSentSegs += load(c.sent_segs);
-  }
   return r;
 }
 

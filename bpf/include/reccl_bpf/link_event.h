@@ -149,8 +149,6 @@ struct reccl_retrans_pooled_window {
 struct reccl_retrans_pool {
   reccl_link_u64 next;      /* ring index (mod RECCL_RETRANS_POOL_MAX) of the next window to close */
   reccl_link_u64 floor_ns;  /* windows that started before this are no evidence */
-  reccl_link_u64 degraded;  /* DEGRADED records from the pooled judgement */
-  reccl_link_u64 held;      /* pooled judgements at the count held back by the rate */
   struct reccl_retrans_pooled_window windows[RECCL_RETRANS_POOL_MAX];
 };
 
@@ -178,7 +176,7 @@ static_assert(sizeof(reccl_link_resolve_ctx) == 8, "reccl_link_resolve_ctx ABI")
 static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
 static_assert(sizeof(reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 static_assert(sizeof(reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
-static_assert(sizeof(reccl_retrans_pool) == 32 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
+static_assert(sizeof(reccl_retrans_pool) == 16 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
@@ -187,7 +185,7 @@ _Static_assert(sizeof(struct reccl_link_resolve_ctx) == 8, "reccl_link_resolve_c
 _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
 _Static_assert(sizeof(struct reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 _Static_assert(sizeof(struct reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
-_Static_assert(sizeof(struct reccl_retrans_pool) == 32 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
+_Static_assert(sizeof(struct reccl_retrans_pool) == 16 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
 #endif
 
 #endif

@@ -53,15 +53,6 @@ struct RetransWindowStats {
   uint64_t lastDsackSegs = 0;
   uint64_t heldByRate = 0;       // retransmits over the count threshold the rate held back
   uint64_t failedAttempts = 0;   // retransmit attempts that sent nothing (not counted)
-  // The closed windows the pooled judgement would add to the running one now (those that
-  // started within the pool's span and after its floor), and what the pool has decided.
-  uint64_t pooledWindows = 0;
-  uint64_t pooledRetransmits = 0;
-  uint64_t pooledRetransSegs = 0;
-  uint64_t pooledDsackSegs = 0;
-  uint64_t pooledSentSegs = 0;
-  uint64_t pooledDegraded = 0;   // DEGRADED from the pooled windows
-  uint64_t pooledHeld = 0;       // pooled judgements at the count held back by the rate
 };
 
 struct HookStatus {
