@@ -131,9 +131,19 @@ class DetectorRetransmit : public reccl::test::TestbedTest<2, 2> {
  protected:
   void TearDown() override {
     // A failed assertion must not leave the loss on the shared testbed for the next test.
-    std::string cli = RECCL_CLI_PATH;
-    (void)!system((cli + " inject clear --netns " + netns(0) + " --dev rail0 >/dev/null 2>&1").c_str());
+    (void)!system((inject("clear --netns " + netns(0) + " --dev rail0") + " >/dev/null 2>&1").c_str());
   }
+  // `reccl inject ARGS`, as a shell command.
+  static std::string inject(const std::string& args) { return std::string(RECCL_CLI_PATH) + " inject " + args; }
+  // What host 0 sends on rail0 is dropped at the switch port at `rate`: loss on the wire, unseen
+  // by the sender's stack.
+  int dropOnRail0(const char* rate) {
+    return system(inject("drop --netns " + netns(0) + " --dev rail0 --side switch --ingress --rate " + rate).c_str());
+  }
+  int clearRail0() { return system(inject("clear --netns " + netns(0) + " --dev rail0").c_str()); }
+  // A started detector on host 0's rails at the library's defaults (count, rate, window, pool);
+  // none when the retransmit hook does not load here (the test is skipped).
+  void startDefaultDetector(std::unique_ptr<Detector>* out);
 };
 
 // A detector on host 0's rails with the given retransmit rate (per million; 0: count only).
@@ -329,14 +339,17 @@ TEST_F(DetectorRetransmit, OnePercentDropDegradesExactlyThatRail) {
          (unsigned long long)rw0.lastSentSegs);
 }
 
-
 // Thin flows: 40 writes of 1 KiB a second, one segment each (docs/detector.md, "Gray failures").
 constexpr auto kThinPeriod = std::chrono::milliseconds(25);
 constexpr size_t kThinWrite = 1024;
 
-// A detector on host 0's rails at the library's defaults (count, rate, window, pool).
-reccl::Result<std::unique_ptr<Detector>> defaultRailDetector(const std::string& ns) {
-  return railDetector(ns, BpfOptions{}.retransThreshold, BpfOptions{}.retransRatePpm);
+void DetectorRetransmit::startDefaultDetector(std::unique_ptr<Detector>* out) {
+  auto det = railDetector(netns(0), BpfOptions{}.retransThreshold, BpfOptions{}.retransRatePpm);
+  ASSERT_TRUE(det.ok()) << det.status().ToString();
+  if (!(*det)->activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
+    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
+  ASSERT_TRUE((*det)->start().ok());
+  *out = std::move(*det);
 }
 
 // Every closed window of a link as "retransmits:retransmitted/D-SACKed/sent", appended when the
@@ -358,18 +371,15 @@ struct WindowLog {
 // The pooled windows of the last seconds reach it. The same flow on the clean rail at the same
 // time retransmits nothing and must stay quiet.
 TEST_F(DetectorRetransmit, SlowFlowWithTenPercentDropIsDegradedAndTheCleanOneIsNot) {
-  auto det = defaultRailDetector(netns(0));
-  ASSERT_TRUE(det.ok()) << det.status().ToString();
-  Detector& d = **det;
-  if (!d.activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
-    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
-  ASSERT_TRUE(d.start().ok());
+  std::unique_ptr<Detector> det;
+  startDefaultDetector(&det);
+  if (!det) return;
+  Detector& d = *det;
   LinkKey rail0, rail1;
   for (const auto& w : d.watched()) (w.ifname == "rail0" ? rail0 : rail1) = w.key;
   auto h0 = openNetns(netns(0));
   auto h1 = openNetns(netns(1));
   ASSERT_TRUE(h0.ok() && h1.ok());
-  std::string cli = RECCL_CLI_PATH;
   int degraded0 = 0, degraded1 = 0, other = 0;
   int64_t firstMs = -1;
   WindowLog log0, log1;
@@ -379,10 +389,8 @@ TEST_F(DetectorRetransmit, SlowFlowWithTenPercentDropIsDegradedAndTheCleanOneIsN
     Stream clean(*h0, *h1, railAddr(0, 1), railAddr(1, 1), kThinPeriod, kThinWrite);
     ASSERT_EQ(lossy.error(), "");
     ASSERT_EQ(clean.error(), "");
-    // What host 0 sends on rail0 is dropped at the switch port: loss on the wire, unseen by the
-    // sender's stack.
     auto t0 = std::chrono::steady_clock::now();
-    ASSERT_EQ(system((cli + " inject drop --netns " + netns(0) + " --dev rail0 --side switch --ingress --rate 0.1").c_str()), 0);
+    ASSERT_EQ(dropOnRail0("0.1"), 0);
     // Ten seconds for rail0, then two more for the clean rail1 to show a false DEGRADED.
     reccl::Deadline dl = reccl::Deadline::afterMs(10000);
     bool afterSet = false;
@@ -407,7 +415,7 @@ TEST_F(DetectorRetransmit, SlowFlowWithTenPercentDropIsDegradedAndTheCleanOneIsN
     EXPECT_GT(lossy.sent(), 0u);
     EXPECT_GT(clean.sent(), 0u);
   }
-  EXPECT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
+  EXPECT_EQ(clearRail0(), 0);
   d.stop();
   printf("slow flow, 10 %% drop on rail0: first DEGRADED %lld ms after the drop began (-1: none); retransmits "
          "rail0 %llu, rail1 %llu\nclosed windows (retransmits:retransmitted/D-SACKed/sent segments): rail0%s; rail1%s\n",
@@ -423,31 +431,28 @@ TEST_F(DetectorRetransmit, SlowFlowWithTenPercentDropIsDegradedAndTheCleanOneIsN
 // time after the last DEGRADED -- at the latest the pool's span (a pooled DEGRADED from windows
 // just before the drop stopped) plus the clear time after the drop stopped.
 TEST_F(DetectorRetransmit, SlowFlowDegradedClearsOnceTheDropStops) {
-  auto det = defaultRailDetector(netns(0));
-  ASSERT_TRUE(det.ok()) << det.status().ToString();
-  Detector& d = **det;
-  if (!d.activeSources().count(RECCL_LINK_SRC_TP_TCP_RETRANSMIT))
-    GTEST_SKIP() << "the tcp_retransmit_skb hook does not load on this kernel";
-  ASSERT_TRUE(d.start().ok());
+  std::unique_ptr<Detector> det;
+  startDefaultDetector(&det);
+  if (!det) return;
+  Detector& d = *det;
   LinkKey rail0;
   for (const auto& w : d.watched())
     if (w.ifname == "rail0") rail0 = w.key;
   auto h0 = openNetns(netns(0));
   auto h1 = openNetns(netns(1));
   ASSERT_TRUE(h0.ok() && h1.ok());
-  std::string cli = RECCL_CLI_PATH;
   const BpfOptions bpf = DetectorOptions::fromEnv().bpf;
   const int64_t clearMs = static_cast<int64_t>(DetectorOptions::fromEnv().stateMachine.degradedClearNs / 1'000'000);
   const int64_t poolMs = static_cast<int64_t>(bpf.retransPoolWindows * bpf.retransWindowNs / 1'000'000);
   Stream lossy(*h0, *h1, railAddr(0, 0), railAddr(1, 0), kThinPeriod, kThinWrite);
   ASSERT_EQ(lossy.error(), "");
-  ASSERT_EQ(system((cli + " inject drop --netns " + netns(0) + " --dev rail0 --side switch --ingress --rate 0.1").c_str()), 0);
+  ASSERT_EQ(dropOnRail0("0.1"), 0);
   bool degraded = false;
   for (reccl::Deadline dl = reccl::Deadline::afterMs(10000); !dl.expired() && !degraded;)
     for (const auto& e : d.waitEvents(100))
       if (e.type == LinkEventType::kLinkDegraded && e.link == rail0) degraded = true;
   ASSERT_TRUE(degraded) << "no retransmit DEGRADED for the slow lossy flow's rail0 within 10 s";
-  ASSERT_EQ(system((cli + " inject clear --netns " + netns(0) + " --dev rail0").c_str()), 0);
+  ASSERT_EQ(clearRail0(), 0);
   auto cleared = std::chrono::steady_clock::now();
   int64_t upMs = -1, lastDegradedMs = -1;
   for (reccl::Deadline dl = reccl::Deadline::afterMs(poolMs + clearMs + 1000); !dl.expired() && upMs < 0;) {
