@@ -23,6 +23,7 @@
 #include <regex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include "reccl/common/deadline.h"
 #include "reccl/detector/detector_client.h"
@@ -287,11 +288,8 @@ TEST(Detectord, KeepAliveNoticesAHungDaemon) {
   EXPECT_TRUE(again.ok()) << again.status().ToString();
 }
 
-TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {
-  if (geteuid() != 0) GTEST_SKIP() << "needs root: BPF";
-  DaemonProcess first({"--source", "netlink"});
-  ASSERT_GT(first.waitStarted(15000), 0) << first.logText();
-  std::string sock = first.socket();
+// reccl-detectord on `sock` (netlink source, no metrics), its output discarded; the pid.
+pid_t startDaemonAt(const std::string& sock) {
   pid_t pid = fork();
   if (pid == 0) {
     int devnull = open("/dev/null", O_WRONLY);
@@ -301,10 +299,33 @@ TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {
           "--source", "netlink", static_cast<char*>(nullptr));
     _exit(127);
   }
+  return pid;
+}
+
+// Its exit code (128 + signal when a signal ended it), or -1 when it still ran after `ms` (then
+// it is killed).
+int exitOf(pid_t pid, int ms) {
+  Deadline dl = Deadline::afterMs(ms);
   int status = 0;
-  waitpid(pid, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status));
-  EXPECT_NE(WEXITSTATUS(status), 0);
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (dl.expired()) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    usleep(10000);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(Detectord, RefusesASecondDaemonOnTheSameSocket) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: BPF";
+  DaemonProcess first({"--source", "netlink"});
+  ASSERT_GT(first.waitStarted(15000), 0) << first.logText();
+  std::string sock = first.socket();
+  const int rc = exitOf(startDaemonAt(sock), 20000);
+  EXPECT_GT(rc, 0) << "the second daemon started, or ran on";
+  EXPECT_LT(rc, 128) << "the second daemon was ended by a signal";
   EXPECT_EQ(kill(first.pid(), 0), 0);
   auto c = DetectorClient::connect(sock);
   EXPECT_TRUE(c.ok()) << "first daemon's socket was taken over";
@@ -320,40 +341,15 @@ TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
   const std::string dir = dirTemplate;
   struct Cleanup {
     std::string dir;
-    pid_t pid = -1;
+    std::vector<pid_t> pids;  // daemons still running
     ~Cleanup() {
-      if (pid > 0) {
+      for (pid_t pid : pids) {
         kill(pid, SIGKILL);
         waitpid(pid, nullptr, 0);
       }
       std::system(("rm -rf " + dir).c_str());
     }
-  } cleanup{dir};
-  auto startDaemon = [](const std::string& sock) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      dup2(devnull, 2);
-      execl(RECCL_DETECTORD_PATH, RECCL_DETECTORD_PATH, "--socket", sock.c_str(), "--metrics-port", "-1",
-            "--source", "netlink", static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    return pid;
-  };
-  auto exitOf = [](pid_t pid) {
-    Deadline dl = Deadline::afterMs(20000);
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (dl.expired()) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        return -1;  // it ran on: it took the path
-      }
-      usleep(10000);
-    }
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  };
+  } cleanup{dir, {}};
   auto bound = [](const std::string& path, int type) {
     int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
     sockaddr_un a{};
@@ -366,7 +362,7 @@ TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
 
   const std::string file = dir + "/regular.sock";
   { std::ofstream(file) << "keep me"; }
-  EXPECT_EQ(exitOf(startDaemon(file)), 64);
+  EXPECT_EQ(exitOf(startDaemonAt(file), 20000), 64);
   std::ifstream in(file);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_EQ(text, "keep me") << "the daemon removed or changed a regular file";
@@ -374,7 +370,7 @@ TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
   const std::string stream = dir + "/stream.sock";  // a stream socket in use: someone else's
   int fd = bound(stream, SOCK_STREAM);
   ASSERT_GE(fd, 0);
-  EXPECT_EQ(exitOf(startDaemon(stream)), 1);
+  EXPECT_EQ(exitOf(startDaemonAt(stream), 20000), 1);
   struct stat st {};
   EXPECT_EQ(stat(stream.c_str(), &st), 0) << "the daemon removed a socket in use";
   close(fd);
@@ -383,7 +379,7 @@ TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
   fd = bound(stale, SOCK_SEQPACKET);
   ASSERT_GE(fd, 0);
   close(fd);
-  cleanup.pid = startDaemon(stale);
+  cleanup.pids.push_back(startDaemonAt(stale));
   Deadline dl = Deadline::afterMs(15000);
   bool served = false;
   while (!served && !dl.expired()) {
@@ -391,6 +387,21 @@ TEST(Detectord, ReplacesOnlyAStaleDaemonSocket) {
     if (!served) usleep(20000);
   }
   EXPECT_TRUE(served) << "the daemon did not take over a stale socket";
+
+  // A socket in a directory the daemon had to make: the directory goes with it.
+  const std::string made = dir + "/made";
+  const pid_t second = startDaemonAt(made + "/d.sock");
+  served = false;
+  for (Deadline until = Deadline::afterMs(15000); !served && !until.expired();) {
+    served = DetectorClient::connect(made + "/d.sock").ok();
+    if (!served) usleep(20000);
+  }
+  if (!served) cleanup.pids.push_back(second);
+  ASSERT_TRUE(served) << "the daemon did not serve in a directory it made";
+  kill(second, SIGTERM);
+  const int rc = exitOf(second, 10000);  // reaped either way
+  EXPECT_EQ(rc, 0);
+  EXPECT_NE(stat(made.c_str(), &st), 0) << "the daemon left the directory it made";
 }
 
 // An invalid RECCL_* value is refused at start with usage exit 64, naming the variable, its value
