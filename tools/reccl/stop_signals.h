@@ -4,45 +4,26 @@
 #pragma once
 
 #include <signal.h>
-#include <sys/signalfd.h>
-#include <unistd.h>
 
-#include "reccl/common/unique_fd.h"
+#include "reccl/common/blocked_signals.h"
 
 namespace reccl::cli {
 
 class StopSignals {
  public:
-  StopSignals() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGHUP);
-    sigprocmask(SIG_BLOCK, &set, &old_);
-    fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  }
   // Signals that came while the work was undone are consumed first: the first one decided
   // the exit code, and a later one must not end the process with another.
   ~StopSignals() {
     while (caught() != 0) {
     }
-    sigprocmask(SIG_SETMASK, &old_, nullptr);
   }
-  StopSignals(const StopSignals&) = delete;
-  StopSignals& operator=(const StopSignals&) = delete;
 
-  int fd() const { return fd_.get(); }
+  int fd() const { return signals_.fd(); }
   // The next pending signal (consumed), 0 when none.
-  int caught() {
-    signalfd_siginfo si{};
-    if (fd_ && ::read(fd_.get(), &si, sizeof(si)) == sizeof(si)) return static_cast<int>(si.ssi_signo);
-    return 0;
-  }
+  int caught() { return signals_.next(); }
 
  private:
-  sigset_t old_{};
-  UniqueFd fd_;
+  BlockedSignals signals_{SIGINT, SIGTERM, SIGHUP};
 };
 
 }  // namespace reccl::cli

@@ -3,7 +3,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +10,7 @@
 #include <cerrno>
 #include <optional>
 
+#include "reccl/common/blocked_signals.h"
 #include "reccl/common/deadline.h"
 #include "reccl/common/free_port.h"
 #include "reccl/common/log.h"
@@ -79,26 +79,6 @@ struct Rank {
   int exitCode = 0;
 };
 
-// Blocks the signals the runner turns into events and restores the mask on scope exit.
-class SignalScope {
- public:
-  SignalScope() {
-    sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGINT);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGCHLD);
-    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
-    fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
-  }
-  ~SignalScope() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  int fd() const { return fd_.get(); }
-
- private:
-  sigset_t old_{};
-  UniqueFd fd_;
-};
-
 }  // namespace
 
 Result<int> runRanks(const RunOptions& o) {
@@ -119,7 +99,8 @@ Result<int> runRanks(const RunOptions& o) {
   }
   const int world = st.spec.hosts * o.ranksPerHost;
 
-  SignalScope sigs;
+  // The signals the runner turns into events (forwarded to the ranks, a rank's exit).
+  BlockedSignals sigs{SIGINT, SIGTERM, SIGCHLD};
   if (sigs.fd() < 0) return Status::FromErrno(errno, "signalfd");
   std::vector<Rank> ranks(static_cast<size_t>(world));
   std::vector<Stream> streams;
@@ -231,9 +212,7 @@ Result<int> runRanks(const RunOptions& o) {
       for (size_t i = 0; i < pfds.size(); ++i) {
         if (pfds[i].revents == 0) continue;
         if (owners[i] == nullptr) {
-          signalfd_siginfo si{};
-          while (::read(sigs.fd(), &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
-            int sig = static_cast<int>(si.ssi_signo);
+          for (int sig = sigs.next(); sig != 0; sig = sigs.next()) {
             if (sig == SIGINT || sig == SIGTERM) {
               if (interruptedBy == 0) interruptedBy = sig;
               killAll(sig);
