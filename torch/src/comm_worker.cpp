@@ -32,6 +32,9 @@ std::string describeFailure(const std::string& op, int rank, recclResult_t resul
 CommWorker::CommWorker(recclComm_t comm, int rank, std::shared_ptr<FailureLatch> latch)
     : rank_(rank), latch_(std::move(latch)), comm_(comm), thread_([this] { loop(); }) {}
 
+CommWorker::CommWorker(Open open, int rank, std::shared_ptr<FailureLatch> latch)
+    : rank_(rank), latch_(std::move(latch)), open_(std::move(open)), thread_([this] { loop(); }) {}
+
 CommWorker::~CommWorker() {
   {
     std::lock_guard lk(mu_);
@@ -40,7 +43,7 @@ CommWorker::~CommWorker() {
   cv_.notify_all();
   abortStuckCall();
   thread_.join();
-  if (!aborted_) recclCommDestroy(comm_);
+  if (!aborted_ && comm_) recclCommDestroy(comm_);
 }
 
 void CommWorker::abortStuckCall() {
@@ -48,7 +51,7 @@ void CommWorker::abortStuckCall() {
   // call in flight finishes, bounded by reccl's own deadlines.
   if (!latch_->get()) return;
   std::unique_lock lk(mu_);
-  if (!inCall_) return;
+  if (!inCall_ || !comm_) return;
   auto age = std::chrono::steady_clock::now() - callStart_;
   if (age < kAbortMinCallAge) {
     lk.unlock();
@@ -71,12 +74,29 @@ void CommWorker::enqueue(CommOp op) {
 
 bool CommWorker::stats(recclCommStats_t* out) const {
   std::lock_guard lk(mu_);
-  if (aborted_) return false;
+  if (aborted_ || !comm_) return false;
   out->size = sizeof(*out);
   return recclCommGetStats(comm_, out) == recclSuccess;
 }
 
+void CommWorker::open() {
+  recclComm_t made = nullptr;
+  std::string error;
+  try {
+    error = open_(&made, [this] { return latch_->get().has_value(); });
+  } catch (const std::exception& e) {  // the store's
+    error = e.what();
+  }
+  if (!error.empty()) {
+    latch_->set(error);
+    return;
+  }
+  std::lock_guard lk(mu_);
+  comm_ = made;
+}
+
 void CommWorker::loop() {
+  if (open_) open();
   for (;;) {
     CommOp op;
     std::optional<std::string> latched;
@@ -87,6 +107,8 @@ void CommWorker::loop() {
       op = std::move(queue_.front());
       queue_.pop_front();
       latched = latch_->get();
+      if (!latched && !comm_) latched = "reccl " + op.name + " failed on rank " + std::to_string(rank_) +
+                                        ": its communicator could not be made";
       if (!latched) {
         inCall_ = true;
         callStart_ = std::chrono::steady_clock::now();

@@ -45,8 +45,15 @@ std::string describeFailure(const std::string& op, int rank, recclResult_t resul
 
 class CommWorker {
  public:
+  // Makes the communicator on the worker's thread before the first operation runs: a lane's
+  // joins when its peer's first matching operation does, which must not hold up the caller.
+  // Returns "" or what failed (latched on the group, so every queued operation fails with it);
+  // `givingUp()` turns true once the group failed otherwise, and the opening should then end.
+  using Open = std::function<std::string(recclComm_t* comm, const std::function<bool()>& givingUp)>;
+
   // Takes ownership of `comm`.
   CommWorker(recclComm_t comm, int rank, std::shared_ptr<FailureLatch> latch);
+  CommWorker(Open open, int rank, std::shared_ptr<FailureLatch> latch);
   // Runs (or, once a failure is latched, fails) what is queued, then destroys the communicator.
   // A call still inside reccl after a Work gave up on it is ended by aborting the communicator.
   ~CommWorker();
@@ -54,21 +61,24 @@ class CommWorker {
   CommWorker& operator=(const CommWorker&) = delete;
 
   void enqueue(CommOp op);
-  // The communicator's counters; false once it was aborted.
+  // The communicator's counters; false before it was made or once it was aborted.
   bool stats(recclCommStats_t* out) const;
 
  private:
   void loop();
+  void open();
   void abortStuckCall();
 
   const int rank_;
   std::shared_ptr<FailureLatch> latch_;
+  Open open_;  // empty when the communicator was given
   // Guarded by mu_: the queue and the call in flight. comm_ is used by the worker thread for
-  // calls and by stats(); abortStuckCall() frees it (recclCommAbort) and sets aborted_.
+  // calls and by stats(); abortStuckCall() frees it (recclCommAbort) and sets aborted_. Null
+  // until open_ made it, and for good when that failed.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<CommOp> queue_;
-  recclComm_t comm_;
+  recclComm_t comm_ = nullptr;
   bool stop_ = false;
   bool inCall_ = false;
   bool aborted_ = false;

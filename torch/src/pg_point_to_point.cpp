@@ -1,6 +1,7 @@
 // Send/recv and what is built from reccl groups of them. reccl matches the messages between two
-// ranks in the order they were issued (no tags), and a group issues its sends and receives
-// together, so a group never deadlocks on its own order.
+// ranks in the order they were issued (no tags). send/recv go on the lanes (p2p_lanes.h), so a
+// message never waits for one in another direction; the collectives made of sends and receives
+// go on the group's communicator as one reccl group, which issues them together.
 #include <numeric>
 
 #include "process_group_reccl.h"
@@ -32,6 +33,16 @@ std::vector<int64_t> splitOffsets(const at::Tensor& t, const std::vector<int64_t
 
 at::Tensor rows(const at::Tensor& t, int64_t offset, int64_t length) {
   return t.dim() == 0 ? t : t.narrow(0, offset, length);
+}
+
+// The message on its lane's two-rank communicator.
+CommOp::Call laneCall(PeerOp op) {
+  return [op = std::move(op)](recclComm_t comm) {
+    const size_t n = byteCount(op.tensor);
+    const int peer = PeerLanes::peerInLane(op.isSend);
+    return op.isSend ? recclSend(bytes(op.tensor), n, recclUint8, peer, comm, nullptr)
+                     : recclRecv(bytes(op.tensor), n, recclUint8, peer, comm, nullptr);
+  };
 }
 
 void checkTag(int tag) {
@@ -150,7 +161,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::pointToPoint(bool isSend, std:
       return work;
     }
   }
-  return submitGroup(type, name, {t}, c10d::kUnsetTimeout, {PeerOp{isSend, t, peer}});
+  if (peer == rank_) return submitGroup(type, name, {t}, c10d::kUnsetTimeout, {PeerOp{isSend, t, peer}});
+  auto work = c10::make_intrusive<WorkReccl>(rank_, type, name, std::vector<at::Tensor>{t}, timeout_, latch_);
+  enqueueOn(lanes_->lane(peer, isSend), work, name, laneCall(PeerOp{isSend, t, peer}), latch_);
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::send(std::vector<at::Tensor>& tensors, int dstRank, int tag) {
@@ -177,14 +191,25 @@ void ProcessGroupReccl::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
     ops.swap(coalesced_);
     works.swap(coalescedWorks_);
   }
-  if (ops.empty()) return;
+  std::vector<PeerOp> selfOps;
+  std::vector<c10::intrusive_ptr<WorkReccl>> selfWorks;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (ops[i].peer == rank_) {  // a send to itself completes only with its receive: one group
+      selfOps.push_back(ops[i]);
+      selfWorks.push_back(works[i]);
+    } else {
+      enqueueOn(lanes_->lane(ops[i].peer, ops[i].isSend), works[i], ops[i].isSend ? "send" : "recv",
+                laneCall(ops[i]), latch_);
+    }
+  }
+  if (selfOps.empty()) return;
   if (auto why = latch_->get()) {
-    for (const auto& w : works) w->complete(*why);
+    for (const auto& w : selfWorks) w->complete(*why);
     return;
   }
-  worker_->enqueue(CommOp{"batch_isend_irecv", [ops](recclComm_t comm) { return runPeerOps(comm, ops); },
-                          [works](const std::string& error) {
-                            for (const auto& w : works) w->complete(error);
+  worker_->enqueue(CommOp{"batch_isend_irecv", [selfOps](recclComm_t comm) { return runPeerOps(comm, selfOps); },
+                          [selfWorks](const std::string& error) {
+                            for (const auto& w : selfWorks) w->complete(error);
                           }});
 }
 

@@ -13,6 +13,7 @@ ProcessGroupReccl::ProcessGroupReccl(const c10::intrusive_ptr<c10d::Store>& stor
   TORCH_CHECK(store, "reccl: store: a process group needs a store to bootstrap from");
   TORCH_CHECK(timeout.count() > 0, "reccl: timeout: must be positive, got ", timeout.count(), " ms");
   worker_ = std::make_unique<CommWorker>(initCommFromStore(*store, rank, size, timeout), rank, latch_);
+  lanes_ = std::make_unique<PeerLanes>(store, rank, timeout, latch_);
   init();
 }
 
@@ -22,9 +23,12 @@ ProcessGroupReccl::WaitScope waitScope = [](const std::function<void()>& wait) {
 
 void ProcessGroupReccl::setWaitScope(WaitScope scope) { waitScope = scope; }
 
-// The worker runs what is queued and destroys the communicator (see CommWorker).
+// The workers run what is queued and destroy their communicators (see CommWorker).
 ProcessGroupReccl::~ProcessGroupReccl() {
-  waitScope([this] { worker_.reset(); });
+  waitScope([this] {
+    lanes_.reset();
+    worker_.reset();
+  });
 }
 
 c10::intrusive_ptr<WorkReccl> ProcessGroupReccl::submit(c10d::OpType type, const char* name,
@@ -36,14 +40,20 @@ c10::intrusive_ptr<WorkReccl> ProcessGroupReccl::submit(c10d::OpType type, const
   }
   auto limit = optsTimeout.count() > 0 ? optsTimeout : timeout_;
   auto work = c10::make_intrusive<WorkReccl>(rank_, type, name, std::move(outputs), limit, latch_);
+  enqueueOn(*worker_, work, name, std::move(call), latch_);
+  return work;
+}
+
+void ProcessGroupReccl::enqueueOn(CommWorker& worker, const c10::intrusive_ptr<WorkReccl>& work,
+                                  const std::string& name, CommOp::Call call,
+                                  const std::shared_ptr<FailureLatch>& latch) {
   // After a failure nothing more is queued: the worker may still be inside the call that a
   // Work's timeout gave up on.
-  if (auto why = latch_->get()) {
+  if (auto why = latch->get()) {
     work->complete(*why);
-    return work;
+    return;
   }
-  worker_->enqueue(CommOp{name, std::move(call), [work](const std::string& error) { work->complete(error); }});
-  return work;
+  worker.enqueue(CommOp{name, std::move(call), [work](const std::string& error) { work->complete(error); }});
 }
 
 recclResult_t runPeerOps(recclComm_t comm, const std::vector<PeerOp>& ops) {
@@ -76,6 +86,7 @@ c10::intrusive_ptr<WorkReccl> ProcessGroupReccl::submitGroup(c10d::OpType type, 
 std::map<std::string, uint64_t> ProcessGroupReccl::stats() const {
   recclCommStats_t s{};
   if (!worker_->stats(&s)) return {};
+  lanes_->addStats(&s);
   return {
       {"collectives", s.collectives},
       {"bytesSent", s.bytesSent},

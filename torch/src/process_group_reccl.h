@@ -4,8 +4,9 @@
 //
 // Files: process_group_reccl.cpp (life cycle, submission, stats), pg_collectives.cpp (the
 // collectives reccl has: allreduce, broadcast, reduce, all-gather, reduce-scatter, barrier),
-// pg_point_to_point.cpp (send/recv, coalesced send/recv, all-to-all: reccl's own with equal
-// splits, else grouped send/recv, which also make gather and scatter).
+// pg_point_to_point.cpp (send/recv on the lanes of p2p_lanes.h, coalesced send/recv,
+// all-to-all: reccl's own with equal splits, else grouped send/recv, which also make gather
+// and scatter).
 #pragma once
 
 #include <chrono>
@@ -22,6 +23,7 @@
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include "comm_worker.h"
+#include "p2p_lanes.h"
 #include "work_reccl.h"
 
 namespace reccl_torch {
@@ -88,12 +90,14 @@ class ProcessGroupReccl : public c10d::ProcessGroup {
                                          const c10d::ScatterOptions& opts = {}) override;
   c10::intrusive_ptr<c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank, int tag) override;
   c10::intrusive_ptr<c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank, int tag) override;
-  // Between these, send and recv are collected and issued as one reccl group at the end
-  // (torch.distributed.batch_isend_irecv), so their order across ranks cannot deadlock.
+  // Between these, send and recv are collected and issued together at the end
+  // (torch.distributed.batch_isend_irecv): each on its lane, those to and from this rank as one
+  // reccl group, so their order across ranks cannot deadlock.
   void startCoalescing() override;
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
 
-  // The communicator's counters (recclCommStats_t) by field name; empty once aborted.
+  // The communicator's counters (recclCommStats_t) by field name, the lanes' added in where
+  // they add up (counts; lastFailoverUs is the latest failover's); empty once aborted.
   std::map<std::string, uint64_t> stats() const;
   // The communicator's link-fault source ("bpf:...", "rtnetlink", ...); "" once aborted.
   std::string faultSource() const;
@@ -104,6 +108,10 @@ class ProcessGroupReccl : public c10d::ProcessGroup {
   // operation's own timeout from its options (kUnsetTimeout: the group's).
   c10::intrusive_ptr<WorkReccl> submit(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
                                        std::chrono::milliseconds optsTimeout, CommOp::Call call);
+  // Queues `call` for `work` on `worker` (the group's or a lane's), or fails it at once when
+  // the group failed already.
+  static void enqueueOn(CommWorker& worker, const c10::intrusive_ptr<WorkReccl>& work, const std::string& name,
+                        CommOp::Call call, const std::shared_ptr<FailureLatch>& latch);
   // Queues `ops` as one reccl group; `after` runs on the worker when it succeeded.
   c10::intrusive_ptr<WorkReccl> submitGroup(c10d::OpType type, const char* name, std::vector<at::Tensor> outputs,
                                             std::chrono::milliseconds optsTimeout, std::vector<PeerOp> ops,
@@ -113,6 +121,7 @@ class ProcessGroupReccl : public c10d::ProcessGroup {
   const std::chrono::milliseconds timeout_;
   std::shared_ptr<FailureLatch> latch_;
   std::unique_ptr<CommWorker> worker_;
+  std::unique_ptr<PeerLanes> lanes_;
 
   // Send/recv between startCoalescing and endCoalescing (calls from one Python thread).
   std::mutex coalesceMu_;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <c10/util/Exception.h>
@@ -34,42 +35,106 @@ recclResult_t initRankWithTimeout(recclComm_t* comm, int size, const recclUnique
   return recclCommInitRankConfig(comm, size, id, rank, &cfg);
 }
 
-recclUniqueId publishId(c10d::Store& store) {
+// A lane's init waits for its peer's first matching message, which may come as late as an
+// operation's timeout allows: its bootstrap deadline is the group's timeout whatever
+// RECCL_BOOTSTRAP_TIMEOUT_MS says. Non-blocking, so that it can be given up.
+recclResult_t startLaneInit(recclComm_t* comm, const recclUniqueId& id, int laneRank,
+                            std::chrono::milliseconds timeout) {
+  const int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT_MAX));
+  recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+  cfg.bootstrapTimeoutMs = ms;
+  if (std::getenv("RECCL_TIMEOUT_MS") == nullptr) cfg.timeoutMs = ms;
+  cfg.blocking = 0;
+  return recclCommInitRankConfig(comm, 2, id, laneRank, &cfg);
+}
+
+recclUniqueId publishId(c10d::Store& store, const std::string& key, const std::string& what, int rank) {
   recclUniqueId id{};
   recclResult_t r = recclGetUniqueId(&id);
   std::string error;
-  if (r != recclSuccess) error = describeFailure("init (unique id)", 0, r, recclGetLastError(nullptr));
+  if (r != recclSuccess) error = describeFailure(what + " (unique id)", rank, r, recclGetLastError(nullptr));
   const char* body = r == recclSuccess ? id.internal : error.data();
   size_t bodySize = r == recclSuccess ? sizeof(id.internal) : error.size();
   std::vector<uint8_t> value(1 + bodySize);
   value[0] = r == recclSuccess ? kIdFollows : kErrorFollows;
   std::memcpy(value.data() + 1, body, bodySize);
-  store.set(kIdKey, value);
+  store.set(key, value);
   TORCH_CHECK(r == recclSuccess, error);
   return id;
 }
 
-recclUniqueId readId(c10d::Store& store) {
-  std::vector<uint8_t> value = store.get(kIdKey);
-  TORCH_CHECK(!value.empty(), "reccl: init: rank 0 published an empty unique id");
+// `value` as the root stored it; `what` and `root` name the communicator and its root rank.
+recclUniqueId parseId(const std::vector<uint8_t>& value, const std::string& what, int root) {
+  TORCH_CHECK(!value.empty(), "reccl: ", what, ": rank ", root, " published an empty unique id");
   if (value[0] == kErrorFollows)
-    TORCH_CHECK(false, "reccl: init: rank 0 could not create the communicator: ",
+    TORCH_CHECK(false, "reccl: ", what, ": rank ", root, " could not create the communicator: ",
                 std::string(value.begin() + 1, value.end()));
   recclUniqueId id{};
-  TORCH_CHECK(value[0] == kIdFollows && value.size() == 1 + sizeof(id.internal),
-              "reccl: init: the store's unique id has ", value.size(), " bytes, expected ", 1 + sizeof(id.internal));
+  TORCH_CHECK(value[0] == kIdFollows && value.size() == 1 + sizeof(id.internal), "reccl: ", what,
+              ": the store's unique id has ", value.size(), " bytes, expected ", 1 + sizeof(id.internal));
   std::copy(value.begin() + 1, value.end(), id.internal);
   return id;
+}
+
+// Polls for the id rank `root` publishes when it sends its first message here: "" and `id` set,
+// or why not.
+std::string awaitId(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
+                    const std::function<bool()>& givingUp, const std::string& what, int root, recclUniqueId* id) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::milliseconds(1);
+  while (!store.check({key})) {
+    if (givingUp()) return "the process group failed while this waited for rank " + std::to_string(root);
+    if (std::chrono::steady_clock::now() >= deadline)
+      return "rank " + std::to_string(root) + " sent nothing to this rank within " + std::to_string(timeout.count()) +
+             " ms (the process group's timeout)";
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(20));
+  }
+  *id = parseId(store.get(key), what, root);
+  return "";
 }
 
 }  // namespace
 
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
-  recclUniqueId id = rank == 0 ? publishId(store) : readId(store);
+  recclUniqueId id = rank == 0 ? publishId(store, kIdKey, "init", 0) : parseId(store.get(kIdKey), "init", 0);
   recclComm_t comm = nullptr;
   recclResult_t r = initRankWithTimeout(&comm, size, id, rank, timeout);
   TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
   return comm;
+}
+
+std::string openPairComm(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
+                         std::chrono::milliseconds timeout, const std::function<bool()>& givingUp,
+                         const std::string& what, recclComm_t* comm) {
+  recclUniqueId id{};
+  if (root) {
+    id = publishId(store, key, what, rank);
+  } else {
+    std::string why = awaitId(store, key, timeout, givingUp, what, rootRank, &id);
+    if (!why.empty()) return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + why;
+  }
+  *comm = nullptr;
+  recclResult_t r = startLaneInit(comm, id, root ? 0 : 1, timeout);
+  if (r != recclSuccess && r != recclInProgress) return describeFailure(what, rank, r, recclGetLastError(nullptr));
+  // The init's own deadline (the group's timeout) ends it; this only polls and gives up early.
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    recclResult_t state = recclInProgress;
+    r = recclCommGetAsyncError(*comm, &state);
+    if (r == recclSuccess && state == recclSuccess) return "";
+    if (r != recclSuccess || state != recclInProgress || givingUp()) {
+      std::string error = givingUp() && state == recclInProgress
+                              ? "reccl " + what + " failed on rank " + std::to_string(rank) +
+                                    ": the process group failed while its communicator was made"
+                              : describeFailure(what, rank, r != recclSuccess ? r : state, recclGetLastError(nullptr));
+      recclCommAbort(*comm);
+      *comm = nullptr;
+      return error;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(10));
+  }
 }
 
 }  // namespace reccl_torch

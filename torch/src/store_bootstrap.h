@@ -6,6 +6,8 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
+#include <string>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -17,5 +19,15 @@ namespace reccl_torch {
 // not join. `timeout` becomes the communicator's bootstrap and collective deadlines (its
 // recclConfig_t) unless the user set RECCL_BOOTSTRAP_TIMEOUT_MS / RECCL_TIMEOUT_MS.
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout);
+
+// The same for a two-rank communicator under `key`, made on a lane's worker thread
+// (p2p_lanes.h): the root publishes, the other rank polls the store rather than blocking in it
+// (a blocking get holds TCPStore's lock, which the group's other lanes need), and the init is
+// non-blocking, so either side stops waiting once `givingUp()`. Both wait at most `timeout` for
+// the other. `rank` and `rootRank` are group ranks, for messages, as is `what` ("send to rank 2").
+// Returns "" or what failed.
+std::string openPairComm(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
+                         std::chrono::milliseconds timeout, const std::function<bool()>& givingUp,
+                         const std::string& what, recclComm_t* comm);
 
 }  // namespace reccl_torch

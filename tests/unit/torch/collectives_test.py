@@ -51,6 +51,11 @@ def _cases(world):
         yield ("send_recv_ring", dt, None, 1003, None)
     yield ("send_recv_ring", "float32", None, (1 << 20) + 3, None)
     yield ("send_recv_in_order", "int64", None, 7, None)
+    # Outside batch_isend_irecv, in the order that needs each direction to move on its own: every
+    # rank sends to every other first, two messages each (kept in order), then receives. 8 MiB
+    # messages outgrow the channel's slots, so a rank's sends complete only once its peers receive.
+    yield ("isend_before_irecv", "float32", None, (2 << 20) + 5, None)
+    yield ("irecv_before_isend", "uint8", None, 1003, None)
 
 
 def _check_ranks(rank, world, store_url):
@@ -236,6 +241,20 @@ def _check_ranks(rank, world, store_url):
                     dist.recv(t, 0, group=group)
                     got.append(t)
             return got[0], got[1]
+        if coll in ("isend_before_irecv", "irecv_before_isend"):
+            peers = [p for p in range(world) if p != rank]
+            outs = []
+            for group in (gloo, reccl):
+                got = {p: [torch.empty(n, dtype=getattr(torch, dtype)) for _ in range(2)] for p in peers}
+                sends = [(values(dtype, (n,), 12 + 2 * p + k), p) for p in peers for k in range(2)]
+                recvs = [(got[p][k], p) for p in reversed(peers) for k in range(2)]
+                first, then = (sends, recvs) if coll == "isend_before_irecv" else (recvs, sends)
+                fns = (dist.isend, dist.irecv) if coll == "isend_before_irecv" else (dist.irecv, dist.isend)
+                reqs = [fns[0](t, p, group=group) for t, p in first] + [fns[1](t, p, group=group) for t, p in then]
+                for r in reqs:
+                    r.wait()
+                outs.append(torch.cat([t for p in peers for t in got[p]]))
+            return outs[0], outs[1]
         raise AssertionError(f"unknown case {coll}")
 
     def same_bits(a, b):

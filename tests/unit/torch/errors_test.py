@@ -14,6 +14,10 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
                   timeout, the communicator's config) fails the call
   wait_timeout    wait(timeout) shorter than the group's: raises then; destroying the group ends
                   the call still inside reccl (abort) instead of waiting out the group's timeout
+  p2p_late_peer   isend/irecv whose peer issues its side 3 s later, with RECCL_BOOTSTRAP_TIMEOUT_MS
+                  at 1 s: the lanes wait for the peer as long as the group's timeout allows
+  p2p_wait_timeout  isend/irecv to a peer that never answers, wait(timeout): raises then, and
+                  destroying the group gives up the lanes still waiting for the peer
 
     PYTHONPATH=build/torch /usr/bin/python3 tests/unit/torch/errors_test.py --case mismatch
 """
@@ -209,6 +213,45 @@ def case_wait_timeout(rank, world, store_url):
         return took
     # The group's timeout (reccl's deadline for the call still in flight) is far away: only the
     # abort on destruction keeps _nobody_joins' bound on destroying the group.
+    return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
+
+
+def case_p2p_late_peer(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    # The lanes (one two-rank communicator per direction) are made when their first message is
+    # issued, so their set-up waits for the peer's side: as long as the group's timeout, whatever
+    # the environment's bootstrap deadline says.
+    os.environ["RECCL_BOOTSTRAP_TIMEOUT_MS"] = "1000"
+    peer = 1 - rank
+    if rank == 1:
+        time.sleep(3.0)
+    n = (2 << 20) + 3  # 8 MiB: more than the channel's slots hold
+    out = torch.empty(n, dtype=torch.int32)
+    x = torch.arange(n, dtype=torch.int32) * 3 + rank
+    reqs = [dist.isend(x, peer), dist.irecv(out, peer)]
+    for r in reqs:
+        r.wait()
+    want = torch.arange(n, dtype=torch.int32) * 3 + peer
+    assert torch.equal(out, want), "the message arrived changed"
+    dist.destroy_process_group()
+    return True
+
+
+def case_p2p_wait_timeout(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        send = group.send([torch.ones(1 << 20)], 1, 0)  # its lane's init waits for rank 1
+        recv = group.recv([torch.empty(8)], 1, 0)        # its lane polls the store for rank 1's id
+        msg, took = _raises(lambda: send.wait(datetime.timedelta(seconds=1)))
+        _expect(msg, "reccl send on rank 0 did not complete within 1000 ms (the timeout given to wait)")
+        assert 1.0 <= took < 1.0 + SLACK_S, took
+        again, _ = _raises(lambda: recv.wait())
+        assert again == msg, again
+        return took
+    # Only giving up on the group's failure keeps _nobody_joins' bound on destroying the group:
+    # the lanes' own deadline, the group's timeout, is far away.
     return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
 
 
