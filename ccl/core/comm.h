@@ -110,6 +110,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   PortWalk ports() override;
   transport::PathFactory& paths() override { return verbs_ ? *verbs_ : *paths_; }
   bool broken() const override { return broken_.load(); }
+  bool idle() const override { return active_.load() == 0; }
   channel::PathFailureHook& pathFailureHook() override { return env_.pathFailureHook; }
 
   struct Incoming {

@@ -65,6 +65,8 @@ class FailoverHost {
   virtual transport::PathFactory& paths() = 0;
 
   virtual bool broken() const = 0;
+  // No call is running on the communicator now.
+  virtual bool idle() const = 0;
   // Fails the communicator with `why` (every port latches it, every blocked call returns).
   virtual void breakComm(const Status& why) = 0;
   // The hook every path failure is offered to first (install / remove: see PathFailureHook).

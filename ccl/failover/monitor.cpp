@@ -413,12 +413,15 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
     // Taken for a dead peer (PortBase::pathFailed still spares a path that was replaced while
     // this ran). The state it was judged by, for the log of a failed run:
     // the failed path names its epoch, the port's current path the one in force.
+    // A peer's orderly teardown looks the same (its recclCommDestroy while this rank, done
+    // first or last, holds its communicator idle): said at INFO then, as nothing failed; a later
+    // call on it fails with the close's error all the same.
     channel::Path* cur = c->port->path();
-    RECCL_WARN(kLogFailover,
-               "rank %d: peer close on %s with no migration in progress here: port epoch %u (path %s), queued %d, "
-               "last epoch accepted from the peer %u, rail %d (%s)",
-               ctx_.cfg.rank, connName(cid).c_str(), c->port->epoch(), cur ? cur->describe().c_str() : "none",
-               c->jobs.busy() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
+    RECCL_LOG_AT_(ctx_.host.idle() ? LogLevel::kInfo : LogLevel::kWarn, kLogFailover,
+                  "rank %d: peer close on %s with no migration in progress here: port epoch %u (path %s), queued %d, "
+                  "last epoch accepted from the peer %u, rail %d (%s)",
+                  ctx_.cfg.rank, connName(cid).c_str(), c->port->epoch(), cur ? cur->describe().c_str() : "none",
+                  c->jobs.busy() ? 1 : 0, c->passiveEpoch.load(), c->rail.load(), s.message().c_str());
     return false;
   }
   RECCL_WARN(kLogFailover, "rank %d: path rank %d->%d ch %u failed (%s); migrating", ctx_.cfg.rank, cid.sender,

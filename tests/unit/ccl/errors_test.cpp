@@ -18,7 +18,11 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <thread>
 #include <vector>
 
@@ -27,6 +31,7 @@
 #include "worker_procs.h"
 #include "core/bootstrap.h"
 #include "core/wire.h"
+#include "reccl/common/log.h"
 #if RECCL_HAVE_CUDA
 #include "transport/cuda/device_probe.h"
 #endif
@@ -609,6 +614,88 @@ TEST(CclErrors, RankKilledMidCollectiveFailsTheOthers) {
     }
     // Within RECCL_TIMEOUT_MS (3 s) of the death, plus scheduling slack on a loaded machine.
     EXPECT_LT(std::chrono::steady_clock::now() - died, Ms(6000)) << "shm=" << shm;
+  }
+}
+
+// The failover monitor's lines about a peer's close: (level, line).
+class PeerCloseLines {
+ public:
+  PeerCloseLines() {
+    debug_.emplace("RECCL_DEBUG", "INFO");
+    reccl::logReloadEnv();
+    reccl::logSetSink([this](reccl::LogLevel level, std::string_view line) {
+      if (line.find("peer close on") == std::string_view::npos) return;
+      std::lock_guard lk(mu_);
+      lines_.emplace_back(level, std::string(line));
+    });
+  }
+  ~PeerCloseLines() {
+    reccl::logSetSink(nullptr);
+    debug_.reset();
+    reccl::logReloadEnv();
+  }
+  // Waits up to 5 s for the first line; its level, kNone when none came.
+  reccl::LogLevel first(std::string* line) {
+    for (int i = 0; i < 500; ++i) {
+      {
+        std::lock_guard lk(mu_);
+        if (!lines_.empty()) {
+          *line = lines_.front().second;
+          return lines_.front().first;
+        }
+      }
+      std::this_thread::sleep_for(Ms(10));
+    }
+    return reccl::LogLevel::kNone;
+  }
+
+ private:
+  std::optional<ScopedEnv> debug_;
+  std::mutex mu_;
+  std::vector<std::pair<reccl::LogLevel, std::string>> lines_;
+};
+
+// A peer that destroys its communicator while this rank's is idle (it finished first, an
+// orderly teardown) closes its connections just as a dead peer's kernel does. That is no fault:
+// said at INFO, not as a warning on every job whose ranks end at different times; the next call
+// fails with the close's error all the same. The same close during a call stays a warning.
+TEST(CclErrors, APeersDestroyIsAWarningOnlyWhileACallWaitsForIt) {
+  ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
+  ScopedEnv t("RECCL_TIMEOUT_MS", "20000");
+  for (bool inCall : {false, true}) {
+    Comms comms(2);
+    ASSERT_TRUE(comms.ok()) << comms.error();
+    auto rcs = comms.run([](int, recclComm_t c) {  // connects the ranks
+      float x[64] = {};
+      return recclAllReduce(x, x, 64, recclFloat32, recclSum, c, nullptr);
+    });
+    ASSERT_EQ(rcs[0], recclSuccess);
+    ASSERT_EQ(rcs[1], recclSuccess);
+    PeerCloseLines lines;
+    recclResult_t rc = recclSuccess;
+    std::atomic<bool> calling{false};
+    std::thread rank1([&] {
+      if (!inCall) return;
+      float x[64] = {};
+      calling = true;
+      rc = recclAllReduce(x, x, 64, recclFloat32, recclSum, comms[1], nullptr);
+    });
+    if (inCall) {
+      while (!calling.load()) std::this_thread::sleep_for(Ms(1));
+      std::this_thread::sleep_for(Ms(200));  // inside the call, waiting for rank 0
+    }
+    ASSERT_EQ(recclCommDestroy(comms[0]), recclSuccess) << lastError();
+    comms.forget(0);
+    std::string line;
+    reccl::LogLevel level = lines.first(&line);
+    rank1.join();
+    ASSERT_NE(level, reccl::LogLevel::kNone) << "rank 1 said nothing of rank 0's close";
+    EXPECT_EQ(level, inCall ? reccl::LogLevel::kWarn : reccl::LogLevel::kInfo) << line;
+    if (!inCall) {
+      float x[64] = {};
+      rc = recclAllReduce(x, x, 64, recclFloat32, recclSum, comms[1], nullptr);
+    }
+    EXPECT_EQ(rc, recclRemoteError) << (inCall ? "in the call" : "the next call") << ": " << lastError();
   }
 }
 
