@@ -55,6 +55,7 @@ void PeerLanes::addStats(recclCommStats_t* sum) const {
     sum->duplicateSteps += s.duplicateSteps;
     sum->relayMigrations += s.relayMigrations;
     sum->standbyFailovers += s.standbyFailovers;
+    sum->faultSourceStarting |= s.faultSourceStarting;
     if (s.lastFailoverSignalNs > sum->lastFailoverSignalNs) {  // the latest failover's
       sum->lastFailoverSignalNs = s.lastFailoverSignalNs;
       sum->lastFailoverUs = s.lastFailoverUs;

@@ -34,7 +34,8 @@ class PeerLanes {
   CommWorker& lane(int peer, bool isSend);
   // The peer's rank in a lane's communicator (the sender is 0).
   static int peerInLane(bool isSend) { return isSend ? 1 : 0; }
-  // Adds the lanes' counters to `sum` (those that add up; see ProcessGroupReccl::stats).
+  // Adds the lanes' counters to `sum` (those that add up; see ProcessGroupReccl::stats);
+  // faultSourceStarting is 1 while any lane's is.
   void addStats(recclCommStats_t* sum) const;
 
  private:

@@ -97,7 +97,8 @@ class ProcessGroupReccl : public c10d::ProcessGroup {
   void endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>>& reqs) override;
 
   // The communicator's counters (recclCommStats_t) by field name, the lanes' added in where
-  // they add up (counts; lastFailoverUs is the latest failover's); empty once aborted.
+  // they add up (counts; lastFailoverUs is the latest failover's; faultSourceStarting while any
+  // of them starts); empty once aborted.
   std::map<std::string, uint64_t> stats() const;
   // The communicator's link-fault source ("bpf:...", "rtnetlink", ...); "" once aborted.
   std::string faultSource() const;
