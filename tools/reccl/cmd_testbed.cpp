@@ -68,17 +68,7 @@ void removeInjectPins(const std::string& name, reccl::testbed::DownReport& repor
 
 void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
   auto* tb = root.add_subcommand("testbed", "hosts x rails out of network namespaces on this machine");
-  // The positional catches an unknown subcommand so the error can name it.
-  tb->require_subcommand(0, 1);
-  auto unknown = std::make_shared<std::vector<std::string>>();
-  tb->add_option("subcommand", *unknown, "up, down, exec, run, list or show")->group("");
-  tb->callback([tb, unknown, &ctx] {
-    if (!tb->get_subcommands().empty()) return;
-    std::string what = unknown->empty() ? "missing subcommand"
-                                        : "unknown subcommand '" + unknown->front() + "'";
-    std::fprintf(stderr, "reccl testbed: %s (want up, down, exec, run, list or show)\n", what.c_str());
-    ctx.exitCode = kExitUsage;
-  });
+  requireSubcommand(tb, "reccl testbed", ctx);
   tb->footer(
       "EXAMPLES:\n"
       "  reccl testbed up --name tb1 --hosts 2 --rails 2\n"

@@ -2,6 +2,8 @@
 // here. Exit codes: 0 ok, 1 failed, 64 usage, 77 unsupported on this kernel/machine.
 #pragma once
 
+#include <string>
+
 #include <CLI/CLI.hpp>
 
 namespace reccl::cli {
@@ -13,6 +15,11 @@ struct CommandContext {
   int exitCode = kExitOk;
   bool verbose = false;
 };
+
+// Makes `cmd` take exactly one of its subcommands; otherwise it prints "<path>: unknown
+// subcommand 'x' (want a, b or c)" (or "missing subcommand") and sets the usage exit code.
+// Install after the subcommands' own options, before parsing; it takes cmd's callback.
+void requireSubcommand(CLI::App* cmd, const std::string& path, CommandContext& ctx);
 
 void addTestbedCommand(CLI::App& root, CommandContext& ctx);
 void addInjectCommand(CLI::App& root, CommandContext& ctx);

@@ -7,7 +7,6 @@
 int main(int argc, char** argv) {
   using namespace reccl::cli;
   CLI::App app{"reccl: testbed, fault injection and detector tools for the reccl library"};
-  app.require_subcommand(1);
   app.footer(
       "EXAMPLES:\n"
       "  reccl testbed up --name tb1 --hosts 2 --rails 2\n"
@@ -31,6 +30,7 @@ int main(int argc, char** argv) {
   addTestbedCommand(app, ctx);
   addInjectCommand(app, ctx);
   addDetectorCommand(app, ctx);
+  requireSubcommand(&app, "reccl", ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -140,6 +140,25 @@ TEST(DetectorCli, BadInputIsRefusedWithUsageExit) {
   EXPECT_EQ(rc, 64) << out;
 }
 
+// Every level of `reccl` names a word that is not one of its subcommands, and lists them.
+TEST(RecclCli, AnUnknownOrMissingSubcommandIsNamedWithTheChoices) {
+  struct Case {
+    const char* args;
+    const char* said;
+  };
+  for (const Case& c : {Case{" bogus", "reccl: unknown subcommand 'bogus' (want params, testbed, inject or detector)"},
+                        Case{"", "reccl: missing subcommand (want params, testbed, inject or detector)"},
+                        Case{" inject bogus", "reccl inject: unknown subcommand 'bogus' (want link-down, "},
+                        Case{" inject", "reccl inject: missing subcommand (want link-down, "},
+                        Case{" detector bogus", "reccl detector: unknown subcommand 'bogus' (want watch or status)"},
+                        Case{" testbed bogus", "reccl testbed: unknown subcommand 'bogus' (want up, down, exec"}}) {
+    int rc = -1;
+    std::string out = runCapture(std::string(RECCL_CLI_PATH) + c.args, &rc);
+    EXPECT_EQ(rc, 64) << c.args << ": " << out;
+    EXPECT_NE(out.find(c.said), std::string::npos) << c.args << ": " << out;
+  }
+}
+
 // A daemon's status reply whose fields have other types than the daemon's own is a failure with
 // a message (exit 1), not an abort of the CLI.
 TEST(DetectorCli, StatusOfAMalformedReplyFailsCleanly) {
