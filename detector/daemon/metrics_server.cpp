@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "daemon_metrics.h"
@@ -49,8 +50,17 @@ int beginRequest(mg_connection* conn) {
   return 405;
 }
 
+// While this thread starts the server, civetweb's messages are kept here: its constructor's
+// exception says only "null context ... Possible problem binding to port", the message before it
+// says what failed ("cannot bind to 127.0.0.1:9464: 98 (Address already in use)").
+thread_local std::vector<std::string>* startMessages = nullptr;
+
 // civetweb's own messages through our logger.
 int logMessage(const mg_connection*, const char* message) {
+  if (startMessages) {
+    startMessages->emplace_back(message);
+    return 1;
+  }
   RECCL_WARN(kLogDetector, "detectord: metrics server: %s", message);
   return 1;
 }
@@ -82,12 +92,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerO
                                     "num_threads", std::to_string(opts.threads),
                                     "request_timeout_ms", std::to_string(opts.requestTimeoutMs),
                                     "enable_keep_alive", "no"};
+  std::vector<std::string> said;
+  startMessages = &said;
   try {
     s->exposer_ = std::make_unique<prometheus::Exposer>(civet, &callbacks);
   } catch (const std::exception& e) {
-    // civetweb says only that it could not start; bind errors are the usual cause.
-    return Status(Errc::kSystem, "metrics: cannot listen on " + listen + ": " + e.what());
+    startMessages = nullptr;
+    return Status(Errc::kSystem, "metrics: cannot listen on " + listen + ": " + (said.empty() ? e.what() : said.front()));
   }
+  startMessages = nullptr;
+  for (const std::string& m : said) RECCL_WARN(kLogDetector, "detectord: metrics server: %s", m.c_str());
   s->exposer_->RegisterCollectable(metrics.registry(), kPath);
   s->exposer_->RegisterCollectable(metrics.stateCollector(), kPath);
   auto ports = s->exposer_->GetListeningPorts();

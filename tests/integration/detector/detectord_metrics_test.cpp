@@ -2,8 +2,11 @@
 // every metric, names, types), node_exporter's label names, states as labels, build_info, and
 // HTTP methods and paths answered as a real server answers them. Runs without root: the daemon
 // watches lo with rtnetlink.
+#include <arpa/inet.h>
 #include <civetweb.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -147,6 +150,30 @@ TEST(DetectordMetricsAddr, ABadAddressIsAUsageError) {
   EXPECT_EQ(daemon.waitStarted(15000), 0);
   EXPECT_EQ(daemon.terminate(5000), 64);
   EXPECT_NE(daemon.logText().find("metrics-addr"), std::string::npos) << daemon.logText();
+}
+
+// A port another process holds: the daemon fails (1) saying what the kernel said, not only
+// civetweb's "Possible problem binding to port".
+TEST(DetectordMetricsAddr, ABusyPortIsNamedWithTheBindError) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(a);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  DaemonProcess daemon({"--source", "netlink", "--metrics-port", port});
+  EXPECT_EQ(daemon.waitStarted(15000), 0);
+  EXPECT_EQ(daemon.terminate(5000), 1);
+  close(fd);
+  const std::string log = daemon.logText();
+  EXPECT_NE(log.find("metrics: cannot listen on 127.0.0.1:" + port + ": cannot bind to 127.0.0.1:" + port),
+            std::string::npos)
+      << log;
+  EXPECT_NE(log.find("Address already in use"), std::string::npos) << log;
 }
 
 }  // namespace
