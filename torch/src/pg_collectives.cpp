@@ -25,7 +25,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::broadcast(std::vector<at::Tens
   checkRootTensor(opts.rootTensor);
   int root = checkRank(opts.rootRank, size_, "rootRank");
   return submit(c10d::OpType::BROADCAST, "broadcast", {t}, opts.timeout, [t, root](recclComm_t comm) {
-    return recclBroadcast(bytes(t), bytes(t), byteCount(t), recclUint8, root, comm, nullptr);
+    MoveUnits u = moveUnits(t);
+    return recclBroadcast(bytes(t), bytes(t), u.count, u.type, root, comm, nullptr);
   });
 }
 
@@ -84,8 +85,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allgather(std::vector<std::vec
   const auto& outs = perRankList(outputs, size_, in, "tensor_list");
   return submit(c10d::OpType::ALLGATHER, "allgather", outs, opts.timeout, [in, outs](recclComm_t comm) {
     size_t n = byteCount(in);
+    MoveUnits u = moveUnits(in);
     auto buf = staging(n * outs.size());
-    recclResult_t r = recclAllGather(bytes(in), buf.get(), n, recclUint8, comm, nullptr);
+    recclResult_t r = recclAllGather(bytes(in), buf.get(), u.count, u.type, comm, nullptr);
     if (r != recclSuccess) return r;
     for (size_t i = 0; i < outs.size(); ++i) std::memcpy(bytes(outs[i]), buf.get() + i * n, n);
     return r;
@@ -98,7 +100,8 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::_allgather_base(at::Tensor& ou
   at::Tensor in = input, out = output;
   return submit(c10d::OpType::_ALLGATHER_BASE, "all_gather_into_tensor", {out}, opts.timeout,
                 [in, out](recclComm_t comm) {
-                  return recclAllGather(bytes(in), bytes(out), byteCount(in), recclUint8, comm, nullptr);
+                  MoveUnits u = moveUnits(in);
+                  return recclAllGather(bytes(in), bytes(out), u.count, u.type, comm, nullptr);
                 });
 }
 

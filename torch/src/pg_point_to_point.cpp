@@ -64,12 +64,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::alltoall_base(at::Tensor& outp
     TORCH_CHECK(out.numel() == in.numel(), "reccl: output: ", out.numel(), " elements, the input has ", in.numel());
     TORCH_CHECK(in.numel() % size_ == 0, "reccl: input: ", in.numel(), " elements do not split evenly over ", size_,
                 " ranks");
-    size_t perPeer = byteCount(in) / static_cast<size_t>(size_);
+    MoveUnits u = moveUnits(in);
+    size_t perPeer = u.count / static_cast<size_t>(size_);
     return submit(c10d::OpType::ALLTOALL_BASE, "all_to_all_single", {out}, opts.timeout,
-                  [in, out, perPeer](recclComm_t comm) {
+                  [in, out, perPeer, type = u.type](recclComm_t comm) {
                     // reccl refuses in-place all-to-all; torch allows it.
                     at::Tensor src = in.data_ptr() == out.data_ptr() ? in.clone() : in;
-                    return recclAllToAll(bytes(src), bytes(out), perPeer, recclUint8, comm, nullptr);
+                    return recclAllToAll(bytes(src), bytes(out), perPeer, type, comm, nullptr);
                   });
   }
   std::vector<int64_t> inLen, outLen;

@@ -1,10 +1,13 @@
 #include "tensor_args.h"
 
+#include <optional>
+
 #include <c10/util/Exception.h>
 
 namespace reccl_torch {
 
-recclDataType_t reduceType(c10::ScalarType t) {
+namespace {
+std::optional<recclDataType_t> recclType(c10::ScalarType t) {
   switch (t) {
     case c10::ScalarType::Char: return recclInt8;
     case c10::ScalarType::Byte: return recclUint8;
@@ -14,10 +17,21 @@ recclDataType_t reduceType(c10::ScalarType t) {
     case c10::ScalarType::BFloat16: return recclBfloat16;
     case c10::ScalarType::Float: return recclFloat32;
     case c10::ScalarType::Double: return recclFloat64;
-    default: break;
+    default: return std::nullopt;
   }
-  TORCH_CHECK(false, "reccl: dtype: reccl cannot reduce ", t,
+}
+}  // namespace
+
+recclDataType_t reduceType(c10::ScalarType t) {
+  auto type = recclType(t);
+  TORCH_CHECK(type, "reccl: dtype: reccl cannot reduce ", t,
               " (reductions take float32, float64, float16, bfloat16, int8, uint8, int32, int64)");
+  return *type;
+}
+
+MoveUnits moveUnits(const at::Tensor& t) {
+  if (auto type = recclType(t.scalar_type())) return {*type, static_cast<size_t>(t.numel())};
+  return {recclUint8, byteCount(t)};
 }
 
 recclRedOp_t reduceOp(const c10d::ReduceOp& op) {

@@ -18,6 +18,14 @@ namespace reccl_torch {
 
 // reccl's element type for a reduction over `t`; raises for dtypes reccl cannot reduce.
 recclDataType_t reduceType(c10::ScalarType t);
+// How data movement hands `t` to reccl: as elements of reccl's type for its dtype, so that a
+// count or dtype that differs across ranks is named in the caller's terms; a dtype reccl has no
+// type for (bool, int16, complex, ...) moves as bytes (uint8).
+struct MoveUnits {
+  recclDataType_t type;
+  size_t count;
+};
+MoveUnits moveUnits(const at::Tensor& t);
 // reccl's op; raises for ops reccl has no kernel for (bitwise ops, PREMUL_SUM).
 recclRedOp_t reduceOp(const c10d::ReduceOp& op);
 

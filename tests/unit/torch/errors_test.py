@@ -4,6 +4,7 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
   arguments       refused arguments raise at the call, naming the argument; the group still works
   mismatch        ranks disagreeing on a count: both raise, one with reccl's "mismatched count"
                   message; later calls fail at once with the same, latched message
+  mismatch_move   the same for a broadcast: the count in elements, as the caller gave it
   init_failure    rank 0 cannot make the unique id: it raises reccl's message, rank 1 raises
                   "rank 0 could not create the communicator" with it, without waiting for a timeout
   peer_death      a rank exits mid-job: the other's next collective raises reccl's remote error
@@ -98,6 +99,21 @@ def case_mismatch(rank, world, store_url):
     assert took < SLACK_S, took
     dist.destroy_process_group()
     return first
+
+
+def case_mismatch_move(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    # Data movement names a mismatch in elements and dtypes, as the caller wrote them (not in
+    # the bytes reccl moves): 100 float32 on rank 0, 99 on rank 1.
+    # The receiver finds it; the root may have sent and returned.
+    try:
+        dist.broadcast(torch.ones(100 - rank), src=0)
+        msg = ""
+    except RuntimeError as e:
+        msg = str(e)
+    dist.destroy_process_group()
+    return msg
 
 
 def case_init_failure(rank, world, store_url):
@@ -267,6 +283,9 @@ def main():
     results = run_ranks(2, CASES[args.case], may_die=may_die, timeout=300)
     if args.case == "mismatch":
         assert any("mismatched count across ranks" in m for m in results), results
+    if args.case == "mismatch_move":
+        assert any("mismatched count across ranks: this rank has 99, rank 0 has 100" in m or
+                   "mismatched count across ranks: this rank has 100, rank 1 has 99" in m for m in results), results
     print(f"ok: {args.case}: {results}")
 
 
