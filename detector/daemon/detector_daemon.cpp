@@ -12,6 +12,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "reccl/common/deadline.h"
@@ -273,14 +275,17 @@ void DetectorDaemon::onClient(int fd) {
                                       " requests per second");
       return;
     }
-    auto req = decodeRequest(msg.value());
+    std::optional<DaemonOp> op;
+    auto req = decodeRequest(msg.value(), &op);
     if (!req.ok()) {
+      // Answered in the request's name where the op was known, so a client matches it to its
+      // request; a client whose request was no request at all learns why before it is dropped.
+      reply(c, dumpText({{"op", op ? daemonOpName(*op) : "error"}, {"version", kDaemonProtocolVersion}, {"ok", false},
+                         {"error", req.status().message()}}));
       if (req.status().code() == Errc::kProtocol) {
-        dropClient(fd, "malformed", req.status().message());
+        if (clients_.count(fd)) dropClient(fd, "malformed", req.status().message());
         return;
       }
-      reply(c, dumpText({{"op", "error"}, {"version", kDaemonProtocolVersion}, {"ok", false},
-                         {"error", req.status().message()}}));
       continue;
     }
     handleRequest(c, req.value(), std::move(passed));

@@ -131,40 +131,55 @@ const char* daemonOpName(DaemonOp op) {
   return "?";
 }
 
-Result<DaemonRequest> decodeRequest(std::string_view text) {
+namespace {
+std::optional<DaemonOp> opNamed(const std::string& op) {
+  for (DaemonOp o : {DaemonOp::kHello, DaemonOp::kWatch, DaemonOp::kUnwatch, DaemonOp::kStatus, DaemonOp::kMap,
+                     DaemonOp::kPing})
+    if (op == daemonOpName(o)) return o;
+  return std::nullopt;
+}
+}  // namespace
+
+Result<DaemonRequest> decodeRequest(std::string_view text, std::optional<DaemonOp>* known) {
   json j = json::parse(text.begin(), text.end(), nullptr, false);
   if (j.is_discarded() || !j.is_object()) return Status(Errc::kProtocol, "detectord: request is not a JSON object");
   if (!j.contains("op") || !j["op"].is_string()) return Status(Errc::kProtocol, "detectord: request without an 'op' string");
   const std::string& op = j["op"].get_ref<const std::string&>();
+  std::optional<DaemonOp> o = opNamed(op);
+  if (!o) return Status(Errc::kInvalidArgument, "unknown op '" + op.substr(0, 64) + "'");
+  if (known) *known = o;
   DaemonRequest r;
-  if (op == "hello") {
-    r.op = DaemonOp::kHello;
-    RECCL_ASSIGN_OR_RETURN(uint64_t v, uintField(j, "version", false));
-    r.version = static_cast<int>(std::min<uint64_t>(v, INT32_MAX));
-  } else if (op == "watch") {
-    r.op = DaemonOp::kWatch;
-    RECCL_ASSIGN_OR_RETURN(r.watch.netns, stringField(j, "netns"));
-    RECCL_ASSIGN_OR_RETURN(r.watch.ifname, stringField(j, "dev"));
-    if (r.watch.netns.size() > kDaemonMaxNetnsLabel)
-      return Status(Errc::kInvalidArgument, "netns: name longer than " + std::to_string(kDaemonMaxNetnsLabel) + " bytes");
-    // The device name is checked like a command-line watch ("dev: bad interface name").
-    RECCL_TRY(parseWatchSpec(r.watch.ifname).status());
-  } else if (op == "unwatch") {
-    r.op = DaemonOp::kUnwatch;
-    RECCL_ASSIGN_OR_RETURN(uint64_t ino, uintField(j, "netns_ino", true));
-    RECCL_ASSIGN_OR_RETURN(uint64_t ifindex, uintField(j, "ifindex", true));
-    if (ino > UINT32_MAX || ifindex > UINT32_MAX)
-      return Status(Errc::kInvalidArgument, "unwatch: netns_ino or ifindex out of range");
-    r.link = {static_cast<uint32_t>(ino), static_cast<uint32_t>(ifindex)};
-  } else if (op == "status") {
-    r.op = DaemonOp::kStatus;
-  } else if (op == "map") {
-    r.op = DaemonOp::kMap;
-  } else if (op == "ping") {
-    r.op = DaemonOp::kPing;
-    RECCL_ASSIGN_OR_RETURN(r.seq, uintField(j, "seq", false));
-  } else {
-    return Status(Errc::kInvalidArgument, "unknown op '" + op.substr(0, 64) + "'");
+  r.op = *o;
+  switch (*o) {
+    case DaemonOp::kHello: {
+      RECCL_ASSIGN_OR_RETURN(uint64_t v, uintField(j, "version", false));
+      r.version = static_cast<int>(std::min<uint64_t>(v, INT32_MAX));
+      break;
+    }
+    case DaemonOp::kWatch: {
+      RECCL_ASSIGN_OR_RETURN(r.watch.netns, stringField(j, "netns"));
+      RECCL_ASSIGN_OR_RETURN(r.watch.ifname, stringField(j, "dev"));
+      if (r.watch.netns.size() > kDaemonMaxNetnsLabel)
+        return Status(Errc::kInvalidArgument, "netns: name longer than " + std::to_string(kDaemonMaxNetnsLabel) + " bytes");
+      // The device name is checked like a command-line watch ("dev: bad interface name").
+      RECCL_TRY(parseWatchSpec(r.watch.ifname).status());
+      break;
+    }
+    case DaemonOp::kUnwatch: {
+      RECCL_ASSIGN_OR_RETURN(uint64_t ino, uintField(j, "netns_ino", true));
+      RECCL_ASSIGN_OR_RETURN(uint64_t ifindex, uintField(j, "ifindex", true));
+      if (ino > UINT32_MAX || ifindex > UINT32_MAX)
+        return Status(Errc::kInvalidArgument, "unwatch: netns_ino or ifindex out of range");
+      r.link = {static_cast<uint32_t>(ino), static_cast<uint32_t>(ifindex)};
+      break;
+    }
+    case DaemonOp::kStatus:
+    case DaemonOp::kMap:
+      break;
+    case DaemonOp::kPing: {
+      RECCL_ASSIGN_OR_RETURN(r.seq, uintField(j, "seq", false));
+      break;
+    }
   }
   return r;
 }

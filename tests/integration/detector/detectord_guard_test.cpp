@@ -257,6 +257,49 @@ TEST(DetectordGuard, ARequestOverTheSizeLimitDropsItsClient) {
   EXPECT_EQ(metricValue(port, R"(reccl_detectord_clients_dropped_total{reason="malformed"})"), 1);
 }
 
+// A request that is no request (not one JSON object, a field of the wrong type) is answered
+// with why, then its client is dropped; a known op with a bad value is answered in that op's
+// name (a client matches replies to requests by op), and the client stays.
+TEST(DetectordGuard, BadRequestsAreAnsweredWithWhy) {
+  DaemonProcess daemon({"--source", "netlink"});
+  int port = daemon.waitStarted(15000);
+  ASSERT_GT(port, 0) << daemon.logText();
+  for (const char* garbage : {R"({"op":"status"} trailing)", R"({"op":"ping","seq":1}{"op":"ping","seq":2})", "[]"}) {
+    RawClient c(daemon.socket());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(garbage));
+    auto r = json::parse(c.recv(5000), nullptr, false);
+    EXPECT_EQ(r.value("op", ""), "error") << garbage << ": " << r.dump();
+    EXPECT_EQ(r.value("ok", true), false) << garbage;
+    EXPECT_NE(r.value("error", "").find("not a JSON object"), std::string::npos) << garbage << ": " << r.dump();
+    EXPECT_EQ(c.recv(5000), "<closed>") << garbage;
+  }
+  struct Case {
+    const char* text;
+    const char* op;
+    const char* error;
+    bool stays;  // a bad value; a field of the wrong type is no request
+  };
+  for (const Case& k : {Case{R"({"op":"watch","netns":"x","dev":"a/b"})", "watch", "bad interface name 'a/b'", true},
+                        Case{R"({"op":"reboot"})", "error", "unknown op 'reboot'", true},
+                        Case{R"({"op":"ping","seq":-1})", "ping", "'seq'", false},
+                        Case{R"({"op":"watch","netns":"x","dev":7})", "watch", "'dev' is not a string", false}}) {
+    RawClient c(daemon.socket());
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE(c.send(k.text));
+    auto r = json::parse(c.recv(5000), nullptr, false);
+    EXPECT_EQ(r.value("op", ""), k.op) << k.text << ": " << r.dump();
+    EXPECT_EQ(r.value("ok", true), false) << k.text;
+    EXPECT_NE(r.value("error", "").find(k.error), std::string::npos) << k.text << ": " << r.dump();
+    if (k.stays) {
+      EXPECT_GE(c.ping(3, 5000), 0) << k.text << ": the client should stay";
+    } else {
+      EXPECT_EQ(c.recv(5000), "<closed>") << k.text;
+    }
+  }
+  EXPECT_EQ(metricValue(port, R"(reccl_detectord_clients_dropped_total{reason="malformed"})"), 5);
+}
+
 TEST(DetectordGuard, ConnectionsPerUserAreBounded) {
   DaemonProcess daemon({"--source", "netlink", "--max-clients-per-uid", "3"});
   int port = daemon.waitStarted(15000);

@@ -1,11 +1,13 @@
 // The daemon's wire protocol as pure functions: every request decoded or refused with the right
-// class of error (kProtocol drops the client, kInvalidArgument answers it), every message the
+// class of error (kProtocol is answered and drops the client, kInvalidArgument is answered), every message the
 // daemon sends carries its version, and a message over the size limit or with more than one
 // descriptor is refused on a real socket pair.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -53,6 +55,24 @@ INSTANTIATE_TEST_SUITE_P(
                       RequestCase{"ifindex_too_big", R"({"op":"unwatch","netns_ino":1,"ifindex":4294967296})",
                                   Errc::kInvalidArgument}),
     [](const auto& p) { return std::string(p.param.name); });
+
+// A refusal names the request's op once it is one the daemon knows, so that the daemon answers
+// in that op's name.
+TEST(DaemonProtocol, ARefusedRequestSaysItsOpOnceKnown) {
+  struct Case {
+    const char* text;
+    std::optional<DaemonOp> op;
+  };
+  for (const Case& c : {Case{R"({"op":"watch","dev":"a/b"})", DaemonOp::kWatch},
+                        Case{R"({"op":"watch","dev":3})", DaemonOp::kWatch},
+                        Case{R"({"op":"ping","seq":-1})", DaemonOp::kPing},
+                        Case{R"({"op":"reboot"})", std::nullopt}, Case{"[1]", std::nullopt}}) {
+    std::optional<DaemonOp> op;
+    auto r = decodeRequest(c.text, &op);
+    EXPECT_FALSE(r.ok()) << c.text;
+    EXPECT_EQ(op, c.op) << c.text;
+  }
+}
 
 TEST(DaemonProtocol, ALongNamespaceLabelIsRefused) {
   std::string label(kDaemonMaxNetnsLabel + 1, 'n');

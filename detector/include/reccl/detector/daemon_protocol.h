@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,9 +59,11 @@ struct DaemonRequest {
 };
 
 // kProtocol: not a request at all (not JSON, not an object, no "op" string, a field of the wrong
-// type): the daemon drops such a client. kInvalidArgument: a request with a bad value (unknown
-// op, bad device name, namespace label too long): answered with an error, the client stays.
-Result<DaemonRequest> decodeRequest(std::string_view text);
+// type): the daemon answers with an error and drops such a client. kInvalidArgument: a request
+// with a bad value (unknown op, bad device name, namespace label too long): answered with an
+// error, the client stays. Either way `*op` (when given) is the request's op once it was one the
+// daemon knows, so that the error answers in its name.
+Result<DaemonRequest> decodeRequest(std::string_view text, std::optional<DaemonOp>* op = nullptr);
 const char* daemonOpName(DaemonOp op);
 
 // The client's decoders: a message that is not JSON, a field of the wrong type, or a number
