@@ -184,6 +184,8 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
     full.lastMigrationResumeNs = s.lastMigrationResumeNs;
     full.lastFaultMoveFirstStepNs = s.lastFaultMoveFirstStepNs;
     full.lastFaultMoveResumeNs = s.lastFaultMoveResumeNs;
+    full.lostConnections = s.lostConnections;
+    full.firstLostPeer = s.firstLostPeer;
     // Only what both know is written, and `size` says how much that was: a caller built against a
     // newer header can tell a field this library lacks from one that is 0.
     size_t n = std::min(stats->size, sizeof(full));

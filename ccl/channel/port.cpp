@@ -89,8 +89,11 @@ bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys)
 }
 
 void PortBase::fail(const Status& s) {
-  latch_.latch(s);
-  if (env_) env_->firstPortFailure.latch(s);
+  const bool first = latch_.latch(s);
+  if (env_) {
+    if (env_->firstPortFailure.latch(s)) env_->firstLostPeer.store(id_.peer);
+    if (first) env_->lostConnections.fetch_add(1);
+  }
   wakeAll();
 }
 

@@ -79,6 +79,10 @@ struct PortEnv {
   // The first failure of any of the communicator's ports (a port fails for good): what ends a
   // wait that no port of its own would end, such as a new connection's dial.
   ErrorLatch firstPortFailure;
+  // Ports failed for good, and the peer of the first (-1: none): for the stats, whether or not
+  // a call ran then.
+  std::atomic<uint64_t> lostConnections{0};
+  std::atomic<int> firstLostPeer{-1};
   std::atomic<uint64_t> duplicateSteps{0};
   std::atomic<uint64_t> staleSteps{0};
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see

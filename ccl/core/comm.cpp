@@ -345,6 +345,8 @@ CommStats Comm::stats() const {
   s.lastMigrationResumeNs = env_.lastMigrationResumeNs.load();
   s.lastFaultMoveFirstStepNs = env_.lastFaultMoveFirstStepNs.load();
   s.lastFaultMoveResumeNs = env_.lastFaultMoveResumeNs.load();
+  s.lostConnections = env_.lostConnections.load();
+  s.firstLostPeer = env_.firstLostPeer.load();
   s.railsTotal = static_cast<uint32_t>(topo_.nrails);
   s.railsUp = s.railsTotal;
   if (failover_) failover_->fillStats(&s);

@@ -1,6 +1,7 @@
 #include "comm_worker.h"
 
 #include <chrono>
+#include <cstddef>
 #include <utility>
 
 namespace reccl_torch {
@@ -72,6 +73,27 @@ void CommWorker::enqueue(CommOp op) {
   cv_.notify_all();
 }
 
+std::optional<std::string> CommWorker::brokenBy() const {
+  std::lock_guard lk(mu_);
+  if (aborted_ || !comm_) return std::nullopt;
+  recclResult_t state = recclSuccess;
+  if (recclCommGetAsyncError(comm_, &state) == recclSuccess && state != recclSuccess && state != recclInProgress) {
+    std::string why = recclGetErrorString(state);
+    const char* detail = recclGetLastError(nullptr);  // set by recclCommGetAsyncError on this thread
+    if (detail && *detail) why += std::string(": ") + detail;
+    return why;
+  }
+  // A connection lost while nothing ran is no async error (NCCL reports none either); the
+  // counters say it.
+  recclCommStats_t s{};
+  s.size = sizeof(s);
+  if (recclCommGetStats(comm_, &s) == recclSuccess && s.size >= offsetof(recclCommStats_t, firstLostPeer) + sizeof(int32_t) &&
+      s.lostConnections > 0)
+    return "it lost its connection to rank " + (s.firstLostPeer >= 0 ? std::to_string(s.firstLostPeer) : std::string("?")) +
+           " (a peer that died or destroyed the group)";
+  return std::nullopt;
+}
+
 bool CommWorker::stats(recclCommStats_t* out) const {
   std::lock_guard lk(mu_);
   if (aborted_ || !comm_) return false;
@@ -88,6 +110,7 @@ void CommWorker::open() {
     error = e.what();
   }
   if (!error.empty()) {
+    openError_ = error;
     latch_->set(error);
     return;
   }
@@ -106,9 +129,9 @@ void CommWorker::loop() {
       if (queue_.empty()) return;
       op = std::move(queue_.front());
       queue_.pop_front();
-      latched = latch_->get();
-      if (!latched && !comm_) latched = "reccl " + op.name + " failed on rank " + std::to_string(rank_) +
-                                        ": its communicator could not be made";
+      // A lane that could not be made fails its own operations with its own reason, whatever
+      // failure the group latched first.
+      latched = openError_.empty() ? latch_->get() : openError_;
       if (!latched) {
         inCall_ = true;
         callStart_ = std::chrono::steady_clock::now();

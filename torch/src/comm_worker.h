@@ -63,6 +63,10 @@ class CommWorker {
   void enqueue(CommOp op);
   // The communicator's counters; false before it was made or once it was aborted.
   bool stats(recclCommStats_t* out) const;
+  // Why the communicator cannot serve every peer any more (a failed call, or a connection lost
+  // while it was idle: a peer that died or destroyed its communicator), or nothing while it
+  // works or before it was made; from any thread.
+  std::optional<std::string> brokenBy() const;
 
  private:
   void loop();
@@ -71,7 +75,8 @@ class CommWorker {
 
   const int rank_;
   std::shared_ptr<FailureLatch> latch_;
-  Open open_;  // empty when the communicator was given
+  Open open_;              // empty when the communicator was given
+  std::string openError_;  // why open_ failed (worker thread only): this worker's operations fail with it
   // Guarded by mu_: the queue and the call in flight. comm_ is used by the worker thread for
   // calls and by stats(); abortStuckCall() frees it (recclCommAbort) and sets aborted_. Null
   // until open_ made it, and for good when that failed.

@@ -1,6 +1,7 @@
 #include "p2p_lanes.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -9,8 +10,8 @@
 namespace reccl_torch {
 
 PeerLanes::PeerLanes(c10::intrusive_ptr<c10d::Store> store, int rank, std::chrono::milliseconds timeout,
-                     std::shared_ptr<FailureLatch> latch)
-    : store_(std::move(store)), rank_(rank), timeout_(timeout), latch_(std::move(latch)) {}
+                     std::shared_ptr<FailureLatch> latch, const CommWorker& group)
+    : store_(std::move(store)), rank_(rank), timeout_(timeout), latch_(std::move(latch)), group_(group) {}
 
 PeerLanes::~PeerLanes() {
   std::map<std::pair<int, bool>, std::unique_ptr<CommWorker>> lanes;
@@ -31,10 +32,16 @@ CommWorker& PeerLanes::lane(int peer, bool isSend) {
     const std::string what = (isSend ? "send to rank " : "recv from rank ") + std::to_string(peer);
     // The store outlives the worker: the group holds this object, and the object the store.
     c10d::Store* store = store_.get();
+    const CommWorker* group = &group_;
     worker = std::make_unique<CommWorker>(
-        [store, key, isSend, rank = rank_, src, timeout = timeout_, what](
-            recclComm_t* comm, const std::function<bool()>& givingUp) {
-          return openPairComm(*store, key, isSend, rank, src, timeout, givingUp, what, comm);
+        [store, group, latch = latch_, key, isSend, rank = rank_, src, timeout = timeout_, what](
+            recclComm_t* comm, const std::function<bool()>& /* givingUp: the latch, read here for its text */) {
+          GiveUp giveUp = [latch, group]() -> std::optional<std::string> {
+            if (auto why = latch->get()) return "the process group failed (" + *why + ")";
+            if (auto why = group->brokenBy()) return "the process group's communicator failed: " + *why;
+            return std::nullopt;
+          };
+          return openPairComm(*store, key, isSend, rank, src, timeout, giveUp, what, comm);
         },
         rank_, latch_);
   }
@@ -56,6 +63,7 @@ void PeerLanes::addStats(recclCommStats_t* sum) const {
     sum->relayMigrations += s.relayMigrations;
     sum->standbyFailovers += s.standbyFailovers;
     sum->faultSourceStarting |= s.faultSourceStarting;
+    sum->lostConnections += s.lostConnections;
     if (s.lastFailoverSignalNs > sum->lastFailoverSignalNs) {  // the latest failover's
       sum->lastFailoverSignalNs = s.lastFailoverSignalNs;
       sum->lastFailoverUs = s.lastFailoverUs;

@@ -23,8 +23,10 @@ namespace reccl_torch {
 
 class PeerLanes {
  public:
+  // `group` is the group's worker: a lane still waiting for its peer gives up once the group's
+  // communicator failed (a peer that died is seen there at once), not at the group's timeout.
   PeerLanes(c10::intrusive_ptr<c10d::Store> store, int rank, std::chrono::milliseconds timeout,
-            std::shared_ptr<FailureLatch> latch);
+            std::shared_ptr<FailureLatch> latch, const CommWorker& group);
   // Runs what the lanes have queued, then destroys them (CommWorker's destructor).
   ~PeerLanes();
   PeerLanes(const PeerLanes&) = delete;
@@ -43,6 +45,7 @@ class PeerLanes {
   const int rank_;
   const std::chrono::milliseconds timeout_;
   const std::shared_ptr<FailureLatch> latch_;
+  const CommWorker& group_;  // outlives the lanes (ProcessGroupReccl destroys them first)
   mutable std::mutex mu_;
   std::map<std::pair<int, bool>, std::unique_ptr<CommWorker>> lanes_;  // (peer, isSend), under mu_
 };

@@ -164,6 +164,10 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::pointToPoint(bool isSend, std:
   }
   if (peer == rank_) return submitGroup(type, name, {t}, c10d::kUnsetTimeout, {PeerOp{isSend, t, peer}});
   auto work = c10::make_intrusive<WorkReccl>(rank_, type, name, std::vector<at::Tensor>{t}, timeout_, latch_);
+  if (auto why = latch_->get()) {  // no new lane for a group that failed
+    work->complete(*why);
+    return work;
+  }
   enqueueOn(lanes_->lane(peer, isSend), work, name, laneCall(PeerOp{isSend, t, peer}), latch_);
   return work;
 }
@@ -192,6 +196,10 @@ void ProcessGroupReccl::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
     ops.swap(coalesced_);
     works.swap(coalescedWorks_);
   }
+  if (auto why = latch_->get()) {  // no new lane for a group that failed
+    for (const auto& w : works) w->complete(*why);
+    return;
+  }
   std::vector<PeerOp> selfOps;
   std::vector<c10::intrusive_ptr<WorkReccl>> selfWorks;
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -204,10 +212,6 @@ void ProcessGroupReccl::endCoalescing(std::vector<c10::intrusive_ptr<c10d::Work>
     }
   }
   if (selfOps.empty()) return;
-  if (auto why = latch_->get()) {
-    for (const auto& w : selfWorks) w->complete(*why);
-    return;
-  }
   worker_->enqueue(CommOp{"batch_isend_irecv", [selfOps](recclComm_t comm) { return runPeerOps(comm, selfOps); },
                           [selfWorks](const std::string& error) {
                             for (const auto& w : selfWorks) w->complete(error);

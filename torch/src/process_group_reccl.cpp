@@ -13,7 +13,7 @@ ProcessGroupReccl::ProcessGroupReccl(const c10::intrusive_ptr<c10d::Store>& stor
   TORCH_CHECK(store, "reccl: store: a process group needs a store to bootstrap from");
   TORCH_CHECK(timeout.count() > 0, "reccl: timeout: must be positive, got ", timeout.count(), " ms");
   worker_ = std::make_unique<CommWorker>(initCommFromStore(*store, rank, size, timeout), rank, latch_);
-  lanes_ = std::make_unique<PeerLanes>(store, rank, timeout, latch_);
+  lanes_ = std::make_unique<PeerLanes>(store, rank, timeout, latch_, *worker_);
   init();
 }
 
@@ -101,6 +101,7 @@ std::map<std::string, uint64_t> ProcessGroupReccl::stats() const {
       {"relayMigrations", s.relayMigrations},
       {"standbyFailovers", s.standbyFailovers},
       {"faultSourceStarting", s.faultSourceStarting},
+      {"lostConnections", s.lostConnections},
   };
 }
 

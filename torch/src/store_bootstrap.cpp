@@ -48,73 +48,66 @@ recclResult_t startLaneInit(recclComm_t* comm, const recclUniqueId& id, int lane
   return recclCommInitRankConfig(comm, 2, id, laneRank, &cfg);
 }
 
-recclUniqueId publishId(c10d::Store& store, const std::string& key, const std::string& what, int rank) {
-  recclUniqueId id{};
-  recclResult_t r = recclGetUniqueId(&id);
+// Makes a unique id and publishes it under `key`, or publishes why it could not (so the other
+// ranks fail at once with it): "" or that reason ("reccl <what> (unique id) failed on rank ...").
+std::string publishId(c10d::Store& store, const std::string& key, const std::string& what, int rank,
+                      recclUniqueId* id) {
+  recclResult_t r = recclGetUniqueId(id);
   std::string error;
   if (r != recclSuccess) error = describeFailure(what + " (unique id)", rank, r, recclGetLastError(nullptr));
-  const char* body = r == recclSuccess ? id.internal : error.data();
-  size_t bodySize = r == recclSuccess ? sizeof(id.internal) : error.size();
+  const char* body = r == recclSuccess ? id->internal : error.data();
+  size_t bodySize = r == recclSuccess ? sizeof(id->internal) : error.size();
   std::vector<uint8_t> value(1 + bodySize);
   value[0] = r == recclSuccess ? kIdFollows : kErrorFollows;
   std::memcpy(value.data() + 1, body, bodySize);
   store.set(key, value);
-  TORCH_CHECK(r == recclSuccess, error);
-  return id;
+  return error;
 }
 
-// `value` as the root stored it; `what` and `root` name the communicator and its root rank.
-recclUniqueId parseId(const std::vector<uint8_t>& value, const std::string& what, int root) {
-  TORCH_CHECK(!value.empty(), "reccl: ", what, ": rank ", root, " published an empty unique id");
+// `value` as rank `root` stored it: "" and `id` set, or why not (after "reccl: <what>: " in a
+// message of its own).
+std::string parseId(const std::vector<uint8_t>& value, int root, recclUniqueId* id) {
+  if (value.empty()) return "rank " + std::to_string(root) + " published an empty unique id";
   if (value[0] == kErrorFollows)
-    TORCH_CHECK(false, "reccl: ", what, ": rank ", root, " could not create the communicator: ",
-                std::string(value.begin() + 1, value.end()));
-  recclUniqueId id{};
-  TORCH_CHECK(value[0] == kIdFollows && value.size() == 1 + sizeof(id.internal), "reccl: ", what,
-              ": the store's unique id has ", value.size(), " bytes, expected ", 1 + sizeof(id.internal));
-  std::copy(value.begin() + 1, value.end(), id.internal);
-  return id;
+    return "rank " + std::to_string(root) + " could not create the communicator: " +
+           std::string(value.begin() + 1, value.end());
+  if (value[0] != kIdFollows || value.size() != 1 + sizeof(id->internal))
+    return "the store's unique id has " + std::to_string(value.size()) + " bytes, expected " +
+           std::to_string(1 + sizeof(id->internal));
+  std::copy(value.begin() + 1, value.end(), id->internal);
+  return "";
 }
 
 // Polls for the id rank `root` publishes when it sends its first message here: "" and `id` set,
 // or why not.
 std::string awaitId(c10d::Store& store, const std::string& key, std::chrono::milliseconds timeout,
-                    const std::function<bool()>& givingUp, const std::string& what, int root, recclUniqueId* id) {
+                    const GiveUp& giveUp, int root, recclUniqueId* id) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto pause = std::chrono::milliseconds(1);
   while (!store.check({key})) {
-    if (givingUp()) return "the process group failed while this waited for rank " + std::to_string(root);
+    if (auto why = giveUp()) return *why + " while this waited for rank " + std::to_string(root);
     if (std::chrono::steady_clock::now() >= deadline)
       return "rank " + std::to_string(root) + " sent nothing to this rank within " + std::to_string(timeout.count()) +
              " ms (the process group's timeout)";
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(20));
   }
-  *id = parseId(store.get(key), what, root);
-  return "";
+  return parseId(store.get(key), root, id);
 }
 
-}  // namespace
-
-recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
-  recclUniqueId id = rank == 0 ? publishId(store, kIdKey, "init", 0) : parseId(store.get(kIdKey), "init", 0);
-  recclComm_t comm = nullptr;
-  recclResult_t r = initRankWithTimeout(&comm, size, id, rank, timeout);
-  TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
-  return comm;
-}
-
-std::string openPairComm(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
-                         std::chrono::milliseconds timeout, const std::function<bool()>& givingUp,
-                         const std::string& what, recclComm_t* comm) {
+// openPairComm's work; raises (c10::Error) where the store does.
+std::string openPairCommOrThrow(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
+                                std::chrono::milliseconds timeout, const GiveUp& giveUp, const std::string& what,
+                                recclComm_t* comm) {
+  const std::string failed = "reccl " + what + " failed on rank " + std::to_string(rank) + ": ";
   recclUniqueId id{};
   if (root) {
-    id = publishId(store, key, what, rank);
+    std::string error = publishId(store, key, what, rank, &id);
+    if (!error.empty()) return error;
   } else {
-    std::string why = awaitId(store, key, timeout, givingUp, what, rootRank, &id);
-    if (!why.empty()) return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + why;
+    std::string why = awaitId(store, key, timeout, giveUp, rootRank, &id);
+    if (!why.empty()) return failed + why;
   }
-  *comm = nullptr;
   recclResult_t r = startLaneInit(comm, id, root ? 0 : 1, timeout);
   if (r != recclSuccess && r != recclInProgress) return describeFailure(what, rank, r, recclGetLastError(nullptr));
   // The init's own deadline (the group's timeout) ends it; this only polls and gives up early.
@@ -123,17 +116,49 @@ std::string openPairComm(c10d::Store& store, const std::string& key, bool root, 
     recclResult_t state = recclInProgress;
     r = recclCommGetAsyncError(*comm, &state);
     if (r == recclSuccess && state == recclSuccess) return "";
-    if (r != recclSuccess || state != recclInProgress || givingUp()) {
-      std::string error = givingUp() && state == recclInProgress
-                              ? "reccl " + what + " failed on rank " + std::to_string(rank) +
-                                    ": the process group failed while its communicator was made"
-                              : describeFailure(what, rank, r != recclSuccess ? r : state, recclGetLastError(nullptr));
+    std::string error;
+    if (r != recclSuccess || state != recclInProgress) {
+      error = describeFailure(what, rank, r != recclSuccess ? r : state, recclGetLastError(nullptr));
+    } else if (auto why = giveUp()) {
+      error = failed + *why + " while its communicator was made";
+    }
+    if (!error.empty()) {
       recclCommAbort(*comm);
       *comm = nullptr;
       return error;
     }
     std::this_thread::sleep_for(pause);
     pause = std::min(pause * 2, std::chrono::milliseconds(10));
+  }
+}
+
+}  // namespace
+
+recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
+  recclUniqueId id{};
+  if (rank == 0) {
+    std::string error = publishId(store, kIdKey, "init", 0, &id);
+    TORCH_CHECK(error.empty(), error);
+  } else {
+    std::string error = parseId(store.get(kIdKey), 0, &id);
+    TORCH_CHECK(error.empty(), "reccl: init: ", error);
+  }
+  recclComm_t comm = nullptr;
+  recclResult_t r = initRankWithTimeout(&comm, size, id, rank, timeout);
+  TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
+  return comm;
+}
+
+std::string openPairComm(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
+                         std::chrono::milliseconds timeout, const GiveUp& giveUp, const std::string& what,
+                         recclComm_t* comm) {
+  *comm = nullptr;
+  try {
+    return openPairCommOrThrow(store, key, root, rank, rootRank, timeout, giveUp, what, comm);
+  } catch (const c10::Error& e) {  // the store's, or the id's checks: without libtorch's backtrace
+    return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + e.what();
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -20,14 +21,17 @@ namespace reccl_torch {
 // recclConfig_t) unless the user set RECCL_BOOTSTRAP_TIMEOUT_MS / RECCL_TIMEOUT_MS.
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout);
 
+// Why a lane's opening should end early (the group failed, or its communicator did), or nothing.
+using GiveUp = std::function<std::optional<std::string>()>;
+
 // The same for a two-rank communicator under `key`, made on a lane's worker thread
 // (p2p_lanes.h): the root publishes, the other rank polls the store rather than blocking in it
 // (a blocking get holds TCPStore's lock, which the group's other lanes need), and the init is
-// non-blocking, so either side stops waiting once `givingUp()`. Both wait at most `timeout` for
-// the other. `rank` and `rootRank` are group ranks, for messages, as is `what` ("send to rank 2").
-// Returns "" or what failed.
+// non-blocking, so either side stops waiting once `giveUp()` says why. Both wait at most
+// `timeout` for the other. `rank` and `rootRank` are group ranks, for messages, as is `what`
+// ("send to rank 2"). Returns "" or what failed (never raises).
 std::string openPairComm(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
-                         std::chrono::milliseconds timeout, const std::function<bool()>& givingUp,
-                         const std::string& what, recclComm_t* comm);
+                         std::chrono::milliseconds timeout, const GiveUp& giveUp, const std::string& what,
+                         recclComm_t* comm);
 
 }  // namespace reccl_torch

@@ -185,6 +185,11 @@ typedef struct {
    * failover. */
   uint64_t lastFaultMoveFirstStepNs;
   uint64_t lastFaultMoveResumeNs;
+  /* Connections that failed for good (a peer that died or destroyed its communicator, one with
+   * no path left), counted as they fail, also while no call runs; a later call that needs one
+   * fails with its error. firstLostPeer: the peer of the first (-1: none). */
+  uint64_t lostConnections;
+  int32_t firstLostPeer;
 } recclCommStats_t;
 
 RECCL_API recclResult_t recclGetVersion(int* version);

@@ -657,8 +657,9 @@ class PeerCloseLines {
 
 // A peer that destroys its communicator while this rank's is idle (it finished first, an
 // orderly teardown) closes its connections just as a dead peer's kernel does. That is no fault:
-// said at INFO, not as a warning on every job whose ranks end at different times; the next call
-// fails with the close's error all the same. The same close during a call stays a warning.
+// said at INFO, not as a warning on every job whose ranks end at different times; the
+// counters say it (lostConnections), and the next call fails with it. The same close during a
+// call stays a warning.
 TEST(CclErrors, APeersDestroyIsAWarningOnlyWhileACallWaitsForIt) {
   ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
   ScopedEnv t("RECCL_TIMEOUT_MS", "20000");
@@ -692,6 +693,15 @@ TEST(CclErrors, APeersDestroyIsAWarningOnlyWhileACallWaitsForIt) {
     ASSERT_NE(level, reccl::LogLevel::kNone) << "rank 1 said nothing of rank 0's close";
     EXPECT_EQ(level, inCall ? reccl::LogLevel::kWarn : reccl::LogLevel::kInfo) << line;
     if (!inCall) {
+      // No async error (as NCCL: nothing failed yet), but the counters say it.
+      recclResult_t async = recclInternalError;
+      ASSERT_EQ(recclCommGetAsyncError(comms[1], &async), recclSuccess);
+      EXPECT_EQ(async, recclSuccess) << lastError();
+      recclCommStats_t st{};
+      st.size = sizeof(st);
+      ASSERT_EQ(recclCommGetStats(comms[1], &st), recclSuccess);
+      EXPECT_GE(st.lostConnections, 1u);
+      EXPECT_EQ(st.firstLostPeer, 0);
       float x[64] = {};
       rc = recclAllReduce(x, x, 64, recclFloat32, recclSum, comms[1], nullptr);
     }

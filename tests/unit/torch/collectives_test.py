@@ -73,7 +73,7 @@ def _check_ranks(rank, world, store_url):
         n = 1
         for s in shape:
             n *= s
-        v = (torch.arange(n, dtype=torch.int64) * 7 + rank * 13 + salt * 5) % 5
+        v = (torch.arange(n, dtype=torch.int64) * 7 + rank * 13 + salt) % 5
         dt = getattr(torch, dtype)
         if dtype == "bool":
             out = v % 2 == 1

@@ -19,6 +19,11 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
                   at 1 s: the lanes wait for the peer as long as the group's timeout allows
   p2p_wait_timeout  isend/irecv to a peer that never answers, wait(timeout): raises then, and
                   destroying the group gives up the lanes still waiting for the peer
+  p2p_id_failure  a lane whose sender cannot make its unique id: both ends raise its reason at
+                  once, without libtorch's backtrace
+  p2p_lane_errors  send and recv whose peer never comes: each fails with its own lane's reason
+  p2p_peer_death[_tcp]  isend to a peer that died: a new lane gives up as soon as the group's
+                  communicator knows, not at the group's timeout (shared memory; TCP)
 
     PYTHONPATH=build/torch /usr/bin/python3 tests/unit/torch/errors_test.py --case mismatch
 """
@@ -254,6 +259,67 @@ def case_p2p_late_peer(rank, world, store_url):
     return True
 
 
+def _p2p_peer_death(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    dist.all_reduce(torch.ones(8))
+    if rank == 1:
+        os._exit(3)
+    time.sleep(0.5)  # rank 1 is gone; its lanes to rank 0 were never made
+    msg, took = _raises(lambda: dist.isend(torch.ones(1 << 20), 1).wait())
+    _expect(msg, "reccl send to rank 1 failed on rank 0: the process group's communicator failed: it lost its "
+            "connection to rank 1")
+    assert took < SLACK_S, f"the peer's death took {took:.1f} s to fail a new lane (the group's timeout is 60 s)"
+    again, took2 = _raises(lambda: dist.irecv(torch.empty(8), 1).wait())
+    assert again == msg and took2 < SLACK_S, (again, took2)
+    dist.destroy_process_group()
+    return took
+
+
+def case_p2p_peer_death(rank, world, store_url):
+    return _p2p_peer_death(rank, world, store_url)
+
+
+def case_p2p_peer_death_tcp(rank, world, store_url):
+    os.environ["RECCL_SHM_DISABLE"] = "1"
+    return _p2p_peer_death(rank, world, store_url)
+
+
+def case_p2p_lane_errors(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        # Neither lane's peer comes; each lane's operations fail with that lane's own reason,
+        # whichever lane's failure the group latched first.
+        send = group.send([torch.ones(8)], 1, 0).get_future()
+        recv = group.recv([torch.empty(8)], 1, 0).get_future()
+        sent, took = _raises(send.wait)
+        received, _ = _raises(recv.wait)
+        _expect(sent, "reccl send to rank 1 failed on rank 0: ")
+        _expect(received, "reccl recv from rank 1 failed on rank 0: ")
+        assert "Exception raised from" not in sent + received, "a C++ backtrace in the message"
+        assert took < 2.0 + SLACK_S, took
+        return took
+    return _nobody_joins(rank, world, store_url, 2.0, on_rank0)
+
+
+def case_p2p_id_failure(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    if rank == 0:
+        os.environ["RECCL_BOOTSTRAP_IFNAME"] = "nosuchnic0"  # its lane cannot make a unique id
+        msg, took = _raises(lambda: dist.isend(torch.ones(8), 1).wait())
+        _expect(msg, "reccl send to rank 1 (unique id) failed on rank 0: ", "nosuchnic0")
+    else:
+        msg, took = _raises(lambda: dist.irecv(torch.empty(8), 0).wait())
+        _expect(msg, "reccl recv from rank 0 failed on rank 1: rank 0 could not create the communicator: ",
+                "nosuchnic0")
+    assert "Exception raised from" not in msg, f"a C++ backtrace in the message: {msg}"
+    assert took < SLACK_S, took
+    dist.destroy_process_group()
+    return msg
+
+
 def case_p2p_wait_timeout(rank, world, store_url):
     import torch
 
@@ -264,7 +330,7 @@ def case_p2p_wait_timeout(rank, world, store_url):
         _expect(msg, "reccl send on rank 0 did not complete within 1000 ms (the timeout given to wait)")
         assert 1.0 <= took < 1.0 + SLACK_S, took
         again, _ = _raises(lambda: recv.wait())
-        assert again == msg, again
+        _expect(again, "reccl recv from rank 1 failed on rank 0: the process group failed (" + msg + ")")
         return took
     # Only giving up on the group's failure keeps _nobody_joins' bound on destroying the group:
     # the lanes' own deadline, the group's timeout, is far away.
@@ -279,7 +345,7 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     args = ap.parse_args()
     require_backend()
-    may_die = (1,) if args.case == "peer_death" else ()
+    may_die = (1,) if args.case in ("peer_death", "p2p_peer_death", "p2p_peer_death_tcp") else ()
     results = run_ranks(2, CASES[args.case], may_die=may_die, timeout=300)
     if args.case == "mismatch":
         assert any("mismatched count across ranks" in m for m in results), results
