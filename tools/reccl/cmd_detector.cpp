@@ -236,7 +236,7 @@ int runStatus(bool json, const std::string& socketPath) {
 
 void addDetectorCommand(CLI::App& root, CommandContext& ctx) {
   auto* cmd = root.add_subcommand("detector", "kernel link-fault detector: watch events, ask the node daemon");
-  requireSubcommand(cmd, "reccl detector", ctx);
+  requireSubcommand(cmd, "detector", ctx);
   cmd->footer(
       "EXAMPLES:\n"
       "  reccl detector watch --netns tb1-h0 --dev rail0 --dev rail1\n"

@@ -307,7 +307,7 @@ void addPlanCommand(CLI::App* parent, CommandContext& ctx) {
 
 void addInjectCommand(CLI::App& root, CommandContext& ctx) {
   auto* cmd = root.add_subcommand("inject", "inject kernel-level network faults (links, carrier, BPF drops, plans)");
-  requireSubcommand(cmd, "reccl inject", ctx);
+  requireSubcommand(cmd, "inject", ctx);
   cmd->footer(
       "Acts only on the namespace/device named; refuses mgmt0 and the root namespace unless --force.\n"
       "EXAMPLES:\n"

@@ -68,7 +68,7 @@ void removeInjectPins(const std::string& name, reccl::testbed::DownReport& repor
 
 void addTestbedCommand(CLI::App& root, CommandContext& ctx) {
   auto* tb = root.add_subcommand("testbed", "hosts x rails out of network namespaces on this machine");
-  requireSubcommand(tb, "reccl testbed", ctx);
+  requireSubcommand(tb, "testbed", ctx);
   tb->footer(
       "EXAMPLES:\n"
       "  reccl testbed up --name tb1 --hosts 2 --rails 2\n"

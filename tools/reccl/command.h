@@ -16,9 +16,10 @@ struct CommandContext {
   bool verbose = false;
 };
 
-// Makes `cmd` take exactly one of its subcommands; otherwise it prints "<path>: unknown
-// subcommand 'x' (want a, b or c)" (or "missing subcommand") and sets the usage exit code.
-// Install after the subcommands' own options, before parsing; it takes cmd's callback.
+// Makes `cmd` take exactly one of its subcommands. A word that is none of them fails the parse
+// ("reccl: <path>: unknown subcommand 'x' (want a, b or c)", before any subcommand runs); none
+// at all prints "reccl: <path>: missing subcommand (want ...)" and sets the usage exit code.
+// `path` is "" for the root, else "inject", "detector", ...; it takes cmd's callback.
 void requireSubcommand(CLI::App* cmd, const std::string& path, CommandContext& ctx);
 
 void addTestbedCommand(CLI::App& root, CommandContext& ctx);

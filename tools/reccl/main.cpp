@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   addTestbedCommand(app, ctx);
   addInjectCommand(app, ctx);
   addDetectorCommand(app, ctx);
-  requireSubcommand(&app, "reccl", ctx);
+  requireSubcommand(&app, "", ctx);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -140,7 +140,8 @@ TEST(DetectorCli, BadInputIsRefusedWithUsageExit) {
   EXPECT_EQ(rc, 64) << out;
 }
 
-// Every level of `reccl` names a word that is not one of its subcommands, and lists them.
+// Every level of `reccl` names a word that is not one of its subcommands, and lists them; a
+// stray word beside a subcommand is refused before the subcommand runs.
 TEST(RecclCli, AnUnknownOrMissingSubcommandIsNamedWithTheChoices) {
   struct Case {
     const char* args;
@@ -148,10 +149,12 @@ TEST(RecclCli, AnUnknownOrMissingSubcommandIsNamedWithTheChoices) {
   };
   for (const Case& c : {Case{" bogus", "reccl: unknown subcommand 'bogus' (want params, testbed, inject or detector)"},
                         Case{"", "reccl: missing subcommand (want params, testbed, inject or detector)"},
-                        Case{" inject bogus", "reccl inject: unknown subcommand 'bogus' (want link-down, "},
-                        Case{" inject", "reccl inject: missing subcommand (want link-down, "},
-                        Case{" detector bogus", "reccl detector: unknown subcommand 'bogus' (want watch or status)"},
-                        Case{" testbed bogus", "reccl testbed: unknown subcommand 'bogus' (want up, down, exec"}}) {
+                        Case{" inject bogus", "reccl: inject: unknown subcommand 'bogus' (want link-down, "},
+                        Case{" inject", "reccl: inject: missing subcommand (want link-down, "},
+                        Case{" detector bogus", "reccl: detector: unknown subcommand 'bogus' (want watch or status)"},
+                        Case{" testbed bogus --name x", "reccl: testbed: unknown subcommand 'bogus' (want up, down, exec"},
+                        Case{" bogus params", "reccl: unknown subcommand 'bogus'"},
+                        Case{" detector foo status --socket /nonexistent", "reccl: detector: unknown subcommand 'foo'"}}) {
     int rc = -1;
     std::string out = runCapture(std::string(RECCL_CLI_PATH) + c.args, &rc);
     EXPECT_EQ(rc, 64) << c.args << ": " << out;
