@@ -278,11 +278,13 @@ void DetectorDaemon::onClient(int fd) {
     std::optional<DaemonOp> op;
     auto req = decodeRequest(msg.value(), &op);
     if (!req.ok()) {
-      // Answered in the request's name where the op was known, so a client matches it to its
-      // request; a client whose request was no request at all learns why before it is dropped.
-      reply(c, dumpText({{"op", op ? daemonOpName(*op) : "error"}, {"version", kDaemonProtocolVersion}, {"ok", false},
-                         {"error", req.status().message()}}));
-      if (req.status().code() == Errc::kProtocol) {
+      // A request with a bad value is answered in its op's name, so the client matches the
+      // refusal to its request. One that was no request at all is answered as "error" (an error
+      // in the name of a ping could pass for its pong), and its client dropped.
+      const bool drop = req.status().code() == Errc::kProtocol;
+      reply(c, dumpText({{"op", op && !drop ? daemonOpName(*op) : "error"}, {"version", kDaemonProtocolVersion},
+                         {"ok", false}, {"error", req.status().message()}}));
+      if (drop) {
         if (clients_.count(fd)) dropClient(fd, "malformed", req.status().message());
         return;
       }

@@ -65,6 +65,10 @@ Result<std::unique_ptr<DetectorClient>> DetectorClient::connect(const std::strin
   RECCL_ASSIGN_OR_RETURN(c->hello_, c->request(json{{"op", "hello"}, {"version", kDaemonProtocolVersion}}.dump(), "hello"));
   c->lastAliveNs_ = monotonicNs();
   json h = json::parse(c->hello_, nullptr, false);
+  if (h.is_object() && h.contains("ok") && h["ok"].is_boolean() && !h["ok"].get<bool>()) {
+    const json& e = h.contains("error") ? h["error"] : json();
+    return Status(Errc::kProtocol, "detectord: hello refused: " + (e.is_string() ? e.get<std::string>() : std::string("?")));
+  }
   if (!h.is_object() || !h.contains("version") || !h["version"].is_number_integer() ||
       h["version"].get<int>() != kDaemonProtocolVersion)
     return Status(Errc::kProtocol, "detectord: protocol version mismatch");

@@ -258,8 +258,8 @@ TEST(DetectordGuard, ARequestOverTheSizeLimitDropsItsClient) {
 }
 
 // A request that is no request (not one JSON object, a field of the wrong type) is answered
-// with why, then its client is dropped; a known op with a bad value is answered in that op's
-// name (a client matches replies to requests by op), and the client stays.
+// with why (op "error"), then its client is dropped; a known op with a bad value is answered in
+// that op's name (a client matches replies to requests by op), and the client stays.
 TEST(DetectordGuard, BadRequestsAreAnsweredWithWhy) {
   DaemonProcess daemon({"--source", "netlink"});
   int port = daemon.waitStarted(15000);
@@ -282,8 +282,8 @@ TEST(DetectordGuard, BadRequestsAreAnsweredWithWhy) {
   };
   for (const Case& k : {Case{R"({"op":"watch","netns":"x","dev":"a/b"})", "watch", "bad interface name 'a/b'", true},
                         Case{R"({"op":"reboot"})", "error", "unknown op 'reboot'", true},
-                        Case{R"({"op":"ping","seq":-1})", "ping", "'seq'", false},
-                        Case{R"({"op":"watch","netns":"x","dev":7})", "watch", "'dev' is not a string", false}}) {
+                        Case{R"({"op":"ping","seq":-1})", "error", "'seq'", false},
+                        Case{R"({"op":"watch","netns":"x","dev":7})", "error", "'dev' is not a string", false}}) {
     RawClient c(daemon.socket());
     ASSERT_TRUE(c.ok());
     ASSERT_TRUE(c.send(k.text));

@@ -25,7 +25,10 @@ namespace {
 // and then runs `script` on the connection.
 class ScriptedDaemon {
  public:
-  explicit ScriptedDaemon(std::function<void(int)> script) {
+  // `helloReply`: what it answers the client's hello with (empty: a daemon's own hello).
+  explicit ScriptedDaemon(std::function<void(int)> script, std::string helloReply = "") {
+    if (helloReply.empty())
+      helloReply = R"({"op":"hello","version":)" + std::to_string(kDaemonProtocolVersion) + R"(,"mode":"test","sources":[]})";
     static int n = 0;
     path_ = "/tmp/reccl-dclient-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".sock";
     unlink(path_.c_str());
@@ -36,14 +39,13 @@ class ScriptedDaemon {
     ok_ = listen_ && bind(listen_.get(), reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
           listen(listen_.get(), 4) == 0;
     if (!ok_) return;
-    thread_ = std::thread([this, script = std::move(script)] {
+    thread_ = std::thread([this, script = std::move(script), helloReply] {
       UniqueFd c(accept4(listen_.get(), nullptr, nullptr, SOCK_CLOEXEC));
       accepted_ = true;
       if (!c) return;
       auto hello = recvMessage(c.get());
       if (!hello.ok()) return;
-      (void)sendMessage(c.get(), R"({"op":"hello","version":)" + std::to_string(kDaemonProtocolVersion) +
-                                         R"(,"mode":"test","sources":[]})");
+      (void)sendMessage(c.get(), helloReply);
       script(c.get());
     });
   }
@@ -88,6 +90,17 @@ Status drain(DetectorClient& c, std::vector<LinkEvent>* out, int ms) {
     if (!st.ok()) return st;
   }
   return Status::Ok();
+}
+
+// A hello the daemon refuses is an error naming the daemon's reason, not a connection.
+TEST(DetectorClient, ARefusedHelloIsAnErrorWithTheDaemonsReason) {
+  ScriptedDaemon d([](int) {}, R"({"op":"hello","version":)" + std::to_string(kDaemonProtocolVersion) +
+                                   R"(,"ok":false,"error":"not today"})");
+  ASSERT_TRUE(d.ok());
+  auto c = DetectorClient::connect(d.path(), 2000);
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), Errc::kProtocol);
+  EXPECT_NE(c.status().message().find("hello refused: not today"), std::string::npos) << c.status().ToString();
 }
 
 TEST(DetectorClient, EventsBeforeTheDaemonClosesAreHandedOver) {

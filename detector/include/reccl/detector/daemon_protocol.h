@@ -62,7 +62,7 @@ struct DaemonRequest {
 // type): the daemon answers with an error and drops such a client. kInvalidArgument: a request
 // with a bad value (unknown op, bad device name, namespace label too long): answered with an
 // error, the client stays. Either way `*op` (when given) is the request's op once it was one the
-// daemon knows, so that the error answers in its name.
+// daemon knows, so that the refusal of a bad value answers in its name.
 Result<DaemonRequest> decodeRequest(std::string_view text, std::optional<DaemonOp>* op = nullptr);
 const char* daemonOpName(DaemonOp op);
 
