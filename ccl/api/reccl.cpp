@@ -154,6 +154,19 @@ recclResult_t recclCommUserRank(const recclComm_t comm, int* rank) {
   });
 }
 
+recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost) {
+  return guarded([&]() -> recclResult_t {
+    reccl::core::Comm* c = nullptr;
+    RECCL_CHECK(inspectable(comm, &c));
+    if (!lost) return fail(recclInvalidArgument, "lost: null pointer");
+    if (peer < 0 || peer >= c->nranks())
+      return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not a rank of this communicator (0.." +
+                                            std::to_string(c->nranks() - 1) + ")");
+    *lost = c->peerLost(peer) ? 1 : 0;
+    return recclSuccess;
+  });
+}
+
 recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats) {
   return guarded([&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;

@@ -79,7 +79,8 @@ void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
     RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
     return;
   }
-  fail(s);
+  // Nothing took it up (no failover, a dead peer, shared memory): the connection is lost.
+  lose(s);
 }
 
 bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys) const {
@@ -89,12 +90,31 @@ bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys)
 }
 
 void PortBase::fail(const Status& s) {
-  const bool first = latch_.latch(s);
-  if (env_) {
-    if (env_->firstPortFailure.latch(s)) env_->firstLostPeer.store(id_.peer);
-    if (first) env_->lostConnections.fetch_add(1);
-  }
+  latch_.latch(s);
+  if (env_) env_->firstPortFailure.latch(s);
   wakeAll();
+}
+
+void PortBase::lose(const Status& s) {
+  const bool first = latch_.latch(s);
+  if (env_ && first && !env_->aborted.load()) env_->recordLoss(id_.peer);
+  if (env_) env_->firstPortFailure.latch(s);
+  wakeAll();
+}
+
+void PortEnv::recordLoss(int peer) {
+  int none = -1;
+  firstLostPeer.compare_exchange_strong(none, peer);  // before the count: a reader that sees it sees the peer
+  {
+    std::lock_guard lk(lostMu);
+    lostPeers.insert(peer);
+  }
+  lostConnections.fetch_add(1);
+}
+
+bool PortEnv::peerLost(int peer) const {
+  std::lock_guard lk(lostMu);
+  return lostPeers.count(peer) > 0;
 }
 
 namespace {

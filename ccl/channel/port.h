@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <span>
 #include <vector>
@@ -79,10 +80,15 @@ struct PortEnv {
   // The first failure of any of the communicator's ports (a port fails for good): what ends a
   // wait that no port of its own would end, such as a new connection's dial.
   ErrorLatch firstPortFailure;
-  // Ports failed for good, and the peer of the first (-1: none): for the stats, whether or not
-  // a call ran then.
+  // Connections lost for good (PortBase::lose: a peer that died or destroyed its communicator,
+  // one with no path left), whether or not a call ran then: the ports, the first such peer, and
+  // every such peer. Not a port failed by its own communicator (a failed call, a mismatch, abort).
   std::atomic<uint64_t> lostConnections{0};
   std::atomic<int> firstLostPeer{-1};
+  mutable std::mutex lostMu;
+  std::set<int> lostPeers;  // under lostMu
+  void recordLoss(int peer);
+  bool peerLost(int peer) const;
   std::atomic<uint64_t> duplicateSteps{0};
   std::atomic<uint64_t> staleSteps{0};
   // CLOCK_MONOTONIC ns of the latest first step completed on a migrated path (see
@@ -145,6 +151,9 @@ class PortBase {
   bool replacedPath(const Path* self, const Status& s, LogSubsys subsys) const;
   // Latches `s` and wakes every waiter (both directions).
   void fail(const Status& s);
+  // fail(), for a connection lost for good (the peer is gone, or no path is left): also counted
+  // as lost in PortEnv.
+  void lose(const Status& s);
   bool failed() const noexcept { return latch_.set(); }
   Status error() const { return latch_.get(); }
   // Wakes all waiters so they re-check abort/error flags.

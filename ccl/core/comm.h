@@ -91,6 +91,8 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   void abort();
   // First fatal error (Ok if none).
   Status asyncError() const;
+  // This rank's connections to `peer` were lost for good (PortEnv::recordLoss).
+  bool peerLost(int peer) const { return env_.peerLost(peer); }
   CommStats stats() const;
   const Topology& topology() const override { return topo_; }
   const std::vector<RankInfo>& rankTable() const override { return table_; }

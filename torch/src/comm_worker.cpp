@@ -1,7 +1,6 @@
 #include "comm_worker.h"
 
 #include <chrono>
-#include <cstddef>
 #include <utility>
 
 namespace reccl_torch {
@@ -73,24 +72,20 @@ void CommWorker::enqueue(CommOp op) {
   cv_.notify_all();
 }
 
-std::optional<std::string> CommWorker::brokenBy() const {
+std::optional<std::string> CommWorker::cannotReach(int peer) const {
   std::lock_guard lk(mu_);
   if (aborted_ || !comm_) return std::nullopt;
   recclResult_t state = recclSuccess;
   if (recclCommGetAsyncError(comm_, &state) == recclSuccess && state != recclSuccess && state != recclInProgress) {
-    std::string why = recclGetErrorString(state);
+    std::string why = std::string("failed: ") + recclGetErrorString(state);
     const char* detail = recclGetLastError(nullptr);  // set by recclCommGetAsyncError on this thread
     if (detail && *detail) why += std::string(": ") + detail;
     return why;
   }
-  // A connection lost while nothing ran is no async error (NCCL reports none either); the
-  // counters say it.
-  recclCommStats_t s{};
-  s.size = sizeof(s);
-  if (recclCommGetStats(comm_, &s) == recclSuccess && s.size >= offsetof(recclCommStats_t, firstLostPeer) + sizeof(int32_t) &&
-      s.lostConnections > 0)
-    return "it lost its connection to rank " + (s.firstLostPeer >= 0 ? std::to_string(s.firstLostPeer) : std::string("?")) +
-           " (a peer that died or destroyed the group)";
+  // A connection lost while nothing ran is no async error (NCCL reports none either).
+  int lost = 0;
+  if (recclCommPeerLost(comm_, peer, &lost) == recclSuccess && lost)
+    return "lost its connection to rank " + std::to_string(peer) + " (which died or destroyed the group)";
   return std::nullopt;
 }
 
@@ -105,13 +100,18 @@ void CommWorker::open() {
   recclComm_t made = nullptr;
   std::string error;
   try {
-    error = open_(&made, [this] { return latch_->get().has_value(); });
+    error = open_(&made, [this] {
+      std::lock_guard lk(mu_);
+      return stop_;
+    });
   } catch (const std::exception& e) {  // the store's
     error = e.what();
   }
   if (!error.empty()) {
     openError_ = error;
-    latch_->set(error);
+    std::lock_guard lk(mu_);
+    // Given up because the group is being destroyed: the other workers still run what they hold.
+    if (!stop_) latch_->set(error);
     return;
   }
   std::lock_guard lk(mu_);

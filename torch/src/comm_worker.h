@@ -47,8 +47,9 @@ class CommWorker {
  public:
   // Makes the communicator on the worker's thread before the first operation runs: a lane's
   // joins when its peer's first matching operation does, which must not hold up the caller.
-  // Returns "" or what failed (latched on the group, so every queued operation fails with it);
-  // `givingUp()` turns true once the group failed otherwise, and the opening should then end.
+  // Returns "" or what failed: this worker's operations fail with it, and the group's failure is
+  // latched unless the worker is being destroyed. `givingUp()` turns true once the worker is
+  // being destroyed, and the opening should then end.
   using Open = std::function<std::string(recclComm_t* comm, const std::function<bool()>& givingUp)>;
 
   // Takes ownership of `comm`.
@@ -63,10 +64,10 @@ class CommWorker {
   void enqueue(CommOp op);
   // The communicator's counters; false before it was made or once it was aborted.
   bool stats(recclCommStats_t* out) const;
-  // Why the communicator cannot serve every peer any more (a failed call, or a connection lost
-  // while it was idle: a peer that died or destroyed its communicator), or nothing while it
-  // works or before it was made; from any thread.
-  std::optional<std::string> brokenBy() const;
+  // Why the communicator cannot reach `peer` any more ("failed: ..." after a failed call, "lost
+  // its connection to rank N ..." when the peer died or destroyed its communicator while this
+  // was idle), or nothing while it works or before it was made; from any thread.
+  std::optional<std::string> cannotReach(int peer) const;
 
  private:
   void loop();

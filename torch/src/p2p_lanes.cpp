@@ -34,11 +34,12 @@ CommWorker& PeerLanes::lane(int peer, bool isSend) {
     c10d::Store* store = store_.get();
     const CommWorker* group = &group_;
     worker = std::make_unique<CommWorker>(
-        [store, group, latch = latch_, key, isSend, rank = rank_, src, timeout = timeout_, what](
-            recclComm_t* comm, const std::function<bool()>& /* givingUp: the latch, read here for its text */) {
-          GiveUp giveUp = [latch, group]() -> std::optional<std::string> {
+        [store, group, latch = latch_, key, isSend, rank = rank_, peer, src, timeout = timeout_, what](
+            recclComm_t* comm, const std::function<bool()>& destroying) {
+          GiveUp giveUp = [latch, group, peer, &destroying]() -> std::optional<std::string> {
             if (auto why = latch->get()) return "the process group failed (" + *why + ")";
-            if (auto why = group->brokenBy()) return "the process group's communicator failed: " + *why;
+            if (destroying()) return std::string("the process group was destroyed");
+            if (auto why = group->cannotReach(peer)) return "the process group's communicator " + *why;
             return std::nullopt;
           };
           return openPairComm(*store, key, isSend, rank, src, timeout, giveUp, what, comm);

@@ -180,7 +180,7 @@ void Migration::failWithPeer(Conn& c, const Status& peerFailed) {
 
 void Migration::unrecoverable(Conn& c, const Status& s) {
   RECCL_WARN(kLogFailover, "%s", s.message().c_str());
-  c.port->fail(s);
+  c.port->lose(s);
   ctx_.host.breakComm(s);
 }
 

@@ -14,8 +14,8 @@
  * - Exceptions: recclCommAbort may be called from any thread at any time, also while another
  *   thread is inside a call on the same communicator (that call returns recclAborted, and the
  *   handle must not be used after recclCommAbort returned); recclCommGetAsyncError,
- *   recclCommCount, recclCommUserRank and recclCommGetStats may be called from any thread
- *   while another uses the communicator.
+ *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
+ *   from any thread while another uses the communicator.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
  *   that opened it.
  * - recclGetLastError reports the last failed call of the calling thread.
@@ -185,9 +185,10 @@ typedef struct {
    * failover. */
   uint64_t lastFaultMoveFirstStepNs;
   uint64_t lastFaultMoveResumeNs;
-  /* Connections that failed for good (a peer that died or destroyed its communicator, one with
-   * no path left), counted as they fail, also while no call runs; a later call that needs one
-   * fails with its error. firstLostPeer: the peer of the first (-1: none). */
+  /* Connections lost for good (a peer that died or destroyed its communicator, one with no path
+   * left), counted as they fail, also while no call runs (no async error then, as in NCCL: a
+   * later call that needs one fails with its error). Not connections a failed call, a mismatch
+   * or an abort ended. firstLostPeer: the peer of the first (-1: none); recclCommPeerLost. */
   uint64_t lostConnections;
   int32_t firstLostPeer;
 } recclCommStats_t;
@@ -239,6 +240,10 @@ RECCL_API recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* 
 RECCL_API recclResult_t recclCommCount(const recclComm_t comm, int* count);
 RECCL_API recclResult_t recclCommUserRank(const recclComm_t comm, int* rank);
 RECCL_API recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats);
+/* *lost = 1 when this rank's connections to `peer` were lost for good (recclCommStats_t's
+ * lostConnections), else 0. From any thread, as recclCommGetStats: a watchdog's way to tell
+ * which peer went while the communicator was idle. */
+RECCL_API recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost);
 
 RECCL_API recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              recclDataType_t datatype, recclRedOp_t op, recclComm_t comm,

@@ -170,6 +170,30 @@ TEST(CclErrors, SilentPeerTimesOut) {
   EXPECT_EQ(async, recclTimeout);
 }
 
+// A call that fails on its own (here: its peer never joins) loses no connection: the counters
+// of lost connections are for peers that went, not for every port a failure ends.
+TEST(CclErrors, ATimedOutCallLosesNoConnection) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "300");
+  ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  auto rcs = comms.run([](int r, recclComm_t c) {  // connects the ranks
+    float x[16] = {};
+    return recclAllReduce(x, x, 16, recclFloat32, recclSum, c, nullptr);
+  });
+  ASSERT_EQ(rcs[0], recclSuccess);
+  float x[16] = {};
+  ASSERT_EQ(recclAllReduce(x, x, 16, recclFloat32, recclSum, comms[0], nullptr), recclTimeout) << lastError();
+  recclCommStats_t st{};
+  st.size = sizeof(st);
+  ASSERT_EQ(recclCommGetStats(comms[0], &st), recclSuccess);
+  EXPECT_EQ(st.lostConnections, 0u);
+  EXPECT_EQ(st.firstLostPeer, -1);
+  int lost = -1;
+  ASSERT_EQ(recclCommPeerLost(comms[0], 1, &lost), recclSuccess);
+  EXPECT_EQ(lost, 0);
+}
+
 TEST(CclErrors, AbortFromAnotherThreadReturnsPromptly) {
   ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
   Comms comms(2);
@@ -697,11 +721,20 @@ TEST(CclErrors, APeersDestroyIsAWarningOnlyWhileACallWaitsForIt) {
       recclResult_t async = recclInternalError;
       ASSERT_EQ(recclCommGetAsyncError(comms[1], &async), recclSuccess);
       EXPECT_EQ(async, recclSuccess) << lastError();
+      // The line is logged before the port is failed: the counters follow within moments.
       recclCommStats_t st{};
+      int lost = 0;
+      for (int i = 0; i < 500 && !lost; ++i) {
+        ASSERT_EQ(recclCommPeerLost(comms[1], 0, &lost), recclSuccess);
+        if (!lost) std::this_thread::sleep_for(Ms(10));
+      }
+      EXPECT_EQ(lost, 1);
       st.size = sizeof(st);
       ASSERT_EQ(recclCommGetStats(comms[1], &st), recclSuccess);
       EXPECT_GE(st.lostConnections, 1u);
       EXPECT_EQ(st.firstLostPeer, 0);
+      EXPECT_EQ(recclCommPeerLost(comms[1], 2, &lost), recclInvalidArgument);
+      EXPECT_NE(lastError().find("peer: 2 is not a rank of this communicator"), std::string::npos) << lastError();
       float x[64] = {};
       rc = recclAllReduce(x, x, 64, recclFloat32, recclSum, comms[1], nullptr);
     }

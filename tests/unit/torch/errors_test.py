@@ -21,6 +21,10 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
                   destroying the group gives up the lanes still waiting for the peer
   p2p_id_failure  a lane whose sender cannot make its unique id: both ends raise its reason at
                   once, without libtorch's backtrace
+  p2p_destroy_opening  a group destroyed while a lane waits for its peer, nothing failed: the lane
+                  gives up at once
+  p2p_rank_leaves  3 ranks, rank 0 destroys its group early: ranks 1 and 2 make new lanes
+                  between themselves all the same
   p2p_lane_errors  send and recv whose peer never comes: each fails with its own lane's reason
   p2p_peer_death[_tcp]  isend to a peer that died: a new lane gives up as soon as the group's
                   communicator knows, not at the group's timeout (shared memory; TCP)
@@ -267,8 +271,8 @@ def _p2p_peer_death(rank, world, store_url):
         os._exit(3)
     time.sleep(0.5)  # rank 1 is gone; its lanes to rank 0 were never made
     msg, took = _raises(lambda: dist.isend(torch.ones(1 << 20), 1).wait())
-    _expect(msg, "reccl send to rank 1 failed on rank 0: the process group's communicator failed: it lost its "
-            "connection to rank 1")
+    _expect(msg, "reccl send to rank 1 failed on rank 0: the process group's communicator lost its connection to "
+            "rank 1")
     assert took < SLACK_S, f"the peer's death took {took:.1f} s to fail a new lane (the group's timeout is 60 s)"
     again, took2 = _raises(lambda: dist.irecv(torch.empty(8), 1).wait())
     assert again == msg and took2 < SLACK_S, (again, took2)
@@ -320,6 +324,35 @@ def case_p2p_id_failure(rank, world, store_url):
     return msg
 
 
+def case_p2p_destroy_opening(rank, world, store_url):
+    import torch
+
+    def on_rank0(group):
+        group.send([torch.ones(8)], 1, 0)  # never waited; rank 1 never receives
+        return True
+    # Nothing failed, and the group's timeout is far away: destroying the group gives the lane up.
+    return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
+
+
+def case_p2p_rank_leaves(rank, world, store_url):
+    import torch
+    dist = _init(rank, world, store_url)
+    dist.all_reduce(torch.ones(8))  # the group's communicator connects its ring: 1 and 2 hold 0
+    if rank == 0:
+        dist.destroy_process_group()  # done early; ranks 1 and 2 go on with messages of their own
+        return True
+    time.sleep(1.0)
+    peer = 3 - rank
+    n = 1 << 20
+    out = torch.empty(n, dtype=torch.int32)
+    reqs = [dist.isend(torch.arange(n, dtype=torch.int32) + rank, peer), dist.irecv(out, peer)]
+    for r in reqs:
+        r.wait()
+    assert torch.equal(out, torch.arange(n, dtype=torch.int32) + peer), "the message arrived changed"
+    dist.destroy_process_group()
+    return True
+
+
 def case_p2p_wait_timeout(rank, world, store_url):
     import torch
 
@@ -346,7 +379,8 @@ def main():
     args = ap.parse_args()
     require_backend()
     may_die = (1,) if args.case in ("peer_death", "p2p_peer_death", "p2p_peer_death_tcp") else ()
-    results = run_ranks(2, CASES[args.case], may_die=may_die, timeout=300)
+    world = 3 if args.case == "p2p_rank_leaves" else 2
+    results = run_ranks(world, CASES[args.case], may_die=may_die, timeout=300)
     if args.case == "mismatch":
         assert any("mismatched count across ranks" in m for m in results), results
     if args.case == "mismatch_move":
