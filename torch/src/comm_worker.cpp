@@ -104,7 +104,7 @@ void CommWorker::open() {
       std::lock_guard lk(mu_);
       return stop_;
     });
-  } catch (const std::exception& e) {  // the store's
+  } catch (const std::exception& e) {  // an opening says its failures; one that throws failed too
     error = e.what();
   }
   if (!error.empty()) {

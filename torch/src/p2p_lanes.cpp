@@ -1,9 +1,8 @@
 #include "p2p_lanes.h"
 
-#include <algorithm>
 #include <optional>
 #include <string>
-#include <vector>
+#include <utility>
 
 #include "store_bootstrap.h"
 
