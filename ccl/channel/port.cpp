@@ -97,7 +97,7 @@ void PortBase::fail(const Status& s) {
 
 void PortBase::lose(const Status& s) {
   const bool first = latch_.latch(s);
-  if (env_ && first && !env_->aborted.load()) env_->recordLoss(id_.peer);
+  if (env_ && first && !env_->aborted.load() && !env_->broken.load()) env_->recordLoss(id_.peer);
   if (env_) env_->firstPortFailure.latch(s);
   wakeAll();
 }

@@ -85,6 +85,9 @@ struct PortEnv {
   // every such peer. Not a port failed by its own communicator (a failed call, a mismatch, abort).
   std::atomic<uint64_t> lostConnections{0};
   std::atomic<int> firstLostPeer{-1};
+  // Set by the communicator when it fails itself: a port lost after that (its peers close
+  // their ends in reply) is not counted.
+  std::atomic<bool> broken{false};
   mutable std::mutex lostMu;
   std::set<int> lostPeers;  // under lostMu
   void recordLoss(int peer);

@@ -279,6 +279,7 @@ void Comm::breakComm(const Status& s) {
     fatal_ = s;
     broken_.store(true);
   }
+  env_.broken.store(true);  // what the peers close now is this failure's doing, not theirs
   RECCL_WARN(kLogColl, "rank %d: communicator failed: %s", rank_, s.message().c_str());
   {
     std::lock_guard lk(dialMu_);

@@ -110,6 +110,8 @@ Status DetectorClient::pump(int timeoutMs, const std::string& wantOp, std::strin
       *reply = std::move(msg);
       return Status::Ok();
     }
+    if (!wantOp.empty() && op == "error" && j.contains("error") && j["error"].is_string())  // refused
+      return Status(Errc::kProtocol, "detectord: " + wantOp + " refused: " + j["error"].get<std::string>());
     return Status(Errc::kProtocol, "detectord: unexpected message '" + op + "'");
   }
 }

@@ -100,18 +100,13 @@ void CommWorker::open() {
   recclComm_t made = nullptr;
   std::string error;
   try {
-    error = open_(&made, [this] {
-      std::lock_guard lk(mu_);
-      return stop_;
-    });
+    error = open_(&made);
   } catch (const std::exception& e) {  // an opening says its failures; one that throws failed too
     error = e.what();
   }
   if (!error.empty()) {
     openError_ = error;
-    std::lock_guard lk(mu_);
-    // Given up because the group is being destroyed: the other workers still run what they hold.
-    if (!stop_) latch_->set(error);
+    latch_->set(error);
     return;
   }
   std::lock_guard lk(mu_);

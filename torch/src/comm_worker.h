@@ -48,9 +48,8 @@ class CommWorker {
   // Makes the communicator on the worker's thread before the first operation runs: a lane's
   // joins when its peer's first matching operation does, which must not hold up the caller.
   // Returns "" or what failed: this worker's operations fail with it, and the group's failure is
-  // latched unless the worker is being destroyed. `givingUp()` turns true once the worker is
-  // being destroyed, and the opening should then end.
-  using Open = std::function<std::string(recclComm_t* comm, const std::function<bool()>& givingUp)>;
+  // latched. Like an operation, it is waited for when the worker is destroyed.
+  using Open = std::function<std::string(recclComm_t* comm)>;
 
   // Takes ownership of `comm`.
   CommWorker(recclComm_t comm, int rank, std::shared_ptr<FailureLatch> latch);

@@ -34,10 +34,10 @@ CommWorker& PeerLanes::lane(int peer, bool isSend) {
     const CommWorker* group = &group_;
     worker = std::make_unique<CommWorker>(
         [store, group, latch = latch_, key, isSend, rank = rank_, peer, src, timeout = timeout_, what](
-            recclComm_t* comm, const std::function<bool()>& destroying) {
-          GiveUp giveUp = [latch, group, peer, &destroying]() -> std::optional<std::string> {
+            recclComm_t* comm) {
+          // Not on the group's destruction: like gloo's, it runs what the lanes hold.
+          GiveUp giveUp = [latch, group, peer]() -> std::optional<std::string> {
             if (auto why = latch->get()) return "the process group failed (" + *why + ")";
-            if (destroying()) return std::string("the process group was destroyed");
             if (auto why = group->cannotReach(peer)) return "the process group's communicator " + *why;
             return std::nullopt;
           };

@@ -27,7 +27,8 @@ class PeerLanes {
   // communicator failed (a peer that died is seen there at once), not at the group's timeout.
   PeerLanes(c10::intrusive_ptr<c10d::Store> store, int rank, std::chrono::milliseconds timeout,
             std::shared_ptr<FailureLatch> latch, const CommWorker& group);
-  // Runs what the lanes have queued, then destroys them (CommWorker's destructor).
+  // Runs what the lanes have queued, then destroys them (CommWorker's destructor): a lane still
+  // waiting for its peer waits on, up to the group's timeout or the group's failure.
   ~PeerLanes();
   PeerLanes(const PeerLanes&) = delete;
   PeerLanes& operator=(const PeerLanes&) = delete;

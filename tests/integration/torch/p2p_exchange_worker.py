@@ -4,6 +4,8 @@ Each round both ranks issue `isend` of their tensor to the other first, then `ir
 other's (the order that needs reccl's lanes), wait for both, and check every received element
 against what the peer sends in that round. Writes <out>/rank<r>.json: rounds, wrong rounds,
 each round's end (realtime ns) and time, the backend's counters. Prints "step N" per round.
+With --stop-file the ranks go on until that file exists (agreed by an allreduce each round), so a
+test can end the run once its fault is over, whatever the pace.
 
     reccl testbed run --name tb -- python3 p2p_exchange_worker.py --out DIR --rounds 400
 """
@@ -18,7 +20,8 @@ import time
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--rounds", type=int, default=400)
+    ap.add_argument("--rounds", type=int, default=400, help="rounds; with --stop-file, the most")
+    ap.add_argument("--stop-file", help="end after the round in which this file exists on any rank")
     ap.add_argument("--elements", type=int, default=1 << 20, help="int32 elements per message (4 MiB)")
     ap.add_argument("--backend", default="reccl")
     ap.add_argument("--timeout", type=float, default=60.0, help="process group timeout, seconds")
@@ -35,6 +38,7 @@ def main():
     base = torch.arange(args.elements, dtype=torch.int32)
     got = torch.empty(args.elements, dtype=torch.int32)
     wrong, ends, times = [], [], []
+    stop = torch.zeros(1, dtype=torch.int32)
     for r in range(args.rounds):
         t0 = time.perf_counter()
         mine = base * 3 + (r * 7 + rank * 1_000_003)
@@ -47,7 +51,12 @@ def main():
         ends.append(time.time_ns())
         if not args.quiet:
             print(f"step {r} done", flush=True)
-    result = {"rank": rank, "world": world, "rounds": args.rounds, "wrong": wrong, "round_end_ns": ends,
+        if args.stop_file:
+            stop.fill_(1 if os.path.exists(args.stop_file) else 0)
+            dist.all_reduce(stop, op=dist.ReduceOp.MAX)
+            if stop.item():
+                break
+    result = {"rank": rank, "world": world, "rounds": len(ends), "wrong": wrong, "round_end_ns": ends,
               "round_s": times}
     if args.backend == "reccl":
         result["stats"] = reccl_torch.stats()

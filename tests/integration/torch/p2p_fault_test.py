@@ -3,9 +3,10 @@
 On a fresh 2-host x 2-rail testbed, one rank per host (p2p_exchange_worker.py: both ranks isend
 then irecv 4 MiB each round, every element checked):
   1. no fault: every round right, the pace measured;
-  2. host 0's rail-0 cable pulled (at the switch) after round 20 and plugged back: every round of
-     both ranks right, rounds completed while the cable was out and after it was back, and the
-     lanes (the two-rank communicators the messages travel on) counted failovers.
+  2. host 0's rail-0 cable pulled (at the switch) after round 20 for 1 s and plugged back, the run
+     going on until a second after the plug-in (a stop file): every round of both ranks right,
+     rounds completed while the cable was out and after it was back, and failovers counted
+     (the lanes, two-rank communicators the messages travel on, and the group's).
 
     sudo PYTHONPATH=build/torch /usr/bin/python3 tests/integration/torch/p2p_fault_test.py --reccl build/bin/reccl
 Exit 0 passed, 1 failed, 77 skipped (not root, no torch or reccl_torch).
@@ -16,6 +17,7 @@ import os
 import statistics
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "torch_ddp"))
@@ -23,6 +25,7 @@ from ddp_testbed import PYTHON, Testbed, link_down, plan_events, read_ranks, req
 
 ROUNDS = 400
 FAULT_AT_ROUND = 20
+DOWN_MS = 1000
 RUN_TIMEOUT_S = 400
 
 
@@ -37,8 +40,8 @@ def check_right(ranks, what):
     for r in ranks:
         if r["wrong"]:
             fail(f"{what}: rank {r['rank']} received wrong data in rounds {r['wrong'][:10]}")
-        if len(r["round_end_ns"]) != ROUNDS:
-            fail(f"{what}: rank {r['rank']} finished {len(r['round_end_ns'])} of {ROUNDS} rounds")
+    if ranks[0]["rounds"] != ranks[1]["rounds"]:
+        fail(f"{what}: the ranks ended after {ranks[0]['rounds']} and {ranks[1]['rounds']} rounds")
 
 
 def main():
@@ -55,20 +58,22 @@ def main():
             fail("the fault-free run failed", run)
         clean = read_ranks(clean_dir, 2)
         check_right(clean, "fault-free")
+        if clean[0]["rounds"] != ROUNDS:
+            fail(f"the fault-free run ended after {clean[0]['rounds']} of {ROUNDS} rounds")
         round_s = statistics.median(clean[0]["round_s"][1:])
         print(f"fault-free: {ROUNDS} rounds of 4 MiB each way, median round {round_s * 1000:.1f} ms")
 
-        # Out for a third of what is left of the run at the measured pace (0.5-3 s), so rounds
-        # finish on both sides of the plug-in.
-        down_ms = int(min(3000, max(500, (ROUNDS - FAULT_AT_ROUND) * round_s * 1000 / 3)))
         fault_dir = os.path.join(work, "fault")
+        stop = os.path.join(work, "stop")
         log = os.path.join(work, "fault-plan.jsonl")
-        run = tb.start_ranks([PYTHON, worker, "--out", fault_dir, "--rounds", str(ROUNDS)])
+        run = tb.start_ranks([PYTHON, worker, "--out", fault_dir, "--rounds", "1000000", "--stop-file", stop])
         if not run.wait_for_step(FAULT_AT_ROUND, RUN_TIMEOUT_S):
             fail(f"the run did not reach round {FAULT_AT_ROUND}", run)
-        plan = tb.start_plan([link_down(tb.host_netns(0), "rail0", at_ms=0, duration_ms=down_ms)], log)
+        plan = tb.start_plan([link_down(tb.host_netns(0), "rail0", at_ms=0, duration_ms=DOWN_MS)], log)
+        plan_out, _ = plan.communicate(timeout=120)
+        time.sleep(1.0)  # rounds after the plug-in
+        open(stop, "w").close()
         rc = run.wait(RUN_TIMEOUT_S)
-        plan_out, _ = plan.communicate(timeout=60)
         if plan.returncode != 0:
             fail(f"the fault plan failed: {plan_out}")
         if rc != 0:
@@ -76,16 +81,18 @@ def main():
         faulted = read_ranks(fault_dir, 2)
         check_right(faulted, "under the fault")
         down_ns, up_ns = plan_events(log)
+        if down_ns is None or up_ns is None:
+            fail(f"the plan log has no link-down and link-up: {plan_out}")
         ends = faulted[0]["round_end_ns"]
         during = sum(1 for e in ends if down_ns < e < up_ns)
         after = sum(1 for e in ends if e > up_ns)
         failovers = sum(r["stats"]["failovers"] for r in faulted)
-        longest = max(t for t, e in zip(faulted[0]["round_s"], ends) if down_ns < e)
-        print(f"fault: rail 0 of host 0 out for {down_ms} ms from round {FAULT_AT_ROUND}: {during} rounds done while "
-              f"it was out, {after} after; longest round from the fault on {longest * 1000:.1f} ms (fault-free median "
-              f"{round_s * 1000:.1f} ms); {failovers} failovers; every element right")
         if during < 1 or after < 1:
             fail(f"the fault did not fall inside the run ({during} rounds while out, {after} after)")
+        longest = max(t for t, e in zip(faulted[0]["round_s"], ends) if down_ns < e)
+        print(f"fault: rail 0 of host 0 out for {DOWN_MS} ms from round {FAULT_AT_ROUND}: {during} rounds done while "
+              f"it was out, {after} after; longest round from the fault on {longest * 1000:.1f} ms (fault-free median "
+              f"{round_s * 1000:.1f} ms); {failovers} failovers; every element right")
         if failovers < 1:
             fail(f"no failover was counted: {[r['stats'] for r in faulted]}")
     print("ok")

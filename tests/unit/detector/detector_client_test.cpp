@@ -103,6 +103,18 @@ TEST(DetectorClient, ARefusedHelloIsAnErrorWithTheDaemonsReason) {
   EXPECT_NE(c.status().message().find("hello refused: not today"), std::string::npos) << c.status().ToString();
 }
 
+// A request the daemon answers with op "error" (one it could not take at all) fails with the
+// daemon's reason, not as an unexpected message.
+TEST(DetectorClient, ARequestRefusedAsAnErrorCarriesTheDaemonsReason) {
+  ScriptedDaemon d([](int) {}, R"({"op":"error","version":)" + std::to_string(kDaemonProtocolVersion) +
+                                   R"(,"ok":false,"error":"detectord: request is not a JSON object"})");
+  ASSERT_TRUE(d.ok());
+  auto c = DetectorClient::connect(d.path(), 2000);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("hello refused: detectord: request is not a JSON object"), std::string::npos)
+      << c.status().ToString();
+}
+
 TEST(DetectorClient, EventsBeforeTheDaemonClosesAreHandedOver) {
   ScriptedDaemon d([](int fd) {
     (void)sendMessage(fd, event("down", 1));

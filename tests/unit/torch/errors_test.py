@@ -21,8 +21,8 @@ process group's timeout is honoured. One scenario per run (--case), two ranks on
                   destroying the group gives up the lanes still waiting for the peer
   p2p_id_failure  a lane whose sender cannot make its unique id: both ends raise its reason at
                   once, without libtorch's backtrace
-  p2p_destroy_opening  a group destroyed while a lane waits for its peer, nothing failed: the lane
-                  gives up at once
+  p2p_destroy_drains  an isend never waited on, its sender's group destroyed before the peer
+                  receives: delivered all the same (the destroy runs what the lanes hold)
   p2p_rank_leaves  3 ranks, rank 0 destroys its group early: ranks 1 and 2 make new lanes
                   between themselves all the same
   p2p_lane_errors  send and recv whose peer never comes: each fails with its own lane's reason
@@ -324,14 +324,21 @@ def case_p2p_id_failure(rank, world, store_url):
     return msg
 
 
-def case_p2p_destroy_opening(rank, world, store_url):
+def case_p2p_destroy_drains(rank, world, store_url):
     import torch
-
-    def on_rank0(group):
-        group.send([torch.ones(8)], 1, 0)  # never waited; rank 1 never receives
-        return True
-    # Nothing failed, and the group's timeout is far away: destroying the group gives the lane up.
-    return _nobody_joins(rank, world, store_url, 300.0, on_rank0)
+    dist = _init(rank, world, store_url)
+    n = 1 << 20
+    if rank == 0:
+        dist.isend(torch.arange(n, dtype=torch.int32), 1)  # never waited on
+        t0 = time.monotonic()
+        dist.destroy_process_group()  # runs what the lanes hold, as gloo's does
+        return time.monotonic() - t0
+    time.sleep(2.0)  # rank 0 is inside its destroy by now
+    out = torch.empty(n, dtype=torch.int32)
+    dist.irecv(out, 0).wait()
+    assert torch.equal(out, torch.arange(n, dtype=torch.int32)), "the message arrived changed"
+    dist.destroy_process_group()
+    return True
 
 
 def case_p2p_rank_leaves(rank, world, store_url):
