@@ -95,6 +95,13 @@ class Communicator {
     out->size = sizeof(*out);
     return recclCommGetStats(comm_, out);
   }
+  // *lost: this rank's connections to `peer` were lost for good (recclCommPeerLost).
+  recclResult_t peerLost(int peer, bool* lost) const {
+    int l = 0;
+    recclResult_t r = recclCommPeerLost(comm_, peer, &l);
+    if (r == recclSuccess) *lost = l != 0;
+    return r;
+  }
   recclResult_t abort() {
     recclResult_t r = comm_ ? recclCommAbort(comm_) : recclSuccess;
     comm_ = nullptr;
