@@ -79,8 +79,10 @@ void PortBase::pathFailed(const Path* self, bool isSender, const Status& s) {
     RECCL_INFO(kLogNet, "%s: the path was replaced while its failure was judged; ignored", s.message().c_str());
     return;
   }
-  // Nothing took it up (no failover, a dead peer, shared memory): the connection is lost.
-  lose(s);
+  // Nothing took it up (no failover, a dead peer, shared memory): the connection is lost, unless
+  // what failed it was the peer's bytes (a frame or an ack no step explains), not the peer's going.
+  if (s.code() == Errc::kProtocol) fail(s);
+  else lose(s);
 }
 
 bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys) const {

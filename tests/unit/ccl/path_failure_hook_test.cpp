@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -116,6 +117,37 @@ TEST(CclPortPathFailureHook, NoCallReachesAnOwnerAfterItsRemoval) {
   for (auto& t : reporters) t.join();
   EXPECT_GE(calls.load(), 100);  // every round's hook was called
   EXPECT_EQ(lateCalls.load(), 0);
+}
+
+// A failure nothing took up is a lost connection when the peer went (its close, a link error),
+// counted per peer for recclCommPeerLost; not when the peer's bytes were wrong (a protocol error),
+// nor a port its own communicator failed (fail()), nor one lost after the communicator broke.
+TEST(CclPortLoss, OnlyAPeersGoingCountsAsALostConnection) {
+  channel::PortEnv env;
+  auto port = [&](int peer) {
+    auto mem = channel::ConnMemory::anonymous(4, 4096);
+    EXPECT_TRUE(mem.ok());
+    return std::make_unique<channel::SendPort>(channel::PortId{0, peer, 0}, std::move(mem).value(), &env);
+  };
+  auto p1 = port(1), p2 = port(2), p3 = port(3), p4 = port(4), p5 = port(5);
+  p1->pathFailed(nullptr, true, Status(Errc::kProtocol, "ack for a step never sent"));
+  p2->fail(Status(Errc::kInvalidUsage, "mismatched count"));
+  EXPECT_EQ(env.lostConnections.load(), 0u);
+  EXPECT_EQ(env.firstLostPeer.load(), -1);
+  p3->pathFailed(nullptr, true, Status(Errc::kPeerFailure, "connection closed by peer"));
+  p3->pathFailed(nullptr, true, Status(Errc::kPeerFailure, "again"));  // one port, counted once
+  p4->pathFailed(nullptr, true, Status(Errc::kLinkFailure, "transport retry counter exceeded"));
+  EXPECT_EQ(env.lostConnections.load(), 2u);
+  EXPECT_EQ(env.firstLostPeer.load(), 3);
+  EXPECT_FALSE(env.peerLost(1));
+  EXPECT_FALSE(env.peerLost(2));
+  EXPECT_TRUE(env.peerLost(3));
+  EXPECT_TRUE(env.peerLost(4));
+  env.broken.store(true);
+  p5->pathFailed(nullptr, true, Status(Errc::kPeerFailure, "closed in reply to our failure"));
+  EXPECT_FALSE(env.peerLost(5));
+  EXPECT_EQ(env.lostConnections.load(), 2u);
+  EXPECT_TRUE(p1->failed() && p2->failed() && p5->failed());
 }
 
 }  // namespace
