@@ -6,6 +6,7 @@
         plan = tb.start_plan([link_down(tb.host_netns(0), "rail0", at_ms=0, duration_ms=2000)], log)
         run.wait(timeout=300); plan.wait()
         ranks = read_ranks(out_dir, world=2)   # each rank's JSON (losses, step times, reccl counters)
+        during, after = ends_around_fault(ranks[0]["step_end_ns"], log)
 
 The testbed is removed when the block ends, and also when this process dies in any way: a guard
 process holds a pipe from us and runs `reccl testbed down` when it closes. Needs root.
@@ -148,6 +149,23 @@ class RankRun:
 
     def output(self):
         return "".join(self.lines)
+
+
+def ends_around_fault(ends_ns, log_path):
+    """(done while the plan's first link-down held, done after its link-up) of realtime stamps;
+    (0, 0) when the log lacks either event."""
+    down, up = plan_events(log_path)
+    if down is None or up is None:
+        return 0, 0
+    return sum(1 for e in ends_ns if down < e < up), sum(1 for e in ends_ns if e > up)
+
+
+def fail(msg, run=None):
+    """A test's failure: the run's output tail (when given), the message, exit 1."""
+    if run is not None:
+        sys.stderr.write(run.output()[-6000:])
+    print(f"FAILED: {msg}", file=sys.stderr)
+    sys.exit(1)
 
 
 def read_ranks(out_dir, world):

@@ -91,17 +91,15 @@ bool PortBase::replacedPath(const Path* self, const Status& s, LogSubsys subsys)
   return true;
 }
 
-void PortBase::fail(const Status& s) {
-  latch_.latch(s);
+bool PortBase::fail(const Status& s) {
+  const bool first = latch_.latch(s);
   if (env_) env_->firstPortFailure.latch(s);
   wakeAll();
+  return first;
 }
 
 void PortBase::lose(const Status& s) {
-  const bool first = latch_.latch(s);
-  if (env_ && first && !env_->aborted.load() && !env_->broken.load()) env_->recordLoss(id_.peer);
-  if (env_) env_->firstPortFailure.latch(s);
-  wakeAll();
+  if (fail(s) && env_ && !env_->aborted.load() && !env_->broken.load()) env_->recordLoss(id_.peer);
 }
 
 void PortEnv::recordLoss(int peer) {

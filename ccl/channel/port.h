@@ -152,8 +152,8 @@ class PortBase {
   // True (logged at INFO under `subsys`) when `self` is no longer the port's path: its failure is
   // how a migration looks from here, so the path neither warns nor reports it.
   bool replacedPath(const Path* self, const Status& s, LogSubsys subsys) const;
-  // Latches `s` and wakes every waiter (both directions).
-  void fail(const Status& s);
+  // Latches `s` and wakes every waiter (both directions); true when this call latched it.
+  bool fail(const Status& s);
   // fail(), for a connection lost for good (the peer is gone, or no path is left): also counted
   // as lost in PortEnv.
   void lose(const Status& s);

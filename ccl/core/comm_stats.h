@@ -31,7 +31,7 @@ struct CommStats {
   uint32_t faultSource = 0;     // recclFaultSource_t (0: no failover)
   std::string faultSourceName = "none";
   bool faultSourceStarting = false;  // the in-process detector still loading (off the monitor)
-  uint64_t lostConnections = 0;      // from PortEnv: ports failed for good
+  uint64_t lostConnections = 0;      // from PortEnv: ports lost for good (PortBase::lose)
   int32_t firstLostPeer = -1;
 };
 

@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <exception>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,13 +56,12 @@ int beginRequest(mg_connection* conn) {
 // says what failed ("cannot bind to 127.0.0.1:9464: 98 (Address already in use)").
 thread_local std::vector<std::string>* startMessages = nullptr;
 
+void warnCivet(const char* message) { RECCL_WARN(kLogDetector, "detectord: metrics server: %s", message); }
+
 // civetweb's own messages through our logger.
 int logMessage(const mg_connection*, const char* message) {
-  if (startMessages) {
-    startMessages->emplace_back(message);
-    return 1;
-  }
-  RECCL_WARN(kLogDetector, "detectord: metrics server: %s", message);
+  if (startMessages) startMessages->emplace_back(message);
+  else warnCivet(message);
   return 1;
 }
 }  // namespace
@@ -93,15 +93,16 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsServerO
                                     "request_timeout_ms", std::to_string(opts.requestTimeoutMs),
                                     "enable_keep_alive", "no"};
   std::vector<std::string> said;
+  std::optional<std::string> failed;
   startMessages = &said;
   try {
     s->exposer_ = std::make_unique<prometheus::Exposer>(civet, &callbacks);
   } catch (const std::exception& e) {
-    startMessages = nullptr;
-    return Status(Errc::kSystem, "metrics: cannot listen on " + listen + ": " + (said.empty() ? e.what() : said.front()));
+    failed = said.empty() ? e.what() : said.front();
   }
   startMessages = nullptr;
-  for (const std::string& m : said) RECCL_WARN(kLogDetector, "detectord: metrics server: %s", m.c_str());
+  if (failed) return Status(Errc::kSystem, "metrics: cannot listen on " + listen + ": " + *failed);
+  for (const std::string& m : said) warnCivet(m.c_str());
   s->exposer_->RegisterCollectable(metrics.registry(), kPath);
   s->exposer_->RegisterCollectable(metrics.stateCollector(), kPath);
   auto ports = s->exposer_->GetListeningPorts();

@@ -36,10 +36,9 @@ void requireSubcommand(CLI::App* cmd, const std::string& path, CommandContext& c
       ->each([cmd, where](const std::string& word) {
         throw UnknownSubcommand(where + "unknown subcommand '" + word + "' (want " + choices(cmd) + ")");
       });
-  cmd->callback([cmd, path, words, &ctx] {  // `words` is empty here: a word failed the parse
+  cmd->callback([cmd, where, words, &ctx] {  // holds `words`, the option's storage (a word fails the parse)
     if (!cmd->get_subcommands().empty()) return;
-    std::fprintf(stderr, "reccl: %smissing subcommand (want %s)\n", path.empty() ? "" : (path + ": ").c_str(),
-                 choices(cmd).c_str());
+    std::fprintf(stderr, "reccl: %smissing subcommand (want %s)\n", where.c_str(), choices(cmd).c_str());
     ctx.exitCode = kExitUsage;
   });
 }

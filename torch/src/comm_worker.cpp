@@ -23,8 +23,12 @@ std::optional<std::string> FailureLatch::get() const {
   return why_;
 }
 
+std::string failedOnRank(const std::string& op, int rank, const std::string& why) {
+  return "reccl " + op + " failed on rank " + std::to_string(rank) + ": " + why;
+}
+
 std::string describeFailure(const std::string& op, int rank, recclResult_t result, const char* lastError) {
-  std::string s = "reccl " + op + " failed on rank " + std::to_string(rank) + ": " + recclGetErrorString(result);
+  std::string s = failedOnRank(op, rank, recclGetErrorString(result));
   if (lastError && *lastError) s += std::string(": ") + lastError;
   return s;
 }
@@ -145,7 +149,7 @@ void CommWorker::loop() {
         if (r != recclInvalidArgument) latch_->set(error);
       }
     } catch (const std::exception& e) {  // the tensor work around the call (copies out)
-      error = "reccl " + op.name + " failed on rank " + std::to_string(rank_) + ": " + e.what();
+      error = failedOnRank(op.name, rank_, e.what());
     }
     {
       std::lock_guard lk(mu_);

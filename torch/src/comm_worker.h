@@ -42,6 +42,8 @@ struct CommOp {
 // The text a failed call raises in Python: the collective, the rank, reccl's code and reccl's
 // own message (recclGetLastError, read on the thread that made the call).
 std::string describeFailure(const std::string& op, int rank, recclResult_t result, const char* lastError);
+// "reccl <op> failed on rank <rank>: " + why: every failure the backend raises starts so.
+std::string failedOnRank(const std::string& op, int rank, const std::string& why);
 
 class CommWorker {
  public:

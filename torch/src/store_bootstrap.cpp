@@ -23,29 +23,19 @@ constexpr char kIdKey[] = "reccl_torch/unique_id";
 constexpr uint8_t kIdFollows = 1;
 constexpr uint8_t kErrorFollows = 0;
 
-// The group's timeout bounds this communicator's init and each of its calls, as Gloo's and
+// The group's timeout bounds a communicator's init and each of its calls, as Gloo's and
 // ProcessGroupNCCL's timeouts do: the config's bootstrap and collective deadlines. A
 // RECCL_BOOTSTRAP_TIMEOUT_MS or RECCL_TIMEOUT_MS the user set holds instead, for every group.
-recclResult_t initRankWithTimeout(recclComm_t* comm, int size, const recclUniqueId& id, int rank,
-                                  std::chrono::milliseconds timeout) {
-  const int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT_MAX));
-  recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
-  if (std::getenv("RECCL_BOOTSTRAP_TIMEOUT_MS") == nullptr) cfg.bootstrapTimeoutMs = ms;
-  if (std::getenv("RECCL_TIMEOUT_MS") == nullptr) cfg.timeoutMs = ms;
-  return recclCommInitRankConfig(comm, size, id, rank, &cfg);
-}
-
 // A lane's init waits for its peer's first matching message, which may come as late as an
 // operation's timeout allows: its bootstrap deadline is the group's timeout whatever
-// RECCL_BOOTSTRAP_TIMEOUT_MS says. Non-blocking, so that it can be given up.
-recclResult_t startLaneInit(recclComm_t* comm, const recclUniqueId& id, int laneRank,
-                            std::chrono::milliseconds timeout) {
+// RECCL_BOOTSTRAP_TIMEOUT_MS says, and it is non-blocking, so that it can be given up.
+recclConfig_t groupConfig(std::chrono::milliseconds timeout, bool lane) {
   const int ms = static_cast<int>(std::clamp<int64_t>(timeout.count(), 1, INT_MAX));
   recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
-  cfg.bootstrapTimeoutMs = ms;
+  if (lane || std::getenv("RECCL_BOOTSTRAP_TIMEOUT_MS") == nullptr) cfg.bootstrapTimeoutMs = ms;
   if (std::getenv("RECCL_TIMEOUT_MS") == nullptr) cfg.timeoutMs = ms;
-  cfg.blocking = 0;
-  return recclCommInitRankConfig(comm, 2, id, laneRank, &cfg);
+  if (lane) cfg.blocking = 0;
+  return cfg;
 }
 
 // Makes a unique id and publishes it under `key`, or publishes why it could not (so the other
@@ -99,16 +89,16 @@ std::string awaitId(c10d::Store& store, const std::string& key, std::chrono::mil
 std::string openPairCommOrThrow(c10d::Store& store, const std::string& key, bool root, int rank, int rootRank,
                                 std::chrono::milliseconds timeout, const GiveUp& giveUp, const std::string& what,
                                 recclComm_t* comm) {
-  const std::string failed = "reccl " + what + " failed on rank " + std::to_string(rank) + ": ";
   recclUniqueId id{};
   if (root) {
     std::string error = publishId(store, key, what, rank, &id);
     if (!error.empty()) return error;
   } else {
     std::string why = awaitId(store, key, timeout, giveUp, rootRank, &id);
-    if (!why.empty()) return failed + why;
+    if (!why.empty()) return failedOnRank(what, rank, why);
   }
-  recclResult_t r = startLaneInit(comm, id, root ? 0 : 1, timeout);
+  recclConfig_t cfg = groupConfig(timeout, /*lane=*/true);
+  recclResult_t r = recclCommInitRankConfig(comm, 2, id, root ? 0 : 1, &cfg);
   if (r != recclSuccess && r != recclInProgress) return describeFailure(what, rank, r, recclGetLastError(nullptr));
   // The init's own deadline (the group's timeout) ends it; this only polls and gives up early.
   auto pause = std::chrono::milliseconds(1);
@@ -120,7 +110,7 @@ std::string openPairCommOrThrow(c10d::Store& store, const std::string& key, bool
     if (r != recclSuccess || state != recclInProgress) {
       error = describeFailure(what, rank, r != recclSuccess ? r : state, recclGetLastError(nullptr));
     } else if (auto why = giveUp()) {
-      error = failed + *why + " while its communicator was made";
+      error = failedOnRank(what, rank, *why + " while its communicator was made");
     }
     if (!error.empty()) {
       recclCommAbort(*comm);
@@ -144,7 +134,8 @@ recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chron
     TORCH_CHECK(error.empty(), "reccl: init: ", error);
   }
   recclComm_t comm = nullptr;
-  recclResult_t r = initRankWithTimeout(&comm, size, id, rank, timeout);
+  recclConfig_t cfg = groupConfig(timeout, /*lane=*/false);
+  recclResult_t r = recclCommInitRankConfig(&comm, size, id, rank, &cfg);
   TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
   return comm;
 }
@@ -155,10 +146,10 @@ std::string openPairComm(c10d::Store& store, const std::string& key, bool root, 
   *comm = nullptr;
   try {
     return openPairCommOrThrow(store, key, root, rank, rootRank, timeout, giveUp, what, comm);
-  } catch (const c10::Error& e) {  // the store's, or the id's checks: without libtorch's backtrace
-    return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + e.what_without_backtrace();
+  } catch (const c10::Error& e) {  // the store's: without libtorch's backtrace
+    return failedOnRank(what, rank, e.what_without_backtrace());
   } catch (const std::exception& e) {
-    return "reccl " + what + " failed on rank " + std::to_string(rank) + ": " + e.what();
+    return failedOnRank(what, rank, e.what());
   }
 }
 

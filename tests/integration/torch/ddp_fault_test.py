@@ -24,8 +24,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "torch_ddp"))
-from ddp_testbed import (PYTHON, Testbed, link_down, plan_events, read_ranks,  # noqa: E402
-                         require_root_and_torch)
+from ddp_testbed import (PYTHON, Testbed, ends_around_fault, fail, link_down, plan_events,  # noqa: E402
+                         read_ranks, require_root_and_torch)
 
 STEPS = 200
 FAULT_AT_STEP = 10
@@ -33,13 +33,6 @@ FAULT_AT_STEP = 10
 # by the ring allreduce, split over both rails' channels.
 MODEL = ["--width", "256", "--layers", "2", "--batch", "32"]
 RUN_TIMEOUT_S = 400
-
-
-def fail(msg, run=None):
-    if run is not None:
-        sys.stderr.write(run.output()[-6000:])
-    print(f"FAILED: {msg}", file=sys.stderr)
-    sys.exit(1)
 
 
 def check_same_losses(ref, got, what):
@@ -106,10 +99,9 @@ def run_all(args, work):
             fail("the reccl run did not survive the fault", run)
         faulted = read_ranks(fault_dir, 2)
         check_same_losses(clean, faulted, "under the fault")
-        down_ns, up_ns = plan_events(log)
+        down_ns, _ = plan_events(log)
         ends = faulted[0]["step_end_ns"]
-        during = sum(1 for e in ends if down_ns < e < up_ns)
-        after = sum(1 for e in ends if e > up_ns)
+        during, after = ends_around_fault(ends, log)
         failovers = sum(r["stats"]["failovers"] for r in faulted)
         failbacks = sum(r["stats"]["failbacks"] for r in faulted)
         # For the record (not asserted): the longest step of the fault window, the stall a step saw.

@@ -21,19 +21,13 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "bench", "torch_ddp"))
-from ddp_testbed import PYTHON, Testbed, link_down, plan_events, read_ranks, require_root_and_torch  # noqa: E402
+from ddp_testbed import (PYTHON, Testbed, ends_around_fault, fail, link_down, plan_events,  # noqa: E402
+                         read_ranks, require_root_and_torch)
 
 ROUNDS = 400
 FAULT_AT_ROUND = 20
 DOWN_MS = 1000
 RUN_TIMEOUT_S = 400
-
-
-def fail(msg, run=None):
-    if run is not None:
-        sys.stderr.write(run.output()[-6000:])
-    print(f"FAILED: {msg}", file=sys.stderr)
-    sys.exit(1)
 
 
 def check_right(ranks, what):
@@ -80,12 +74,9 @@ def main():
             fail("the run did not survive the fault", run)
         faulted = read_ranks(fault_dir, 2)
         check_right(faulted, "under the fault")
-        down_ns, up_ns = plan_events(log)
-        if down_ns is None or up_ns is None:
-            fail(f"the plan log has no link-down and link-up: {plan_out}")
         ends = faulted[0]["round_end_ns"]
-        during = sum(1 for e in ends if down_ns < e < up_ns)
-        after = sum(1 for e in ends if e > up_ns)
+        during, after = ends_around_fault(ends, log)
+        down_ns, _ = plan_events(log)
         failovers = sum(r["stats"]["failovers"] for r in faulted)
         if during < 1 or after < 1:
             fail(f"the fault did not fall inside the run ({during} rounds while out, {after} after)")
