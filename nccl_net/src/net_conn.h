@@ -1,0 +1,90 @@
+// One NCCL net connection: a direction between two processes, carried by a two-rank reccl
+// communicator (rank 0 sends, rank 1 receives) and a thread that runs its calls. The
+// communicator brings reccl's failover to the connection: its channels spread over the host's
+// NICs, move to another NIC on a link fault and resend what the receiver had not applied, so a
+// request completes once, with its bytes intact, or fails with why.
+//
+// A message is a 16-byte header (its size and tag) and then its bytes, each a reccl send: NCCL
+// may send fewer bytes than the receive it matches was posted for, and reccl's receives are of an
+// exact size. Requests run in the order they were posted, which is how NCCL matches them.
+//
+// Threads: NCCL's proxy thread calls post(), test() and the destructor; the connection's own
+// thread makes the reccl calls. mu_ guards the queue and the request states between them.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "nccl_net_abi.h"
+#include "reccl/common/status.h"
+#include "reccl/reccl.h"
+
+namespace reccl::nccl_net {
+
+class NetConn;
+
+struct NetRequest {
+  NetConn* conn = nullptr;
+  void* data = nullptr;
+  size_t bytes = 0;  // a send's size; a receive's capacity, then what arrived
+  int tag = 0;
+  enum class State { kFree, kQueued, kDone, kFailed } state = State::kFree;
+};
+
+class NetConn {
+ public:
+  enum class Role { kSend, kRecv };
+
+  // Joins the communicator of `id` without waiting (rank 0 for kSend): ready() says when done.
+  static Result<std::unique_ptr<NetConn>> start(Role role, const recclUniqueId& id);
+  // Waits for nothing: the calls still queued are failed, one inside reccl is cut short by
+  // aborting the communicator, and the communicator is destroyed.
+  ~NetConn();
+  NetConn(const NetConn&) = delete;
+  NetConn& operator=(const NetConn&) = delete;
+
+  // True once the communicator is made; an error when making it failed (its reason).
+  Result<bool> ready();
+  // Queues a send of `bytes` or a receive of up to `bytes`. nullptr while NCCL_NET_MAX_REQUESTS
+  // are in flight (NCCL tries again); an error once the connection failed.
+  Result<NetRequest*> post(void* data, size_t bytes, int tag);
+  // done: the request ended (its bytes in *bytes) and was freed; an error when it failed (also
+  // freed). Not done: still queued or running.
+  Result<bool> test(NetRequest* r, size_t* bytes);
+  // The communicator's counters; false before it was made.
+  bool stats(recclCommStats_t* out);
+
+  Role role() const { return role_; }
+
+ private:
+  NetConn(Role role, recclComm_t comm);
+  void loop();
+  Status run(NetRequest* r);
+  void fail(const Status& why);
+  void abortCallInside();
+
+  const Role role_;
+  recclComm_t comm_;
+  bool made_ = false;  // the init finished: calls and the thread may start
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::array<NetRequest, NCCL_NET_MAX_REQUESTS> requests_{};
+  std::deque<NetRequest*> queue_;
+  bool stop_ = false;
+  bool inCall_ = false;
+  std::chrono::steady_clock::time_point callStart_;
+  bool aborted_ = false;
+  Status failed_;  // the first failure: every later request fails with it
+  std::thread thread_;
+};
+
+}  // namespace reccl::nccl_net

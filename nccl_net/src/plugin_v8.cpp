@@ -1,0 +1,355 @@
+// ncclNetPlugin_v8: the table NCCL looks up in libnccl-net-reccl.so (NCCL_NET_PLUGIN=reccl).
+// Each entry point turns the plugin's Status results into NCCL's codes and logs the reason
+// through NCCL's logger; nothing throws across the boundary.
+#include <atomic>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <optional>
+#include <string>
+
+#include "nccl_net_abi.h"
+#include "net_conn.h"
+#include "net_device.h"
+#include "reccl/common/log.h"
+#include "reccl/nccl_net_plugin.h"
+
+namespace reccl::nccl_net {
+namespace {
+
+static_assert(sizeof(recclUniqueId) == NCCL_NET_HANDLE_MAXSIZE, "a listen handle is a reccl unique id");
+
+struct PluginState {
+  std::atomic<ncclDebugLogger_t> logger{nullptr};  // read by every failure's log line
+  std::mutex mu;                                  // guards what follows
+  std::optional<FusedDevice> device;
+  // connect() is called again until it returns a comm, with the same handle: the handle is
+  // wholly the unique id, so a pending connection is found by the handle's address.
+  std::map<const void*, std::pair<recclUniqueId, std::unique_ptr<NetConn>>> connecting;
+};
+
+PluginState& plugin() {
+  static PluginState* s = new PluginState;  // outlives NCCL's calls at exit
+  return *s;
+}
+
+void logLine(ncclDebugLogLevel level, const std::string& text) {
+  ncclDebugLogger_t logger = plugin().logger.load();
+  if (logger) logger(level, NCCL_NET, __FILE__, __LINE__, "%s", text.c_str());
+  else if (level <= NCCL_LOG_WARN) std::fprintf(stderr, "NET/reccl: %s\n", text.c_str());
+}
+
+ncclResult_t ncclCodeOf(Errc e) {
+  switch (e) {
+    case Errc::kOk: return ncclSuccess;
+    case Errc::kPeerFailure:
+    case Errc::kLinkFailure:
+    case Errc::kProtocol:
+    case Errc::kTimeout: return ncclRemoteError;
+    case Errc::kInvalidArgument: return ncclInvalidArgument;
+    case Errc::kInvalidUsage: return ncclInvalidUsage;
+    case Errc::kSystem:
+    case Errc::kPermission:
+    case Errc::kNotFound: return ncclSystemError;
+    default: return ncclInternalError;
+  }
+}
+
+ncclResult_t failed(const char* call, const Status& why) {
+  logLine(NCCL_LOG_WARN, std::string("NET/reccl: ") + call + ": " + why.ToString());
+  return ncclCodeOf(why.code());
+}
+
+template <typename F>
+ncclResult_t guarded(const char* call, F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return failed(call, Status(Errc::kSystem, "out of memory"));
+  } catch (const std::exception& e) {
+    return failed(call, Status(Errc::kInternal, e.what()));
+  }
+}
+
+struct ListenComm {
+  recclUniqueId id;
+  std::unique_ptr<NetConn> accepting;
+};
+
+struct MemRegion {
+  void* data;
+  size_t size;
+};
+
+NetConn* connOf(void* comm, NetConn::Role role) {
+  auto* c = static_cast<NetConn*>(comm);
+  return c && c->role() == role ? c : nullptr;
+}
+
+ncclResult_t netInit(ncclDebugLogger_t logger) {
+  return guarded("init", [&] {
+    plugin().logger.store(logger);
+    // reccl's own lines go to NCCL's log too (RECCL_DEBUG still picks which).
+    if (logger) {
+      logSetSink([logger](LogLevel level, std::string_view line) {
+        auto from = line.find("reccl ");
+        std::string text(from == std::string_view::npos ? line : line.substr(from));
+        ncclDebugLogLevel l = level == LogLevel::kWarn ? NCCL_LOG_WARN
+                              : level == LogLevel::kTrace ? NCCL_LOG_TRACE
+                              : level == LogLevel::kVersion ? NCCL_LOG_VERSION
+                                                            : NCCL_LOG_INFO;
+        logger(l, NCCL_NET, __FILE__, __LINE__, "%s", text.c_str());
+      });
+    }
+    auto d = discoverFusedDevice();
+    if (!d.ok()) return failed("init", d.status());
+    logLine(NCCL_LOG_INFO, "NET/reccl: one device, " + d->name + ", " + std::to_string(d->speedMbps) +
+                               " Mbit/s, failover across its NICs");
+    std::lock_guard lk(plugin().mu);
+    plugin().device = std::move(*d);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netDevices(int* ndev) {
+  if (!ndev) return failed("devices", Status(Errc::kInvalidArgument, "ndev: null pointer"));
+  std::lock_guard lk(plugin().mu);
+  *ndev = plugin().device ? 1 : 0;
+  return ncclSuccess;
+}
+
+ncclResult_t netGetProperties(int dev, ncclNetProperties_v8_t* props) {
+  if (!props) return failed("getProperties", Status(Errc::kInvalidArgument, "props: null pointer"));
+  std::lock_guard lk(plugin().mu);
+  if (!plugin().device || dev != 0)
+    return failed("getProperties", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) +
+                                                                      " (the plugin has one, 0, after init)"));
+  FusedDevice& d = *plugin().device;
+  std::memset(props, 0, sizeof(*props));
+  props->name = d.name.data();
+  props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
+  props->guid = 0;
+  props->ptrSupport = NCCL_PTR_HOST;
+  props->regIsGlobal = 0;
+  props->speed = d.speedMbps;
+  props->port = 1;
+  props->latency = 0;
+  props->maxComms = 65536;
+  props->maxRecvs = 1;
+  props->netDeviceType = NCCL_NET_DEVICE_HOST;
+  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+  return ncclSuccess;
+}
+
+ncclResult_t netListen(int dev, void* handle, void** listenComm) {
+  return guarded("listen", [&] {
+    if (!handle || !listenComm) return failed("listen", Status(Errc::kInvalidArgument, "handle or listenComm: null pointer"));
+    if (dev != 0) return failed("listen", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev)));
+    auto lc = std::make_unique<ListenComm>();
+    recclResult_t r = recclGetUniqueId(&lc->id);
+    if (r != recclSuccess)
+      return failed("listen", Status(Errc::kSystem, std::string("reccl unique id: ") + recclGetLastError(nullptr)));
+    std::memcpy(handle, &lc->id, sizeof(lc->id));
+    *listenComm = lc.release();
+    return ncclSuccess;
+  });
+}
+
+// Starts or polls one side of a connection: *comm stays NULL until it is made.
+ncclResult_t pollConn(const char* call, std::unique_ptr<NetConn>& conn, void** comm) {
+  auto ready = conn->ready();
+  if (!ready.ok()) {
+    conn.reset();
+    return failed(call, ready.status());
+  }
+  if (*ready) *comm = conn.release();
+  return ncclSuccess;
+}
+
+ncclResult_t netConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t** /*sendDevComm*/) {
+  return guarded("connect", [&] {
+    if (!handle || !sendComm) return failed("connect", Status(Errc::kInvalidArgument, "handle or sendComm: null pointer"));
+    if (dev != 0) return failed("connect", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev)));
+    *sendComm = nullptr;
+    std::unique_ptr<NetConn> conn;
+    {
+      std::lock_guard lk(plugin().mu);
+      auto it = plugin().connecting.find(handle);
+      if (it != plugin().connecting.end() && std::memcmp(&it->second.first, handle, sizeof(recclUniqueId)) == 0) {
+        conn = std::move(it->second.second);
+      }
+      if (it != plugin().connecting.end()) plugin().connecting.erase(it);
+    }
+    if (!conn) {
+      recclUniqueId id;
+      std::memcpy(&id, handle, sizeof(id));
+      auto started = NetConn::start(NetConn::Role::kSend, id);
+      if (!started.ok()) return failed("connect", started.status());
+      conn = std::move(*started);
+    }
+    ncclResult_t r = pollConn("connect", conn, sendComm);
+    if (conn) {
+      std::lock_guard lk(plugin().mu);
+      auto& slot = plugin().connecting[handle];
+      std::memcpy(&slot.first, handle, sizeof(recclUniqueId));
+      slot.second = std::move(conn);
+    }
+    return r;
+  });
+}
+
+ncclResult_t netAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8_t** /*recvDevComm*/) {
+  return guarded("accept", [&] {
+    auto* lc = static_cast<ListenComm*>(listenComm);
+    if (!lc || !recvComm) return failed("accept", Status(Errc::kInvalidArgument, "listenComm or recvComm: null pointer"));
+    *recvComm = nullptr;
+    if (!lc->accepting) {
+      auto started = NetConn::start(NetConn::Role::kRecv, lc->id);
+      if (!started.ok()) return failed("accept", started.status());
+      lc->accepting = std::move(*started);
+    }
+    return pollConn("accept", lc->accepting, recvComm);
+  });
+}
+
+ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+  return guarded("regMr", [&] {
+    if (!comm || !mhandle) return failed("regMr", Status(Errc::kInvalidArgument, "comm or mhandle: null pointer"));
+    if (type != NCCL_PTR_HOST)
+      return failed("regMr", Status(Errc::kInvalidArgument, "memory of type " + std::to_string(type) +
+                                                                " (the plugin takes host memory only, NCCL_PTR_HOST)"));
+    *mhandle = new MemRegion{data, size};
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
+  return failed("regMrDmaBuf", Status(Errc::kUnsupported, "dma-buf memory is not supported (host memory only)"));
+}
+
+ncclResult_t netDeregMr(void* /*comm*/, void* mhandle) {
+  delete static_cast<MemRegion*>(mhandle);
+  return ncclSuccess;
+}
+
+ncclResult_t netIsend(void* sendComm, void* data, int size, int tag, void* /*mhandle*/, void** request) {
+  return guarded("isend", [&] {
+    NetConn* c = connOf(sendComm, NetConn::Role::kSend);
+    if (!c || !request) return failed("isend", Status(Errc::kInvalidArgument, "not a send comm, or request: null pointer"));
+    if (size < 0 || (size > 0 && !data))
+      return failed("isend", Status(Errc::kInvalidArgument, "size " + std::to_string(size) + " with data " +
+                                                                (data ? "set" : "null")));
+    auto r = c->post(data, static_cast<size_t>(size), tag);
+    if (!r.ok()) return failed("isend", r.status());
+    *request = *r;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netIrecv(void* recvComm, int n, void** data, int* sizes, int* tags, void** /*mhandles*/, void** request) {
+  return guarded("irecv", [&] {
+    NetConn* c = connOf(recvComm, NetConn::Role::kRecv);
+    if (!c || !request || !sizes || !tags || !data)
+      return failed("irecv", Status(Errc::kInvalidArgument, "not a receive comm, or a null pointer argument"));
+    if (n != 1)
+      return failed("irecv", Status(Errc::kInvalidArgument, std::to_string(n) +
+                                                                " grouped receives (the device offers maxRecvs 1)"));
+    if (sizes[0] < 0 || (sizes[0] > 0 && !data[0]))
+      return failed("irecv", Status(Errc::kInvalidArgument, "size " + std::to_string(sizes[0]) + " with data " +
+                                                                (data[0] ? "set" : "null")));
+    auto r = c->post(data[0], static_cast<size_t>(sizes[0]), tags[0]);
+    if (!r.ok()) return failed("irecv", r.status());
+    *request = *r;
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
+  // Only receives into GPU memory need a flush, and the device takes host memory only.
+  if (request) *request = nullptr;
+  return failed("iflush", Status(Errc::kInvalidUsage, "no flush for host memory (the device takes host memory only)"));
+}
+
+ncclResult_t netTest(void* request, int* done, int* sizes) {
+  return guarded("test", [&] {
+    auto* req = static_cast<NetRequest*>(request);
+    if (!req || !done) return failed("test", Status(Errc::kInvalidArgument, "request or done: null pointer"));
+    size_t bytes = 0;
+    auto r = req->conn->test(req, &bytes);
+    if (!r.ok()) return failed("test", r.status());
+    *done = *r ? 1 : 0;
+    if (*r && sizes) sizes[0] = static_cast<int>(bytes);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netCloseSend(void* sendComm) {
+  return guarded("closeSend", [&] {
+    delete connOf(sendComm, NetConn::Role::kSend);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netCloseRecv(void* recvComm) {
+  return guarded("closeRecv", [&] {
+    delete connOf(recvComm, NetConn::Role::kRecv);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netCloseListen(void* listenComm) {
+  return guarded("closeListen", [&] {
+    delete static_cast<ListenComm*>(listenComm);
+    return ncclSuccess;
+  });
+}
+
+ncclResult_t netGetDeviceMr(void*, void*, void**) {
+  return failed("getDeviceMr", Status(Errc::kUnsupported, "no device offload (netDeviceType is host)"));
+}
+
+ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }
+
+}  // namespace
+}  // namespace reccl::nccl_net
+
+extern "C" {
+
+// Not const: NCCL declares it as a writable object it reads through dlsym.
+__attribute__((visibility("default"))) ncclNet_v8_t ncclNetPlugin_v8 = {
+    "reccl",
+    reccl::nccl_net::netInit,
+    reccl::nccl_net::netDevices,
+    reccl::nccl_net::netGetProperties,
+    reccl::nccl_net::netListen,
+    reccl::nccl_net::netConnect,
+    reccl::nccl_net::netAccept,
+    reccl::nccl_net::netRegMr,
+    reccl::nccl_net::netRegMrDmaBuf,
+    reccl::nccl_net::netDeregMr,
+    reccl::nccl_net::netIsend,
+    reccl::nccl_net::netIrecv,
+    reccl::nccl_net::netIflush,
+    reccl::nccl_net::netTest,
+    reccl::nccl_net::netCloseSend,
+    reccl::nccl_net::netCloseRecv,
+    reccl::nccl_net::netCloseListen,
+    reccl::nccl_net::netGetDeviceMr,
+    reccl::nccl_net::netIrecvConsumed,
+};
+
+__attribute__((visibility("default"))) int recclNetCommStats(void* comm, recclCommStats_t* stats) {
+  auto* c = static_cast<reccl::nccl_net::NetConn*>(comm);
+  if (!c || !stats) return -1;
+  try {
+    return c->stats(stats) ? 0 : -1;
+  } catch (...) {
+    return -1;
+  }
+}
+
+}  // extern "C"

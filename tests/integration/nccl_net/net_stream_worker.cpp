@@ -1,0 +1,252 @@
+// Drives an NCCL net plugin as NCCL's proxy thread does, between the ranks of `reccl testbed run`
+// (RANK, WORLD_SIZE=2): each rank listens, publishes its handle in a file beside the stop file,
+// connects a send comm to its peer and accepts a receive comm from it, then streams messages
+// both ways with up to WORKER_INFLIGHT requests in flight on each comm, checking every received
+// byte against what the peer sent.
+//
+// Message i holds WORKER_BYTES or one of a few odd sizes below it (receives are posted for
+// WORKER_BYTES, so most arrive short of it). Its first 8 bytes are i, with the top bit on the
+// last message; the rest is a pattern of i. After the last come WORKER_INFLIGHT-1 empty messages,
+// which complete the receives the peer had posted ahead, so both ends close with nothing pending.
+//
+// Ends after WORKER_ITERS messages, or when WORKER_STOP_FILE appears (WORKER_SECONDS at the
+// least). Prints "started rank R" once connected and "done rank R sent S received M bytes B
+// seconds T failovers F" at the end (F: failovers of the reccl communicators under both comms),
+// or "error rank R: why" and exits 1.
+#include <dlfcn.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl_net_abi.h"
+#include "reccl/nccl_net_plugin.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int rank_ = 0;
+
+[[noreturn]] void die(const std::string& why) {
+  std::printf("error rank %d: %s\n", rank_, why.c_str());
+  std::fflush(stdout);
+  std::_Exit(1);
+}
+
+void check(ncclResult_t r, const char* what) {
+  if (r != ncclSuccess) die(std::string(what) + " returned " + std::to_string(r));
+}
+
+long envLong(const char* name, long def) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtol(v, nullptr, 10) : def;
+}
+
+void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char* fmt, ...) {
+  if (level > NCCL_LOG_WARN && !std::getenv("WORKER_VERBOSE")) return;
+  va_list ap;
+  va_start(ap, fmt);
+  std::fprintf(stderr, "rank %d plugin: ", rank_);
+  std::vfprintf(stderr, fmt, ap);
+  std::fprintf(stderr, "\n");
+  va_end(ap);
+}
+
+constexpr uint64_t kLastBit = 1ull << 63;
+
+size_t sizeOf(uint64_t i, size_t maxBytes) {
+  const size_t odd[] = {maxBytes, 8, maxBytes / 3 + 5, 65535, 4097, maxBytes - 1};
+  return std::max<size_t>(8, std::min(maxBytes, odd[i % 6]));
+}
+
+uint8_t patternByte(uint64_t i, size_t at) { return static_cast<uint8_t>((i * 131 + at * 7 + (at >> 9)) & 0xff); }
+
+void fill(uint8_t* p, uint64_t i, size_t bytes, bool last) {
+  uint64_t head = i | (last ? kLastBit : 0);
+  std::memcpy(p, &head, 8);
+  for (size_t at = 8; at < bytes; ++at) p[at] = patternByte(i, at);
+}
+
+bool fileExists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+}  // namespace
+
+int main() {
+  rank_ = static_cast<int>(envLong("RANK", 0));
+  const int peer = 1 - rank_;
+  const std::string stopFile = std::getenv("WORKER_STOP_FILE") ? std::getenv("WORKER_STOP_FILE") : "";
+  const long iters = envLong("WORKER_ITERS", 0);
+  const long minSeconds = envLong("WORKER_SECONDS", 0);
+  const size_t maxBytes = static_cast<size_t>(envLong("WORKER_BYTES", 1 << 20));
+  const int inflight = static_cast<int>(envLong("WORKER_INFLIGHT", 8));
+  if (stopFile.empty() && iters <= 0) die("set WORKER_ITERS or WORKER_STOP_FILE");
+  if (maxBytes < 65536 || maxBytes > (1u << 30) || inflight < 1 || inflight > NCCL_NET_MAX_REQUESTS)
+    die("WORKER_BYTES 64K..1G and WORKER_INFLIGHT 1..32");
+
+  const char* path = std::getenv("WORKER_PLUGIN") ? std::getenv("WORKER_PLUGIN") : RECCL_NCCL_NET_PLUGIN_PATH;
+  void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) die(std::string("dlopen: ") + dlerror());
+  auto* net = static_cast<ncclNet_v8_t*>(dlsym(lib, "ncclNetPlugin_v8"));
+  auto stats = reinterpret_cast<recclNetCommStats_t>(dlsym(lib, "recclNetCommStats"));
+  if (!net) die("no ncclNetPlugin_v8 in " + std::string(path));
+  check(net->init(logger), "init");
+  int ndev = 0;
+  check(net->devices(&ndev), "devices");
+  if (ndev < 1) die("no device");
+
+  // Handles travel through files beside the stop file (NCCL sends them over its bootstrap).
+  const std::string base = (stopFile.empty() ? "/tmp/nccl-net-stream" : stopFile) + ".handle.";
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listenComm = nullptr;
+  check(net->listen(0, handle, &listenComm), "listen");
+  {
+    std::string tmp = base + std::to_string(rank_) + ".tmp";
+    std::ofstream(tmp, std::ios::binary).write(handle, sizeof(handle));
+    if (rename(tmp.c_str(), (base + std::to_string(rank_)).c_str()) != 0) die("cannot publish the handle");
+  }
+  char peerHandle[NCCL_NET_HANDLE_MAXSIZE];
+  const auto setupDeadline = Clock::now() + std::chrono::seconds(60);
+  while (!fileExists(base + std::to_string(peer))) {
+    if (Clock::now() > setupDeadline) die("the peer's handle did not appear");
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::ifstream(base + std::to_string(peer), std::ios::binary).read(peerHandle, sizeof(peerHandle));
+
+  void* sendComm = nullptr;
+  void* recvComm = nullptr;
+  while (!sendComm || !recvComm) {
+    if (!sendComm) check(net->connect(0, peerHandle, &sendComm, nullptr), "connect");
+    if (!recvComm) check(net->accept(listenComm, &recvComm, nullptr), "accept");
+    if (Clock::now() > setupDeadline) die("connect/accept did not finish");
+    if (!sendComm || !recvComm) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  check(net->closeListen(listenComm), "closeListen");
+  unlink((base + std::to_string(rank_)).c_str());
+  std::printf("started rank %d\n", rank_);
+  std::fflush(stdout);
+
+  std::vector<std::vector<uint8_t>> sendBufs(inflight, std::vector<uint8_t>(maxBytes));
+  std::vector<std::vector<uint8_t>> recvBufs(inflight, std::vector<uint8_t>(maxBytes));
+  void* sendMr = nullptr;
+  void* recvMr = nullptr;
+  check(net->regMr(sendComm, sendBufs[0].data(), maxBytes, NCCL_PTR_HOST, &sendMr), "regMr");
+  check(net->regMr(recvComm, recvBufs[0].data(), maxBytes, NCCL_PTR_HOST, &recvMr), "regMr");
+
+  struct Posted {
+    void* request;
+    int buf;
+    uint64_t index;
+  };
+  std::deque<Posted> sends, recvs;
+  uint64_t nextSend = 0, nextRecv = 0;
+  uint64_t lastSent = UINT64_MAX;     // index of the last data message, once posted
+  uint64_t recvTotal = UINT64_MAX;    // receives in all, once the peer's last message arrived
+  uint64_t sendTotal = UINT64_MAX;
+  uint64_t bytesReceived = 0;
+  uint64_t received = 0;
+  const auto start = Clock::now();
+  auto stopping = [&] {
+    if (iters > 0 && static_cast<long>(nextSend) >= iters - 1) return true;
+    if (stopFile.empty()) return false;
+    return Clock::now() - start >= std::chrono::seconds(minSeconds) && fileExists(stopFile);
+  };
+  const auto runDeadline = Clock::now() + std::chrono::seconds(envLong("WORKER_TIMEOUT", 600));
+  while (nextSend < sendTotal || !sends.empty() || nextRecv < recvTotal || !recvs.empty()) {
+    if (Clock::now() > runDeadline) die("the run passed WORKER_TIMEOUT");
+    while (static_cast<int>(sends.size()) < inflight && nextSend < sendTotal) {
+      int b = static_cast<int>(nextSend % inflight);
+      size_t bytes = 0;
+      bool last = false;
+      if (lastSent == UINT64_MAX) {
+        last = stopping();
+        bytes = last ? 8 : sizeOf(nextSend, maxBytes);
+        fill(sendBufs[b].data(), nextSend, bytes, last);
+      }
+      void* req = nullptr;
+      check(net->isend(sendComm, sendBufs[b].data(), static_cast<int>(bytes), 1, sendMr, &req), "isend");
+      if (!req) break;
+      if (last) {
+        lastSent = nextSend;
+        sendTotal = nextSend + inflight;  // the empty messages after it
+      }
+      sends.push_back({req, b, nextSend++});
+    }
+    while (static_cast<int>(recvs.size()) < inflight && nextRecv < recvTotal) {
+      int b = static_cast<int>(nextRecv % inflight);
+      void* data = recvBufs[b].data();
+      int size = static_cast<int>(maxBytes);
+      int tag = 1;
+      void* req = nullptr;
+      check(net->irecv(recvComm, 1, &data, &size, &tag, &recvMr, &req), "irecv");
+      if (!req) break;
+      recvs.push_back({req, b, nextRecv++});
+    }
+    bool progressed = false;
+    if (!sends.empty()) {
+      int done = 0;
+      check(net->test(sends.front().request, &done, nullptr), "test (send)");
+      if (done) {
+        sends.pop_front();
+        progressed = true;
+      }
+    }
+    if (!recvs.empty()) {
+      int done = 0, size = -1;
+      check(net->test(recvs.front().request, &done, &size), "test (receive)");
+      if (done) {
+        Posted p = recvs.front();
+        recvs.pop_front();
+        progressed = true;
+        ++received;
+        bytesReceived += static_cast<uint64_t>(size);
+        const uint8_t* got = recvBufs[p.buf].data();
+        if (recvTotal != UINT64_MAX && p.index > recvTotal - inflight) {
+          if (size != 0) die("message " + std::to_string(p.index) + " after the last has " + std::to_string(size) + " bytes");
+        } else {
+          uint64_t head = 0;
+          if (size >= 8) std::memcpy(&head, got, 8);
+          bool last = (head & kLastBit) != 0;
+          size_t want = last ? 8 : sizeOf(p.index, maxBytes);
+          if (static_cast<size_t>(size) != want || (head & ~kLastBit) != p.index)
+            die("message " + std::to_string(p.index) + ": " + std::to_string(size) + " bytes, index " +
+                std::to_string(head & ~kLastBit) + " (want " + std::to_string(want) + " bytes)");
+          for (size_t at = 8; at < want; ++at)
+            if (got[at] != patternByte(p.index, at))
+              die("message " + std::to_string(p.index) + ": wrong byte at " + std::to_string(at));
+          if (last) recvTotal = p.index + inflight;
+        }
+      }
+    }
+    if (!progressed) std::this_thread::yield();
+  }
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  uint64_t failovers = 0;
+  for (void* c : {sendComm, recvComm}) {
+    recclCommStats_t s{};
+    s.size = sizeof(s);
+    if (stats && stats(c, &s) == 0) failovers += s.failovers;
+  }
+  check(net->deregMr(sendComm, sendMr), "deregMr");
+  check(net->deregMr(recvComm, recvMr), "deregMr");
+  check(net->closeSend(sendComm), "closeSend");
+  check(net->closeRecv(recvComm), "closeRecv");
+  std::printf("done rank %d sent %llu received %llu bytes %llu seconds %.3f failovers %llu\n", rank_,
+              static_cast<unsigned long long>(lastSent + 1), static_cast<unsigned long long>(received - inflight + 1),
+              static_cast<unsigned long long>(bytesReceived), seconds, static_cast<unsigned long long>(failovers));
+  std::fflush(stdout);
+  return 0;
+}
