@@ -4,7 +4,9 @@
 #   - the installed examples build with pkg-config (cc/c++) and with find_package(reccl) (CMake),
 #     and run as two ranks on loopback (torchrun-style environment), each checking its results;
 #   - reccl.hpp refuses a pre-C++20 compiler with a message saying so;
-#   - the installed reccl-bench finds libreccl.so in the prefix (RPATH) and runs.
+#   - the installed reccl-bench finds libreccl.so in the prefix (RPATH) and runs;
+#   - the NCCL net plugin sits where NCCL looks for it (libnccl-net-reccl.so beside libreccl.so)
+#     and exports NCCL's table and its counters only.
 # Usage: install_test.sh BUILD_DIR
 set -euo pipefail
 
@@ -137,6 +139,18 @@ if out=$(env -u LD_LIBRARY_PATH "$prefix/bin/reccl-bench" -t 2 -b 4K -e 4K -n 1 
   if [[ -n $loaded && $(realpath "$loaded") == $(realpath "$lib") ]]; then ok "installed reccl-bench runs on the prefix's libreccl.so"
   else bad "installed reccl-bench loads libreccl.so from elsewhere: ${loaded:-none}"; fi
 else bad "installed reccl-bench: $(tail -3 <<<"$out")"; fi
+
+# The NCCL net plugin (built where its room is): NCCL_NET_PLUGIN=reccl finds this file name.
+if [[ -f $build/lib/libnccl-net-reccl.so ]]; then
+  plugin=$libdir/libnccl-net-reccl.so
+  if [[ -f $plugin ]]; then
+    exports=$(nm -D --defined-only "$plugin" | awk '{print $3}' | sort -u | tr '\n' ' ')
+    if [[ $exports == "ncclNetPlugin_v8 recclNetCommStats " ]]; then ok "libnccl-net-reccl.so exports ncclNetPlugin_v8 and recclNetCommStats only"
+    else bad "libnccl-net-reccl.so exports: $exports"; fi
+    if [[ -f $prefix/include/reccl/nccl_net_plugin.h ]]; then ok "reccl/nccl_net_plugin.h is installed"
+    else bad "reccl/nccl_net_plugin.h is not installed"; fi
+  else bad "libnccl-net-reccl.so is not installed in $libdir"; fi
+fi
 
 echo "$passed passed, $failed failed"
 [[ $failed -eq 0 ]]
