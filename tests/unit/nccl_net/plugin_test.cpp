@@ -135,7 +135,7 @@ TEST_F(NcclNetPlugin, MessagesArriveWholeAndShortOfThePostedSize) {
     ASSERT_EQ(wait(sreq[i], nullptr), ncclSuccess) << warnings();
     ASSERT_EQ(wait(rreq[i], &got), ncclSuccess) << warnings();
     EXPECT_EQ(got, sizes[i]);
-    EXPECT_EQ(0, std::memcmp(in[i].data(), out[i].data(), sizes[i])) << "message " << i;
+    if (sizes[i] > 0) EXPECT_EQ(0, std::memcmp(in[i].data(), out[i].data(), sizes[i])) << "message " << i;
     EXPECT_EQ(in[i][sizes[i]], 0xee) << "message " << i << " wrote past its size";
   }
   recclCommStats_t s{};
