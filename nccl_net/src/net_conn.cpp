@@ -1,5 +1,7 @@
 #include "net_conn.h"
 
+#include "api/comm_access.h"
+
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -17,10 +19,6 @@ struct MessageHeader {
   uint64_t bytes = 0;
 };
 static_assert(sizeof(MessageHeader) == 16);
-
-// recclCommAbort frees the communicator, so it must not meet a call that has been handed the
-// pointer but not yet entered reccl (a few instructions); a call this old is inside.
-constexpr auto kCallEnteredAfter = std::chrono::milliseconds(50);
 
 Errc errcOf(recclResult_t r) {
   switch (r) {
@@ -84,9 +82,26 @@ NetConn::~NetConn() {
     recclCommAbort(comm_);
     return;
   }
-  abortCallInside();
+  bool broken = false;
+  {
+    std::lock_guard lk(mu_);
+    broken = broken_ || inCall_ || !queue_.empty();
+  }
+  // Requests NCCL gave up on: the communicator is broken first, which ends a call inside reccl
+  // and refuses the next one at once but frees nothing, so the connection's thread can never
+  // meet a freed communicator; it is freed once that thread is gone.
+  if (broken) breakComm();
   thread_.join();
-  if (!aborted_) recclCommDestroy(comm_);
+  if (broken) recclCommAbort(comm_);
+  else recclCommDestroy(comm_);
+}
+
+void NetConn::breakComm() {
+  {
+    std::lock_guard lk(mu_);
+    broken_ = true;
+  }
+  if (core::Comm* c = api::commImpl(comm_)) c->abort();
 }
 
 Result<bool> NetConn::ready() {
@@ -96,8 +111,8 @@ Result<bool> NetConn::ready() {
   if (r != recclSuccess) return callStatus("reccl communicator init", r, comm_);
   if (state == recclInProgress) return false;
   if (state != recclSuccess) return callStatus("reccl communicator init", state, comm_);
-  made_ = true;
   thread_ = std::thread([this] { loop(); });
+  made_ = true;
   return true;
 }
 
@@ -135,7 +150,7 @@ Result<bool> NetConn::test(NetRequest* r, size_t* bytes) {
 
 bool NetConn::stats(recclCommStats_t* out) {
   std::lock_guard lk(mu_);
-  if (!made_ || aborted_) return false;
+  if (!made_ || broken_) return false;
   return recclCommGetStats(comm_, out) == recclSuccess;
 }
 
@@ -146,7 +161,6 @@ void NetConn::loop() {
     if (stop_ || !failed_.ok()) break;
     NetRequest* r = queue_.front();
     inCall_ = true;
-    callStart_ = std::chrono::steady_clock::now();
     lk.unlock();
     Status s = run(r);
     lk.lock();
@@ -155,14 +169,11 @@ void NetConn::loop() {
     if (!s.ok()) {
       if (failed_.ok()) failed_ = s;
       // The peer learns at once that this end gave up (its calls fail with the lost peer)
-      // instead of waiting for a message that will not come. A close that cut the call short
-      // has aborted the communicator already.
-      if (!aborted_) {
-        aborted_ = true;
-        lk.unlock();
-        recclCommAbort(comm_);
-        lk.lock();
-      }
+      // instead of waiting for a message that will not come. (A failed reccl call has broken
+      // the communicator already; a bad header has not.)
+      lk.unlock();
+      breakComm();
+      lk.lock();
       break;
     }
     queue_.pop_front();
@@ -186,26 +197,16 @@ Status NetConn::run(NetRequest* r) {
   }
   RECCL_TRY(callStatus("reccl receive (header)", recclRecv(&h, sizeof(h), recclUint8, peer, comm_, nullptr), comm_));
   if (h.magic != kHeaderMagic) return Status(Errc::kProtocol, "a message header without its mark arrived");
+  // NCCL tags a connection's messages with the sender's rank at both ends.
+  if (h.tag != r->tag)
+    return Status(Errc::kInvalidUsage, "a message tagged " + std::to_string(h.tag) + " arrived for a receive tagged " +
+                                           std::to_string(r->tag));
   if (h.bytes > r->bytes)
     return Status(Errc::kInvalidUsage, "a message of " + std::to_string(h.bytes) + " bytes arrived for a receive of " +
                                            std::to_string(r->bytes) + " bytes");
   r->bytes = h.bytes;
   if (h.bytes == 0) return Status::Ok();
   return callStatus("reccl receive", recclRecv(r->data, h.bytes, recclUint8, peer, comm_, nullptr), comm_);
-}
-
-void NetConn::abortCallInside() {
-  std::unique_lock lk(mu_);
-  while (inCall_) {
-    auto age = std::chrono::steady_clock::now() - callStart_;
-    if (age >= kCallEnteredAfter) {
-      aborted_ = true;
-      lk.unlock();
-      recclCommAbort(comm_);
-      return;
-    }
-    cv_.wait_for(lk, kCallEnteredAfter - age);
-  }
 }
 
 }  // namespace reccl::nccl_net

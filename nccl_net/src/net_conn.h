@@ -14,7 +14,6 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -45,8 +44,8 @@ class NetConn {
 
   // Joins the communicator of `id` without waiting (rank 0 for kSend): ready() says when done.
   static Result<std::unique_ptr<NetConn>> start(Role role, const recclUniqueId& id);
-  // Waits for nothing: the calls still queued are failed, one inside reccl is cut short by
-  // aborting the communicator, and the communicator is destroyed.
+  // Waits for nothing: the calls still queued are failed and one inside reccl is cut short by
+  // breaking the communicator, which is then freed (destroyed when it was idle and whole).
   ~NetConn();
   NetConn(const NetConn&) = delete;
   NetConn& operator=(const NetConn&) = delete;
@@ -68,8 +67,9 @@ class NetConn {
   NetConn(Role role, recclComm_t comm);
   void loop();
   Status run(NetRequest* r);
-  void fail(const Status& why);
-  void abortCallInside();
+  // Breaks the communicator (reccl's internal abort): a call inside returns, later calls fail
+  // at once and the peer's fail with a lost peer; frees nothing. From any thread.
+  void breakComm();
 
   const Role role_;
   recclComm_t comm_;
@@ -81,8 +81,7 @@ class NetConn {
   std::deque<NetRequest*> queue_;
   bool stop_ = false;
   bool inCall_ = false;
-  std::chrono::steady_clock::time_point callStart_;
-  bool aborted_ = false;
+  bool broken_ = false;  // breakComm() ran: stats are not read any more
   Status failed_;  // the first failure: every later request fails with it
   std::thread thread_;
 };

@@ -2,6 +2,7 @@
 // Each entry point turns the plugin's Status results into NCCL's codes and logs the reason
 // through NCCL's logger; nothing throws across the boundary.
 #include <atomic>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include <new>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "nccl_net_abi.h"
 #include "net_conn.h"
@@ -29,8 +31,17 @@ struct PluginState {
   std::optional<FusedDevice> device;
   // connect() is called again until it returns a comm, with the same handle: the handle is
   // wholly the unique id, so a pending connection is found by the handle's address.
-  std::map<const void*, std::pair<recclUniqueId, std::unique_ptr<NetConn>>> connecting;
+  struct Connecting {
+    recclUniqueId id;
+    std::unique_ptr<NetConn> conn;
+    std::chrono::steady_clock::time_point polled;
+  };
+  std::map<const void*, Connecting> connecting;
 };
+
+// NCCL polls a connect it waits for without pause and stops when it aborts, freeing the handle:
+// a pending connect not polled for this long is one it gave up.
+constexpr auto kAbandonedConnect = std::chrono::seconds(10);
 
 PluginState& plugin() {
   static PluginState* s = new PluginState;  // outlives NCCL's calls at exit
@@ -64,14 +75,22 @@ ncclResult_t failed(const char* call, const Status& why) {
   return ncclCodeOf(why.code());
 }
 
+// Every entry point runs inside: nothing throws across the C boundary, not even while the
+// failure is being reported (that path allocates too).
 template <typename F>
 ncclResult_t guarded(const char* call, F&& f) noexcept {
   try {
-    return f();
-  } catch (const std::bad_alloc&) {
-    return failed(call, Status(Errc::kSystem, "out of memory"));
-  } catch (const std::exception& e) {
-    return failed(call, Status(Errc::kInternal, e.what()));
+    try {
+      return f();
+    } catch (const std::bad_alloc&) {
+      return failed(call, Status(Errc::kSystem, "out of memory"));
+    } catch (const std::exception& e) {
+      return failed(call, Status(Errc::kInternal, e.what()));
+    }
+  } catch (...) {
+    if (ncclDebugLogger_t logger = plugin().logger.load())
+      logger(NCCL_LOG_WARN, NCCL_NET, __FILE__, __LINE__, "NET/reccl: %s: failed, and reporting why failed too", call);
+    return ncclInternalError;
   }
 }
 
@@ -116,33 +135,37 @@ ncclResult_t netInit(ncclDebugLogger_t logger) {
 }
 
 ncclResult_t netDevices(int* ndev) {
-  if (!ndev) return failed("devices", Status(Errc::kInvalidArgument, "ndev: null pointer"));
-  std::lock_guard lk(plugin().mu);
-  *ndev = plugin().device ? 1 : 0;
-  return ncclSuccess;
+  return guarded("devices", [&] {
+    if (!ndev) return failed("devices", Status(Errc::kInvalidArgument, "ndev: null pointer"));
+    std::lock_guard lk(plugin().mu);
+    *ndev = plugin().device ? 1 : 0;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t netGetProperties(int dev, ncclNetProperties_v8_t* props) {
-  if (!props) return failed("getProperties", Status(Errc::kInvalidArgument, "props: null pointer"));
-  std::lock_guard lk(plugin().mu);
-  if (!plugin().device || dev != 0)
-    return failed("getProperties", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) +
-                                                                      " (the plugin has one, 0, after init)"));
-  FusedDevice& d = *plugin().device;
-  std::memset(props, 0, sizeof(*props));
-  props->name = d.name.data();
-  props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
-  props->guid = 0;
-  props->ptrSupport = NCCL_PTR_HOST;
-  props->regIsGlobal = 0;
-  props->speed = d.speedMbps;
-  props->port = 1;
-  props->latency = 0;
-  props->maxComms = 65536;
-  props->maxRecvs = 1;
-  props->netDeviceType = NCCL_NET_DEVICE_HOST;
-  props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
-  return ncclSuccess;
+  return guarded("getProperties", [&] {
+    if (!props) return failed("getProperties", Status(Errc::kInvalidArgument, "props: null pointer"));
+    std::lock_guard lk(plugin().mu);
+    if (!plugin().device || dev != 0)
+      return failed("getProperties", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) +
+                                                                        " (the plugin has one, 0, after init)"));
+    FusedDevice& d = *plugin().device;
+    std::memset(props, 0, sizeof(*props));
+    props->name = d.name.data();
+    props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
+    props->guid = 0;
+    props->ptrSupport = NCCL_PTR_HOST;
+    props->regIsGlobal = 0;
+    props->speed = d.speedMbps;
+    props->port = 1;
+    props->latency = 0;
+    props->maxComms = 65536;
+    props->maxRecvs = 1;
+    props->netDeviceType = NCCL_NET_DEVICE_HOST;
+    props->netDeviceVersion = NCCL_NET_DEVICE_INVALID_VERSION;
+    return ncclSuccess;
+  });
 }
 
 ncclResult_t netListen(int dev, void* handle, void** listenComm) {
@@ -176,14 +199,28 @@ ncclResult_t netConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHan
     if (dev != 0) return failed("connect", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev)));
     *sendComm = nullptr;
     std::unique_ptr<NetConn> conn;
+    std::vector<std::unique_ptr<NetConn>> abandoned;  // ended outside the lock
+    const auto now = std::chrono::steady_clock::now();
     {
       std::lock_guard lk(plugin().mu);
-      auto it = plugin().connecting.find(handle);
-      if (it != plugin().connecting.end() && std::memcmp(&it->second.first, handle, sizeof(recclUniqueId)) == 0) {
-        conn = std::move(it->second.second);
+      auto& pending = plugin().connecting;
+      auto it = pending.find(handle);
+      if (it != pending.end()) {
+        // The same address with other bytes: a handle NCCL freed and reused, its connect abandoned.
+        if (std::memcmp(&it->second.id, handle, sizeof(recclUniqueId)) == 0) conn = std::move(it->second.conn);
+        else abandoned.push_back(std::move(it->second.conn));
+        pending.erase(it);
       }
-      if (it != plugin().connecting.end()) plugin().connecting.erase(it);
+      for (auto p = pending.begin(); p != pending.end();) {
+        if (now - p->second.polled < kAbandonedConnect) {
+          ++p;
+          continue;
+        }
+        abandoned.push_back(std::move(p->second.conn));
+        p = pending.erase(p);
+      }
     }
+    abandoned.clear();
     if (!conn) {
       recclUniqueId id;
       std::memcpy(&id, handle, sizeof(id));
@@ -195,8 +232,9 @@ ncclResult_t netConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHan
     if (conn) {
       std::lock_guard lk(plugin().mu);
       auto& slot = plugin().connecting[handle];
-      std::memcpy(&slot.first, handle, sizeof(recclUniqueId));
-      slot.second = std::move(conn);
+      std::memcpy(&slot.id, handle, sizeof(recclUniqueId));
+      slot.conn = std::move(conn);
+      slot.polled = now;
     }
     return r;
   });
@@ -228,7 +266,9 @@ ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhan
 }
 
 ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
-  return failed("regMrDmaBuf", Status(Errc::kUnsupported, "dma-buf memory is not supported (host memory only)"));
+  return guarded("regMrDmaBuf", [] {
+    return failed("regMrDmaBuf", Status(Errc::kUnsupported, "dma-buf memory is not supported (host memory only)"));
+  });
 }
 
 ncclResult_t netDeregMr(void* /*comm*/, void* mhandle) {
@@ -269,9 +309,12 @@ ncclResult_t netIrecv(void* recvComm, int n, void** data, int* sizes, int* tags,
 }
 
 ncclResult_t netIflush(void*, int, void**, int*, void**, void** request) {
-  // Only receives into GPU memory need a flush, and the device takes host memory only.
+  // Only receives into GPU memory need a flush (NCCL asks for one only with GPU Direct), and the
+  // device takes host memory only.
   if (request) *request = nullptr;
-  return failed("iflush", Status(Errc::kInvalidUsage, "no flush for host memory (the device takes host memory only)"));
+  return guarded("iflush", [] {
+    return failed("iflush", Status(Errc::kInvalidUsage, "no flush for host memory (the device takes host memory only)"));
+  });
 }
 
 ncclResult_t netTest(void* request, int* done, int* sizes) {
@@ -309,7 +352,9 @@ ncclResult_t netCloseListen(void* listenComm) {
 }
 
 ncclResult_t netGetDeviceMr(void*, void*, void**) {
-  return failed("getDeviceMr", Status(Errc::kUnsupported, "no device offload (netDeviceType is host)"));
+  return guarded("getDeviceMr", [] {
+    return failed("getDeviceMr", Status(Errc::kUnsupported, "no device offload (netDeviceType is host)"));
+  });
 }
 
 ncclResult_t netIrecvConsumed(void*, int, void*) { return ncclSuccess; }

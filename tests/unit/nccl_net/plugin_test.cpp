@@ -8,6 +8,7 @@
 #include <cstdarg>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -54,6 +55,12 @@ class NcclNetPlugin : public ::testing::Test {
     ASSERT_NE(net_, nullptr);
     ASSERT_NE(stats_, nullptr);
     ASSERT_EQ(net_->init(captureLog), ncclSuccess) << warnings();
+  }
+
+  // Each test's log checks see its own lines only.
+  void SetUp() override {
+    std::lock_guard lk(logMu);
+    logText.clear();
   }
 
   // A connected pair: *send and *recv, made as NCCL makes them (connect and accept polled).
@@ -135,7 +142,9 @@ TEST_F(NcclNetPlugin, MessagesArriveWholeAndShortOfThePostedSize) {
     ASSERT_EQ(wait(sreq[i], nullptr), ncclSuccess) << warnings();
     ASSERT_EQ(wait(rreq[i], &got), ncclSuccess) << warnings();
     EXPECT_EQ(got, sizes[i]);
-    if (sizes[i] > 0) EXPECT_EQ(0, std::memcmp(in[i].data(), out[i].data(), sizes[i])) << "message " << i;
+    if (sizes[i] > 0) {
+      EXPECT_EQ(0, std::memcmp(in[i].data(), out[i].data(), sizes[i])) << "message " << i;
+    }
     EXPECT_EQ(in[i][sizes[i]], 0xee) << "message " << i << " wrote past its size";
   }
   recclCommStats_t s{};
@@ -297,6 +306,135 @@ TEST_F(NcclNetPlugin, BadArgumentsAreRefusedWithTheirReason) {
   EXPECT_NE(net_->iflush(recv, 1, data, sizes, nullptr, &req), ncclSuccess);
   EXPECT_EQ(net_->closeSend(send), ncclSuccess);
   EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+}
+
+// NCCL tags a connection's messages with the sender's rank at both ends: a message tagged
+// otherwise is another's, and its receive fails with both tags.
+TEST_F(NcclNetPlugin, AMessageWithAnotherTagFailsItsReceive) {
+  void *send, *recv;
+  connectPair(&send, &recv);
+  uint64_t in = 0, out = 42;
+  void* data = &in;
+  int size = 8, tag = 2;
+  void *rreq = nullptr, *sreq = nullptr;
+  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(net_->isend(send, &out, 8, 1, nullptr, &sreq), ncclSuccess);
+  EXPECT_EQ(wait(rreq, nullptr), ncclInvalidUsage);
+  EXPECT_NE(warnings().find("a message tagged 1 arrived for a receive tagged 2"), std::string::npos) << warnings();
+  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+}
+
+// NCCL's teardown after an abort closes comms whose requests are still running, at any point of
+// a message (between its header and its bytes too); a close must end them without touching a
+// freed communicator (the sanitizer trees run this) and without waiting for the peer.
+TEST_F(NcclNetPlugin, ClosingMidMessageEndsItWithoutWaiting) {
+  const int bytes = 32 << 20;
+  std::vector<uint8_t> out(bytes, 7), in(bytes);
+  for (int round = 0; round < 8; ++round) {
+    void *send, *recv;
+    connectPair(&send, &recv);
+    void* data = in.data();
+    int size = bytes, tag = 0;
+    void *rreq = nullptr, *sreq = nullptr;
+    ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the header's wait
+    ASSERT_EQ(net_->isend(send, out.data(), bytes, 0, nullptr, &sreq), ncclSuccess);
+    std::this_thread::sleep_for(std::chrono::milliseconds(round * 3));
+    auto t0 = Clock::now();
+    if (round % 2) {
+      EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+      EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+    } else {
+      EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+      EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+    }
+    EXPECT_LT(Clock::now() - t0, std::chrono::seconds(5)) << "round " << round;
+  }
+}
+
+// NCCL's proxy connects and closes on one thread and drives requests on another; here the two
+// directions' requests run on threads of their own while this one reads the counters.
+TEST_F(NcclNetPlugin, RequestsDrivenFromOtherThreadsArriveInOrder) {
+  void *send, *recv;
+  connectPair(&send, &recv);
+  const int messages = 200;
+  std::string senderError, receiverError;
+  std::thread sender([&] {
+    std::vector<uint32_t> word(1024);
+    for (int i = 0; i < messages && senderError.empty(); ++i) {
+      std::fill(word.begin(), word.end(), static_cast<uint32_t>(i));
+      void* req = nullptr;
+      if (net_->isend(send, word.data(), 4 * (1 + i % 1024), 0, nullptr, &req) != ncclSuccess || !req)
+        senderError = "isend " + std::to_string(i);
+      else if (wait(req, nullptr) != ncclSuccess)
+        senderError = "send " + std::to_string(i);
+    }
+  });
+  std::thread receiver([&] {
+    std::vector<uint32_t> word(1024);
+    for (int i = 0; i < messages && receiverError.empty(); ++i) {
+      void* data = word.data();
+      int size = 4096, tag = 0, got = -1;
+      void* req = nullptr;
+      if (net_->irecv(recv, 1, &data, &size, &tag, nullptr, &req) != ncclSuccess || !req)
+        receiverError = "irecv " + std::to_string(i);
+      else if (wait(req, &got) != ncclSuccess || got != 4 * (1 + i % 1024) ||
+               word[static_cast<size_t>(got / 4 - 1)] != static_cast<uint32_t>(i))
+        receiverError = "message " + std::to_string(i) + " (" + std::to_string(got) + " bytes)";
+    }
+  });
+  while (senderError.empty() && receiverError.empty()) {
+    recclCommStats_t st{};
+    st.size = sizeof(st);
+    if (stats_(recv, &st) == 0 && st.bytesReceived > 0) break;
+    std::this_thread::yield();
+  }
+  sender.join();
+  receiver.join();
+  EXPECT_EQ(senderError, "");
+  EXPECT_EQ(receiverError, "") << warnings();
+  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+}
+
+// NCCL frees a connect's handle when it gives the connect up, and may reuse the address for
+// another one: a pending connect found under the address with other bytes is ended, and the new
+// handle's connect made.
+TEST_F(NcclNetPlugin, AReusedHandleAddressConnectsToTheNewListener) {
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* listenA = nullptr;
+  ASSERT_EQ(net_->listen(0, handle, &listenA), ncclSuccess);
+  void* send = nullptr;
+  ASSERT_EQ(net_->connect(0, handle, &send, nullptr), ncclSuccess);  // pending: A never accepts
+  ASSERT_EQ(send, nullptr);
+  void* listenB = nullptr;
+  ASSERT_EQ(net_->listen(0, handle, &listenB), ncclSuccess);  // the same buffer, B's handle now
+  void* recv = nullptr;
+  auto deadline = Clock::now() + std::chrono::seconds(30);
+  while (!send || !recv) {
+    if (!send) {
+      ASSERT_EQ(net_->connect(0, handle, &send, nullptr), ncclSuccess) << warnings();
+    }
+    if (!recv) {
+      ASSERT_EQ(net_->accept(listenB, &recv, nullptr), ncclSuccess) << warnings();
+    }
+    ASSERT_LT(Clock::now(), deadline) << "connect/accept did not finish";
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  uint64_t in = 0, out = 0xabcdef;
+  void* data = &in;
+  int size = 8, tag = 0;
+  void *rreq = nullptr, *sreq = nullptr;
+  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(net_->isend(send, &out, 8, 0, nullptr, &sreq), ncclSuccess);
+  ASSERT_EQ(wait(sreq, nullptr), ncclSuccess);
+  ASSERT_EQ(wait(rreq, nullptr), ncclSuccess);
+  EXPECT_EQ(in, out);
+  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(listenA), ncclSuccess);
+  EXPECT_EQ(net_->closeListen(listenB), ncclSuccess);
 }
 
 // A handle that is no listener's: connect fails with reccl's reason, not a hang.
