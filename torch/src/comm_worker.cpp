@@ -1,15 +1,11 @@
 #include "comm_worker.h"
 
+#include "api/comm_access.h"
+
 #include <chrono>
 #include <utility>
 
 namespace reccl_torch {
-
-namespace {
-// recclCommAbort frees the communicator, so it must not meet a call that has been handed the
-// pointer but not yet entered reccl (a few instructions). A call this old is inside reccl.
-constexpr auto kAbortMinCallAge = std::chrono::milliseconds(50);
-}  // namespace
 
 bool FailureLatch::set(const std::string& why) {
   std::lock_guard lk(mu_);
@@ -47,25 +43,22 @@ CommWorker::~CommWorker() {
   cv_.notify_all();
   abortStuckCall();
   thread_.join();
-  if (!aborted_ && comm_) recclCommDestroy(comm_);
+  if (!comm_) return;
+  if (aborted_) recclCommAbort(comm_);
+  else recclCommDestroy(comm_);
 }
 
 void CommWorker::abortStuckCall() {
   // Only a call a Work has given up on (its timeout latched a failure) is cut short; any other
-  // call in flight finishes, bounded by reccl's own deadlines.
+  // call in flight finishes, bounded by reccl's own deadlines. The communicator is broken, not
+  // freed (an operation may make several reccl calls, and the next would meet a freed one): the
+  // call inside returns, later ones fail at once, and the destructor frees it after the join.
   if (!latch_->get()) return;
   std::unique_lock lk(mu_);
   if (!inCall_ || !comm_) return;
-  auto age = std::chrono::steady_clock::now() - callStart_;
-  if (age < kAbortMinCallAge) {
-    lk.unlock();
-    std::this_thread::sleep_for(kAbortMinCallAge - age);
-    lk.lock();
-    if (!inCall_) return;
-  }
   aborted_ = true;
   lk.unlock();
-  recclCommAbort(comm_);
+  if (reccl::core::Comm* c = reccl::api::commImpl(comm_)) c->abort();
 }
 
 void CommWorker::enqueue(CommOp op) {
@@ -133,7 +126,6 @@ void CommWorker::loop() {
       latched = openError_.empty() ? latch_->get() : openError_;
       if (!latched) {
         inCall_ = true;
-        callStart_ = std::chrono::steady_clock::now();
       }
     }
     if (latched) {

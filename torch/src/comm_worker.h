@@ -80,8 +80,9 @@ class CommWorker {
   Open open_;              // empty when the communicator was given
   std::string openError_;  // why open_ failed (worker thread only): this worker's operations fail with it
   // Guarded by mu_: the queue and the call in flight. comm_ is used by the worker thread for
-  // calls and by stats(); abortStuckCall() frees it (recclCommAbort) and sets aborted_. Null
-  // until open_ made it, and for good when that failed.
+  // calls and by stats(); abortStuckCall() breaks it (reccl's internal abort, which frees
+  // nothing) and sets aborted_, and the destructor frees it once the thread is gone. Null until
+  // open_ made it, and for good when that failed.
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<CommOp> queue_;
@@ -89,7 +90,6 @@ class CommWorker {
   bool stop_ = false;
   bool inCall_ = false;
   bool aborted_ = false;
-  std::chrono::steady_clock::time_point callStart_;
   std::thread thread_;
 };
 
