@@ -6,7 +6,7 @@
 # Prints per-direction GB/s and the plugin/iperf3 ratio per round, their median, and writes JSON.
 #
 #   sudo bench/nccl_net/net_bench.sh --build build --out net-bench.json     # 5 rounds
-#   sudo bench/nccl_net/net_bench.sh --rounds 3 --messages 4000 --bytes 512K
+#   sudo bench/nccl_net/net_bench.sh --rounds 3 --messages 4000 --bytes 512K --conns 4   # 4 connections each way
 #   sudo bench/nccl_net/net_bench.sh --check     # every byte written and checked while timed
 #
 # As nccl-tests times without -c, the stream is timed with only each message's size and index
@@ -21,6 +21,7 @@ ROUNDS=5
 MESSAGES=3000
 BYTES=1M
 INFLIGHT=8
+CONNS=1
 IPERF_SECONDS=5
 OUT=net-bench.json
 CHECK=0
@@ -35,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --messages) MESSAGES="$2"; shift 2 ;;
     --bytes) BYTES="$2"; shift 2 ;;
     --inflight) INFLIGHT="$2"; shift 2 ;;
+    --conns) CONNS="$2"; shift 2 ;;
     --iperf-seconds) IPERF_SECONDS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --check) CHECK=1; shift ;;
@@ -45,7 +47,8 @@ done
 [[ "$RAILS" =~ ^[1-8]$ ]] || { echo "net_bench.sh: --rails: 1-8, got $RAILS" >&2; exit 64; }
 [[ "$ROUNDS" =~ ^[1-9][0-9]?$ ]] || { echo "net_bench.sh: --rounds: 1-99, got $ROUNDS" >&2; exit 64; }
 [[ "$MESSAGES" =~ ^[1-9][0-9]*$ ]] || { echo "net_bench.sh: --messages: a positive number" >&2; exit 64; }
-[[ "$INFLIGHT" =~ ^[1-9][0-9]?$ ]] || { echo "net_bench.sh: --inflight: 1-32" >&2; exit 64; }
+[[ "$INFLIGHT" =~ ^[1-9][0-9]?$ && $INFLIGHT -le 32 ]] || { echo "net_bench.sh: --inflight: 1-32" >&2; exit 64; }
+[[ "$CONNS" =~ ^[1-9][0-9]?$ && $CONNS -le 32 ]] || { echo "net_bench.sh: --conns: 1-32" >&2; exit 64; }
 case "$BYTES" in
   *K) BYTES_N=$(( ${BYTES%K} * 1024 )) ;;
   *M) BYTES_N=$(( ${BYTES%M} * 1048576 )) ;;
@@ -106,7 +109,7 @@ iperf() {
 plugin() {
   local tag="$1"
   "$BIN/reccl" testbed run --name "$NAME" --timeout 600 -- /usr/bin/env WORKER_ITERS="$MESSAGES" \
-    WORKER_BYTES="$BYTES_N" WORKER_INFLIGHT="$INFLIGHT" WORKER_WAIT_SOURCE=1 WORKER_CHECK="$CHECK" WORKER_STOP_FILE="$WORK/$tag.stop" \
+    WORKER_BYTES="$BYTES_N" WORKER_INFLIGHT="$INFLIGHT" WORKER_CONNS="$CONNS" WORKER_WAIT_SOURCE=1 WORKER_CHECK="$CHECK" WORKER_STOP_FILE="$WORK/$tag.stop" \
     "$BIN/nccl_net_stream_worker" >"$WORK/$tag.log" 2>&1 || {
     cat "$WORK/$tag.log" >&2
     echo "net_bench.sh: the plugin stream failed ($tag)" >&2
@@ -126,17 +129,18 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   done
 done
 
-jq -s --arg bytes "$BYTES" --argjson inflight "$INFLIGHT" --argjson rails "$RAILS" --argjson messages "$MESSAGES" '
+jq -s --arg bytes "$BYTES" --argjson inflight "$INFLIGHT" --argjson conns "$CONNS" --argjson rails "$RAILS" --argjson messages "$MESSAGES" '
   def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   (group_by(.round) | map({round: .[0].round, iperf3: (map(select(.what == "iperf")) | .[0].gbps),
                            plugin: (map(select(.what == "plugin")) | .[0].gbps)})
    | map(. + {ratio: (.plugin / .iperf3)})) as $per
-  | {date: (now | todate), rails: $rails, message_bytes: $bytes, inflight: $inflight, messages: $messages,
+  | {date: (now | todate), rails: $rails, message_bytes: $bytes, inflight: $inflight, connections: $conns,
+     messages: $messages,
      iperf3_gbps: ($per | map(.iperf3) | med), plugin_gbps: ($per | map(.plugin) | med),
      plugin_over_iperf3: ($per | map(.ratio) | med),
      ratio_range: {min: ($per | map(.ratio) | min), max: ($per | map(.ratio) | max)}, per_round: $per}' \
   "$WORK/rounds.jsonl" | jq --argjson check "$CHECK" '. + {bytes_checked: ($check == 1)}' >"$OUT"
 jq -r '"per direction, 2 hosts x \(.rails) rails, median of \(.per_round | length) rounds (GB/s):",
        "  iperf3 --bidir, every rail    \(.iperf3_gbps * 100 | round / 100)",
-       "  NCCL net plugin (reccl)       \(.plugin_gbps * 100 | round / 100)   (\(.message_bytes) messages, \(.inflight) in flight)",
+       "  NCCL net plugin (reccl)       \(.plugin_gbps * 100 | round / 100)   (\(.message_bytes) messages, \(.connections) connection(s) each way, \(.inflight) in flight on each)",
        "  plugin / iperf3               \(.plugin_over_iperf3 * 1000 | round / 1000)   (rounds \(.ratio_range.min * 1000 | round / 1000)-\(.ratio_range.max * 1000 | round / 1000))"' "$OUT"

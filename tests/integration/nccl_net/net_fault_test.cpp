@@ -54,6 +54,23 @@ TEST_F(NcclNetFault, ASwitchPortDownMidStreamLosesNoMessage) {
   EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
 }
 
+// As NCCL with four channels to a peer: four connections each way, messages spread over them.
+TEST_F(NcclNetFault, ASwitchPortDownUnderFourConnectionsEachWayLosesNoMessage) {
+  Job j(testbed().name(), env(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=3"), 120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  link(false, 0, 0, true);
+  bool movedAway = waitFailovers(j, 4);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  link(true, 0, 0, true);
+  ASSERT_TRUE(movedAway) << j.text();
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  expectEveryMessageArrived(t);
+  EXPECT_GE(sumField(t, "failovers"), 4u) << t;
+  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+}
+
 // The host's own NIC goes down and stays down: the stream carries on over rail 1 to the end.
 TEST_F(NcclNetFault, AHostNicDownForGoodLeavesTheStreamOnTheOtherRail) {
   Job j(testbed().name(), env(kSeeFailovers + "WORKER_SECONDS=3"), 120);

@@ -1,13 +1,15 @@
 // Drives an NCCL net plugin as NCCL's proxy thread does, between the ranks of `reccl testbed run`
-// (RANK, WORLD_SIZE=2): each rank listens, publishes its handle in a file beside the stop file,
-// connects a send comm to its peer and accepts a receive comm from it, then streams messages
-// both ways with up to WORKER_INFLIGHT requests in flight on each comm, checking every received
-// byte against what the peer sent.
+// (RANK, WORLD_SIZE=2): each rank listens WORKER_CONNS times, publishes the handles in a file
+// beside the stop file, connects as many send comms to its peer and accepts as many receive comms
+// from it, then streams messages both ways, message i over connection i mod WORKER_CONNS (as
+// NCCL spreads a peer's traffic over its channels), WORKER_INFLIGHT requests in flight per comm,
+// checking every received byte against what the peer sent.
 //
 // Message i holds WORKER_BYTES or one of a few odd sizes below it (receives are posted for
 // WORKER_BYTES, so most arrive short of it). Its first 8 bytes are i, with the top bit on the
-// last message; the rest is a pattern of i. After the last come WORKER_INFLIGHT-1 empty messages,
-// which complete the receives the peer had posted ahead, so both ends close with nothing pending.
+// last message; the rest is a pattern of i. After the last come as many empty messages as the
+// peer may have posted receives ahead, so both ends close with nothing pending. Tags are the
+// sender's rank, as NCCL's.
 //
 // WORKER_CHECK=0 leaves the bytes after the index unwritten and unchecked (a benchmark's timing,
 // as nccl-tests times without -c); sizes and indexes are still checked.
@@ -15,7 +17,7 @@
 // Ends after WORKER_ITERS messages, or when WORKER_STOP_FILE appears (WORKER_SECONDS at the
 // least). Prints "started rank R" once connected and "done rank R sent S received M bytes B
 // seconds T longest-gap-ms G failovers F" at the end (G: the longest time between two received
-// messages; F: failovers of the reccl communicators under both comms), or "error rank R: why"
+// messages; F: failovers of the reccl communicators under all the comms), or "error rank R: why"
 // and exits 1.
 #include <dlfcn.h>
 #include <sys/stat.h>
@@ -117,11 +119,13 @@ int main() {
   const long minSeconds = envLong("WORKER_SECONDS", 0);
   const size_t maxBytes = static_cast<size_t>(envLong("WORKER_BYTES", 1 << 20));
   const int inflight = static_cast<int>(envLong("WORKER_INFLIGHT", 8));
+  const int conns = static_cast<int>(envLong("WORKER_CONNS", 1));
   // Between polls that found nothing done (0: yield only, as NCCL's proxy thread).
   const auto pollSleep = std::chrono::microseconds(envLong("WORKER_POLL_US", 20));
   if (stopFile.empty() && iters <= 0) die("set WORKER_ITERS or WORKER_STOP_FILE");
-  if (maxBytes < 65536 || maxBytes > (1u << 30) || inflight < 1 || inflight > NCCL_NET_MAX_REQUESTS)
-    die("WORKER_BYTES 64K..1G and WORKER_INFLIGHT 1..32");
+  if (maxBytes < 65536 || maxBytes > (1u << 30) || inflight < 1 || inflight > NCCL_NET_MAX_REQUESTS || conns < 1 ||
+      conns > 32)
+    die("WORKER_BYTES 64K..1G, WORKER_INFLIGHT 1..32 and WORKER_CONNS 1..32");
 
   check_ = envLong("WORKER_CHECK", 1) != 0;
   makePattern(maxBytes);
@@ -138,36 +142,43 @@ int main() {
 
   // Handles travel through files beside the stop file (NCCL sends them over its bootstrap).
   const std::string base = (stopFile.empty() ? "/tmp/nccl-net-stream" : stopFile) + ".handle.";
-  char handle[NCCL_NET_HANDLE_MAXSIZE];
-  void* listenComm = nullptr;
-  check(net->listen(0, handle, &listenComm), "listen");
+  std::vector<char> handles(static_cast<size_t>(conns) * NCCL_NET_HANDLE_MAXSIZE);
+  std::vector<void*> listenComms(conns, nullptr);
+  for (int k = 0; k < conns; ++k)
+    check(net->listen(0, handles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &listenComms[k]), "listen");
   {
     std::string tmp = base + std::to_string(rank_) + ".tmp";
-    std::ofstream(tmp, std::ios::binary).write(handle, sizeof(handle));
-    if (rename(tmp.c_str(), (base + std::to_string(rank_)).c_str()) != 0) die("cannot publish the handle");
+    std::ofstream(tmp, std::ios::binary).write(handles.data(), static_cast<std::streamsize>(handles.size()));
+    if (rename(tmp.c_str(), (base + std::to_string(rank_)).c_str()) != 0) die("cannot publish the handles");
   }
-  char peerHandle[NCCL_NET_HANDLE_MAXSIZE];
+  std::vector<char> peerHandles(handles.size());
   const auto setupDeadline = Clock::now() + std::chrono::seconds(60);
   while (!fileExists(base + std::to_string(peer))) {
-    if (Clock::now() > setupDeadline) die("the peer's handle did not appear");
+    if (Clock::now() > setupDeadline) die("the peer's handles did not appear");
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  std::ifstream(base + std::to_string(peer), std::ios::binary).read(peerHandle, sizeof(peerHandle));
+  std::ifstream(base + std::to_string(peer), std::ios::binary)
+      .read(peerHandles.data(), static_cast<std::streamsize>(peerHandles.size()));
 
-  void* sendComm = nullptr;
-  void* recvComm = nullptr;
-  while (!sendComm || !recvComm) {
-    if (!sendComm) check(net->connect(0, peerHandle, &sendComm, nullptr), "connect");
-    if (!recvComm) check(net->accept(listenComm, &recvComm, nullptr), "accept");
+  std::vector<void*> sendComms(conns, nullptr), recvComms(conns, nullptr);
+  for (int made = 0; made < 2 * conns;) {
+    made = 0;
+    for (int k = 0; k < conns; ++k) {
+      if (!sendComms[k]) check(net->connect(0, peerHandles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &sendComms[k], nullptr), "connect");
+      if (!recvComms[k]) check(net->accept(listenComms[k], &recvComms[k], nullptr), "accept");
+      made += (sendComms[k] != nullptr) + (recvComms[k] != nullptr);
+    }
     if (Clock::now() > setupDeadline) die("connect/accept did not finish");
-    if (!sendComm || !recvComm) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (made < 2 * conns) std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
-  check(net->closeListen(listenComm), "closeListen");
+  for (void* l : listenComms) check(net->closeListen(l), "closeListen");
   unlink((base + std::to_string(rank_)).c_str());
-  // A benchmark times the stream, not the in-process detector's start-up beside it (~0.3 s of
-  // CPU per communicator, two here).
+  std::vector<void*> allComms(sendComms);
+  allComms.insert(allComms.end(), recvComms.begin(), recvComms.end());
+  // A benchmark times the stream, not the in-process detectors' start-up beside it (~0.3 s of
+  // CPU per communicator).
   if (envLong("WORKER_WAIT_SOURCE", 0) && stats) {
-    for (void* c : {sendComm, recvComm}) {
+    for (void* c : allComms) {
       while (true) {
         recclCommStats_t s{};
         s.size = sizeof(s);
@@ -180,12 +191,16 @@ int main() {
   std::printf("started rank %d\n", rank_);
   std::fflush(stdout);
 
-  std::vector<std::vector<uint8_t>> sendBufs(inflight, std::vector<uint8_t>(maxBytes));
-  std::vector<std::vector<uint8_t>> recvBufs(inflight, std::vector<uint8_t>(maxBytes));
-  void* sendMr = nullptr;
-  void* recvMr = nullptr;
-  check(net->regMr(sendComm, sendBufs[0].data(), maxBytes, NCCL_PTR_HOST, &sendMr), "regMr");
-  check(net->regMr(recvComm, recvBufs[0].data(), maxBytes, NCCL_PTR_HOST, &recvMr), "regMr");
+  // Message i goes over connection i mod conns (as NCCL spreads a peer's traffic over its
+  // channels' connections); `window` requests in flight in all, `inflight` per connection.
+  const int window = inflight * conns;
+  std::vector<std::vector<uint8_t>> sendBufs(window, std::vector<uint8_t>(maxBytes));
+  std::vector<std::vector<uint8_t>> recvBufs(window, std::vector<uint8_t>(maxBytes));
+  std::vector<void*> sendMrs(conns), recvMrs(conns);
+  for (int k = 0; k < conns; ++k) {
+    check(net->regMr(sendComms[k], sendBufs[0].data(), maxBytes, NCCL_PTR_HOST, &sendMrs[k]), "regMr");
+    check(net->regMr(recvComms[k], recvBufs[0].data(), maxBytes, NCCL_PTR_HOST, &recvMrs[k]), "regMr");
+  }
 
   struct Posted {
     void* request;
@@ -210,8 +225,9 @@ int main() {
   const auto runDeadline = Clock::now() + std::chrono::seconds(envLong("WORKER_TIMEOUT", 600));
   while (nextSend < sendTotal || !sends.empty() || nextRecv < recvTotal || !recvs.empty()) {
     if (Clock::now() > runDeadline) die("the run passed WORKER_TIMEOUT");
-    while (static_cast<int>(sends.size()) < inflight && nextSend < sendTotal) {
-      int b = static_cast<int>(nextSend % inflight);
+    while (static_cast<int>(sends.size()) < window && nextSend < sendTotal) {
+      int b = static_cast<int>(nextSend % window);
+      int k = static_cast<int>(nextSend % conns);
       size_t bytes = 0;
       bool last = false;
       if (lastSent == UINT64_MAX) {
@@ -220,21 +236,22 @@ int main() {
         fill(sendBufs[b].data(), nextSend, bytes, last);
       }
       void* req = nullptr;
-      check(net->isend(sendComm, sendBufs[b].data(), static_cast<int>(bytes), 1, sendMr, &req), "isend");
+      check(net->isend(sendComms[k], sendBufs[b].data(), static_cast<int>(bytes), rank_, sendMrs[k], &req), "isend");
       if (!req) break;
       if (last) {
         lastSent = nextSend;
-        sendTotal = nextSend + inflight;  // the empty messages after it
+        sendTotal = nextSend + window;  // the empty messages after it
       }
       sends.push_back({req, b, nextSend++});
     }
-    while (static_cast<int>(recvs.size()) < inflight && nextRecv < recvTotal) {
-      int b = static_cast<int>(nextRecv % inflight);
+    while (static_cast<int>(recvs.size()) < window && nextRecv < recvTotal) {
+      int b = static_cast<int>(nextRecv % window);
+      int k = static_cast<int>(nextRecv % conns);
       void* data = recvBufs[b].data();
       int size = static_cast<int>(maxBytes);
-      int tag = 1;
+      int tag = peer;  // NCCL's tag: the sender's rank
       void* req = nullptr;
-      check(net->irecv(recvComm, 1, &data, &size, &tag, &recvMr, &req), "irecv");
+      check(net->irecv(recvComms[k], 1, &data, &size, &tag, &recvMrs[k], &req), "irecv");
       if (!req) break;
       recvs.push_back({req, b, nextRecv++});
     }
@@ -261,7 +278,7 @@ int main() {
           longestGapMs = std::max(longestGapMs, std::chrono::duration<double, std::milli>(now - lastArrival).count());
         lastArrival = now;
         const uint8_t* got = recvBufs[p.buf].data();
-        if (recvTotal != UINT64_MAX && p.index > recvTotal - inflight) {
+        if (recvTotal != UINT64_MAX && p.index > recvTotal - window) {
           if (size != 0) die("message " + std::to_string(p.index) + " after the last has " + std::to_string(size) + " bytes");
         } else {
           uint64_t head = 0;
@@ -276,7 +293,7 @@ int main() {
             while (got[at] == patternOf(p.index)[at]) ++at;
             die("message " + std::to_string(p.index) + ": wrong byte at " + std::to_string(at));
           }
-          if (last) recvTotal = p.index + inflight;
+          if (last) recvTotal = p.index + window;
         }
       }
     }
@@ -289,17 +306,19 @@ int main() {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   uint64_t failovers = 0;
-  for (void* c : {sendComm, recvComm}) {
-    recclCommStats_t s{};
-    s.size = sizeof(s);
-    if (stats && stats(c, &s) == 0) failovers += s.failovers;
+  for (void* c : allComms) {
+    recclCommStats_t st{};
+    st.size = sizeof(st);
+    if (stats && stats(c, &st) == 0) failovers += st.failovers;
   }
-  check(net->deregMr(sendComm, sendMr), "deregMr");
-  check(net->deregMr(recvComm, recvMr), "deregMr");
-  check(net->closeSend(sendComm), "closeSend");
-  check(net->closeRecv(recvComm), "closeRecv");
+  for (int k = 0; k < conns; ++k) {
+    check(net->deregMr(sendComms[k], sendMrs[k]), "deregMr");
+    check(net->deregMr(recvComms[k], recvMrs[k]), "deregMr");
+    check(net->closeSend(sendComms[k]), "closeSend");
+    check(net->closeRecv(recvComms[k]), "closeRecv");
+  }
   std::printf("done rank %d sent %llu received %llu bytes %llu seconds %.3f longest-gap-ms %.2f failovers %llu\n", rank_,
-              static_cast<unsigned long long>(lastSent + 1), static_cast<unsigned long long>(received - inflight + 1),
+              static_cast<unsigned long long>(lastSent + 1), static_cast<unsigned long long>(received - window + 1),
               static_cast<unsigned long long>(bytesReceived), seconds, longestGapMs,
               static_cast<unsigned long long>(failovers));
   std::fflush(stdout);
