@@ -2,6 +2,7 @@
 
 #include "api/comm_access.h"
 
+#include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +20,8 @@ struct MessageHeader {
   uint64_t bytes = 0;
 };
 static_assert(sizeof(MessageHeader) == 16);
+static_assert(NetConn::kHeadBytes > sizeof(MessageHeader));
+constexpr size_t kHeadPayloadBytes = NetConn::kHeadBytes - sizeof(MessageHeader);
 
 Errc errcOf(recclResult_t r) {
   switch (r) {
@@ -187,15 +190,20 @@ void NetConn::loop() {
 
 Status NetConn::run(NetRequest* r) {
   const int peer = role_ == Role::kSend ? 1 : 0;
+  auto* bytes = static_cast<std::byte*>(r->data);
   MessageHeader h;
   if (role_ == Role::kSend) {
     h.tag = r->tag;
     h.bytes = r->bytes;
-    RECCL_TRY(callStatus("reccl send (header)", recclSend(&h, sizeof(h), recclUint8, peer, comm_, nullptr), comm_));
-    if (r->bytes == 0) return Status::Ok();
-    return callStatus("reccl send", recclSend(r->data, r->bytes, recclUint8, peer, comm_, nullptr), comm_);
+    const size_t first = std::min(r->bytes, kHeadPayloadBytes);
+    std::memcpy(head_.data(), &h, sizeof(h));
+    if (first) std::memcpy(head_.data() + sizeof(h), bytes, first);
+    RECCL_TRY(callStatus("reccl send", recclSend(head_.data(), head_.size(), recclUint8, peer, comm_, nullptr), comm_));
+    if (r->bytes == first) return Status::Ok();
+    return callStatus("reccl send", recclSend(bytes + first, r->bytes - first, recclUint8, peer, comm_, nullptr), comm_);
   }
-  RECCL_TRY(callStatus("reccl receive (header)", recclRecv(&h, sizeof(h), recclUint8, peer, comm_, nullptr), comm_));
+  RECCL_TRY(callStatus("reccl receive", recclRecv(head_.data(), head_.size(), recclUint8, peer, comm_, nullptr), comm_));
+  std::memcpy(&h, head_.data(), sizeof(h));
   if (h.magic != kHeaderMagic) return Status(Errc::kProtocol, "a message header without its mark arrived");
   // NCCL tags a connection's messages with the sender's rank at both ends.
   if (h.tag != r->tag)
@@ -205,8 +213,10 @@ Status NetConn::run(NetRequest* r) {
     return Status(Errc::kInvalidUsage, "a message of " + std::to_string(h.bytes) + " bytes arrived for a receive of " +
                                            std::to_string(r->bytes) + " bytes");
   r->bytes = h.bytes;
-  if (h.bytes == 0) return Status::Ok();
-  return callStatus("reccl receive", recclRecv(r->data, h.bytes, recclUint8, peer, comm_, nullptr), comm_);
+  const size_t first = std::min<size_t>(h.bytes, kHeadPayloadBytes);
+  if (first) std::memcpy(bytes, head_.data() + sizeof(h), first);
+  if (h.bytes == first) return Status::Ok();
+  return callStatus("reccl receive", recclRecv(bytes + first, h.bytes - first, recclUint8, peer, comm_, nullptr), comm_);
 }
 
 }  // namespace reccl::nccl_net

@@ -4,9 +4,11 @@
 // NICs, move to another NIC on a link fault and resend what the receiver had not applied, so a
 // request completes once, with its bytes intact, or fails with why.
 //
-// A message is a 16-byte header (its size and tag) and then its bytes, each a reccl send: NCCL
-// may send fewer bytes than the receive it matches was posted for, and reccl's receives are of an
-// exact size. Requests run in the order they were posted, which is how NCCL matches them.
+// NCCL may send fewer bytes than the receive it matches was posted for, and reccl's receives are
+// of an exact size, so a message travels as a head of kHeadBytes, always: a 16-byte header (its
+// size, tag and a mark) and its first bytes; what does not fit follows as a second reccl send.
+// A message of up to 4080 bytes is then one reccl call at each end, like NCCL's own small
+// messages. Requests run in the order they were posted, which is how NCCL matches them.
 //
 // Threads: NCCL's proxy thread calls post(), test() and the destructor; the connection's own
 // thread makes the reccl calls. mu_ guards the queue and the request states between them.
@@ -14,6 +16,7 @@
 
 #include <array>
 #include <atomic>
+#include <cstddef>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -41,6 +44,7 @@ struct NetRequest {
 class NetConn {
  public:
   enum class Role { kSend, kRecv };
+  static constexpr size_t kHeadBytes = 4096;
 
   // Joins the communicator of `id` without waiting (rank 0 for kSend): ready() says when done.
   static Result<std::unique_ptr<NetConn>> start(Role role, const recclUniqueId& id);
@@ -84,6 +88,7 @@ class NetConn {
   bool broken_ = false;  // breakComm() ran: stats are not read any more
   Status failed_;  // the first failure: every later request fails with it
   std::thread thread_;
+  std::array<std::byte, kHeadBytes> head_;  // the connection's thread only
 };
 
 }  // namespace reccl::nccl_net

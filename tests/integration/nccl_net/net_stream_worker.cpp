@@ -6,7 +6,7 @@
 // checking every received byte against what the peer sent.
 //
 // Message i holds WORKER_BYTES or one of a few odd sizes below it (receives are posted for
-// WORKER_BYTES, so most arrive short of it). Its first 8 bytes are i, with the top bit on the
+// WORKER_BYTES, so most arrive short of it), or WORKER_FIXED_BYTES when set. Its first 8 bytes are i, with the top bit on the
 // last message; the rest is a pattern of i. After the last come as many empty messages as the
 // peer may have posted receives ahead, so both ends close with nothing pending. Tags are the
 // sender's rank, as NCCL's.
@@ -72,7 +72,10 @@ void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char
 
 constexpr uint64_t kLastBit = 1ull << 63;
 
+size_t fixedBytes_ = 0;  // WORKER_FIXED_BYTES: every message this size (8 at the least)
+
 size_t sizeOf(uint64_t i, size_t maxBytes) {
+  if (fixedBytes_) return fixedBytes_;
   const size_t odd[] = {maxBytes, 8, maxBytes / 3 + 5, 65535, 4097, maxBytes - 1};
   return std::max<size_t>(8, std::min(maxBytes, odd[i % 6]));
 }
@@ -128,6 +131,8 @@ int main() {
     die("WORKER_BYTES 64K..1G, WORKER_INFLIGHT 1..32 and WORKER_CONNS 1..32");
 
   check_ = envLong("WORKER_CHECK", 1) != 0;
+  fixedBytes_ = static_cast<size_t>(envLong("WORKER_FIXED_BYTES", 0));
+  if (fixedBytes_ && (fixedBytes_ < 8 || fixedBytes_ > maxBytes)) die("WORKER_FIXED_BYTES 8..WORKER_BYTES");
   makePattern(maxBytes);
   const char* path = std::getenv("WORKER_PLUGIN") ? std::getenv("WORKER_PLUGIN") : RECCL_NCCL_NET_PLUGIN_PATH;
   void* lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
