@@ -23,10 +23,14 @@
 #            (bar: traffic ratio >= 0.8);
 #         3. reccl-device-bench: allreduce on device buffers with 4 rank processes on the one GPU,
 #            the host path beside it, every result checked;
+#         4. NCCL itself over the reccl net plugin: the image's PyTorch "nccl" backend, two rank
+#            processes on the GPU as two hosts (NCCL_HOSTID), every result checked, NCCL's log
+#            naming the plugin (bench/nccl_net/torch_nccl_check.py);
 #       and prints a short table last. Each step's time is cut to end within --budget (480 s), and
 #       summary.md is rewritten after each step, so a run stopped early still returns its table.
 #       Figures go to $OUT (the device tool's) or --out DIR: summary.md, ctest-device.log,
-#       device-kernels.json, device-allreduce.json, run.log (and gtest-device.log where the
+#       device-kernels.json, device-allreduce.json, nccl-plugin.json, nccl-plugin.log, run.log
+#       (and gtest-device.log where the
 #       machine has no ctest and the test programs run directly).
 #
 # Exit: 0 every check passed, 1 some check failed, 2 could not build or start, 64 usage.
@@ -37,6 +41,8 @@ BUILD=build-device
 CARRY=build-device-carry
 PROGRAMS=(cuda_device_test cuda_stream_worker cuda_ipc_peer cuda_railpull_test reccl reduce_device_bench
           reccl-device-bench)
+# The NCCL net plugin (lib/), for step 4: NCCL itself over it.
+PLUGIN=libnccl-net-reccl.so
 
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit "${1:-64}"; }
 
@@ -80,7 +86,7 @@ prepare() {
   local t0=$SECONDS
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRECCL_CUDA=on "${launcher[@]}" >/dev/null ||
     { echo "run.sh prepare: cmake configure failed" >&2; exit 2; }
-  cmake --build "$BUILD" -j "$jobs" --target "${PROGRAMS[@]}" ||
+  cmake --build "$BUILD" -j "$jobs" --target "${PROGRAMS[@]}" reccl_nccl_net ||
     { echo "run.sh prepare: build failed" >&2; exit 2; }
   echo "run.sh prepare: built in $((SECONDS - t0)) s"
 
@@ -105,10 +111,13 @@ prepare() {
   for f in "$BUILD"/ccl/libreccl.so*; do
     if [[ -L $f ]]; then cp -P "$f" "$CARRY/ccl/"; else strip --strip-debug -o "$CARRY/ccl/$(basename "$f")" "$f"; fi
   done
-  # Shared libraries outside the C/C++ runtime that the programs load.
+  mkdir -p "$CARRY/lib"
+  strip --strip-debug -o "$CARRY/lib/$PLUGIN" "$BUILD/lib/$PLUGIN"
+  cp bench/nccl_net/torch_nccl_check.py "$CARRY/bin/torch_nccl_check"
+  # Shared libraries outside the C/C++ runtime that the programs and the plugin load.
   local base='^(linux-vdso|libc\.so|libm\.so|libstdc\+\+|libgcc_s|ld-linux|libpthread|libdl\.so|librt\.so|libreccl)'
-  for p in "${PROGRAMS[@]}"; do
-    ldd "$BUILD/bin/$p" | awk '$3 ~ /^\// { print $1, $3 }'
+  for p in "${PROGRAMS[@]/#/bin/}" "lib/$PLUGIN"; do
+    ldd "$BUILD/$p" | awk '$3 ~ /^\// { print $1, $3 }'
   done | sort -u | while read -r name path; do
     [[ $name =~ $base ]] || cp -L "$path" "$CARRY/devlibs/$name"
   done
@@ -356,7 +365,7 @@ run_checks() {
   fi
   write_summary
 
-  t=$(step_budget 150 5)
+  t=$(step_budget 150 60)
   echo "== 3. reccl-device-bench (allreduce, 4 rank processes on the GPU, host path beside it, ${t} s at most)"
   step - "${RUN_CARRIED[@]}" timeout -k 5 "$t" "$bdir/bin/reccl-device-bench" --ranks 4 --sizes 1M,16M,64M --iters 20 \
     --json "$OUTDIR/device-allreduce.json"
@@ -366,6 +375,26 @@ run_checks() {
       "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))["rows"][-1]; print("busbw %.2f GB/s device, %.2f host (x%.2f), %d wrong" % (r["device_busbw_gbs"], r["host_busbw_gbs"], r["device_over_host"], r["wrong"]))' "$OUTDIR/device-allreduce.json")"
   else
     record "device allreduce, 4 ranks, 64 MiB" "$(bench_failure $arc)" "reccl-device-bench exit $arc"
+  fi
+  write_summary
+
+  # NCCL itself over the plugin: the image's PyTorch with its NCCL, two rank processes on the one
+  # GPU calling themselves two hosts (bench/nccl_net/torch_nccl_check.py, docs/nccl_net.md).
+  t=$(step_budget 75 5)
+  echo "== 4. NCCL over the reccl net plugin (torch nccl backend, 2 ranks as 2 hosts on the GPU, ${t} s at most)"
+  local pdir=$bdir/lib lpath= check=$ROOT/bench/nccl_net/torch_nccl_check.py
+  if [[ -x $bdir/bin/torch_nccl_check ]]; then
+    check=$bdir/bin/torch_nccl_check pdir=$(realpath "$carry/lib") lpath=$(realpath "$carry/devlibs")
+  fi
+  step "$OUTDIR/nccl-plugin.log" timeout -k 5 "$t" "$check" \
+    --plugin-dir "$pdir" --lib-path "$lpath" --timeout $((t > 20 ? t - 10 : 10)) --out "$OUTDIR/nccl-plugin.json"
+  local nrc=$?
+  tail -n 30 "$OUTDIR/nccl-plugin.log"
+  if [[ $nrc -eq 0 && -f $OUTDIR/nccl-plugin.json ]]; then
+    record "NCCL over the reccl net plugin, bit-exact" "pass" \
+      "$(python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); t=j["all_reduce_16M"]; print("%d checks x 2 ranks, network %s, 64 MiB all_reduce busbw %.2f GB/s" % (len(j["checks"]), ",".join(j["net_name"]), t["busbw_gbs"]))' "$OUTDIR/nccl-plugin.json")"
+  else
+    record "NCCL over the reccl net plugin, bit-exact" "$(bench_failure $nrc)" "torch_nccl_check exit $nrc (nccl-plugin.log)"
   fi
   finish
 }

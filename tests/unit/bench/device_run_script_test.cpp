@@ -1,6 +1,6 @@
 // bench/device/run.sh, the GPU machine's one prepared run, against a made-up carried build: shell
 // programs named like the real ones that pass, skip, fail, hang or crash as each case asks, a ctest
-// registry of their tests, and benches that write the JSON the script reads. No GPU is needed:
+// registry of their tests, and benches (the NCCL plugin check too) that write the JSON the script reads. No GPU is needed:
 // what is checked is the script's own logic, which gets one chance on a lent GPU. A run passes
 // only when every check passed; skips (no device), a kernel under the bar, a failed, hung or
 // crashed test all make it fail and say which; without ctest the programs run directly; a TERM
@@ -101,6 +101,13 @@ class DeviceRunScript : public reccl::benchtest::TempDirTest {
     writeExecutable(carry_ / "bin" / "reccl-device-bench",
                     "#!/bin/sh\n" + noDevice + json + "echo '{\"rows\": [{\"device_busbw_gbs\": 41.5, "
                     "\"host_busbw_gbs\": 3.2, \"device_over_host\": 12.97, \"wrong\": 0}]}' >\"$j\"\n");
+    // NCCL over the net plugin (its --out FILE); the plugin itself beside it, as prepare carries it.
+    fs::create_directories(carry_ / "lib");
+    std::ofstream(carry_ / "lib" / "libnccl-net-reccl.so") << "";
+    writeExecutable(carry_ / "bin" / "torch_nccl_check",
+                    "#!/bin/sh\n" + noDevice + "while [ $# -gt 0 ]; do [ \"$1\" = --out ] && j=$2; shift; done\n"
+                    "echo '{\"checks\": {\"a\": [], \"b\": [], \"c\": [], \"d\": [], \"e\": [], \"f\": []}, "
+                    "\"net_name\": [\"reccl\"], \"all_reduce_16M\": {\"us\": 4000, \"busbw_gbs\": 16.78}}' >\"$j\"\n");
   }
 
   // Runs the script to its end (or sends it TERM once `termWhen` holds, and counts the time from
@@ -181,6 +188,10 @@ TEST_F(DeviceRunScript, EveryCheckPassingExitsZero) {
   EXPECT_NE(row("device allreduce").find("| pass | busbw 41.50 GB/s device, 3.20 host (x12.97), 0 wrong"),
             std::string::npos)
       << row("device allreduce");
+  EXPECT_NE(row("NCCL over the reccl net plugin").find("| pass | 6 checks x 2 ranks, network reccl, 64 MiB all_reduce "
+                                                      "busbw 16.78 GB/s"),
+            std::string::npos)
+      << row("NCCL over the reccl net plugin");
   EXPECT_NE(summary_.find("commit 0123abc"), std::string::npos) << summary_;
   expectTableLast();
 }
@@ -196,6 +207,8 @@ TEST_F(DeviceRunScript, NoDeviceIsNoPass) {
   EXPECT_NE(row("CUDA IPC relay pipe").find("| skipped |"), std::string::npos) << row("CUDA IPC relay pipe");
   EXPECT_NE(row("kernel bw").find("| skipped (no CUDA device) |"), std::string::npos) << row("kernel bw");
   EXPECT_NE(row("device allreduce").find("| skipped (no CUDA device) |"), std::string::npos) << row("device allreduce");
+  EXPECT_NE(row("NCCL over the reccl net plugin").find("| skipped (no CUDA device) |"), std::string::npos)
+      << row("NCCL over the reccl net plugin");
   expectTableLast();
 }
 
