@@ -9,7 +9,7 @@ loaded the reccl plugin and that the plugin's device was used.
     python3 bench/nccl_net/torch_nccl_check.py --backend gloo     # the harness alone, on CPUs
 
 Prints one line per check and a JSON summary (--out). Exit 0: every check passed; 1: one failed;
-77: no CUDA device (or torch without CUDA) for --backend nccl.
+77: no torch, or no CUDA device for --backend nccl.
 """
 import argparse
 import json
@@ -97,14 +97,14 @@ def main():
         worker(args)
         return 0
 
+    try:
+        import torch
+    except ImportError:
+        print("torch_nccl_check: no torch for " + sys.executable, file=sys.stderr)
+        return 77
     if args.backend == "nccl":
-        try:
-            import torch
-            if not torch.cuda.is_available():
-                print("torch_nccl_check: no CUDA device", file=sys.stderr)
-                return 77
-        except ImportError:
-            print("torch_nccl_check: no torch", file=sys.stderr)
+        if not torch.cuda.is_available():
+            print("torch_nccl_check: no CUDA device", file=sys.stderr)
             return 77
         plugin = os.path.join(args.plugin_dir, "libnccl-net-reccl.so")
         if not os.path.exists(plugin):
