@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
 #include <regex>
 #include <string>
 #include <thread>
@@ -82,6 +85,41 @@ TEST_F(NcclNetFault, AHostNicDownForGoodLeavesTheStreamOnTheOtherRail) {
   expectAllOk(j, 2);
   std::string t = j.text();
   expectEveryMessageArrived(t);
+  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+}
+
+// Faults one after another at random (seeded; NCCL_NET_FAULT_SEED replays one): a host's NIC or
+// its switch port, either host, either rail, down 150-700 ms with 150-500 ms between, one at a
+// time, under four connections each way. Every message whole and in order, no error.
+TEST_F(NcclNetFault, RandomLinkFaultsOneAfterAnotherLoseNoMessage) {
+  const char* given = std::getenv("NCCL_NET_FAULT_SEED");
+  const unsigned seed = given ? static_cast<unsigned>(std::strtoul(given, nullptr, 10))
+                              : static_cast<unsigned>(std::random_device{}());
+  SCOPED_TRACE("NCCL_NET_FAULT_SEED=" + std::to_string(seed));
+  std::printf("NCCL_NET_FAULT_SEED=%u\n", seed);
+  std::mt19937 rng(seed);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  const int faults = 8;
+  Job j(testbed().name(), env(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=2"), 180);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (int f = 0; f < faults; ++f) {
+    int host = pick(0, 1), rail = pick(0, 1);
+    bool switchSide = pick(0, 1) == 1;
+    int downMs = pick(150, 700), gapMs = pick(150, 500);
+    // CLOCK_MONOTONIC ms, as the worker reports its longest gap.
+    std::printf("fault %d at %.1f ms: host %d rail %d %s side, down %d ms\n", f,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(),
+                host, rail, switchSide ? "switch" : "host", downMs);
+    link(false, host, rail, switchSide);
+    std::this_thread::sleep_for(std::chrono::milliseconds(downMs));
+    link(true, host, rail, switchSide);
+    std::this_thread::sleep_for(std::chrono::milliseconds(gapMs));
+  }
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  expectEveryMessageArrived(t);
+  EXPECT_GE(sumField(t, "failovers"), static_cast<uint64_t>(faults)) << t;
   EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
 }
 

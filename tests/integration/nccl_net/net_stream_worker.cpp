@@ -16,9 +16,9 @@
 //
 // Ends after WORKER_ITERS messages, or when WORKER_STOP_FILE appears (WORKER_SECONDS at the
 // least). Prints "started rank R" once connected and "done rank R sent S received M bytes B
-// seconds T longest-gap-ms G failovers F" at the end (G: the longest time between two received
-// messages; F: failovers of the reccl communicators under all the comms), or "error rank R: why"
-// and exits 1.
+// seconds T longest-gap-ms G longest-gap-end-ms E failovers F" at the end (G: the longest time
+// between two received messages, E: when it ended, CLOCK_MONOTONIC ms; F: failovers of the reccl
+// communicators under all the comms), or "error rank R: why" and exits 1.
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -64,7 +64,9 @@ void logger(ncclDebugLogLevel level, unsigned long, const char*, int, const char
   if (level > NCCL_LOG_WARN && !std::getenv("WORKER_VERBOSE")) return;
   va_list ap;
   va_start(ap, fmt);
-  std::fprintf(stderr, "rank %d plugin: ", rank_);
+  // CLOCK_MONOTONIC ms first, to line the plugin's lines up with a test's fault log.
+  std::fprintf(stderr, "%.1f rank %d plugin: ",
+               std::chrono::duration<double, std::milli>(Clock::now().time_since_epoch()).count(), rank_);
   std::vfprintf(stderr, fmt, ap);
   std::fprintf(stderr, "\n");
   va_end(ap);
@@ -222,6 +224,7 @@ int main() {
   const auto start = Clock::now();
   auto lastArrival = start;
   double longestGapMs = 0;  // between two receive completions: a failover's stall shows here
+  Clock::time_point longestGapEnd{};
   auto stopping = [&] {
     if (iters > 0 && static_cast<long>(nextSend) >= iters - 1) return true;
     if (stopFile.empty()) return false;
@@ -279,8 +282,11 @@ int main() {
         ++received;
         bytesReceived += static_cast<uint64_t>(size);
         auto now = Clock::now();
-        if (received > 1)
-          longestGapMs = std::max(longestGapMs, std::chrono::duration<double, std::milli>(now - lastArrival).count());
+        double gapMs = std::chrono::duration<double, std::milli>(now - lastArrival).count();
+        if (received > 1 && gapMs > longestGapMs) {
+          longestGapMs = gapMs;
+          longestGapEnd = now;
+        }
         lastArrival = now;
         const uint8_t* got = recvBufs[p.buf].data();
         if (recvTotal != UINT64_MAX && p.index > recvTotal - window) {
@@ -322,9 +328,13 @@ int main() {
     check(net->closeSend(sendComms[k]), "closeSend");
     check(net->closeRecv(recvComms[k]), "closeRecv");
   }
-  std::printf("done rank %d sent %llu received %llu bytes %llu seconds %.3f longest-gap-ms %.2f failovers %llu\n", rank_,
+  // When the longest gap ended, in CLOCK_MONOTONIC ms (steady_clock), to line up with a fault log.
+  const double gapEndMs =
+      std::chrono::duration<double, std::milli>(longestGapEnd.time_since_epoch()).count();
+  std::printf("done rank %d sent %llu received %llu bytes %llu seconds %.3f longest-gap-ms %.2f "
+              "longest-gap-end-ms %.1f failovers %llu\n", rank_,
               static_cast<unsigned long long>(lastSent + 1), static_cast<unsigned long long>(received - window + 1),
-              static_cast<unsigned long long>(bytesReceived), seconds, longestGapMs,
+              static_cast<unsigned long long>(bytesReceived), seconds, longestGapMs, gapEndMs,
               static_cast<unsigned long long>(failovers));
   std::fflush(stdout);
   return 0;
