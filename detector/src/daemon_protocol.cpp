@@ -295,6 +295,7 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                    {"linkwatch_wakeups", c.linkwatchWakeups},
                    {"scan_runs", c.bpf.scanRuns},
                    {"rtnetlink_overruns", c.rtnlOverruns},
+                   {"neighbours_dropped", c.neighboursDropped},
                    {"debounced", c.stateMachine.debounced},
                    {"stale", c.stateMachine.stale},
                    {"suppressed_ups", c.stateMachine.suppressedUps}};

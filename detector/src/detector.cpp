@@ -381,7 +381,44 @@ void Detector::feed(const LinkSignal& s, uint64_t nowNs) {
   auto it = watches_.find(s.link);
   if (it == watches_.end()) return;  // not ours (a stale record after removeWatch)
   updateSlot(*it->second, s);
+  auto before = sm_.status(s.link, nowNs);
   sm_.onSignal(s, nowNs, pending_);
+  // Physically back (its hold-down only starts now): what it sends from here must not wait for
+  // neighbour entries the outage left unresolved.
+  if (before && !before->physicalUp) {
+    auto after = sm_.status(s.link, nowNs);
+    if (after && after->physicalUp) dropUnresolvedNeighbours(*it->second);
+  }
+}
+
+void Detector::dropUnresolvedNeighbours(Watch& w) {
+  NetnsCtx& ctx = *w.ctx;
+  if (ctx.neighboursRefused) return;
+  if (!ctx.neighbours) {
+    auto t = NeighbourTable::open(ctx.ns.fd.get());
+    if (!t.ok()) {
+      ctx.neighboursRefused = true;
+      RECCL_WARN(kLogDetector, "detector: %s: neighbour table: %s", w.info.ifname.c_str(), t.status().ToString().c_str());
+      return;
+    }
+    ctx.neighbours = std::make_unique<NeighbourTable>(std::move(t).value());
+  }
+  auto n = ctx.neighbours->dropUnresolved(w.info.key.ifindex);
+  if (!n.ok()) {
+    if (n.status().code() == Errc::kPermission) {
+      ctx.neighboursRefused = true;
+      RECCL_INFO(kLogDetector, "detector: %s back: cannot drop its unresolved neighbour entries (%s): the first "
+                 "packets to a neighbour the outage left unresolved wait for the kernel's next ARP try",
+                 w.info.ifname.c_str(), n.status().ToString().c_str());
+    } else {
+      RECCL_WARN(kLogDetector, "detector: %s back: %s", w.info.ifname.c_str(), n.status().ToString().c_str());
+    }
+    return;
+  }
+  counters_.neighboursDropped += static_cast<uint64_t>(*n);
+  if (*n > 0)
+    RECCL_INFO(kLogDetector, "detector: %s back: dropped %d unresolved neighbour entr%s, so the next packet asks at once",
+               w.info.ifname.c_str(), *n, *n == 1 ? "y" : "ies");
 }
 
 uint64_t Detector::linkEpoch(uint32_t slot) const {

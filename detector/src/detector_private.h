@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "reccl/detector/detector.h"
+#include "reccl/detector/neighbours.h"
 #include "reccl/detector/rtnetlink_source.h"
 #include "reccl/detector/rtnl_link.h"
 
@@ -20,6 +21,8 @@ struct Detector::NetnsCtx {
   uint32_t index = 0;
   std::unique_ptr<RtnlLinkQuery> query;
   std::unique_ptr<RtnetlinkSource> rtnl;
+  std::unique_ptr<NeighbourTable> neighbours;  // opened at the first link that comes back
+  bool neighboursRefused = false;              // no CAP_NET_ADMIN there: not tried again
 };
 
 struct Detector::Watch {
