@@ -89,9 +89,9 @@ class DaemonMetrics::StateCollector : public prometheus::Collectable {
     out.push_back(scalar("reccl_detector_rtnetlink_overruns_total",
                          "rtnetlink socket overruns (ENOBUFS): link messages the kernel dropped.",
                          MetricType::Counter, static_cast<double>(c.rtnlOverruns)));
-    out.push_back(scalar("reccl_detector_neighbours_dropped_total",
-                         "Neighbour (ARP) entries an outage left unresolved, dropped when their link came back.",
-                         MetricType::Counter, static_cast<double>(c.neighboursDropped)));
+    out.push_back(scalar("reccl_detector_neighbours_probed_total",
+                         "ARP requests for neighbours an outage left unresolved, sent when their link came back.",
+                         MetricType::Counter, static_cast<double>(c.neighboursProbed)));
     MetricFamily src = family("reccl_detector_source_active", "1 when the source or hook is active on this kernel.",
                               MetricType::Gauge);
     for (const auto& s : st.sources) src.metric.push_back(sample(s.active ? 1 : 0, {{"source", s.name}}, MetricType::Gauge));

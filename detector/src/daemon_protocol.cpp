@@ -295,7 +295,7 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                    {"linkwatch_wakeups", c.linkwatchWakeups},
                    {"scan_runs", c.bpf.scanRuns},
                    {"rtnetlink_overruns", c.rtnlOverruns},
-                   {"neighbours_dropped", c.neighboursDropped},
+                   {"neighbours_probed", c.neighboursProbed},
                    {"debounced", c.stateMachine.debounced},
                    {"stale", c.stateMachine.stale},
                    {"suppressed_ups", c.stateMachine.suppressedUps}};

@@ -387,38 +387,44 @@ void Detector::feed(const LinkSignal& s, uint64_t nowNs) {
   // neighbour entries the outage left unresolved.
   if (before && !before->physicalUp) {
     auto after = sm_.status(s.link, nowNs);
-    if (after && after->physicalUp) dropUnresolvedNeighbours(*it->second);
+    if (after && after->physicalUp) probeUnresolvedNeighbours(*it->second);
   }
 }
 
-void Detector::dropUnresolvedNeighbours(Watch& w) {
+void Detector::probeUnresolvedNeighbours(Watch& w) {
   NetnsCtx& ctx = *w.ctx;
   if (ctx.neighboursRefused) return;
   if (!ctx.neighbours) {
     auto t = NeighbourTable::open(ctx.ns.fd.get());
     if (!t.ok()) {
-      ctx.neighboursRefused = true;
-      RECCL_WARN(kLogDetector, "detector: %s: neighbour table: %s", w.info.ifname.c_str(), t.status().ToString().c_str());
+      refuseNeighbours(ctx, w, t.status());
       return;
     }
     ctx.neighbours = std::make_unique<NeighbourTable>(std::move(t).value());
   }
-  auto n = ctx.neighbours->dropUnresolved(w.info.key.ifindex);
+  auto n = ctx.neighbours->probeUnresolved(w.info.key.ifindex, w.info.ifname);
   if (!n.ok()) {
-    if (n.status().code() == Errc::kPermission) {
-      ctx.neighboursRefused = true;
-      RECCL_INFO(kLogDetector, "detector: %s back: cannot drop its unresolved neighbour entries (%s): the first "
-                 "packets to a neighbour the outage left unresolved wait for the kernel's next ARP try",
-                 w.info.ifname.c_str(), n.status().ToString().c_str());
-    } else {
-      RECCL_WARN(kLogDetector, "detector: %s back: %s", w.info.ifname.c_str(), n.status().ToString().c_str());
-    }
+    refuseNeighbours(ctx, w, n.status());
     return;
   }
-  counters_.neighboursDropped += static_cast<uint64_t>(*n);
+  counters_.neighboursProbed += static_cast<uint64_t>(*n);
   if (*n > 0)
-    RECCL_INFO(kLogDetector, "detector: %s back: dropped %d unresolved neighbour entr%s, so the next packet asks at once",
-               w.info.ifname.c_str(), *n, *n == 1 ? "y" : "ies");
+    RECCL_INFO(kLogDetector, "detector: %s back: asked again for %d neighbour%s its outage left unresolved",
+               w.info.ifname.c_str(), *n, *n == 1 ? "" : "s");
+}
+
+void Detector::refuseNeighbours(NetnsCtx& ctx, const Watch& w, const Status& why) {
+  // Without the capability it never works there: said once. Anything else starts afresh at the
+  // next return (the sockets may hold what a failed exchange left).
+  ctx.neighbours.reset();
+  if (why.code() == Errc::kPermission) {
+    ctx.neighboursRefused = true;
+    RECCL_INFO(kLogDetector, "detector: %s: cannot ask for the neighbours an outage left unresolved (%s): after a "
+               "link's return, packets to them wait for the kernel's next ARP try (up to 1 s)",
+               w.info.ifname.c_str(), why.ToString().c_str());
+    return;
+  }
+  RECCL_WARN(kLogDetector, "detector: %s back: %s", w.info.ifname.c_str(), why.ToString().c_str());
 }
 
 uint64_t Detector::linkEpoch(uint32_t slot) const {

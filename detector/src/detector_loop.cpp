@@ -138,6 +138,10 @@ void Detector::handle(const epoll_event* evs, int n) {
           if (__atomic_fetch_and(&sl.state, ~uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
               RECCL_LINK_STATE_DEGRADED)
             __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
+          // Asked again as the link is declared up: a request sent at its physical return may
+          // have met a device whose queue the kernel had not reactivated yet (link-watch holds a
+          // non-urgent device's carrier change up to a second).
+          probeUnresolvedNeighbours(*it->second);
         }
       }
       counters_.events++;

@@ -22,7 +22,7 @@ struct Detector::NetnsCtx {
   std::unique_ptr<RtnlLinkQuery> query;
   std::unique_ptr<RtnetlinkSource> rtnl;
   std::unique_ptr<NeighbourTable> neighbours;  // opened at the first link that comes back
-  bool neighboursRefused = false;              // no CAP_NET_ADMIN there: not tried again
+  bool neighboursRefused = false;              // no CAP_NET_RAW there: not tried again
 };
 
 struct Detector::Watch {

@@ -61,9 +61,9 @@ struct DetectorCounters {
   uint64_t queueOverflows = 0;     // LinkEvents dropped because no one drained
   uint64_t linkwatchWakeups = 0;   // link-watch records paired with a state read
   uint64_t rtnlOverruns = 0;
-  // IPv4 neighbour entries left unresolved by an outage, dropped when their link came back
-  // physically (neighbours.h), so that the next packet asks at once.
-  uint64_t neighboursDropped = 0;
+  // ARP requests for IPv4 neighbours an outage left unresolved, sent when their link came back
+  // (neighbours.h), so that what waits for them goes at once.
+  uint64_t neighboursProbed = 0;
   BpfCounters bpf;
   StateMachineCounters stateMachine;
 };
@@ -144,7 +144,8 @@ class Detector {
   void onBpfRecord(const reccl_link_event& e);
   void pairLinkwatch(uint64_t tsNs);
   void feed(const LinkSignal& s, uint64_t nowNs);
-  void dropUnresolvedNeighbours(Watch& w);
+  void probeUnresolvedNeighbours(Watch& w);
+  void refuseNeighbours(NetnsCtx& ctx, const Watch& w, const Status& why);
   void updateSlot(Watch& w, const LinkSignal& s);
   void applyUrgencyChanges(NetnsCtx& ctx);
   void deliver();
