@@ -381,14 +381,11 @@ void Detector::feed(const LinkSignal& s, uint64_t nowNs) {
   auto it = watches_.find(s.link);
   if (it == watches_.end()) return;  // not ours (a stale record after removeWatch)
   updateSlot(*it->second, s);
-  auto before = sm_.status(s.link, nowNs);
+  const bool wasUp = sm_.physicallyUp(s.link);
   sm_.onSignal(s, nowNs, pending_);
   // Physically back (its hold-down only starts now): what it sends from here must not wait for
   // neighbour entries the outage left unresolved.
-  if (before && !before->physicalUp) {
-    auto after = sm_.status(s.link, nowNs);
-    if (after && after->physicalUp) probeUnresolvedNeighbours(*it->second);
-  }
+  if (!wasUp && sm_.physicallyUp(s.link)) probeUnresolvedNeighbours(*it->second);
 }
 
 void Detector::probeUnresolvedNeighbours(Watch& w) {

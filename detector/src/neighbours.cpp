@@ -29,10 +29,8 @@ Result<NeighbourTable> NeighbourTable::open(int netnsFd) {
   // A reply always comes; the timeout only bounds a wedged kernel.
   timeval tv{1, 0};
   setsockopt(mnl_socket_get_fd(t.sock_.get()), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  RECCL_ASSIGN_OR_RETURN(t.arp_, socketInNetns(netnsFd, AF_PACKET, SOCK_DGRAM, htons(ETHERTYPE_ARP)));
-  // Only sent from: nothing is read, so nothing should queue up for it.
-  int zero = 0;
-  setsockopt(t.arp_.get(), SOL_SOCKET, SO_RCVBUF, &zero, sizeof(zero));
+  // Protocol 0: a socket only sent from receives nothing (each send names its protocol).
+  RECCL_ASSIGN_OR_RETURN(t.arp_, socketInNetns(netnsFd, AF_PACKET, SOCK_DGRAM, 0));
   return t;
 }
 
@@ -92,8 +90,8 @@ Result<int> NeighbourTable::probeUnresolved(uint32_t ifindex, const std::string&
   in_addr self;
   std::memcpy(&self, &reinterpret_cast<const sockaddr_in*>(&ifr.ifr_addr)->sin_addr, sizeof(self));
 
-  // The device's unresolved IPv4 entries: NDA_IFINDEX filters the dump in the kernel; the
-  // check below holds where it does not.
+  // The device's unresolved IPv4 entries: NDA_IFINDEX filters the dump in the kernel; onNeigh
+  // checks the device too, for a kernel that does not.
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
   nlh->nlmsg_type = RTM_GETNEIGH;
@@ -102,29 +100,8 @@ Result<int> NeighbourTable::probeUnresolved(uint32_t ifindex, const std::string&
   auto* nd = static_cast<ndmsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ndmsg)));
   nd->ndm_family = AF_INET;
   mnl_attr_put_u32(nlh, NDA_IFINDEX, ifindex);
-  if (mnl_socket_sendto(sock_.get(), nlh, nlh->nlmsg_len) < 0)
-    return Status::FromErrno(errno, "neighbours: send RTM_GETNEIGH dump");
   Unresolved u{ifindex, {}};
-  const uint32_t want = seq_;
-  for (bool done = false; !done;) {
-    ssize_t n = mnl_socket_recvfrom(sock_.get(), buf.data(), buf.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno(errno, "neighbours: recv RTM_GETNEIGH dump");
-    auto* h = reinterpret_cast<const nlmsghdr*>(buf.data());
-    int len = static_cast<int>(n);
-    for (; mnl_nlmsg_ok(h, len); h = mnl_nlmsg_next(h, &len)) {
-      if (h->nlmsg_seq != want) continue;  // left over from an earlier dump cut short
-      if (h->nlmsg_type == NLMSG_DONE) {
-        done = true;
-        break;
-      }
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        auto* e = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(h));
-        return Status::FromErrno(-e->error, "neighbours: RTM_GETNEIGH dump");
-      }
-      onNeigh(h, &u);
-    }
-  }
+  RECCL_TRY(rtnlDump(sock_.get(), nlh, [&](const nlmsghdr* h) { onNeigh(h, &u); }, "RTM_GETNEIGH dump"));
 
   sockaddr_ll to{};
   to.sll_family = AF_PACKET;

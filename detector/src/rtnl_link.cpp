@@ -102,6 +102,30 @@ Result<RtnlLinkInfo> RtnlLinkQuery::byName(std::string_view ifname) {
   return query(0, ifname);
 }
 
+Status rtnlDump(mnl_socket* sock, const nlmsghdr* request, const std::function<void(const nlmsghdr*)>& onMessage,
+                const std::string& what) {
+  if (mnl_socket_sendto(sock, request, request->nlmsg_len) < 0)
+    return Status::FromErrno(errno, "rtnetlink: send " + what);
+  std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
+  const uint32_t want = request->nlmsg_seq;
+  for (;;) {
+    ssize_t n = mnl_socket_recvfrom(sock, buf.data(), buf.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno(errno, "rtnetlink: recv " + what);
+    auto* h = reinterpret_cast<const nlmsghdr*>(buf.data());
+    int len = static_cast<int>(n);
+    for (; mnl_nlmsg_ok(h, len); h = mnl_nlmsg_next(h, &len)) {
+      if (h->nlmsg_seq != want) continue;
+      if (h->nlmsg_type == NLMSG_DONE) return Status::Ok();
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        auto* e = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(h));
+        return Status::FromErrno(-e->error, "rtnetlink: " + what);
+      }
+      onMessage(h);
+    }
+  }
+}
+
 Result<std::vector<RtnlLinkInfo>> RtnlLinkQuery::all() {
   std::vector<char> buf(MNL_SOCKET_BUFFER_SIZE);
   nlmsghdr* nlh = mnl_nlmsg_put_header(buf.data());
@@ -110,26 +134,12 @@ Result<std::vector<RtnlLinkInfo>> RtnlLinkQuery::all() {
   nlh->nlmsg_seq = ++seq_;
   auto* ifi = static_cast<ifinfomsg*>(mnl_nlmsg_put_extra_header(nlh, sizeof(ifinfomsg)));
   ifi->ifi_family = AF_UNSPEC;
-  if (mnl_socket_sendto(sock_.get(), nlh, nlh->nlmsg_len) < 0)
-    return Status::FromErrno(errno, "rtnetlink: send RTM_GETLINK dump");
   std::vector<RtnlLinkInfo> out;
-  const uint32_t want = seq_;
-  for (;;) {
-    ssize_t n = mnl_socket_recvfrom(sock_.get(), buf.data(), buf.size());
-    if (n < 0) return Status::FromErrno(errno, "rtnetlink: recv RTM_GETLINK dump");
-    auto* h = reinterpret_cast<const nlmsghdr*>(buf.data());
-    int len = static_cast<int>(n);
-    for (; mnl_nlmsg_ok(h, len); h = mnl_nlmsg_next(h, &len)) {
-      if (h->nlmsg_seq != want) continue;
-      if (h->nlmsg_type == NLMSG_DONE) return out;
-      if (h->nlmsg_type == NLMSG_ERROR) {
-        auto* e = static_cast<const nlmsgerr*>(mnl_nlmsg_get_payload(h));
-        return Status::FromErrno(-e->error, "rtnetlink: RTM_GETLINK dump");
-      }
-      auto info = parseRtnlLink(h);
-      if (info.ok()) out.push_back(std::move(info).value());
-    }
-  }
+  RECCL_TRY(rtnlDump(sock_.get(), nlh, [&](const nlmsghdr* h) {
+    auto info = parseRtnlLink(h);
+    if (info.ok()) out.push_back(std::move(info).value());
+  }, "RTM_GETLINK dump"));
+  return out;
 }
 
 Result<RtnlLinkInfo> RtnlLinkQuery::query(uint32_t ifindex, std::string_view ifname) {

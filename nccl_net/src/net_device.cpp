@@ -5,6 +5,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "api/comm_handle.h"
 #include "core/topology.h"
 #include "reccl/common/params.h"
 
@@ -39,12 +40,10 @@ int nicSpeedMbps(const std::string& sysfsText) {
 
 Result<FusedDevice> discoverFusedDevice() {
   auto all = core::listNics();
-  // The bootstrap NIC as a communicator's root picks it, which an unset RECCL_NICS leaves out.
-  std::string bootWant = params::BootstrapIfname();
-  std::string bootNic;
-  auto boot = core::selectNics(all, bootWant.empty() ? "^=lo" : "=" + bootWant, "");
-  if (!boot.empty()) bootNic = boot.front().name;
-  auto nics = core::selectNics(all, params::Nics(), bootNic);
+  // The bootstrap NIC as a communicator's root picks it (recclGetUniqueId), which an unset
+  // RECCL_NICS leaves out, as a communicator does.
+  RECCL_ASSIGN_OR_RETURN(uint32_t bootAddr, api::bootstrapAddress());
+  auto nics = core::selectNics(all, params::Nics(), core::nicWithAddress(all, bootAddr));
   if (nics.empty())
     return Status(Errc::kInvalidArgument, "RECCL_NICS=" + params::Nics() + " matches no usable interface");
   FusedDevice d;

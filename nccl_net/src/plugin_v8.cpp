@@ -99,10 +99,9 @@ struct ListenComm {
   std::unique_ptr<NetConn> accepting;
 };
 
-struct MemRegion {
-  void* data;
-  size_t size;
-};
+// Host memory needs no registration here (reccl copies through its own registered slots): every
+// region gets this one non-null handle, which NCCL hands back and nothing reads.
+char registeredHostMemory;
 
 NetConn* connOf(void* comm, NetConn::Role role) {
   auto* c = static_cast<NetConn*>(comm);
@@ -254,13 +253,13 @@ ncclResult_t netAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8
   });
 }
 
-ncclResult_t netRegMr(void* comm, void* data, size_t size, int type, void** mhandle) {
+ncclResult_t netRegMr(void* comm, void* /*data*/, size_t /*size*/, int type, void** mhandle) {
   return guarded("regMr", [&] {
     if (!comm || !mhandle) return failed("regMr", Status(Errc::kInvalidArgument, "comm or mhandle: null pointer"));
     if (type != NCCL_PTR_HOST)
       return failed("regMr", Status(Errc::kInvalidArgument, "memory of type " + std::to_string(type) +
                                                                 " (the plugin takes host memory only, NCCL_PTR_HOST)"));
-    *mhandle = new MemRegion{data, size};
+    *mhandle = &registeredHostMemory;
     return ncclSuccess;
   });
 }
@@ -271,10 +270,7 @@ ncclResult_t netRegMrDmaBuf(void*, void*, size_t, int, uint64_t, int, void**) {
   });
 }
 
-ncclResult_t netDeregMr(void* /*comm*/, void* mhandle) {
-  delete static_cast<MemRegion*>(mhandle);
-  return ncclSuccess;
-}
+ncclResult_t netDeregMr(void* /*comm*/, void* /*mhandle*/) { return ncclSuccess; }
 
 ncclResult_t netIsend(void* sendComm, void* data, int size, int tag, void* /*mhandle*/, void** request) {
   return guarded("isend", [&] {

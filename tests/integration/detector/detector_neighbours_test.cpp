@@ -2,7 +2,7 @@
 // unresolved (neighbours.h): a packet sent over the device while its link was down leaves its
 // destination's entry INCOMPLETE, and otherwise the kernel asks again only after retrans_time_ms
 // (1 s), so for most of a second after the link's return nothing reaches that neighbour (a
-// failover's connection onto the returned rail waited ~0.5 s for it). Real namespaces, a real veth pair,
+// failover's connection onto the returned rail included). Real namespaces, a real veth pair,
 // the real detector (BPF hooks and the rtnetlink fallback).
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <regex>
 #include <string>
@@ -19,7 +20,6 @@ using reccl::test::failover::countMatches;
 using reccl::test::failover::Job;
 using reccl::test::failover::sumField;
 using reccl::test::failover::waitFailovers;
-using NcclNetFault = reccl::test::failover::FailoverTest<2>;
 
 // reccl's failover lines reach the worker through the plugin's NCCL logger.
 const std::string kSeeFailovers = "WORKER_VERBOSE=1 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER ";
@@ -40,52 +40,53 @@ void expectEveryMessageArrived(const std::string& t) {
   EXPECT_GT(sent[0], 0u) << t;
 }
 
-// Host 0's rail-0 switch port goes down mid-stream for a second and comes back.
-TEST_F(NcclNetFault, ASwitchPortDownMidStreamLosesNoMessage) {
-  Job j(testbed().name(), env(kSeeFailovers + "WORKER_SECONDS=3"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  link(false, 0, 0, true);
-  bool movedAway = waitFailovers(j, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  link(true, 0, 0, true);
-  ASSERT_TRUE(movedAway) << j.text();
-  expectAllOk(j, 2);
-  std::string t = j.text();
-  expectEveryMessageArrived(t);
-  EXPECT_GE(sumField(t, "failovers"), 1u) << t;
-  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
-}
+class NcclNetFault : public reccl::test::failover::FailoverTest<2> {
+ protected:
+  // Starts the stream (WORKER_* in `workerEnv`) and waits until both ranks are connected, plus
+  // 300 ms of traffic before any fault.
+  std::unique_ptr<Job> startStream(const std::string& workerEnv, int timeoutSec = 120) {
+    auto j = std::make_unique<Job>(testbed().name(), env(workerEnv), timeoutSec);
+    EXPECT_TRUE(j->waitFor("started rank", 2, std::chrono::seconds(60))) << j->text();
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    return j;
+  }
+  // The run ended well: every message whole and in order, no rank in error, at least
+  // `failovers` failovers over the ranks.
+  void expectWholeStream(Job& j, uint64_t failovers) {
+    expectAllOk(j, 2);
+    std::string t = j.text();
+    expectEveryMessageArrived(t);
+    EXPECT_GE(sumField(t, "failovers"), failovers) << t;
+    EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+  }
+  // Host 0's rail-0 switch port down for a second mid-stream, then back; `moves` failovers (one
+  // per connection on that rail) before it comes back.
+  void switchPortDownForASecond(const std::string& workerEnv, int moves) {
+    auto j = startStream(kSeeFailovers + workerEnv + " WORKER_SECONDS=3");
+    ASSERT_FALSE(HasFailure());
+    link(false, 0, 0, true);
+    bool movedAway = waitFailovers(*j, moves);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+    link(true, 0, 0, true);
+    ASSERT_TRUE(movedAway) << j->text();
+    expectWholeStream(*j, static_cast<uint64_t>(moves));
+  }
+};
+
+TEST_F(NcclNetFault, ASwitchPortDownMidStreamLosesNoMessage) { switchPortDownForASecond("", 1); }
 
 // As NCCL with four channels to a peer: four connections each way, messages spread over them.
 TEST_F(NcclNetFault, ASwitchPortDownUnderFourConnectionsEachWayLosesNoMessage) {
-  Job j(testbed().name(), env(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=3"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  link(false, 0, 0, true);
-  bool movedAway = waitFailovers(j, 4);
-  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
-  link(true, 0, 0, true);
-  ASSERT_TRUE(movedAway) << j.text();
-  expectAllOk(j, 2);
-  std::string t = j.text();
-  expectEveryMessageArrived(t);
-  EXPECT_GE(sumField(t, "failovers"), 4u) << t;
-  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+  switchPortDownForASecond("WORKER_CONNS=4 WORKER_INFLIGHT=4", 4);
 }
 
 // The host's own NIC goes down and stays down: the stream carries on over rail 1 to the end.
 TEST_F(NcclNetFault, AHostNicDownForGoodLeavesTheStreamOnTheOtherRail) {
-  Job j(testbed().name(), env(kSeeFailovers + "WORKER_SECONDS=3"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto j = startStream(kSeeFailovers + "WORKER_SECONDS=3");
+  ASSERT_FALSE(HasFailure());
   link(false, 1, 0, false);
-  bool movedAway = waitFailovers(j, 1);
-  ASSERT_TRUE(movedAway) << j.text();
-  expectAllOk(j, 2);
-  std::string t = j.text();
-  expectEveryMessageArrived(t);
-  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+  ASSERT_TRUE(waitFailovers(*j, 1)) << j->text();
+  expectWholeStream(*j, 0);
 }
 
 // Faults one after another at random (seeded; NCCL_NET_FAULT_SEED replays one): a host's NIC or
@@ -100,9 +101,8 @@ TEST_F(NcclNetFault, RandomLinkFaultsOneAfterAnotherLoseNoMessage) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int faults = 8;
-  Job j(testbed().name(), env(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=2"), 180);
-  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto j = startStream(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=2", 180);
+  ASSERT_FALSE(HasFailure());
   for (int f = 0; f < faults; ++f) {
     int host = pick(0, 1), rail = pick(0, 1);
     bool switchSide = pick(0, 1) == 1;
@@ -116,23 +116,18 @@ TEST_F(NcclNetFault, RandomLinkFaultsOneAfterAnotherLoseNoMessage) {
     link(true, host, rail, switchSide);
     std::this_thread::sleep_for(std::chrono::milliseconds(gapMs));
   }
-  expectAllOk(j, 2);
-  std::string t = j.text();
-  expectEveryMessageArrived(t);
-  EXPECT_GE(sumField(t, "failovers"), static_cast<uint64_t>(faults)) << t;
-  EXPECT_EQ(countMatches(t, "error rank"), 0) << t;
+  expectWholeStream(*j, static_cast<uint64_t>(faults));
 }
 
 // The same fault without reccl's failover fails the run: the fault does reach the traffic.
 TEST_F(NcclNetFault, WithoutFailoverTheSameFaultFailsTheRun) {
-  Job j(testbed().name(), env("RECCL_FAILOVER=0 RECCL_TIMEOUT_MS=3000 WORKER_SECONDS=3"), 120);
-  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(60))) << j.text();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto j = startStream("RECCL_FAILOVER=0 RECCL_TIMEOUT_MS=3000 WORKER_SECONDS=3");
+  ASSERT_FALSE(HasFailure());
   link(false, 0, 0, true);
-  bool failed = j.waitFor("error rank", 1, std::chrono::seconds(30));
+  bool failed = j->waitFor("error rank", 1, std::chrono::seconds(30));
   link(true, 0, 0, true);
-  EXPECT_TRUE(failed) << j.text();
-  EXPECT_NE(j.wait(), 0) << j.text();
+  EXPECT_TRUE(failed) << j->text();
+  EXPECT_NE(j->wait(), 0) << j->text();
 }
 
 }  // namespace

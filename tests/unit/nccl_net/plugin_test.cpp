@@ -83,6 +83,17 @@ class NcclNetPlugin : public ::testing::Test {
     ASSERT_EQ(net_->closeListen(listen), ncclSuccess);
   }
 
+  // One receive of up to `size` bytes into `buf`: irecv's code.
+  ncclResult_t postRecv(void* recv, void* buf, int size, void** request, int tag = 0) {
+    return net_->irecv(recv, 1, &buf, &size, &tag, nullptr, request);
+  }
+
+  // Both comms of a pair closed, the send comm first.
+  void closePair(void* send, void* recv) {
+    EXPECT_EQ(net_->closeSend(send), ncclSuccess);
+    EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  }
+
   // Polls until done or an error; the code test() returned.
   ncclResult_t wait(void* request, int* size, std::chrono::seconds limit = std::chrono::seconds(30)) {
     auto deadline = Clock::now() + limit;
@@ -130,9 +141,7 @@ TEST_F(NcclNetPlugin, MessagesArriveWholeAndShortOfThePostedSize) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     out[i].resize(sizes[i]);
     for (int b = 0; b < sizes[i]; ++b) out[i][b] = static_cast<uint8_t>(i * 37 + b * 11);
-    void* data = in[i].data();
-    int size = capacity, tag = 7;
-    ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq[i]), ncclSuccess) << warnings();
+    ASSERT_EQ(postRecv(recv, in[i].data(), capacity, &rreq[i], 7), ncclSuccess) << warnings();
     ASSERT_EQ(net_->isend(send, out[i].data(), sizes[i], 7, nullptr, &sreq[i]), ncclSuccess) << warnings();
     ASSERT_NE(sreq[i], nullptr);
     ASSERT_NE(rreq[i], nullptr);
@@ -151,8 +160,7 @@ TEST_F(NcclNetPlugin, MessagesArriveWholeAndShortOfThePostedSize) {
   s.size = sizeof(s);
   ASSERT_EQ(stats_(send, &s), 0);
   EXPECT_GT(s.bytesSent, 0u);
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // NCCL keeps at most NCCL_NET_MAX_REQUESTS in flight; one more is "not now" (a NULL request),
@@ -163,17 +171,13 @@ TEST_F(NcclNetPlugin, APostBeyondTheRequestLimitIsRefusedUntilOneEnds) {
   int byte = 0;
   std::vector<void*> reqs;
   for (int i = 0; i < NCCL_NET_MAX_REQUESTS; ++i) {
-    void* data = &byte;
-    int size = 4, tag = 0;
     void* r = nullptr;
-    ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &r), ncclSuccess);
+    ASSERT_EQ(postRecv(recv, &byte, 4, &r), ncclSuccess);
     ASSERT_NE(r, nullptr) << "request " << i;
     reqs.push_back(r);
   }
-  void* data = &byte;
-  int size = 4, tag = 0;
   void* extra = &byte;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &extra), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &byte, 4, &extra), ncclSuccess);
   EXPECT_EQ(extra, nullptr);
   uint32_t word = 0x01020304;
   void* sreq = nullptr;
@@ -182,7 +186,7 @@ TEST_F(NcclNetPlugin, APostBeyondTheRequestLimitIsRefusedUntilOneEnds) {
   int got = -1;
   ASSERT_EQ(wait(reqs[0], &got), ncclSuccess);
   EXPECT_EQ(got, 4);
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &extra), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &byte, 4, &extra), ncclSuccess);
   EXPECT_NE(extra, nullptr);
   // The 32 receives still posted end with the close, which must not wait for them.
   auto t0 = Clock::now();
@@ -197,10 +201,8 @@ TEST_F(NcclNetPlugin, AMessageLargerThanItsReceiveFailsBothEnds) {
   void *send, *recv;
   connectPair(&send, &recv);
   std::vector<uint8_t> out(200, 1), in(100);
-  void* data = in.data();
-  int size = 100, tag = 0;
   void *rreq = nullptr, *sreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, in.data(), 100, &rreq), ncclSuccess);
   ASSERT_EQ(net_->isend(send, out.data(), 200, 0, nullptr, &sreq), ncclSuccess);
   int got = -1;
   EXPECT_EQ(wait(rreq, &got), ncclInvalidUsage);
@@ -214,9 +216,8 @@ TEST_F(NcclNetPlugin, AMessageLargerThanItsReceiveFailsBothEnds) {
   }
   EXPECT_EQ(r, ncclRemoteError) << warnings();
   void* again = nullptr;
-  EXPECT_NE(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &again), ncclSuccess);
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  EXPECT_NE(postRecv(recv, in.data(), 100, &again), ncclSuccess);
+  closePair(send, recv);
 }
 
 // A receive posted long before its message waits for it: NCCL posts receives ahead, and an
@@ -228,10 +229,8 @@ TEST_F(NcclNetPlugin, AReceiveWaitsForItsMessageAsLongAsItTakes) {
   connectPair(&send, &recv);
   unsetenv("RECCL_STALL_TIMEOUT_MS");
   uint64_t in = 0, out = 0x1122334455667788ull;
-  void* data = &in;
-  int size = 8, tag = 0;
   void *rreq = nullptr, *sreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &in, 8, &rreq), ncclSuccess);
   auto until = Clock::now() + std::chrono::milliseconds(1500);
   while (Clock::now() < until) {
     int done = 1;
@@ -247,8 +246,7 @@ TEST_F(NcclNetPlugin, AReceiveWaitsForItsMessageAsLongAsItTakes) {
   s.size = sizeof(s);
   ASSERT_EQ(stats_(recv, &s), 0);
   EXPECT_EQ(s.failovers, 0u) << "the idle wait was taken for a stalled path";
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // RECCL_TIMEOUT_MS, when the user sets it, bounds a receive as it bounds any reccl call.
@@ -258,16 +256,13 @@ TEST_F(NcclNetPlugin, RecclTimeoutBoundsAReceiveWhenSet) {
   connectPair(&send, &recv);
   unsetenv("RECCL_TIMEOUT_MS");
   uint64_t in = 0;
-  void* data = &in;
-  int size = 8, tag = 0;
   void* rreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &in, 8, &rreq), ncclSuccess);
   auto t0 = Clock::now();
   EXPECT_EQ(wait(rreq, nullptr, std::chrono::seconds(20)), ncclRemoteError);
   EXPECT_LT(Clock::now() - t0, std::chrono::seconds(10));
   EXPECT_NE(warnings().find("timeout"), std::string::npos) << warnings();
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // A peer that closes its comm while this end waits: the waiting request fails, within the
@@ -276,10 +271,8 @@ TEST_F(NcclNetPlugin, APeerThatClosesFailsTheWaitingRequest) {
   void *send, *recv;
   connectPair(&send, &recv);
   uint64_t in = 0;
-  void* data = &in;
-  int size = 8, tag = 0;
   void* rreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &in, 8, &rreq), ncclSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(net_->closeSend(send), ncclSuccess);
   EXPECT_EQ(wait(rreq, nullptr, std::chrono::seconds(20)), ncclRemoteError) << warnings();
@@ -304,8 +297,7 @@ TEST_F(NcclNetPlugin, BadArgumentsAreRefusedWithTheirReason) {
   EXPECT_EQ(net_->isend(send, buf, -1, 0, nullptr, &req), ncclInvalidArgument);
   EXPECT_EQ(net_->isend(recv, buf, 4, 0, nullptr, &req), ncclInvalidArgument) << "a receive comm is no send comm";
   EXPECT_NE(net_->iflush(recv, 1, data, sizes, nullptr, &req), ncclSuccess);
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // NCCL tags a connection's messages with the sender's rank at both ends: a message tagged
@@ -314,15 +306,12 @@ TEST_F(NcclNetPlugin, AMessageWithAnotherTagFailsItsReceive) {
   void *send, *recv;
   connectPair(&send, &recv);
   uint64_t in = 0, out = 42;
-  void* data = &in;
-  int size = 8, tag = 2;
   void *rreq = nullptr, *sreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &in, 8, &rreq, 2), ncclSuccess);
   ASSERT_EQ(net_->isend(send, &out, 8, 1, nullptr, &sreq), ncclSuccess);
   EXPECT_EQ(wait(rreq, nullptr), ncclInvalidUsage);
   EXPECT_NE(warnings().find("a message tagged 1 arrived for a receive tagged 2"), std::string::npos) << warnings();
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // NCCL's teardown after an abort closes comms whose requests are still running, at any point of
@@ -334,17 +323,14 @@ TEST_F(NcclNetPlugin, ClosingMidMessageEndsItWithoutWaiting) {
   for (int round = 0; round < 8; ++round) {
     void *send, *recv;
     connectPair(&send, &recv);
-    void* data = in.data();
-    int size = bytes, tag = 0;
     void *rreq = nullptr, *sreq = nullptr;
-    ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+    ASSERT_EQ(postRecv(recv, in.data(), bytes, &rreq), ncclSuccess);
     std::this_thread::sleep_for(std::chrono::milliseconds(60));  // the header's wait
     ASSERT_EQ(net_->isend(send, out.data(), bytes, 0, nullptr, &sreq), ncclSuccess);
     std::this_thread::sleep_for(std::chrono::milliseconds(round * 3));
     auto t0 = Clock::now();
     if (round % 2) {
-      EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-      EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+      closePair(send, recv);
     } else {
       EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
       EXPECT_EQ(net_->closeSend(send), ncclSuccess);
@@ -374,10 +360,9 @@ TEST_F(NcclNetPlugin, RequestsDrivenFromOtherThreadsArriveInOrder) {
   std::thread receiver([&] {
     std::vector<uint32_t> word(1024);
     for (int i = 0; i < messages && receiverError.empty(); ++i) {
-      void* data = word.data();
-      int size = 4096, tag = 0, got = -1;
+      int got = -1;
       void* req = nullptr;
-      if (net_->irecv(recv, 1, &data, &size, &tag, nullptr, &req) != ncclSuccess || !req)
+      if (postRecv(recv, word.data(), 4096, &req) != ncclSuccess || !req)
         receiverError = "irecv " + std::to_string(i);
       else if (wait(req, &got) != ncclSuccess || got != 4 * (1 + i % 1024) ||
                word[static_cast<size_t>(got / 4 - 1)] != static_cast<uint32_t>(i))
@@ -394,8 +379,7 @@ TEST_F(NcclNetPlugin, RequestsDrivenFromOtherThreadsArriveInOrder) {
   receiver.join();
   EXPECT_EQ(senderError, "");
   EXPECT_EQ(receiverError, "") << warnings();
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 // NCCL frees a connect's handle when it gives the connect up, and may reuse the address for
@@ -423,16 +407,13 @@ TEST_F(NcclNetPlugin, AReusedHandleAddressConnectsToTheNewListener) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   uint64_t in = 0, out = 0xabcdef;
-  void* data = &in;
-  int size = 8, tag = 0;
   void *rreq = nullptr, *sreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, &in, 8, &rreq), ncclSuccess);
   ASSERT_EQ(net_->isend(send, &out, 8, 0, nullptr, &sreq), ncclSuccess);
   ASSERT_EQ(wait(sreq, nullptr), ncclSuccess);
   ASSERT_EQ(wait(rreq, nullptr), ncclSuccess);
   EXPECT_EQ(in, out);
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
   EXPECT_EQ(net_->closeListen(listenA), ncclSuccess);
   EXPECT_EQ(net_->closeListen(listenB), ncclSuccess);
 }
@@ -461,17 +442,15 @@ TEST_F(NcclNetPlugin, SameHostPairsMoveBytesOverSharedMemory) {
   setenv("RECCL_SHM_DISABLE", "1", 1);
   std::vector<uint8_t> out(3 << 20), in(4 << 20);
   for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<uint8_t>(i * 13);
-  void* data = in.data();
-  int size = static_cast<int>(in.size()), tag = 0, got = -1;
+  int got = -1;
   void *rreq = nullptr, *sreq = nullptr;
-  ASSERT_EQ(net_->irecv(recv, 1, &data, &size, &tag, nullptr, &rreq), ncclSuccess);
+  ASSERT_EQ(postRecv(recv, in.data(), static_cast<int>(in.size()), &rreq), ncclSuccess);
   ASSERT_EQ(net_->isend(send, out.data(), static_cast<int>(out.size()), 0, nullptr, &sreq), ncclSuccess);
   ASSERT_EQ(wait(sreq, nullptr), ncclSuccess);
   ASSERT_EQ(wait(rreq, &got), ncclSuccess);
   EXPECT_EQ(got, static_cast<int>(out.size()));
   EXPECT_EQ(0, std::memcmp(in.data(), out.data(), out.size()));
-  EXPECT_EQ(net_->closeSend(send), ncclSuccess);
-  EXPECT_EQ(net_->closeRecv(recv), ncclSuccess);
+  closePair(send, recv);
 }
 
 }  // namespace

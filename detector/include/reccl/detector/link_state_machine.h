@@ -81,6 +81,12 @@ class LinkStateMachine {
   void addLink(LinkKey key, std::string ifname, bool physicallyUp, uint64_t nowNs);
   void removeLink(LinkKey key);
   bool hasLink(LinkKey key) const { return links_.count(key) != 0; }
+  // The link's physical state as the signals left it (an up period, hold-down included); false
+  // for an unknown link.
+  bool physicallyUp(LinkKey key) const {
+    auto it = links_.find(key);
+    return it != links_.end() && it->second.physUp;
+  }
 
   void onSignal(const LinkSignal& s, uint64_t nowNs, std::vector<LinkEvent>& out);
   // Fires due timers (hold-down end, damping reuse, degraded clear).

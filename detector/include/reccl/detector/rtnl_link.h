@@ -7,6 +7,7 @@
 #include <linux/netlink.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -45,6 +46,12 @@ using MnlSocketPtr = std::unique_ptr<mnl_socket, MnlSocketDeleter>;
 
 // Wraps an already created NETLINK_ROUTE socket (may live in another netns).
 Result<MnlSocketPtr> mnlFromFd(UniqueFd fd, unsigned groups);
+
+// Sends the dump `request` (NLM_F_DUMP, its own sequence number) and hands each message of its
+// answer to `onMessage` until NLMSG_DONE; messages of other sequence numbers (left over from an
+// exchange cut short) are skipped. `what` names the request in errors ("RTM_GETLINK dump").
+Status rtnlDump(mnl_socket* sock, const nlmsghdr* request, const std::function<void(const nlmsghdr*)>& onMessage,
+                const std::string& what);
 
 // Request/response socket for RTM_GETLINK in one namespace.
 class RtnlLinkQuery {
