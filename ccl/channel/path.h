@@ -11,6 +11,9 @@
 #include <atomic>
 #include <string>
 
+#include "reccl/common/deadline.h"
+#include "reccl/common/status.h"
+
 namespace reccl::channel {
 
 class Path {
@@ -30,6 +33,13 @@ class Path {
   // After shutdown(): returns once the path's I/O no longer touches the port's memory (it left
   // its progress engine). Never from the thread that drives the path.
   virtual void drain() noexcept {}
+  // After shutdown(), at a receiver, before the peer may write over the successor: returns once
+  // nothing this path's transport already took in can still land in the port's memory (RDMA: a
+  // packet of an old write that the NIC was executing; the QP's receive queue flushed). Takes the
+  // path out of its progress engine. Transports whose data lands only through the engine's
+  // thread (sockets, relay pipes) have nothing to wait for: handOver()/drain() order them.
+  // kTimeout at the deadline (the path stays shut down; a retry may call it again).
+  virtual Status quiesce(Deadline) { return Status::Ok(); }
   // After shutdown(): starts `next` once this path has drained, without waiting for that here
   // (the engine that drives both does it). False when it cannot: the caller drains and starts.
   virtual bool handOver(Path& next) noexcept { return false; }

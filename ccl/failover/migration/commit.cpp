@@ -11,6 +11,10 @@
 namespace reccl::failover {
 namespace {
 constexpr int64_t kReplyMs = 1000;  // the reply's own deadline on the new link
+// How long an old receive path may take to let nothing more land (an RDMA receive queue's flush:
+// microseconds on hardware, a task switch in rxe; the slowest seen on a loaded lab VM is in
+// docs/verbs.md).
+constexpr int64_t kQuiesceMs = 2000;
 }  // namespace
 
 Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, uint32_t epoch, int rail, int via,
@@ -60,6 +64,14 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
   }
   port->setEpoch(epoch);
   if (old) old->shutdown();
+  // A receiver's old path must let nothing more land before the sender may write over the new
+  // one (Path::quiesce; an initiating receiver's transport did it before its ready byte). A
+  // failure leaves the old path shut down, as a retry expects, and sends no reply.
+  if (old && c.role == Role::kReceiver) {
+    const uint64_t t0 = monotonicNs();
+    RECCL_TRY(old->quiesce(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old path of " + connName(c.id)));
+    moved.quiescedNs = static_cast<int64_t>(monotonicNs() - t0);
+  }
   c.highest = std::max(c.highest, epoch);
   const std::string desc =
       (via >= 0 ? "relay via rank " + std::to_string(via) + " rail " + std::to_string(rail)
@@ -78,6 +90,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     // this end commits; resending from such a stale step would send slots that already hold
     // later steps as the steps they held before.
     uint64_t resume = std::max(std::min(peerReceived, posted), sp->acked());
+    moved.step = resume;
     // Counted from the parts, which copy nothing: frame() would copy each direct step's payload
     // into its slot first, under this lock and before the resend starts, into slot pages direct
     // sends never touched: first-touch page faults under this lock, milliseconds at a
@@ -96,6 +109,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     else if (old) old->drain();
   } else {
     auto* rp = static_cast<channel::RecvPort*>(port);
+    moved.step = rp->received();
     if (reply) {
       // The old path is shut down: only steps it was completing on its engine's thread right now
       // (those already in its staging buffer) can land after these reads, and the sender's resend

@@ -50,6 +50,14 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
                d(tl->queuedNs, tl->runningNs), d(tl->runningNs, tl->replyNs), d(tl->replyNs, tl->commitNs),
                d(tl->replyNs, tl->pathNs), d(tl->replyNs, tl->sentNs));
   }
+  {
+    size_t len = strlen(tlText);
+    if (m.quiescedNs >= 0)
+      snprintf(tlText + len, sizeof(tlText) - len, ", old path quiesced in %lld us, received step %" PRIu64,
+               static_cast<long long>(m.quiescedNs / 1000), m.step);
+    else
+      snprintf(tlText + len, sizeof(tlText) - len, ", resent after step %" PRIu64, m.step);
+  }
   // "rail A (nic) -> rail B (nic)": the rail left and the rail taken.
   RECCL_WARN(kLogFailover,
              "rank %d: %s %s %s rail %d (%s) -> rail %d (%s) epoch %u: reason %s, source %s, fault-to-switch %" PRIu64

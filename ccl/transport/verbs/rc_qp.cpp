@@ -1,6 +1,7 @@
 #include "transport/verbs/rc_qp.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/random.h>
 
 #include <cerrno>
@@ -141,6 +142,20 @@ Status RcQp::toError() noexcept {
   attr.qp_state = IBV_QPS_ERR;
   if (int rc = ibv_modify_qp(qp_.get(), &attr, IBV_QP_STATE); rc != 0)
     return Status::FromErrno(rc, "rdma: qp " + std::to_string(qpn()) + " to ERR");
+  return Status::Ok();
+}
+
+Status RcQp::drainReceives(Deadline deadline) {
+  if (!inError()) RECCL_TRY(toError());
+  return pollUntil(deadline, [&] { return recvsOut_ == 0; }, [](const ibv_wc&) {}, "flushing its receives");
+}
+
+Status RcQp::awaitEvent(Deadline deadline) noexcept {
+  pollfd p{completionFd(), POLLIN, 0};
+  int rc = ::poll(&p, 1, deadline.remainingMsForPoll());
+  if (rc < 0 && errno != EINTR)
+    return Status::FromErrno(errno, "rdma: waiting on qp " + std::to_string(qpn()) + "'s completion channel");
+  consumeEvents();
   return Status::Ok();
 }
 

@@ -75,11 +75,24 @@ class RcQp {
   // completion to `each` (may be null). kTimeout at the deadline.
   template <typename F>
   Status drain(Deadline deadline, F each);
+  // In ERR: polls until every posted receive has completed (flushed); send completions polled on
+  // the way are counted as drain() counts them. A receive queue flushes once the QP's responder
+  // has seen ERR (the pattern of the kernel's ib_drain_rq): a write the responder was executing
+  // when the QP moved there has landed by then, and none lands after. Before that, a late packet
+  // of an old write can still reach memory (rxe: a packet the responder took before the state
+  // change). kTimeout at the deadline.
+  Status drainReceives(Deadline deadline);
   Result<ibv_qp_state> state() const;
 
  private:
   RcQp() = default;
   Status postRecvs(uint32_t n) noexcept;
+  // Polls (each completion to `each`) until done() or the deadline, asleep on the completion
+  // channel while nothing comes. `what` names the wait in its errors.
+  template <typename Done, typename F>
+  Status pollUntil(Deadline deadline, Done done, F each, const char* what);
+  // Waits for the armed CQ's event (or the deadline) and consumes it.
+  Status awaitEvent(Deadline deadline) noexcept;
 
   int rail_ = -1;
   LocalPort local_;
@@ -99,18 +112,32 @@ class RcQp {
 template <typename F>
 Status RcQp::drain(Deadline deadline, F each) {
   if (!inError()) RECCL_TRY(toError());
+  return pollUntil(deadline, [&] { return sendsOutstanding() == 0 && recvsOut_ == 0; }, each, "draining");
+}
+
+template <typename Done, typename F>
+Status RcQp::pollUntil(Deadline deadline, Done done, F each, const char* what) {
   ibv_wc wc[16];
-  while (sendsOutstanding() > 0 || recvsOut_ > 0) {
+  bool armed = false;
+  while (!done()) {
     int n = poll(wc);
-    if (n < 0) return Status(Errc::kSystem, "rdma: polling the completion queue failed while draining");
+    if (n < 0) return Status(Errc::kSystem, std::string("rdma: polling the completion queue failed while ") + what);
     for (int i = 0; i < n; ++i) each(wc[i]);
-    if (n == 0) {
-      if (deadline.expired())
-        return Status(Errc::kTimeout, "rdma: qp " + std::to_string(qpn()) + " still has " +
-                                          std::to_string(sendsOutstanding()) + " sends and " + std::to_string(recvsOut_) +
-                                          " receives after its drain deadline");
-      sched_yield();
+    if (n > 0) continue;
+    if (deadline.expired())
+      return Status(Errc::kTimeout, "rdma: qp " + std::to_string(qpn()) + " still has " +
+                                        std::to_string(sendsOutstanding()) + " sends and " + std::to_string(recvsOut_) +
+                                        " receives outstanding after its deadline for " + what);
+    // Asleep on the completion channel, not spinning: on a one-CPU host the flushes come from
+    // the driver's work (rxe's tasks), which a spinning poller delays. Armed first, then polled
+    // once more, since a completion that came before the arm raises no event.
+    if (!armed) {
+      RECCL_TRY(arm());
+      armed = true;
+      continue;
     }
+    RECCL_TRY(awaitEvent(deadline));
+    armed = false;
   }
   return Status::Ok();
 }

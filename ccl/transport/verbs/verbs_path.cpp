@@ -86,6 +86,14 @@ void VerbsPath::start() {
     notifyConsumed();
 }
 
+Status VerbsPath::quiesce(Deadline deadline) {
+  shutdown();
+  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+  std::lock_guard lk(postMu_);
+  if (!qp_) return Status::Ok();  // retired: flushed already
+  return qp_->drainReceives(deadline).Wrap(desc_);
+}
+
 void VerbsPath::drain() noexcept {
   if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
   if (onDrained_) {

@@ -14,6 +14,9 @@ namespace {
 // How long a passive sender waits for the initiating receiver's "ready" byte: the receiver
 // sends it right after it connected its QP, so this is a round trip and a QP state change.
 constexpr int64_t kReadyMs = 5000;
+// How long an initiating receiver waits for its old QP's receive queue to flush before it lets
+// the sender resend (as the communicator's commit does at a passive receiver).
+constexpr int64_t kQuiesceMs = 2000;
 // How long the reaper waits for a retired QP's flushes (an rxe QP took up to 0.9 s to go).
 constexpr int64_t kRetireMs = 5000;
 // How long after a failed start its failure is reported: the commit that started the path has
@@ -73,9 +76,15 @@ class VerbsLink final : public Link {
     }
     if (end.standbyOpening) return Status::Ok();
     if (initiator_ && !end.isSender) {
-      // Rule 2: the passive sender resends once it reads this byte; the old QP must be in ERR by
-      // then, so that no late retransmission of it lands in a slot that holds a newer step.
-      if (channel::Path* old = end.port->path()) old->shutdown();
+      // Rule 2: the passive sender resends once it reads this byte; the old QP must let nothing
+      // more land by then (in ERR, its receive queue flushed: Path::quiesce), so that no late
+      // packet or retransmission of it lands in a slot that holds a newer step.
+      if (channel::Path* old = end.port->path()) {
+        const uint64_t t0 = monotonicNs();
+        RECCL_TRY(old->quiesce(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old receive path"));
+        RECCL_INFO(kLogNet, "%s: old path quiesced in %llu us", old->describe().c_str(),
+                   static_cast<unsigned long long>((monotonicNs() - t0) / 1000));
+      }
       const std::byte ready{1};
       RECCL_TRY(io.send(std::span<const std::byte>(&ready, 1)).Wrap("sending the verbs ready byte"));
     }

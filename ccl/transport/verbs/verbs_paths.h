@@ -13,9 +13,13 @@
 //
 // Migration (what failover does with these): the slots of both ends are registered on every
 // rail up front (ConnRegistration), so a new path on another rail needs a new QP and nothing
-// else. Before the new path resends, the receiver's old path must be shut down (shutdown()
-// moves its QP to ERR): a QP in ERR lets nothing land, so a late retransmission of the old QP
-// cannot overwrite a slot that already holds a newer step. The sender's old path shut down
+// else. Before the new path resends, the receiver's old path must be quiesced (quiesce():
+// its QP moved to ERR and its receive queue flushed). Moving to ERR is not enough by itself: the
+// responder may be executing a packet of an old write as the state changes, and that packet
+// lands when it lands. Once the receive queue has flushed the responder has seen ERR and lets
+// nothing land, so neither a late packet nor a late retransmission of the old QP can overwrite
+// a slot the new path already wrote (a resent step's header with the old epoch, or a newer
+// step's bytes). The sender's old path shut down
 // stops its retries and never publishes an ack again (the new path holds acks for steps it is
 // still writing; see VerbsSendPath). Steps the receiver already has in its slots stay there
 // across paths; resending them is harmless (same bytes, counted as duplicates).
@@ -102,6 +106,11 @@ class VerbsPath : public channel::Path {
   bool isSender() const noexcept { return isSender_; }
   void failOnStart(Status why) { startFailure_ = std::move(why); }
   void start() override;
+  // Shuts the path down, takes it out of its engine (attach()'s; without one the caller has
+  // removed it), and waits for its receive queue to flush (RcQp::drainReceives): a receiver's
+  // old path, before the sender may write over the successor. Completions polled here are
+  // dropped: the path is dead, and the steps they carry are resent.
+  Status quiesce(Deadline deadline) override;
   void drain() noexcept override;
   std::string describe() const override { return desc_; }
 
@@ -261,6 +270,13 @@ class VerbsRecvPath final : public VerbsPath {
   channel::RecvPort* recvPort() const noexcept { return static_cast<channel::RecvPort*>(port_); }
 
   uint64_t ackPosted_ = 0;  // the latest applied step an ack was posted for (postMu_)
+  // The last step this path dropped, as its slot's header had it (progress thread): a gap
+  // after it names it, since a drop should never leave one.
+  struct Dropped {
+    uint64_t step = 0;  // 0: none
+    uint32_t epoch = 0;
+    uint32_t portEpoch = 0;
+  } dropped_;
 };
 
 }  // namespace reccl::transport::verbs

@@ -93,7 +93,14 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
     return;
   }
   if (step != next) {
-    protocolError("step " + std::to_string(step) + " arrived after step " + std::to_string(received));
+    std::string why = "step " + std::to_string(step) + " arrived after step " + std::to_string(received);
+    if (dropped_.step)
+      why += " (this path dropped step " + std::to_string(dropped_.step) + " of epoch " +
+             std::to_string(dropped_.epoch) + " as a duplicate or stale, the port's epoch " +
+             std::to_string(dropped_.portEpoch) + ")";
+    else
+      why += " (this path dropped nothing; the port's epoch " + std::to_string(port->epoch()) + ")";
+    protocolError(why);
     return;
   }
   // The header landed in the slot with the payload: the same framing as every path's
@@ -109,6 +116,8 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
   if (a.kind == channel::StepArrival::Kind::kNext) {
     markHeard();
     port->onReceived(step);
+  } else {
+    dropped_ = {a.header.step, a.header.epoch, port->epoch()};
   }
 }
 
