@@ -6,6 +6,7 @@
 
 #include <cinttypes>
 #include <cstddef>
+#include <deque>
 #include <thread>
 
 #include "api/api_result.h"
@@ -79,6 +80,72 @@ Status commOptions(const CommConfig& cfg, core::CommOptions* out) {
   if (cfg.timeoutMs != CommConfig::kUnset) out->timeoutMs = cfg.timeoutMs;
   if (cfg.bootstrapTimeoutMs != CommConfig::kUnset) out->bootstrapTimeoutMs = cfg.bootstrapTimeoutMs;
   return Status::Ok();
+}
+
+CallTicket::CallTicket(recclComm_t comm) noexcept : comm_(comm) {
+  // Counted before the check (both sequentially consistent): a close that set `closing` and then
+  // read no call inside is one this call sees closing.
+  comm_->calls.fetch_add(1);
+  if (comm_->closing.load()) {
+    std::lock_guard lk(comm_->callsMu);
+    comm_->calls.fetch_sub(1);
+    comm_->callsCv.notify_all();
+    comm_ = nullptr;
+  }
+}
+
+CallTicket::~CallTicket() {
+  if (!comm_) return;
+  // Notified under the lock: the close may free the communicator as soon as it reads zero.
+  std::lock_guard lk(comm_->callsMu);
+  comm_->calls.fetch_sub(1);
+  comm_->callsCv.notify_all();
+}
+
+recclResult_t refusedClosed() {
+  return fail(recclInvalidUsage, "comm: destroyed or aborted (recclCommDestroy / recclCommAbort); no call may follow");
+}
+
+bool beginClose(recclComm_t comm) noexcept { return !comm->closing.exchange(true); }
+
+int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit) {
+  std::unique_lock lk(comm->callsMu);
+  comm->callsCv.wait_for(lk, limit, [&] { return comm->calls.load() == 0; });
+  return comm->calls.load();
+}
+
+namespace {
+// Never destroyed: a late call may look at a shell while static destructors run.
+std::mutex& tombstonesMu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::deque<recclComm_t>& tombstones() {
+  static auto* list = new std::deque<recclComm_t>;
+  return *list;
+}
+}  // namespace
+
+void bury(recclComm_t comm) {
+  {
+    std::lock_guard lk(comm->deviceMu);
+    comm->device.reset();  // the stream layer runs collectives on impl: it goes first
+  }
+  comm->impl.reset();
+  {
+    std::lock_guard lk(comm->settleMu);
+    comm->pending.reset();
+  }
+  recclComm_t evicted = nullptr;
+  {
+    std::lock_guard lk(tombstonesMu());
+    tombstones().push_back(comm);
+    if (tombstones().size() > kTombstones) {
+      evicted = tombstones().front();
+      tombstones().pop_front();
+    }
+  }
+  delete evicted;
 }
 
 int settle(recclComm_t comm) {

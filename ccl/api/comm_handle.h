@@ -9,15 +9,26 @@
 // core::Comm::run and `device` through api/launch.h, which recclCommAbort fails and waits out).
 // `device` (the stream layer, made on the first call with a CUDA stream or device buffers) is
 // guarded by deviceMu.
+//
+// Closing (recclCommAbort, recclCommDestroy) while another thread is inside a call on the handle
+// (a watchdog's abort): every call on a handle holds a CallTicket for as long as it uses the
+// handle, the close marks the handle closing (calls entering from then on are refused) and frees
+// the communicator only once the calls inside have left. The handle's shell stays, closed, among
+// the last kTombstones closed handles (bury()): a call that loaded the handle before the close
+// and enters after it, or a second close, finds it closed and is refused by name instead of
+// touching freed memory.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
+#include "api/api_result.h"
 #include "core/comm.h"
 #include "core/wire.h"
 #include "reccl/common/status.h"
@@ -64,9 +75,57 @@ struct recclComm {
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;
+  // The calls inside the C API on this handle (reccl::api::CallTicket), and whether it is closing.
+  std::atomic<int> calls{0};
+  std::atomic<bool> closing{false};
+  std::mutex callsMu;
+  std::condition_variable callsCv;
 };
 
 namespace reccl::api {
+
+// A call's hold on a handle for as long as the call uses it (file comment). False when the
+// handle is closing or closed: the call must not touch it beyond this.
+class CallTicket {
+ public:
+  explicit CallTicket(recclComm_t comm) noexcept;
+  ~CallTicket();
+  CallTicket(CallTicket&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)) {}
+  CallTicket(const CallTicket&) = delete;
+  CallTicket& operator=(const CallTicket&) = delete;
+  CallTicket& operator=(CallTicket&&) = delete;
+  explicit operator bool() const noexcept { return comm_ != nullptr; }
+
+ private:
+  recclComm_t comm_;
+};
+
+// Runs `fn`, a C API call's work on `comm`, holding a ticket on it: refused (recclInvalidUsage,
+// naming the close) when the handle is closing or closed, recclInvalidArgument when null.
+recclResult_t refusedClosed();
+template <typename F>
+recclResult_t onComm(recclComm_t comm, F&& fn) {
+  if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+  CallTicket t(comm);
+  if (!t) return refusedClosed();
+  return fn();
+}
+
+// guarded() around onComm(): a C API function's whole body on `comm`.
+template <typename F>
+recclResult_t guardedOn(recclComm_t comm, F&& fn) noexcept {
+  return guarded([&] { return onComm(comm, fn); });
+}
+
+// Marks the handle closing; false (the handle untouched) when it was already, by another close.
+bool beginClose(recclComm_t comm) noexcept;
+// After beginClose: waits up to `limit` for the calls inside to leave; the calls still inside
+// then (0: none).
+int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit);
+// Frees what the handle holds (the stream layer, then the communicator) and keeps its shell,
+// closed, among the last kTombstones closed handles; a shell that falls off that list is freed.
+inline constexpr size_t kTombstones = 4096;
+void bury(recclComm_t comm);
 
 // Moves a finished pending operation's outcome into the handle; returns the state after that.
 int settle(recclComm_t comm);

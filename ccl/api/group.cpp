@@ -138,8 +138,12 @@ recclResult_t groupEnd() {
     }
   }
   // Every communicator must take its work before any starts: a refused call runs nothing, and
-  // leaves the communicators as they were.
+  // leaves the communicators as they were. Each is held (CallTicket) until its work has run: a
+  // close on another thread waits for it.
+  std::vector<CallTicket> held;
+  held.reserve(work.size());
   for (const CommWork& w : work) {
+    if (!held.emplace_back(w.comm)) return refusedClosed();
     core::Comm* impl = nullptr;
     RECCL_CHECK(usable(w.comm, &impl));
     RECCL_CHECK(finish(algo::checkSelfPairs(w.p2p.p2p, impl->rank())));

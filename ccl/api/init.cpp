@@ -34,6 +34,14 @@ namespace {
 constexpr auto kAbortWait = std::chrono::seconds(10);
 constexpr int64_t kDestroyGraceMs = 10000;
 
+// A close whose communicator still has calls inside after an abort and its wait: the handle stays
+// closed and nothing is freed under those calls (the memory is theirs, leaked).
+recclResult_t leftToCalls(recclComm_t, int left, const char* who) {
+  return fail(recclTimeout, std::string(who) + ": " + std::to_string(left) +
+                                " call(s) on other threads had not returned " + std::to_string(kAbortWait.count()) +
+                                " s after the communicator was aborted; the handle is closed and its memory left to them");
+}
+
 recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId& commId, int rank,
                               const recclConfig_t* config) {
   if (!comm) return fail(recclInvalidArgument, "comm: null pointer");
@@ -147,7 +155,7 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
 }
 
 recclResult_t recclCommFinalize(recclComm_t comm) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     core::Comm* c = nullptr;
     RECCL_CHECK(usable(comm, &c));
     // A barrier: once it returns on any rank, every rank's earlier work is done. It goes where a
@@ -170,7 +178,9 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     comm->state.store(recclComm::kFinalizing, std::memory_order_release);
     // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
     // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
-    std::thread([op, comm, barrier] {
+    CallTicket held(comm);  // the thread's own, so a close waits for it like for any call
+    if (!held) return refusedClosed();
+    std::thread([op, comm, barrier, held = std::move(held)] {
       Status s = launch(*comm, barrier, nullptr);
       {
         std::lock_guard lk(op->mu);
@@ -186,6 +196,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
 recclResult_t recclCommDestroy(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    if (!beginClose(comm)) return refusedClosed();  // calls entering from now on are refused
     forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     settle(comm);
     std::shared_ptr<PendingOp> op;
@@ -194,13 +205,13 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       op = comm->pending;
     }
     std::string gaveUp;
+    // Init is bounded by its bootstrap deadline, finalize and any call by its collective
+    // deadline: the communicator's config where it sets them, else the environment's.
+    const CommConfig& c = comm->config;
+    int64_t boot = c.bootstrapTimeoutMs != CommConfig::kUnset ? c.bootstrapTimeoutMs : params::BootstrapTimeoutMs();
+    int64_t coll = c.timeoutMs != CommConfig::kUnset ? c.timeoutMs : params::TimeoutMs();
+    int64_t limit = std::max(boot, coll) + kDestroyGraceMs;
     if (op) {
-      // Init is bounded by its bootstrap deadline, finalize by its collective deadline: the
-      // communicator's config where it sets them, else the environment's.
-      const CommConfig& c = comm->config;
-      int64_t boot = c.bootstrapTimeoutMs != CommConfig::kUnset ? c.bootstrapTimeoutMs : params::BootstrapTimeoutMs();
-      int64_t coll = c.timeoutMs != CommConfig::kUnset ? c.timeoutMs : params::TimeoutMs();
-      int64_t limit = std::max(boot, coll) + kDestroyGraceMs;
       bool abandoned = false;
       if (!waitPending(op, std::chrono::milliseconds(limit))) {
         std::lock_guard lk(op->mu);
@@ -218,7 +229,17 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       abortDevice(*comm);
       comm->impl->abort();
     }
-    delete comm;  // the stream layer (if any) goes before the core communicator it runs on
+    // Calls other threads still have inside (a destroy beside them is the caller's mistake, but
+    // never a crash): each ends by its own deadline, and an abort ends those that do not.
+    if (waitCallsOut(comm, std::chrono::milliseconds(limit)) > 0) {
+      abortDevice(*comm);
+      if (comm->impl) comm->impl->abort();
+      if (int left = waitCallsOut(comm, kAbortWait); left > 0)
+        return leftToCalls(comm, left, "recclCommDestroy");
+      gaveUp = "comm: destroyed while a call on another thread was still running after " + std::to_string(limit) +
+               " ms; the communicator was aborted";
+    }
+    bury(comm);  // the stream layer (if any) goes before the core communicator it runs on
     // The handle is gone either way; the caller learns that the work it waited for did not end.
     return gaveUp.empty() ? recclSuccess : fail(recclTimeout, gaveUp);
   });
@@ -227,6 +248,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    if (!beginClose(comm)) return refusedClosed();  // calls entering from now on are refused
     forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     int st = settle(comm);
     std::shared_ptr<PendingOp> op;
@@ -240,16 +262,17 @@ recclResult_t recclCommAbort(recclComm_t comm) {
     }
     abortDevice(*comm);  // stops waiting for streams first: its worker may be inside impl
     if (comm->impl) comm->impl->abort();
-    // A finalize in flight returns at once from an aborted communicator's barrier.
+    // A finalize in flight returns at once from an aborted communicator's barrier, and so does
+    // any call another thread has inside (a watchdog's abort): freed once they have left.
     if (op && st == recclComm::kFinalizing) waitPending(op, kAbortWait);
-    delete comm;
+    if (int left = waitCallsOut(comm, kAbortWait); left > 0) return leftToCalls(comm, left, "recclCommAbort");
+    bury(comm);
     return recclSuccess;
   });
 }
 
 recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError) {
-  return guarded([&]() -> recclResult_t {
-    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+  return guardedOn(comm, [&]() -> recclResult_t {
     if (!asyncError) return fail(recclInvalidArgument, "asyncError: null pointer");
     Status s;
     switch (settle(comm)) {

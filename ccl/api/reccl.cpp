@@ -135,7 +135,7 @@ const char* recclGetFaultSourceString(recclFaultSource_t source) {
 const char* recclGetLastError(recclComm_t) { return lastError().c_str(); }
 
 recclResult_t recclCommCount(const recclComm_t comm, int* count) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(inspectable(comm, &c));
     if (!count) return fail(recclInvalidArgument, "count: null pointer");
@@ -145,7 +145,7 @@ recclResult_t recclCommCount(const recclComm_t comm, int* count) {
 }
 
 recclResult_t recclCommUserRank(const recclComm_t comm, int* rank) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(inspectable(comm, &c));
     if (!rank) return fail(recclInvalidArgument, "rank: null pointer");
@@ -155,7 +155,7 @@ recclResult_t recclCommUserRank(const recclComm_t comm, int* rank) {
 }
 
 recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(inspectable(comm, &c));
     if (!lost) return fail(recclInvalidArgument, "lost: null pointer");
@@ -168,7 +168,7 @@ recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost) {
 }
 
 recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(inspectable(comm, &c));
     if (!stats || stats->size < sizeof(size_t)) return fail(recclInvalidArgument, "stats: null or size not set");
@@ -210,7 +210,7 @@ recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats_t* stats)
 
 recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                              recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkOp(op));
@@ -225,7 +225,7 @@ recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
 
 recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
                              recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkRoot(*c, root));
@@ -246,7 +246,7 @@ recclResult_t recclBcast(void* buff, size_t count, recclDataType_t datatype, int
 
 recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                           recclRedOp_t op, int root, recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
     RECCL_CHECK(checkOp(op));
@@ -263,7 +263,7 @@ recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, re
 
 recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount, recclDataType_t datatype,
                              recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, sendcount, datatype, kPerRank, &c));
     RECCL_CHECK(checkBuf(sendbuff, sendcount, "sendbuff"));
@@ -278,7 +278,7 @@ recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
 
 recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount, recclDataType_t datatype,
                                  recclRedOp_t op, recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, recvcount, datatype, kPerRank, &c));
     RECCL_CHECK(checkOp(op));
@@ -294,7 +294,7 @@ recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
 
 recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype,
                             recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
@@ -314,7 +314,7 @@ recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
 }
 
 recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, 0, recclUint8, 1, &c));
     const Collective coll{CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
@@ -339,12 +339,12 @@ static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataTy
 
 recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
                         recclStream_t stream) {
-  return guarded([&] { return p2p(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream); });
+  return guardedOn(comm, [&] { return p2p(true, const_cast<void*>(sendbuff), count, datatype, peer, comm, stream); });
 }
 
 recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
                         recclStream_t stream) {
-  return guarded([&] { return p2p(false, recvbuff, count, datatype, peer, comm, stream); });
+  return guardedOn(comm, [&] { return p2p(false, recvbuff, count, datatype, peer, comm, stream); });
 }
 
 recclResult_t recclGroupStart(void) {

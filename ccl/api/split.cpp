@@ -41,7 +41,7 @@ std::vector<Member> membersOf(const std::vector<int32_t>& colorKey, int32_t colo
 
 extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm,
                                         recclConfig_t* config) {
-  return guarded([&]() -> recclResult_t {
+  return guardedOn(comm, [&]() -> recclResult_t {
     core::Comm* parent = nullptr;
     RECCL_CHECK(usable(comm, &parent));
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");

@@ -12,8 +12,7 @@ namespace reccl::failover {
 namespace {
 constexpr int64_t kReplyMs = 1000;  // the reply's own deadline on the new link
 // How long an old receive path may take to let nothing more land (an RDMA receive queue's flush:
-// microseconds on hardware, a task switch in rxe; the slowest seen on a loaded lab VM is in
-// docs/verbs.md).
+// the driver's work after the move to ERR; docs/results/verbs-lab.md has the lab's figures).
 constexpr int64_t kQuiesceMs = 2000;
 }  // namespace
 

@@ -12,8 +12,12 @@
  * - A communicator is used by one thread at a time: two threads must not call into the same
  *   recclComm_t at once. Different communicators may be used from different threads at once.
  * - Exceptions: recclCommAbort may be called from any thread at any time, also while another
- *   thread is inside a call on the same communicator (that call returns recclAborted, and the
- *   handle must not be used after recclCommAbort returned); recclCommGetAsyncError,
+ *   thread is inside a call on the same communicator (that call returns recclAborted; the abort
+ *   frees the communicator only once every call inside has left, and returns recclTimeout,
+ *   freeing nothing, if one has not 10 s after the abort). The handle must not be used after a
+ *   close returned; a call that still reaches it then (one racing the close), or a second close,
+ *   is refused with recclInvalidUsage for the last 4096 closed handles. recclCommDestroy beside
+ *   a call on another thread waits for that call to end (by its deadline). recclCommGetAsyncError,
  *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
  *   from any thread while another uses the communicator.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
@@ -230,9 +234,11 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * recclInProgress and report the end through recclCommGetAsyncError. */
 RECCL_API recclResult_t recclCommFinalize(recclComm_t comm);
 /* Releases comm, after a non-blocking init or finalize it still runs ends (up to its deadline:
- * past that it is aborted, the handle released all the same, and the result is recclTimeout). */
+ * past that it is aborted, the handle released all the same, and the result is recclTimeout), and
+ * after calls other threads still have inside it returned (the same bound). */
 RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
-/* Stops all work on comm, releases it and returns promptly; safe from any thread. */
+/* Stops all work on comm, releases it once the calls inside it (on other threads) returned, and
+ * returns promptly; safe from any thread. */
 RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
 /* The communicator's first fatal error (recclSuccess if none); recclInProgress while a
  * non-blocking init or finalize still runs. */
