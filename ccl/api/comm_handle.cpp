@@ -94,12 +94,15 @@ CallTicket::CallTicket(recclComm_t comm) noexcept : comm_(comm) {
   }
 }
 
-CallTicket::~CallTicket() {
+CallTicket::~CallTicket() { release(); }
+
+void CallTicket::release() noexcept {
   if (!comm_) return;
   // Notified under the lock: the close may free the communicator as soon as it reads zero.
   std::lock_guard lk(comm_->callsMu);
   comm_->calls.fetch_sub(1);
   comm_->callsCv.notify_all();
+  comm_ = nullptr;
 }
 
 recclResult_t refusedClosed() {
@@ -110,8 +113,14 @@ bool beginClose(recclComm_t comm) noexcept { return !comm->closing.exchange(true
 
 int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit) {
   std::unique_lock lk(comm->callsMu);
-  comm->callsCv.wait_for(lk, limit, [&] { return comm->calls.load() == 0; });
+  comm->callsCv.wait_for(lk, limit, [&] { return comm->calls.load() == 0 || comm->abortRequested.load(); });
   return comm->calls.load();
+}
+
+void requestAbort(recclComm_t comm) noexcept {
+  std::lock_guard lk(comm->callsMu);
+  comm->abortRequested.store(true);
+  comm->callsCv.notify_all();
 }
 
 namespace {
@@ -127,6 +136,7 @@ std::deque<recclComm_t>& tombstones() {
 }  // namespace
 
 void bury(recclComm_t comm) {
+  comm->buried.store(true);
   {
     std::lock_guard lk(comm->deviceMu);
     comm->device.reset();  // the stream layer runs collectives on impl: it goes first
@@ -158,11 +168,12 @@ int settle(recclComm_t comm) {
   if (!comm->pending->done) return st;
   Status s = comm->pending->status;
   if (st == recclComm::kInitializing) {
-    if (s.ok()) {
+    if (s.ok() && comm->pending->made) {
       comm->impl = std::move(comm->pending->made);
       st = recclComm::kReady;
     } else {
-      comm->failure = s;
+      // An init the handle's abort abandoned hands nothing over (its thread frees what it made).
+      comm->failure = s.ok() ? Status(Errc::kAborted, "communicator aborted during its init") : s;
       st = recclComm::kFailed;
     }
   } else {

@@ -78,6 +78,8 @@ struct recclComm {
   // The calls inside the C API on this handle (reccl::api::CallTicket), and whether it is closing.
   std::atomic<int> calls{0};
   std::atomic<bool> closing{false};
+  std::atomic<bool> abortRequested{false};  // a recclCommAbort met a destroy in progress
+  std::atomic<bool> buried{false};          // closed: only the shell is left (bury())
   std::mutex callsMu;
   std::condition_variable callsCv;
 };
@@ -95,6 +97,8 @@ class CallTicket {
   CallTicket& operator=(const CallTicket&) = delete;
   CallTicket& operator=(CallTicket&&) = delete;
   explicit operator bool() const noexcept { return comm_ != nullptr; }
+  // Lets go before the end of the scope (the call is done with the handle).
+  void release() noexcept;
 
  private:
   recclComm_t comm_;
@@ -119,9 +123,12 @@ recclResult_t guardedOn(recclComm_t comm, F&& fn) noexcept {
 
 // Marks the handle closing; false (the handle untouched) when it was already, by another close.
 bool beginClose(recclComm_t comm) noexcept;
-// After beginClose: waits up to `limit` for the calls inside to leave; the calls still inside
-// then (0: none).
+// After beginClose: waits up to `limit` for the calls inside to leave, or until a recclCommAbort
+// asks the close to abort them (requestAbort); the calls still inside then (0: none).
 int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit);
+// A recclCommAbort on a handle another thread is destroying: that destroy's wait for the calls
+// inside ends, and it aborts them.
+void requestAbort(recclComm_t comm) noexcept;
 // Frees what the handle holds (the stream layer, then the communicator) and keeps its shell,
 // closed, among the last kTombstones closed handles; a shell that falls off that list is freed.
 inline constexpr size_t kTombstones = 4096;

@@ -157,15 +157,19 @@ recclResult_t groupEnd() {
   size_t started = 0;
   for (; started < work.size(); ++started) {
     try {
-      threads.emplace_back([&result, &work, started, device] {
+      threads.emplace_back([&result, &work, &held, started, device] {
         useDevice(device);
         result[started] = runWork(work[started]);
+        held[started].release();  // a close waiting for this communicator need not wait for the others
       });
     } catch (const std::system_error&) {
       break;  // the rest run here, one after another (their peers' deadlines bound any wait)
     }
   }
-  for (size_t i = started; i < work.size(); ++i) result[i] = runWork(work[i]);
+  for (size_t i = started; i < work.size(); ++i) {
+    result[i] = runWork(work[i]);
+    held[i].release();
+  }
   for (auto& t : threads) t.join();
   for (const Status& s : result)
     if (!s.ok()) return fail(s);

@@ -170,6 +170,10 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
       comm->state.store(recclComm::kFinalized, std::memory_order_release);
       return finish(s);
     }
+    // The thread's own ticket, so a close waits for it like for any call; taken before anything
+    // changes, so that a close beside it leaves no operation nobody will end.
+    CallTicket held(comm);
+    if (!held) return refusedClosed();
     auto op = std::make_shared<PendingOp>();
     {
       std::lock_guard lk(comm->settleMu);
@@ -178,8 +182,6 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     comm->state.store(recclComm::kFinalizing, std::memory_order_release);
     // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
     // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
-    CallTicket held(comm);  // the thread's own, so a close waits for it like for any call
-    if (!held) return refusedClosed();
     std::thread([op, comm, barrier, held = std::move(held)] {
       Status s = launch(*comm, barrier, nullptr);
       {
@@ -231,13 +233,14 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     }
     // Calls other threads still have inside (a destroy beside them is the caller's mistake, but
     // never a crash): each ends by its own deadline, and an abort ends those that do not.
-    if (waitCallsOut(comm, std::chrono::milliseconds(limit)) > 0) {
+    if (waitCallsOut(comm, std::chrono::milliseconds(limit)) > 0 || comm->abortRequested.load()) {
       abortDevice(*comm);
       if (comm->impl) comm->impl->abort();
       if (int left = waitCallsOut(comm, kAbortWait); left > 0)
         return leftToCalls(comm, left, "recclCommDestroy");
-      gaveUp = "comm: destroyed while a call on another thread was still running after " + std::to_string(limit) +
-               " ms; the communicator was aborted";
+      if (!comm->abortRequested.load())
+        gaveUp = "comm: destroyed while a call on another thread was still running after " + std::to_string(limit) +
+                 " ms; the communicator was aborted";
     }
     bury(comm);  // the stream layer (if any) goes before the core communicator it runs on
     // The handle is gone either way; the caller learns that the work it waited for did not end.
@@ -248,7 +251,11 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    if (!beginClose(comm)) return refusedClosed();  // calls entering from now on are refused
+    if (!beginClose(comm)) {  // calls entering from now on are refused
+      if (comm->buried.load()) return refusedClosed();
+      requestAbort(comm);  // a destroy in progress on another thread aborts what it waits for
+      return recclSuccess;
+    }
     forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     int st = settle(comm);
     std::shared_ptr<PendingOp> op;

@@ -41,7 +41,11 @@ std::vector<Member> membersOf(const std::vector<int32_t>& colorKey, int32_t colo
 
 extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm,
                                         recclConfig_t* config) {
-  return guardedOn(comm, [&]() -> recclResult_t {
+  return guarded([&]() -> recclResult_t {
+    if (newcomm) *newcomm = nullptr;
+    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    CallTicket held(comm);  // until the exchanges over comm are done
+    if (!held) return refusedClosed();
     core::Comm* parent = nullptr;
     RECCL_CHECK(usable(comm, &parent));
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
@@ -105,6 +109,9 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     if (!id.ok())
       return fail(recclInternalError, "recclCommSplit: color " + std::to_string(color) + ": rank " +
                                           std::to_string(group[0].parentRank) + " could not start the rendezvous");
+    // The child's init (a blocking one waits for its whole rendezvous) needs nothing of comm: a
+    // close of comm meanwhile need not wait for it.
+    held.release();
     recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(group.size()), *id, newRank);
     core::wipeKey(id->bootKey);
     return rc;

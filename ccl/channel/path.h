@@ -39,7 +39,7 @@ class Path {
   // path out of its progress engine. Transports whose data lands only through the engine's
   // thread (sockets, relay pipes) have nothing to wait for: handOver()/drain() order them.
   // kTimeout at the deadline (the path stays shut down; a retry may call it again).
-  virtual Status quiesce(Deadline) { return Status::Ok(); }
+  virtual Status stopLanding(Deadline) { return Status::Ok(); }
   // After shutdown(): starts `next` once this path has drained, without waiting for that here
   // (the engine that drives both does it). False when it cannot: the caller drains and starts.
   virtual bool handOver(Path& next) noexcept { return false; }

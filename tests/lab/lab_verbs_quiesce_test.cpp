@@ -1,6 +1,6 @@
 // What a QP moved to ERR can still let land, between two lab hosts: rank 0 streams RDMA writes
 // into a buffer of rank 1, and rank 1 moves its QP to ERR in the middle of the stream. The
-// failover's rule (Path::quiesce) is that once the receive queue of that QP has flushed nothing
+// failover's rule (Path::stopLanding) is that once the receive queue of that QP has flushed nothing
 // lands any more; this checks it byte for byte, and counts, beside it, how often something
 // landed after the move to ERR alone (the window the flush closes; informational, timing-bound).
 // Same binary and boot as lab_verbs_test.cpp.

@@ -263,7 +263,7 @@ Status moveDuplex(Duplex& d, int rail, std::span<const std::unique_ptr<RailDevic
   }
   // The receive end's old QP flushed (out of the engine above): nothing of the peer's old QP
   // can land here any more once both ends pass the barrier.
-  RECCL_TRY(d.oldPaths.back()->quiesce(Deadline::afterMs(10'000)));
+  RECCL_TRY(d.oldPaths.back()->stopLanding(Deadline::afterMs(10'000)));
   RECCL_TRY(peer.barrier(0x30fe0000 + d.stream));
   const uint32_t epoch = d.send->epoch() + 1;
   d.rail = rail;

@@ -61,16 +61,20 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     else if (oldRail != rail && (reason == MigrateReason::kFailBack || reason == MigrateReason::kRebalance))
       ctx_.rails.markLeft(oldRail, monotonicNs());  // see gray.h
   }
-  port->setEpoch(epoch);
   if (old) old->shutdown();
   // A receiver's old path must let nothing more land before the sender may write over the new
-  // one (Path::quiesce; an initiating receiver's transport did it before its ready byte). A
-  // failure leaves the old path shut down, as a retry expects, and sends no reply.
+  // one (Path::stopLanding; an initiating receiver's transport did it before its ready byte). A
+  // failure leaves the old path shut down, as a retry expects, the epoch as it was, and sends no
+  // reply.
   if (old && c.role == Role::kReceiver) {
     const uint64_t t0 = monotonicNs();
-    RECCL_TRY(old->quiesce(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old path of " + connName(c.id)));
+    RECCL_TRY(old->stopLanding(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old path of " + connName(c.id)));
     moved.quiescedNs = static_cast<int64_t>(monotonicNs() - t0);
   }
+  // Only once the old path is shut down: until then its thread may still be handing over steps
+  // it holds (an RDMA receive path, completions already queued), and under the new epoch it
+  // would drop them as stale and then see a gap in the steps after them.
+  port->setEpoch(epoch);
   c.highest = std::max(c.highest, epoch);
   const std::string desc =
       (via >= 0 ? "relay via rank " + std::to_string(via) + " rail " + std::to_string(rail)

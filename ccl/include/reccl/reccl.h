@@ -17,7 +17,8 @@
  *   freeing nothing, if one has not 10 s after the abort). The handle must not be used after a
  *   close returned; a call that still reaches it then (one racing the close), or a second close,
  *   is refused with recclInvalidUsage for the last 4096 closed handles. recclCommDestroy beside
- *   a call on another thread waits for that call to end (by its deadline). recclCommGetAsyncError,
+ *   a call on another thread waits for that call to end (by its deadline), and a recclCommAbort
+ *   meanwhile makes it abort the call instead (that abort returns at once). recclCommGetAsyncError,
  *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
  *   from any thread while another uses the communicator.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
@@ -235,10 +236,12 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
 RECCL_API recclResult_t recclCommFinalize(recclComm_t comm);
 /* Releases comm, after a non-blocking init or finalize it still runs ends (up to its deadline:
  * past that it is aborted, the handle released all the same, and the result is recclTimeout), and
- * after calls other threads still have inside it returned (the same bound). */
+ * after calls other threads still have inside it returned (up to the same bound, then aborted:
+ * recclTimeout; one still inside 10 s after that leaves the handle closed but not freed). */
 RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
-/* Stops all work on comm, releases it once the calls inside it (on other threads) returned, and
- * returns promptly; safe from any thread. */
+/* Stops all work on comm and releases it once the calls inside it (on other threads) returned,
+ * which they do at once; safe from any thread. Waits at most 10 s for an interrupted finalize and
+ * 10 s for the calls (then recclTimeout, nothing freed). */
 RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
 /* The communicator's first fatal error (recclSuccess if none); recclInProgress while a
  * non-blocking init or finalize still runs. */

@@ -147,6 +147,9 @@ Status RcQp::toError() noexcept {
 
 Status RcQp::drainReceives(Deadline deadline) {
   if (!inError()) RECCL_TRY(toError());
+  // No marker receive posted in ERR as ib_drain_rq does: rxe (Debian's 6.1) never flushes one.
+  // A receive path never runs out of posted receives (depthForSlots: twice the slots, at most the
+  // slots in use), so the ones posted before the state change give the responder's flush.
   return pollUntil(deadline, [&] { return recvsOut_ == 0; }, [](const ibv_wc&) {}, "flushing its receives");
 }
 

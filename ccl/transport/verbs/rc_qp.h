@@ -3,8 +3,9 @@
 // an immediate, which only consume a receive request), so the QP keeps its receive queue full
 // itself: `recv` empty receives are posted at creation and one is reposted per receive polled.
 //
-// Threads: post() from any thread (the algorithm's and the progress thread); poll(), arm() and
-// drain() from one thread at a time (the progress engine).
+// Threads: post() from any thread (the algorithm's and the progress thread); poll(), arm(),
+// drain() and drainReceives() from one thread at a time (the progress engine, or the one that
+// took the path out of it).
 #pragma once
 
 #include <infiniband/verbs.h>

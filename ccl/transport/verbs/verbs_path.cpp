@@ -86,7 +86,7 @@ void VerbsPath::start() {
     notifyConsumed();
 }
 
-Status VerbsPath::quiesce(Deadline deadline) {
+Status VerbsPath::stopLanding(Deadline deadline) {
   shutdown();
   if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
   std::lock_guard lk(postMu_);
@@ -131,9 +131,10 @@ void VerbsPath::onError(const ibv_wc& wc) noexcept {
 
 Status VerbsPath::retire(Deadline deadline) {
   shutdown();  // no post touches the QP after this
+  // Polled under the lock, as stopLanding() polls: never two threads on one CQ.
+  std::lock_guard lk(postMu_);
   if (!qp_) return Status::Ok();
   RECCL_TRY(qp_->drain(deadline, [](const ibv_wc&) {}).Wrap(desc_));
-  std::lock_guard lk(postMu_);
   qp_.reset();
   return Status::Ok();
 }

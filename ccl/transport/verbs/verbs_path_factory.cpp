@@ -77,11 +77,11 @@ class VerbsLink final : public Link {
     if (end.standbyOpening) return Status::Ok();
     if (initiator_ && !end.isSender) {
       // Rule 2: the passive sender resends once it reads this byte; the old QP must let nothing
-      // more land by then (in ERR, its receive queue flushed: Path::quiesce), so that no late
+      // more land by then (in ERR, its receive queue flushed: Path::stopLanding), so that no late
       // packet or retransmission of it lands in a slot that holds a newer step.
       if (channel::Path* old = end.port->path()) {
         const uint64_t t0 = monotonicNs();
-        RECCL_TRY(old->quiesce(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old receive path"));
+        RECCL_TRY(old->stopLanding(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old receive path"));
         RECCL_INFO(kLogNet, "%s: old path quiesced in %llu us", old->describe().c_str(),
                    static_cast<unsigned long long>((monotonicNs() - t0) / 1000));
       }

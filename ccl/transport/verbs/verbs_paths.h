@@ -13,7 +13,7 @@
 //
 // Migration (what failover does with these): the slots of both ends are registered on every
 // rail up front (ConnRegistration), so a new path on another rail needs a new QP and nothing
-// else. Before the new path resends, the receiver's old path must be quiesced (quiesce():
+// else. Before the new path resends, the receiver's old path must be quiesced (stopLanding():
 // its QP moved to ERR and its receive queue flushed). Moving to ERR is not enough by itself: the
 // responder may be executing a packet of an old write as the state changes, and that packet
 // lands when it lands. Once the receive queue has flushed the responder has seen ERR and lets
@@ -73,7 +73,9 @@ struct VerbsPathOptions {
 RcQp::Depth depthForSlots(uint32_t slots) noexcept;
 
 // Lock rule: postMu_ is held by whoever posts to the QP (the algorithm's thread in notify*, the
-// progress thread) and by retire() to take the QP away; failMu_ guards the first failure alone.
+// progress thread), and by stopLanding() and retire() while they poll a path out of its engine
+// (a late post on that dead path waits for them, then does nothing); failMu_ guards the first
+// failure alone.
 // A failure is reported to the port after postMu_ is released (the failover hook may shut the
 // path down, which takes postMu_).
 class VerbsPath : public channel::Path {
@@ -110,7 +112,7 @@ class VerbsPath : public channel::Path {
   // removed it), and waits for its receive queue to flush (RcQp::drainReceives): a receiver's
   // old path, before the sender may write over the successor. Completions polled here are
   // dropped: the path is dead, and the steps they carry are resent.
-  Status quiesce(Deadline deadline) override;
+  Status stopLanding(Deadline deadline) override;
   void drain() noexcept override;
   std::string describe() const override { return desc_; }
 

@@ -92,7 +92,18 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
     if (port->env()) port->env()->duplicateSteps.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  // The header landed in the slot with the payload: the same framing as every path's
+  // (channel/recv_framing.h), once it names the step the immediate said.
+  const std::byte* frame = port->memory().slotFrame(step);
+  std::span<const std::byte> header(frame, channel::kStepHeaderBytes);
   if (step != next) {
+    // A step of an older epoch is a retired path's, whatever its order (completions its QP had
+    // queued when the epoch changed): dropped as stale, as classifyStep checks the epoch first.
+    if (auto h = channel::decodeStepHeader(header); h.ok() && h->step == step && h->epoch < port->epoch()) {
+      if (port->env()) port->env()->staleSteps.fetch_add(1, std::memory_order_relaxed);
+      dropped_ = {h->step, h->epoch, port->epoch()};
+      return;
+    }
     std::string why = "step " + std::to_string(step) + " arrived after step " + std::to_string(received);
     if (dropped_.step)
       why += " (this path dropped step " + std::to_string(dropped_.step) + " of epoch " +
@@ -103,10 +114,6 @@ void VerbsRecvPath::onStep(uint32_t imm) noexcept {
     protocolError(why);
     return;
   }
-  // The header landed in the slot with the payload: the same framing as every path's
-  // (channel/recv_framing.h), once it names the step the immediate said.
-  const std::byte* frame = port->memory().slotFrame(step);
-  std::span<const std::byte> header(frame, channel::kStepHeaderBytes);
   if (auto h = channel::decodeStepHeader(header); h.ok() && h->step != step) {
     protocolError("the slot of step " + std::to_string(step) + " holds step " + std::to_string(h->step));
     return;

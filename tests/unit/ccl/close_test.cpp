@@ -91,6 +91,27 @@ TEST(CclClose, DestroyBesideACallWaitsForItToLeave) {
   EXPECT_EQ(call.rc.load(), recclTimeout) << recclGetErrorString(call.rc.load());
 }
 
+// A destroy waiting for a call that would run for a minute, and a watchdog's abort meanwhile:
+// the abort returns at once and the destroy aborts the call instead of waiting it out.
+TEST(CclClose, AnAbortDuringADestroysWaitEndsTheCallsItWaitsFor) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
+  Comms comms(2);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  recclComm_t c = comms[0];
+  comms.forget(0);
+  LoneCall call(c);
+  std::atomic<recclResult_t> destroyed{recclInternalError};
+  const auto start = Clock::now();
+  std::thread d([&] { destroyed = recclCommDestroy(c); });
+  std::this_thread::sleep_for(Ms(300));  // the destroy waits for the call
+  EXPECT_EQ(recclCommAbort(c), recclSuccess) << lastError();
+  d.join();
+  EXPECT_LT(Clock::now() - start, Ms(5000));  // against the 60 s deadline, load included
+  EXPECT_EQ(destroyed.load(), recclSuccess);
+  call.t.join();
+  EXPECT_EQ(call.rc.load(), recclAborted) << recclGetErrorString(call.rc.load());
+}
+
 // A watchdog's abort beside a call inside (the pattern of PyTorch's watchdog): the call returns
 // recclAborted promptly and the handle is freed only after it left. Repeated: under the
 // sanitizers a free under the call would show.
