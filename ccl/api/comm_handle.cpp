@@ -83,10 +83,10 @@ Status commOptions(const CommConfig& cfg, core::CommOptions* out) {
 }
 
 CallTicket::CallTicket(recclComm_t comm) noexcept : comm_(comm) {
-  // Counted before the check (both sequentially consistent): a close that set `closing` and then
+  // Counted before the check (both sequentially consistent): a close that set `closer` and then
   // read no call inside is one this call sees closing.
   comm_->calls.fetch_add(1);
-  if (comm_->closing.load()) {
+  if (comm_->closer.load() != kNoClose) {
     std::lock_guard lk(comm_->callsMu);
     comm_->calls.fetch_sub(1);
     comm_->callsCv.notify_all();
@@ -109,18 +109,33 @@ recclResult_t refusedClosed() {
   return fail(recclInvalidUsage, "comm: destroyed or aborted (recclCommDestroy / recclCommAbort); no call may follow");
 }
 
-bool beginClose(recclComm_t comm) noexcept { return !comm->closing.exchange(true); }
+Closer beginClose(recclComm_t comm, Closer who) noexcept {
+  int before = kNoClose;
+  comm->closer.compare_exchange_strong(before, who);
+  return static_cast<Closer>(before);
+}
 
-int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit) {
+int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit, bool untilAbortRequest) {
   std::unique_lock lk(comm->callsMu);
-  comm->callsCv.wait_for(lk, limit, [&] { return comm->calls.load() == 0 || comm->abortRequested.load(); });
+  comm->callsCv.wait_for(lk, limit, [&] {
+    return comm->calls.load() == 0 || (untilAbortRequest && comm->abortRequested.load());
+  });
   return comm->calls.load();
 }
 
 void requestAbort(recclComm_t comm) noexcept {
-  std::lock_guard lk(comm->callsMu);
-  comm->abortRequested.store(true);
-  comm->callsCv.notify_all();
+  {
+    std::lock_guard lk(comm->callsMu);
+    comm->abortRequested.store(true);
+    comm->callsCv.notify_all();
+  }
+  // A pending init or finalize the destroy waits for (settleMu before the operation's lock, as
+  // settle() takes them).
+  std::lock_guard lk(comm->settleMu);
+  if (auto op = comm->pending) {
+    std::lock_guard olk(op->mu);
+    op->cv.notify_all();
+  }
 }
 
 namespace {

@@ -75,9 +75,10 @@ struct recclComm {
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;
-  // The calls inside the C API on this handle (reccl::api::CallTicket), and whether it is closing.
+  // The calls inside the C API on this handle (reccl::api::CallTicket), and which close, if any,
+  // has begun (reccl::api::Closer).
   std::atomic<int> calls{0};
-  std::atomic<bool> closing{false};
+  std::atomic<int> closer{0};
   std::atomic<bool> abortRequested{false};  // a recclCommAbort met a destroy in progress
   std::atomic<bool> buried{false};          // closed: only the shell is left (bury())
   std::mutex callsMu;
@@ -121,13 +122,17 @@ recclResult_t guardedOn(recclComm_t comm, F&& fn) noexcept {
   return guarded([&] { return onComm(comm, fn); });
 }
 
-// Marks the handle closing; false (the handle untouched) when it was already, by another close.
-bool beginClose(recclComm_t comm) noexcept;
-// After beginClose: waits up to `limit` for the calls inside to leave, or until a recclCommAbort
-// asks the close to abort them (requestAbort); the calls still inside then (0: none).
-int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit);
-// A recclCommAbort on a handle another thread is destroying: that destroy's wait for the calls
-// inside ends, and it aborts them.
+// Which close holds a handle.
+enum Closer : int { kNoClose = 0, kDestroying = 1, kAborting = 2 };
+// Marks the handle closing by `who`; kNoClose when this is the first close, else the close that
+// began before (the handle then untouched).
+Closer beginClose(recclComm_t comm, Closer who) noexcept;
+// After beginClose: waits up to `limit` for the calls inside to leave (a destroy's first wait
+// also stops when a recclCommAbort asks it to abort them: `untilAbortRequest`); the calls still
+// inside then (0: none).
+int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit, bool untilAbortRequest = false);
+// A recclCommAbort on a handle another thread is destroying: that destroy's waits for the calls
+// inside and for a pending init or finalize end, and it aborts them.
 void requestAbort(recclComm_t comm) noexcept;
 // Frees what the handle holds (the stream layer, then the communicator) and keeps its shell,
 // closed, among the last kTombstones closed handles; a shell that falls off that list is freed.

@@ -61,9 +61,12 @@ recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId
 }
 
 // Waits (bounded) for a pending operation; true when it finished.
-bool waitPending(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds limit) {
+// Whether `op` ended within `limit`; `stop`, when given, ends the wait early (false then too).
+bool waitPending(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds limit,
+                 const std::atomic<bool>* stop = nullptr) {
   std::unique_lock lk(op->mu);
-  return op->cv.wait_for(lk, limit, [&] { return op->done; });
+  op->cv.wait_for(lk, limit, [&] { return op->done || (stop && stop->load()); });
+  return op->done;
 }
 
 // "a.b.c.d:port" as rank 0 shared it.
@@ -198,7 +201,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
 recclResult_t recclCommDestroy(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    if (!beginClose(comm)) return refusedClosed();  // calls entering from now on are refused
+    if (beginClose(comm, kDestroying) != kNoClose) return refusedClosed();  // later calls are refused
     forgetQueued(comm);  // the handle goes: no thread's open group may run on it
     settle(comm);
     std::shared_ptr<PendingOp> op;
@@ -215,11 +218,11 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     int64_t limit = std::max(boot, coll) + kDestroyGraceMs;
     if (op) {
       bool abandoned = false;
-      if (!waitPending(op, std::chrono::milliseconds(limit))) {
+      if (!waitPending(op, std::chrono::milliseconds(limit), &comm->abortRequested)) {
         std::lock_guard lk(op->mu);
         abandoned = op->abandoned = !op->done;  // it releases what it makes
       }
-      if (abandoned) {
+      if (abandoned && !comm->abortRequested.load()) {
         gaveUp = "comm: destroyed, but its pending " +
                  std::string(comm->state.load() == recclComm::kFinalizing ? "finalize" : "init") +
                  " had not ended after " + std::to_string(limit) + " ms and was aborted";
@@ -233,7 +236,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     }
     // Calls other threads still have inside (a destroy beside them is the caller's mistake, but
     // never a crash): each ends by its own deadline, and an abort ends those that do not.
-    if (waitCallsOut(comm, std::chrono::milliseconds(limit)) > 0 || comm->abortRequested.load()) {
+    if (waitCallsOut(comm, std::chrono::milliseconds(limit), true) > 0 || comm->abortRequested.load()) {
       abortDevice(*comm);
       if (comm->impl) comm->impl->abort();
       if (int left = waitCallsOut(comm, kAbortWait); left > 0)
@@ -251,9 +254,9 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
 recclResult_t recclCommAbort(recclComm_t comm) {
   return guarded([&]() -> recclResult_t {
     if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    if (!beginClose(comm)) {  // calls entering from now on are refused
-      if (comm->buried.load()) return refusedClosed();
-      requestAbort(comm);  // a destroy in progress on another thread aborts what it waits for
+    if (Closer before = beginClose(comm, kAborting); before != kNoClose) {  // later calls are refused
+      if (before != kDestroying || comm->buried.load()) return refusedClosed();
+      requestAbort(comm);  // the destroy in progress on another thread aborts what it waits for
       return recclSuccess;
     }
     forgetQueued(comm);  // the handle goes: no thread's open group may run on it

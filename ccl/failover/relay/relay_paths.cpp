@@ -93,7 +93,9 @@ bool RelaySendPath::progress() {
   auto up = link_.pipe.up();
   uint64_t posted = port_->posted();
   uint32_t epoch = port_->epoch();
-  while (sent_ < posted) {
+  // Looked at per step: once shut down, this path must not stamp a slot header any more (its
+  // successor stamps the new epoch into the same slots).
+  while (sent_ < posted && !dead_.load()) {
     auto f = port_->frame(sent_ + 1);
     // Resent steps still carry the old path's epoch in their slot header: stamp this path's.
     if (partial_ == 0 && channel::frameEpoch(f) != epoch)

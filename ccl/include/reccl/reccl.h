@@ -18,7 +18,7 @@
  *   close returned; a call that still reaches it then (one racing the close), or a second close,
  *   is refused with recclInvalidUsage for the last 4096 closed handles. recclCommDestroy beside
  *   a call on another thread waits for that call to end (by its deadline), and a recclCommAbort
- *   meanwhile makes it abort the call instead (that abort returns at once). recclCommGetAsyncError,
+ *   meanwhile makes it abort the call instead (that abort returns at once; the destroy aborts). recclCommGetAsyncError,
  *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
  *   from any thread while another uses the communicator.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
