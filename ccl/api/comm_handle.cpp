@@ -86,23 +86,22 @@ CallTicket::CallTicket(recclComm_t comm) noexcept : comm_(comm) {
   // Counted before the check (both sequentially consistent): a close that set `closer` and then
   // read no call inside is one this call sees closing.
   comm_->calls.fetch_add(1);
-  if (comm_->closer.load() != kNoClose) {
-    std::lock_guard lk(comm_->callsMu);
-    comm_->calls.fetch_sub(1);
-    comm_->callsCv.notify_all();
-    comm_ = nullptr;
-  }
+  if (comm_->closer.load() != kNoClose) release();  // refused: comm_ is null after it
 }
 
 CallTicket::~CallTicket() { release(); }
 
 void CallTicket::release() noexcept {
   if (!comm_) return;
-  // Notified under the lock: the close may free the communicator as soon as it reads zero.
-  std::lock_guard lk(comm_->callsMu);
-  comm_->calls.fetch_sub(1);
-  comm_->callsCv.notify_all();
-  comm_ = nullptr;
+  recclComm_t c = std::exchange(comm_, nullptr);
+  // Without the lock while no close has begun (every call passes here). Both sequentially
+  // consistent: a close that began after this load reads the count after this decrement, and
+  // one that began before is seen here and notified, under the lock, since it may free the
+  // communicator as soon as it reads zero.
+  c->calls.fetch_sub(1);
+  if (c->closer.load() == kNoClose) return;
+  std::lock_guard lk(c->callsMu);
+  c->callsCv.notify_all();
 }
 
 recclResult_t refusedClosed() {

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "api/api_result.h"
@@ -105,21 +106,22 @@ class CallTicket {
   recclComm_t comm_;
 };
 
-// Runs `fn`, a C API call's work on `comm`, holding a ticket on it: refused (recclInvalidUsage,
-// naming the close) when the handle is closing or closed, recclInvalidArgument when null.
+// Why a call on a closing or closed handle is refused (recclInvalidUsage, naming the close).
 recclResult_t refusedClosed();
-template <typename F>
-recclResult_t onComm(recclComm_t comm, F&& fn) {
-  if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-  CallTicket t(comm);
-  if (!t) return refusedClosed();
-  return fn();
-}
-
-// guarded() around onComm(): a C API function's whole body on `comm`.
+// A C API function's whole body on `comm`, inside guarded(), holding a ticket on the handle:
+// recclInvalidArgument when null, refusedClosed() when closing or closed. A body that takes the
+// ticket (CallTicket&) may let it go early (release) or hand it to a thread of its own (move).
 template <typename F>
 recclResult_t guardedOn(recclComm_t comm, F&& fn) noexcept {
-  return guarded([&] { return onComm(comm, fn); });
+  return guarded([&]() -> recclResult_t {
+    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
+    CallTicket t(comm);
+    if (!t) return refusedClosed();
+    if constexpr (std::is_invocable_v<F&, CallTicket&>)
+      return fn(t);
+    else
+      return fn();
+  });
 }
 
 // Which close holds a handle.

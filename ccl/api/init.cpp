@@ -158,7 +158,7 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
 }
 
 recclResult_t recclCommFinalize(recclComm_t comm) {
-  return guardedOn(comm, [&]() -> recclResult_t {
+  return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* c = nullptr;
     RECCL_CHECK(usable(comm, &c));
     // A barrier: once it returns on any rank, every rank's earlier work is done. It goes where a
@@ -173,10 +173,6 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
       comm->state.store(recclComm::kFinalized, std::memory_order_release);
       return finish(s);
     }
-    // The thread's own ticket, so a close waits for it like for any call; taken before anything
-    // changes, so that a close beside it leaves no operation nobody will end.
-    CallTicket held(comm);
-    if (!held) return refusedClosed();
     auto op = std::make_shared<PendingOp>();
     {
       std::lock_guard lk(comm->settleMu);
@@ -185,6 +181,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     comm->state.store(recclComm::kFinalizing, std::memory_order_release);
     // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
     // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
+    // The call's ticket goes with the thread: a close waits for the thread as for any call.
     std::thread([op, comm, barrier, held = std::move(held)] {
       Status s = launch(*comm, barrier, nullptr);
       {

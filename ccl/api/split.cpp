@@ -41,11 +41,8 @@ std::vector<Member> membersOf(const std::vector<int32_t>& colorKey, int32_t colo
 
 extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm,
                                         recclConfig_t* config) {
-  return guarded([&]() -> recclResult_t {
-    if (newcomm) *newcomm = nullptr;
-    if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
-    CallTicket held(comm);  // until the exchanges over comm are done
-    if (!held) return refusedClosed();
+  if (newcomm) *newcomm = nullptr;
+  return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* parent = nullptr;
     RECCL_CHECK(usable(comm, &parent));
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");

@@ -69,7 +69,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
   if (old && c.role == Role::kReceiver) {
     const uint64_t t0 = monotonicNs();
     RECCL_TRY(old->stopLanding(Deadline::afterMs(kQuiesceMs)).Wrap("retiring the old path of " + connName(c.id)));
-    moved.quiescedNs = static_cast<int64_t>(monotonicNs() - t0);
+    moved.quiescedNs = monotonicNs() - t0;
   }
   // Only once the old path is shut down: until then its thread may still be handing over steps
   // it holds (an RDMA receive path, completions already queued), and under the new epoch it

@@ -64,8 +64,8 @@ struct Moved {
   int fromRail = -1;   // the rail the connection left
   uint64_t resent = 0; // payload bytes resent (sender end)
   uint64_t replySentNs = 0;  // the passive end's reply left (0: none sent here)
-  // A receiver's wait for its old path to let nothing more land (Path::stopLanding); -1: none here.
-  int64_t quiescedNs = -1;
+  // A receiver's wait for its old path to let nothing more land (Path::stopLanding).
+  uint64_t quiescedNs = 0;
   // The step the move took up from: a sender resends after it, a receiver had received it once
   // its old path was quiet. For the log: the two ends' lines must agree.
   uint64_t step = 0;

@@ -1,5 +1,4 @@
 // The failover line at each end of a committed move (WARN, subsystem FAILOVER), and the counters.
-#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -54,8 +53,8 @@ void Migration::log(const Conn& c, const Job& j, const Moved& m, int rail, bool 
   {
     size_t len = strlen(tlText);
     if (c.role == Role::kReceiver)
-      snprintf(tlText + len, sizeof(tlText) - len, ", old path quiesced in %lld us, received step %" PRIu64,
-               static_cast<long long>(std::max<int64_t>(m.quiescedNs, 0) / 1000), m.step);
+      snprintf(tlText + len, sizeof(tlText) - len, ", old path quiesced in %" PRIu64 " us, received step %" PRIu64,
+               m.quiescedNs / 1000, m.step);
     else
       snprintf(tlText + len, sizeof(tlText) - len, ", resent after step %" PRIu64, m.step);
   }

@@ -86,16 +86,20 @@ void VerbsPath::start() {
     notifyConsumed();
 }
 
+void VerbsPath::leaveEngine() noexcept {
+  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+}
+
 Status VerbsPath::stopLanding(Deadline deadline) {
   shutdown();
-  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+  leaveEngine();
   std::lock_guard lk(postMu_);
   if (!qp_) return Status::Ok();  // retired: flushed already
   return qp_->drainReceives(deadline).Wrap(desc_);
 }
 
 void VerbsPath::drain() noexcept {
-  if (engine_ && inEngine_.exchange(false, std::memory_order_acq_rel)) engine_->remove(this);
+  leaveEngine();
   if (onDrained_) {
     auto fn = std::move(onDrained_);
     onDrained_ = nullptr;

@@ -186,6 +186,8 @@ class VerbsPath : public channel::Path {
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
+  // Out of attach()'s engine, once (its pass is over when this returns); never from its thread.
+  void leaveEngine() noexcept;
 
   channel::PortBase* port_;
   // Posting (the algorithm's thread and the progress thread) holds it; retire() takes it to

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -40,11 +41,24 @@ struct LoneCall {
   std::thread t;
 };
 
-TEST(CclClose, ASecondCloseOfAHandleIsRefusedByName) {
-  Comms comms(2);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  recclComm_t c = comms[0];
-  comms.forget(0);
+// Two ranks as threads; rank 0's handle is the test's to close, rank 1's goes with the fixture.
+// Opened in the test body, after the test set the environment the communicators read.
+class CclClose : public ::testing::Test {
+ protected:
+  void open(recclComm_t* rank0) {
+    comms_.emplace(2);
+    ASSERT_TRUE(comms_->ok()) << comms_->error();
+    *rank0 = (*comms_)[0];
+    comms_->forget(0);
+  }
+
+ private:
+  std::optional<Comms> comms_;
+};
+
+TEST_F(CclClose, ASecondCloseOfAHandleIsRefusedByName) {
+  recclComm_t c = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(&c));
   ASSERT_EQ(recclCommDestroy(c), recclSuccess) << lastError();
   EXPECT_EQ(recclCommDestroy(c), recclInvalidUsage);
   EXPECT_NE(lastError().find("destroyed or aborted"), std::string::npos) << lastError();
@@ -52,11 +66,9 @@ TEST(CclClose, ASecondCloseOfAHandleIsRefusedByName) {
   EXPECT_NE(lastError().find("destroyed or aborted"), std::string::npos) << lastError();
 }
 
-TEST(CclClose, CallsOnAnAbortedHandleAreRefused) {
-  Comms comms(2);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  recclComm_t c = comms[0];
-  comms.forget(0);
+TEST_F(CclClose, CallsOnAnAbortedHandleAreRefused) {
+  recclComm_t c = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(&c));
   ASSERT_EQ(recclCommAbort(c), recclSuccess) << lastError();
   float x[4] = {};
   EXPECT_EQ(recclAllReduce(x, x, 4, recclFloat32, recclSum, c, nullptr), recclInvalidUsage);
@@ -76,12 +88,10 @@ TEST(CclClose, CallsOnAnAbortedHandleAreRefused) {
 
 // A destroy beside a call still inside (the caller's mistake, never a crash): the destroy waits
 // for the call, which ends at its deadline, and frees only then.
-TEST(CclClose, DestroyBesideACallWaitsForItToLeave) {
+TEST_F(CclClose, DestroyBesideACallWaitsForItToLeave) {
   ScopedEnv t("RECCL_TIMEOUT_MS", "1500");
-  Comms comms(2);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  recclComm_t c = comms[0];
-  comms.forget(0);
+  recclComm_t c = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(&c));
   LoneCall call(c);
   const auto start = Clock::now();
   EXPECT_EQ(recclCommDestroy(c), recclSuccess) << lastError();
@@ -93,12 +103,10 @@ TEST(CclClose, DestroyBesideACallWaitsForItToLeave) {
 
 // A destroy waiting for a call that would run for a minute, and a watchdog's abort meanwhile:
 // the abort returns at once and the destroy aborts the call instead of waiting it out.
-TEST(CclClose, AnAbortDuringADestroysWaitEndsTheCallsItWaitsFor) {
+TEST_F(CclClose, AnAbortDuringADestroysWaitEndsTheCallsItWaitsFor) {
   ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
-  Comms comms(2);
-  ASSERT_TRUE(comms.ok()) << comms.error();
-  recclComm_t c = comms[0];
-  comms.forget(0);
+  recclComm_t c = nullptr;
+  ASSERT_NO_FATAL_FAILURE(open(&c));
   LoneCall call(c);
   std::atomic<recclResult_t> destroyed{recclInternalError};
   const auto start = Clock::now();
@@ -115,13 +123,11 @@ TEST(CclClose, AnAbortDuringADestroysWaitEndsTheCallsItWaitsFor) {
 // A watchdog's abort beside a call inside (the pattern of PyTorch's watchdog): the call returns
 // recclAborted promptly and the handle is freed only after it left. Repeated: under the
 // sanitizers a free under the call would show.
-TEST(CclClose, AbortBesideACallFreesOnlyAfterItLeft) {
+TEST_F(CclClose, AbortBesideACallFreesOnlyAfterItLeft) {
   ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
   for (int i = 0; i < 3; ++i) {
-    Comms comms(2);
-    ASSERT_TRUE(comms.ok()) << comms.error();
-    recclComm_t c = comms[0];
-    comms.forget(0);
+    recclComm_t c = nullptr;
+    ASSERT_NO_FATAL_FAILURE(open(&c));
     LoneCall call(c);
     const auto start = Clock::now();
     EXPECT_EQ(recclCommAbort(c), recclSuccess) << lastError();
