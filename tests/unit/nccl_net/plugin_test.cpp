@@ -196,10 +196,18 @@ TEST_F(NcclNetPlugin, APostBeyondTheRequestLimitIsRefusedUntilOneEnds) {
 }
 
 // A message larger than its receive fails that receive with the sizes, and the sender learns
-// that its peer gave up (its next request fails) instead of waiting for a receive.
+// that its peer gave up (a request fails) instead of waiting for a receive. A send completes
+// once its step is in the sender's slots, so the sender may run ahead of the failed receiver by
+// its slots (two here, on one channel) before a send has to wait for the receiver, and that
+// wait ends with the peer's failure.
 TEST_F(NcclNetPlugin, AMessageLargerThanItsReceiveFailsBothEnds) {
+  constexpr int kSlots = 2;
+  setenv("RECCL_SLOTS", std::to_string(kSlots).c_str(), 1);
+  setenv("RECCL_NCHANNELS", "1", 1);
   void *send, *recv;
   connectPair(&send, &recv);
+  unsetenv("RECCL_SLOTS");
+  unsetenv("RECCL_NCHANNELS");
   std::vector<uint8_t> out(200, 1), in(100);
   void *rreq = nullptr, *sreq = nullptr;
   ASSERT_EQ(postRecv(recv, in.data(), 100, &rreq), ncclSuccess);
@@ -208,13 +216,16 @@ TEST_F(NcclNetPlugin, AMessageLargerThanItsReceiveFailsBothEnds) {
   EXPECT_EQ(wait(rreq, &got), ncclInvalidUsage);
   EXPECT_NE(warnings().find("a message of 200 bytes arrived for a receive of 100 bytes"), std::string::npos)
       << warnings();
-  // The first send may have been taken whole by the connection's slots; a later one fails.
   ncclResult_t r = wait(sreq, nullptr);
-  for (int i = 0; i < 4 && r == ncclSuccess; ++i) {
+  int sent = r == ncclSuccess ? 1 : 0;
+  // One send more than the slots can hold must fail: the sends ahead fill the slots at most.
+  for (int i = 0; i < kSlots + 1 && r == ncclSuccess; ++i) {
     ASSERT_EQ(net_->isend(send, out.data(), 200, 0, nullptr, &sreq), ncclSuccess);
-    if (sreq) r = wait(sreq, nullptr);
+    ASSERT_NE(sreq, nullptr);
+    r = wait(sreq, nullptr);
+    if (r == ncclSuccess) ++sent;
   }
-  EXPECT_EQ(r, ncclRemoteError) << warnings();
+  EXPECT_EQ(r, ncclRemoteError) << sent << " sends completed after the receiver failed\n" << warnings();
   void* again = nullptr;
   EXPECT_NE(postRecv(recv, in.data(), 100, &again), ncclSuccess);
   closePair(send, recv);
