@@ -60,6 +60,7 @@ SocketSendPath::SocketSendPath(SocketEngine* engine, UniqueFd fd, channel::SendP
   sendOp_.kind = kSend;
   ackOp_.owner = this;
   ackOp_.kind = kAckRecv;
+  headers_.resize(port->slots());
   iov_.reserve(2 * port->slots());
   iovStep_.reserve(2 * port->slots());
   submitIov_.reserve(2 * port->slots());
@@ -89,17 +90,14 @@ void SocketSendPath::failed(const Status& s) {
 void SocketSendPath::appendFrame(uint64_t s, uint32_t epoch) {
   auto f = port_->frameParts(s);
   // Steps resent after a migration still carry the old path's epoch in their slot header (and a
-  // post racing the epoch change may too): stamp the epoch of this path.
-  if (channel::frameEpoch(f.header) != epoch) channel::stampFrameEpoch(const_cast<std::byte*>(f.header.data()), epoch);
-  // Header and payload as two pieces: a direct step's payload is the caller's memory.
-  if (f.payload.data() == f.header.data() + f.header.size()) {
-    iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size() + f.payload.size()});
-  } else {
-    iov_.push_back({const_cast<std::byte*>(f.header.data()), f.header.size()});
-    if (!f.payload.empty()) {
-      iovStep_.push_back(0);  // the header: the step is not sent yet
-      iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
-    }
+  // post racing the epoch change may too): this path's copy carries its own.
+  auto& h = headers_[(s - 1) % headers_.size()];
+  std::memcpy(h.data(), f.header.data(), h.size());
+  channel::stampFrameEpoch(h.data(), epoch);
+  iov_.push_back({h.data(), h.size()});
+  if (!f.payload.empty()) {
+    iovStep_.push_back(0);  // the header: the step is not sent yet
+    iov_.push_back({const_cast<std::byte*>(f.payload.data()), f.payload.size()});
   }
   iovStep_.push_back(s);  // the step's last piece
 }

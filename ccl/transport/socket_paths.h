@@ -65,7 +65,8 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   void failed(const Status& s);
   // True when the step just posted went out whole from the calling thread.
   bool sendInline() noexcept;
-  // Appends step s's header and payload to iov_ (stamped with the path's epoch).
+  // Appends step s's header and payload to iov_: the header from this path's copy of it,
+  // stamped with `epoch`.
   void appendFrame(uint64_t s, uint32_t epoch);
   // Consumes n sent bytes from iov_ (advancing fullySent_ past each step whose last byte went);
   // true when all of it is sent.
@@ -84,6 +85,11 @@ class SocketSendPath final : public channel::Path, public EnginePath {
   std::mutex txMu_;
   uint64_t sent_;               // steps fully handed to the socket
   uint64_t batchEnd_ = 0;       // last step of the batch the progress thread sends (0: none)
+  // Per slot, the header this path sends for the slot's step: the port's header with this
+  // path's epoch. A path never writes the port's slots, so an old path still sending while its
+  // successor starts (an inline send racing the move) cannot change the epoch the other sends.
+  // A copy stays until its step is acknowledged, which is after its bytes left (heldAck_).
+  std::vector<std::array<std::byte, channel::kStepHeaderBytes>> headers_;
   std::vector<iovec> iov_;
   std::vector<uint64_t> iovStep_;  // per iov_ entry: the step it ends, else 0
   size_t iovFirst_ = 0;

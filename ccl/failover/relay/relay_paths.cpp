@@ -93,14 +93,18 @@ bool RelaySendPath::progress() {
   auto up = link_.pipe.up();
   uint64_t posted = port_->posted();
   uint32_t epoch = port_->epoch();
-  // Looked at per step: once shut down, this path must not stamp a slot header any more (its
-  // successor stamps the new epoch into the same slots).
+  // Looked at per step: a path shut down writes nothing more into its pipe.
   while (sent_ < posted && !dead_.load()) {
     auto f = port_->frame(sent_ + 1);
-    // Resent steps still carry the old path's epoch in their slot header: stamp this path's.
-    if (partial_ == 0 && channel::frameEpoch(f) != epoch)
-      channel::stampFrameEpoch(const_cast<std::byte*>(f.data()), epoch);
-    size_t n = up.write(f.subspan(partial_));
+    // Resent steps still carry the old path's epoch in their slot header: this path writes a
+    // copy with its own.
+    if (partial_ == 0) {
+      std::memcpy(header_.data(), f.data(), header_.size());
+      channel::stampFrameEpoch(header_.data(), epoch);
+    }
+    size_t n = 0;
+    if (partial_ < header_.size()) n = up.write(std::span<const std::byte>(header_).subspan(partial_));
+    if (partial_ + n >= header_.size()) n += up.write(f.subspan(partial_ + n));
     moved |= n > 0;
     partial_ += n;
     if (partial_ < f.size()) break;

@@ -68,6 +68,9 @@ class RelaySendPath final : public RelayPathBase {
   channel::SendPort* port_;
   uint64_t sent_;
   size_t partial_ = 0;  // bytes of step sent_+1 already written
+  // Step sent_+1's header as this path writes it: the port's with this path's epoch (a path
+  // never writes the port's slots, which its successor reads).
+  std::array<std::byte, channel::kStepHeaderBytes> header_{};
   uint64_t heldAck_ = 0;  // the receiver's latest ack; the port sees min(heldAck_, sent_)
   std::array<std::byte, channel::kAckFrameBytes> ack_{};
 };

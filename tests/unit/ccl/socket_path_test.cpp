@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -28,7 +29,10 @@ struct Conn {
   std::string error;
 };
 
-std::unique_ptr<Conn> openConn(uint32_t slots, size_t chunk) {
+// beforePaths runs on the two ports before their paths are made (steps posted with no path
+// yet); the send path then sends the steps after sentBefore, as a migrated path resends.
+std::unique_ptr<Conn> openConn(uint32_t slots, size_t chunk, const std::function<void(Conn&)>& beforePaths = {},
+                               uint64_t sentBefore = UINT64_MAX) {
   auto c = std::make_unique<Conn>();
   auto fail = [&](const Status& s) {
     c->error = s.ToString();
@@ -51,7 +55,9 @@ std::unique_ptr<Conn> openConn(uint32_t slots, size_t chunk) {
   if (!txMem.ok() || !rxMem.ok()) return fail(Status(Errc::kInternal, "connection memory"));
   c->tx = std::make_unique<channel::SendPort>(channel::PortId{0, 1, 0}, std::move(txMem).value(), &c->env);
   c->rx = std::make_unique<channel::RecvPort>(channel::PortId{1, 0, 0}, std::move(rxMem).value(), &c->env);
-  auto sp = std::make_unique<transport::SocketSendPath>(c->engine.get(), std::move(out).value(), c->tx.get(), "test tx");
+  if (beforePaths) beforePaths(*c);
+  auto sp = std::make_unique<transport::SocketSendPath>(c->engine.get(), std::move(out).value(), c->tx.get(), "test tx",
+                                                        sentBefore);
   auto rp = std::make_unique<transport::SocketRecvPath>(c->engine.get(), std::move(in).value(), c->rx.get(), "test rx");
   auto* sraw = sp.get();
   auto* rraw = rp.get();
@@ -176,4 +182,40 @@ TEST(CclSocketPath, DirectAndLargeStepsAreAcked) {
   EXPECT_TRUE(c->tx->waitAcked(2, Deadline::afterMs(5000)).ok());
 }
 
+// Steps posted under epoch 1 and sent after the connection moved to epoch 2 (a migrated path
+// resending from the slots) arrive with epoch 2, and the slots keep the headers as posted: a path
+// sends its own copy of each header and never writes the port's slots, so an old path still
+// sending while its successor starts cannot change the epoch the successor sends.
+TEST(CclSocketPath, APathSendsItsEpochAndLeavesTheSlotsAsPosted) {
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  const std::vector<size_t> sizes = {8, 2048, 0};
+  auto c = openConn(4, 4096, [&](Conn& c) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      auto slot = c.tx->acquire(Deadline::afterMs(5000));
+      ASSERT_TRUE(slot.ok()) << slot.status().ToString();
+      std::memset(slot->data(), static_cast<int>(0x40 + i), sizes[i]);
+      ASSERT_TRUE(c.tx->post(sizes[i], desc).ok());
+    }
+    c.tx->setEpoch(2);
+    c.rx->setEpoch(2);
+  }, 0);
+  ASSERT_EQ(c->error, "");
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    auto r = c->rx->wait(Deadline::afterMs(5000), desc);
+    ASSERT_TRUE(r.ok()) << "step " << i + 1 << ": " << r.status().ToString();
+    ASSERT_EQ(r->size(), sizes[i]);
+    for (size_t b = 0; b < sizes[i]; ++b) ASSERT_EQ((*r)[b], std::byte(0x40 + i)) << "step " << i + 1;
+    ASSERT_TRUE(c->rx->release().ok());
+  }
+  EXPECT_EQ(c->env.staleSteps.load(), 0u) << "a step arrived with the epoch it was posted under";
+  ASSERT_TRUE(allAcked(*c, 2000));
+  for (uint64_t s = 1; s <= sizes.size(); ++s) {
+    auto h = channel::decodeStepHeader(
+        std::span<const std::byte>(c->tx->memory().slotFrame(s), channel::kStepHeaderBytes));
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    EXPECT_EQ(h->epoch, 1u) << "the path wrote its epoch into the slot of step " << s;
+  }
+}
+
 }  // namespace
+
