@@ -96,26 +96,57 @@ StepVerdict classifyStep(const StepHeader& h, uint64_t received, uint32_t epoch,
   return StepVerdict::kNext;
 }
 
+namespace {
+
+// By name, as the application wrote them (nccl-tests' names); a value no type or op has (a
+// peer's byte off the wire) by its number, never cast to the enum.
+std::string typeText(uint8_t v) {
+  return reduce::validType(v) ? std::string(reduce::typeName(static_cast<recclDataType_t>(v))) : std::to_string(v);
+}
+std::string opText(uint8_t v) {
+  return reduce::validOp(v) ? std::string(reduce::opName(static_cast<recclRedOp_t>(v))) : std::to_string(v);
+}
+
+// "broadcast #3 (1000 float, root 1)": a collective as a rank called it.
+std::string describe(const CollDesc& d) {
+  std::string s = std::string(collKindName(d.kind)) + " #" + std::to_string(d.seq) + " (" + std::to_string(d.count) +
+                  " " + typeText(d.dtype);
+  if (d.kind == CollKind::kAllReduce || d.kind == CollKind::kReduce || d.kind == CollKind::kReduceScatter)
+    s += ", " + opText(d.op);
+  if (d.kind == CollKind::kBroadcast || d.kind == CollKind::kReduce) s += ", root " + std::to_string(d.root);
+  return s + ")";
+}
+
+}  // namespace
+
 Status checkDesc(const CollDesc& mine, const CollDesc& theirs, int peer) {
   if (mine == theirs) return Status::Ok();
+  const std::string who = "rank " + std::to_string(peer);
   auto mismatch = [&](const char* what, const std::string& a, const std::string& b) {
-    return Status(Errc::kInvalidUsage, "mismatched " + std::string(what) + " across ranks: this rank has " +
-                                              a + ", rank " + std::to_string(peer) + " has " + b);
+    return Status(Errc::kInvalidUsage,
+                  "mismatched " + std::string(what) + " across ranks: this rank has " + a + ", " + who + " has " + b);
   };
+  // Data of another collective number: a collective the two ranks called differently ended at
+  // one of them without the data the other sent (a broadcast whose ranks disagree on the root
+  // ends at each rank that took itself for the root: a root only sends). Said by number, as
+  // each rank called it, whatever the kinds.
+  if (mine.seq != theirs.seq && mine.seq != 0 && theirs.seq != 0) {
+    std::string why = "mismatched collective sequence across ranks: this rank is in " + describe(mine) + ", " + who +
+                      " sent data of its " + describe(theirs);
+    if (theirs.seq < mine.seq)
+      why += ", which this rank's collective #" + std::to_string(theirs.seq) +
+             " ended without receiving: the ranks called it with different arguments (a root, for one)";
+    else
+      why += ": " + who + " is past this rank's collective #" + std::to_string(mine.seq) +
+             ": the ranks called it with different arguments (a root, for one)";
+    return Status(Errc::kInvalidUsage, why);
+  }
   if (mine.kind != theirs.kind)
     return mismatch("collective", collKindName(mine.kind), collKindName(theirs.kind));
   if (mine.seq != theirs.seq)
     return mismatch("collective sequence", std::to_string(mine.seq), std::to_string(theirs.seq));
   if (mine.count != theirs.count)
     return mismatch("count", std::to_string(mine.count), std::to_string(theirs.count));
-  // By name, as the application wrote them (nccl-tests' names); a value no type or op has (a
-  // peer's byte off the wire) by its number, never cast to the enum.
-  auto typeText = [](uint8_t v) {
-    return reduce::validType(v) ? std::string(reduce::typeName(static_cast<recclDataType_t>(v))) : std::to_string(v);
-  };
-  auto opText = [](uint8_t v) {
-    return reduce::validOp(v) ? std::string(reduce::opName(static_cast<recclRedOp_t>(v))) : std::to_string(v);
-  };
   if (mine.dtype != theirs.dtype) return mismatch("datatype", typeText(mine.dtype), typeText(theirs.dtype));
   if (mine.op != theirs.op) return mismatch("op", opText(mine.op), opText(theirs.op));
   return mismatch("root", std::to_string(mine.root), std::to_string(theirs.root));

@@ -146,6 +146,42 @@ TEST(CclErrors, MismatchedCollectivesAreDetected) {
   EXPECT_TRUE(rcs[0] == recclInvalidUsage || rcs[1] == recclInvalidUsage) << msgs[0] << " | " << msgs[1];
 }
 
+// A broadcast whose ranks each take themselves for the root ends at each of them (a root only
+// sends, and its sends fit the connection's slots); the next call that meets the data the other
+// sent fails, naming that broadcast as the other rank called it. Both ranks fail; the second
+// to look may see the first's communicator gone instead.
+TEST(CclErrors, BroadcastRootsThatDifferAreNamedByTheNextCall) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "30000");
+  for (const char* shmOff : {"0", "1"}) {
+    SCOPED_TRACE(std::string("RECCL_SHM_DISABLE=") + shmOff);
+    ScopedEnv shm("RECCL_SHM_DISABLE", shmOff);
+    Comms comms(2);
+    ASSERT_TRUE(comms.ok()) << comms.error();
+    std::vector<std::string> msgs(2);
+    std::vector<recclResult_t> bcast(2);
+    auto start = std::chrono::steady_clock::now();
+    auto rcs = comms.run([&](int r, recclComm_t c) {
+      std::vector<float> x(1000, 1.0f + r);
+      bcast[r] = recclBroadcast(x.data(), x.data(), 1000, recclFloat32, r, c, nullptr);
+      recclResult_t rc = recclAllReduce(x.data(), x.data(), 10, recclFloat32, recclSum, c, nullptr);
+      msgs[r] = recclGetLastError(c);
+      return rc;
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(10000)) << "a mismatch should fail fast, not time out";
+    int named = 0;
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(bcast[r], recclSuccess) << "rank " << r;
+      EXPECT_NE(rcs[r], recclSuccess) << "rank " << r;
+      if (rcs[r] != recclInvalidUsage) continue;
+      ++named;
+      const std::string theirs = "rank " + std::to_string(1 - r) + " sent data of its broadcast #1 (1000 float, root " +
+                                 std::to_string(1 - r) + ")";
+      EXPECT_NE(msgs[r].find(theirs), std::string::npos) << msgs[r];
+    }
+    EXPECT_GE(named, 1) << msgs[0] << " | " << msgs[1];
+  }
+}
+
 TEST(CclErrors, SilentPeerTimesOut) {
   ScopedEnv t("RECCL_TIMEOUT_MS", "300");
   Comms comms(2);

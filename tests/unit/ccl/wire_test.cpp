@@ -116,6 +116,17 @@ TEST(CclWire, StepHeaderAckAndVerdicts) {
   mx.op = recclMax;
   EXPECT_NE(channel::checkDesc(sum, mx, 1).message().find("this rank has sum, rank 1 has max"), std::string::npos)
       << channel::checkDesc(sum, mx, 1).message();
+  // Data of another collective number: both collectives named as each rank called them.
+  channel::CollDesc now{2, 10, -1, channel::CollKind::kAllReduce, recclFloat32, recclSum};
+  channel::CollDesc earlier{1, 1000, 1, channel::CollKind::kBroadcast, recclFloat32, recclSum};
+  Status late = channel::checkDesc(now, earlier, 1);
+  EXPECT_EQ(late.code(), Errc::kInvalidUsage);
+  for (const char* part : {"this rank is in allreduce #2 (10 float, sum)",
+                           "rank 1 sent data of its broadcast #1 (1000 float, root 1)",
+                           "collective #1 ended without receiving"})
+    EXPECT_NE(late.message().find(part), std::string::npos) << late.message();
+  Status ahead = channel::checkDesc(earlier, now, 1);
+  EXPECT_NE(ahead.message().find("rank 1 is past this rank's collective #1"), std::string::npos) << ahead.message();
   std::array<std::byte, channel::kAckFrameBytes> ab;
   channel::encodeAck({4, 77}, ab);
   auto a = channel::decodeAck(ab);
