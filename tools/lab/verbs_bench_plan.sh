@@ -16,9 +16,9 @@
 #     (1-3 s), each followed by 2-4 s with both rails up. Drops are on ingress, as a network
 #     loses packets: rxe on Debian's 6.1 resends at once a packet its own host dropped before
 #     the wire, so an egress drop spins its requester (the guest's one vCPU locks up for the
-#     drop's length; a RoCE NIC sends below tc). Passes when reccl-bench exits 0 on every rank and the
-#     plan applied every fault; a fault need not cause a failover (a short drop passes inside the
-#     QP's retransmissions). Rank 0 prints the plan and a summary line "soak: ...".
+#     drop's length; a RoCE NIC sends below tc). Passes when reccl-bench exits 0 on every rank
+#     and the plan applied every fault; a fault need not cause a failover (a short drop passes
+#     inside the QP's retransmissions). Rank 0 prints the plan and a summary line "soak: ...".
 # Rank 0 prints the plan's log and the run's per-fault figures and summary after the table.
 set -u
 usage() { echo "usage: verbs_bench_plan.sh PLAN FAULTS [SIZE] | --soak SEED N [SIZE]"; exit 64; }
@@ -30,6 +30,8 @@ if [ "${1:-}" = --soak ]; then
   seed=$2
   drawn=$3
   size=${4:-256K}
+  case $seed$drawn in *[!0-9]*) echo "verbs_bench_plan: --soak: SEED and N are numbers"; exit 64 ;; esac
+  [ "$drawn" -ge 1 ] || { echo "verbs_bench_plan: --soak: N must be at least 1"; exit 64; }
   plan=$out.plan.json
   # The plan is drawn on every rank (the same on each): only rank 0 runs it.
   awk -v seed="$seed" -v n="$drawn" '
