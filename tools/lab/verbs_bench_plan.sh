@@ -106,18 +106,16 @@ if [ "$RANK" -eq 0 ]; then
     echo "soak: seed $seed, $drawn faults ($kinds; $faults counting each flap's downs), $iters iterations bit-exact, longest ${longest} ms;" \
       "$(sed -n 's/^# \(failovers .*\) (sums over ranks)$/\1/p' "$out");" \
       "$(sed -n 's/^# \(stall ms p50 [^ ]* p99 [^ ]* max [^ ]*\) .* over \([0-9]*\) faults with a failover.*/\1 over \2 faults with a failover/p' "$out")"
-    echo "verbs_bench_plan rank $RANK: ok"
-    rm -f "$out" "$out".*
-    exit 0
+  else
+    with=$(sed -n 's/^# stall ms .* over \([0-9]*\) faults with a failover.*/\1/p' "$out")
+    [ "${with:-0}" -eq "$faults" ] || fail "${with:-no} of $faults faults had a failover"
+    stalls=$(grep -c "^#  fault [0-9]* at .* stall [0-9.]* ms" "$out")
+    [ "$stalls" -eq "$faults" ] || fail "$stalls of $faults faults have a stall figure"
+    # The plan's actions (a cable's done_mono_ns: when its carrier read as asked), then the JSON's
+    # per-fault figures and summary (reccl-bench --json writes one key a line at the top).
+    grep '"event":"action"' "$out.log"
+    sed -n '/^ "faults": \[/,/^ \]/p; /^ "summary": {/,/^ }/p' "$out.json"
   fi
-  with=$(sed -n 's/^# stall ms .* over \([0-9]*\) faults with a failover.*/\1/p' "$out")
-  [ "${with:-0}" -eq "$faults" ] || fail "${with:-no} of $faults faults had a failover"
-  stalls=$(grep -c "^#  fault [0-9]* at .* stall [0-9.]* ms" "$out")
-  [ "$stalls" -eq "$faults" ] || fail "$stalls of $faults faults have a stall figure"
-  # The plan's actions (a cable's done_mono_ns: when its carrier read as asked), then the JSON's
-  # per-fault figures and summary (reccl-bench --json writes one key a line at the top).
-  grep '"event":"action"' "$out.log"
-  sed -n '/^ "faults": \[/,/^ \]/p; /^ "summary": {/,/^ }/p' "$out.json"
 fi
 echo "verbs_bench_plan rank $RANK: ok"
 rm -f "$out" "$out".*
