@@ -10,6 +10,7 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
+mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm  # POSIX shared memory: ranks of one host
 mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
