@@ -71,6 +71,14 @@ class Link {
   // on the old path may be lost).
   virtual std::unique_ptr<channel::Path> makePath(channel::PortBase& port, bool isSender, uint64_t after,
                                                   std::string desc) = 0;
+
+  // A link that forwards bytes (a relay pipe) needs a byte-stream path at the peer whatever the
+  // peer's transport: the initiator's request says so (MigrateRequest::streamPath) and the peer
+  // keeps the link its data listener accepted (PathFactory::acceptStream) as it is.
+  virtual bool needsStreamPeer() const noexcept { return false; }
+  // The transport of the path makePath() makes, as a path's description names it; nullptr: the
+  // communicator's (its factory's name()).
+  virtual const char* transport() const noexcept { return nullptr; }
 };
 
 // What failover watches on a path (stall check, rail meter).
@@ -95,8 +103,15 @@ class PathFactory {
   // Passive end: the link of a connection the data listener accepted and proved, with the
   // migration request still to be read.
   virtual std::unique_ptr<Link> accept(UniqueFd fd) = 0;
+  // Passive end, in two steps, when the request decides the link's kind: the accepted connection
+  // as a byte-stream link (the request is read on it), then adopt() makes it this transport's
+  // link unless the request asked for a byte-stream path. A transport whose links are byte
+  // streams (TCP) has nothing to adopt. accept(fd) is adopt(acceptStream(fd)).
+  virtual std::unique_ptr<Link> acceptStream(UniqueFd fd) { return accept(std::move(fd)); }
+  virtual std::unique_ptr<Link> adopt(std::unique_ptr<Link> stream) { return stream; }
 
-  // The rail whose NIC `path` leaves from (-1: not a path of this factory, or not known).
+  // The rail whose NIC `path` leaves from (-1: not a path of this factory, or not known). These
+  // three take any path this factory's links made, byte-stream ones included.
   virtual int railOf(const channel::Path& path) const = 0;
   // Failover watches `path` (a data path it may move): arms what makes an idle path's death
   // visible to sample() within about `stallMs` (TCP: keepalive probes). Without failover nothing

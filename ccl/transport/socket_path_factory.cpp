@@ -38,6 +38,7 @@ class SocketLink final : public Link {
     return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
   }
   void closeNow() noexcept override { closeAbruptly(fd_); }
+  const char* transport() const noexcept override { return "tcp"; }
   std::unique_ptr<channel::Path> makePath(channel::PortBase& port, bool isSender, uint64_t after,
                                           std::string desc) override {
     if (isSender) {

@@ -8,6 +8,10 @@
 #     both-sides  rail0 pulled on both hosts at once, put back: the same
 #     host-down   both of rank 0's rails pulled: an error on every rank within
 #                 RECCL_FAILOVER_TIMEOUT_MS of the failing allreduce's start (+ the detection slack)
+#     relay       two ranks per host (ranks 2*LAB_INDEX and 2*LAB_INDEX+1), RECCL_FAILOVER_ROUTE=relay:
+#                 host 0's rail0 pulled mid-allreduce, put back: host 0's ranks move their rail0
+#                 connections onto each other (shared-memory pipe, the other's rail1 NIC), every
+#                 result bit-exact, over 1 MiB forwarded on host 0, nothing relayed on the others
 #   verbs_failover.sh bench ROUNDS SOURCE:IB_TIMEOUT:IB_RETRY_CNT...
 #     rank 0's rail0 pulled mid-allreduce ROUNDS times per setting, the settings interleaved;
 #     prints "bench SOURCE:T:R round K rank R: timeline ..." (fault to migration, from the
@@ -44,11 +48,62 @@ base_env() {
   export RECCL_CHUNK_SIZE=16384 WORKER_COLL=allreduce WORKER_COUNT=1048576 WORKER_ITERS=5 WORKER_SETTLE_MS=3000
   export RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=INIT,FAILOVER
   unset RECCL_DETECTOR RECCL_FAILOVER_STANDBY RECCL_STALL_TIMEOUT_MS RECCL_FAILOVER_TIMEOUT_MS RECCL_TIMEOUT_MS WORKER_WAIT_SOURCE
+  unset RECCL_FAILOVER_ROUTE WORKER_RELAY_STATS
 }
 
-fail() { echo "verbs_failover $1 rank $RANK: FAILED: $2"; rm -f "$out" "$out.rc"; exit 1; }
+# Who a line speaks for: this VM's rank, or its host where it runs two ranks.
+who() { if [ "${LAB_PAIR:-0}" = 1 ]; then echo "host $LAB_INDEX"; else echo "rank $RANK"; fi; }
+fail() { echo "verbs_failover $1 $(who): FAILED: $2"; rm -f "$out" "$out".*; exit 1; }
+
+# run_pair NAME: two failover_worker runs on this host at once, ranks 2*LAB_INDEX and
+# 2*LAB_INDEX+1 of 2*LAB_VMS; their outputs in $out.0 and $out.1 (and on the console), their
+# exits in $rc0 and $rc1.
+run_pair() {
+  export MASTER_PORT=$((base_port + run_index))
+  run_index=$((run_index + 1))
+  echo "verbs_failover: run $1, two ranks per host (MASTER_PORT $MASTER_PORT)"
+  for k in 0 1; do
+    { RANK=$((LAB_INDEX * 2 + k)) WORLD_SIZE=$((LAB_VMS * 2)) LOCAL_RANK=$k LOCAL_WORLD_SIZE=2 failover_worker 2>&1
+      echo $? > "$out.$k.rc"; } | tee "$out.$k" &
+  done
+  wait
+  rc0=$(cat "$out.0.rc")
+  rc1=$(cat "$out.1.rc")
+}
+
+# The relay scenario: what host 0's two ranks forwarded for each other ("relay rank R migrations
+# M forwarded B pipes P", from WORKER_RELAY_STATS), every rank's exit, and that its bytes went
+# through the relay on host 0 only.
+relay() {
+  LAB_PAIR=1
+  base_env
+  export RECCL_FAILOVER_ROUTE=relay WORKER_RELAY_STATS=1 WORKER_FAULTS=2/mid/@lab/rail0/0 RECCL_STALL_TIMEOUT_MS=10000
+  run_pair relay
+  for k in 0 1; do
+    r=$((LAB_INDEX * 2 + k))
+    eval "code=\$rc$k"
+    [ "$code" -eq 0 ] || fail relay "rank $r: worker exit $code"
+    grep -q "transport verbs" "$out.$k" || fail relay "rank $r: the communicator did not use verbs"
+    grep -q "^relay rank $r " "$out.$k" || fail relay "rank $r: no relay counters"
+  done
+  migrations=$(cat "$out.0" "$out.1" | sed -n 's/^relay rank [0-9]* migrations \([0-9]*\) .*/\1/p' | awk '{s += $1} END {print s + 0}')
+  forwarded=$(cat "$out.0" "$out.1" | sed -n 's/^relay rank [0-9]* migrations [0-9]* forwarded \([0-9]*\) .*/\1/p' | awk '{s += $1} END {print s + 0}')
+  if [ "$LAB_INDEX" -eq 0 ]; then
+    [ "$migrations" -ge 1 ] || fail relay "host 0 moved no connection onto a relay"
+    [ "$forwarded" -gt 1048576 ] || fail relay "host 0's relays forwarded $forwarded bytes, expected over 1 MiB"
+    grep -q "when mid: hit" "$out.0" || fail relay "the cable was not pulled mid-allreduce"
+  else
+    [ "$((migrations + forwarded))" -eq 0 ] || fail relay "host $LAB_INDEX relayed ($migrations moves, $forwarded bytes)"
+  fi
+  LAB_PAIR=0
+  echo "verbs_failover relay host $LAB_INDEX: ok: $migrations moves onto a relay, $forwarded bytes forwarded, every result bit-exact"
+}
 
 scenario() {
+  if [ "$1" = relay ]; then
+    relay
+    return
+  fi
   base_env
   # The cable pulls are the detector's to find. A TCG guest beside a loaded host can go the
   # default 2 s stall time without an ack on a healthy link: the stall check then moves healthy
@@ -124,5 +179,5 @@ if [ "$1" = bench ]; then
 else
   for s in "$@"; do scenario "$s"; done
 fi
-rm -f "$out" "$out.rc"
+rm -f "$out" "$out".*
 exit 0

@@ -78,7 +78,7 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
   c.highest = std::max(c.highest, epoch);
   const std::string desc =
       (via >= 0 ? "relay via rank " + std::to_string(via) + " rail " + std::to_string(rail)
-                : std::string(ctx_.paths.name()) + " " + ctx_.nicName(rail)) +
+                : std::string(link->transport() ? link->transport() : ctx_.paths.name()) + " " + ctx_.nicName(rail)) +
       " " + connName(c.id) + " epoch " + std::to_string(epoch);
   channel::Path* raw = nullptr;
   const bool awayFromFault = isMoveAwayFromFault(reason);

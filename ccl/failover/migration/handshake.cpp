@@ -78,6 +78,7 @@ Attempt Migration::propose(Conn& c, int rail, const Job& j, bool withHello, tran
     }
   }
   fillRequest(&req, ctx_, c, j.reason, rail, epoch);
+  req.streamPath = link.needsStreamPeer();
 
   // The usual authenticated data hello (communicator, ranks; the epoch marks a migration) unless
   // the path is a standby, whose hello went at its opening; the request rides behind it.
@@ -181,7 +182,9 @@ void Migration::handlePassive(PassiveHello p) {
   Timeline tl;
   tl.queuedNs = p.arrivedNs;
   tl.runningNs = monotonicNs();
-  std::unique_ptr<transport::Link> link = ctx_.paths.accept(std::move(p.fd));
+  // Read as a byte stream: the request says whether this end keeps it so (the peer's end is a
+  // relay pipe) or makes it a link of the communicator's transport.
+  std::unique_ptr<transport::Link> link = ctx_.paths.acceptStream(std::move(p.fd));
   std::array<std::byte, kMigrateRequestBytes> buf;
   Status s = link->io(Deadline::afterMs(kPassiveReadMs)).recv(buf);
   if (!s.ok()) {
@@ -202,6 +205,7 @@ void Migration::handlePassive(PassiveHello p) {
                req.status().message().c_str());
     return;
   }
+  if (!req->streamPath) link = ctx_.paths.adopt(std::move(link));
   servePassive(std::move(link), p.hello, *req, tl);
 }
 

@@ -43,7 +43,7 @@ bool isMoveAwayFromFault(MigrateReason r) noexcept {
 
 // Request: 0 magic | 4 version u16 | 6 initiator u8 | 7 reason u8 | 8 sender i32 | 12 receiver i32 |
 // 16 channel u32 | 20 epoch u32 | 24 received u64 | 32 applied u64 | 40 railsUp u64 | 48 rail u16 |
-// rest zero.
+// 50 streamPath u8 | rest zero.
 void encodeMigrateRequest(const MigrateRequest& r, std::span<std::byte, kMigrateRequestBytes> out) noexcept {
   std::byte* p = out.data();
   std::memset(p, 0, kMigrateRequestBytes);
@@ -59,6 +59,7 @@ void encodeMigrateRequest(const MigrateRequest& r, std::span<std::byte, kMigrate
   put<uint64_t>(p, 32, r.applied);
   put<uint64_t>(p, 40, r.railsUp);
   put<uint16_t>(p, 48, r.rail);
+  put<uint8_t>(p, 50, r.streamPath ? 1 : 0);
 }
 
 Result<MigrateRequest> decodeMigrateRequest(std::span<const std::byte> in) {
@@ -82,6 +83,9 @@ Result<MigrateRequest> decodeMigrateRequest(std::span<const std::byte> in) {
   r.applied = get<uint64_t>(p, 32);
   r.railsUp = get<uint64_t>(p, 40);
   r.rail = get<uint16_t>(p, 48);
+  uint8_t stream = get<uint8_t>(p, 50);
+  if (stream > 1) return bad("request: stream-path flag " + std::to_string(stream) + " is not 0 or 1");
+  r.streamPath = stream == 1;
   if (r.conn.sender < 0 || r.conn.receiver < 0 || r.conn.sender == r.conn.receiver)
     return bad("request: bad ranks " + std::to_string(r.conn.sender) + "->" + std::to_string(r.conn.receiver));
   if (r.conn.channel >= 64) return bad("request: channel " + std::to_string(r.conn.channel) + " out of range");
@@ -89,7 +93,8 @@ Result<MigrateRequest> decodeMigrateRequest(std::span<const std::byte> in) {
   if ((r.epoch & 1u) != (role == 1 ? 1u : 0u)) return bad("request: epoch parity does not match the initiator");
   if (r.applied > r.received) return bad("request: applied beyond received");
   if (r.rail >= 64) return bad("request: rail " + std::to_string(r.rail) + " out of range");
-  for (size_t i = 50; i < kMigrateRequestBytes; ++i)
+  if (r.streamPath && r.reason == MigrateReason::kStandby) return bad("request: a standby over a relay");
+  for (size_t i = 51; i < kMigrateRequestBytes; ++i)
     if (p[i] != std::byte{0}) return bad("request: reserved bytes set");
   return r;
 }

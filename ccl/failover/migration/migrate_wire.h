@@ -65,6 +65,9 @@ struct MigrateRequest {
   uint64_t received = 0;           // receiver-initiated: steps the receiver holds
   uint64_t applied = 0;            // receiver-initiated: steps the receiver applied (acked)
   uint64_t railsUp = 0;            // initiator's healthy rails (bit per rail)
+  // The passive end makes a byte-stream path (TCP), whatever the communicator's transport: the
+  // initiator's end is a relay pipe, whose relay forwards bytes (transport::Link::needsStreamPeer).
+  bool streamPath = false;
 };
 
 enum class MigrateStatus : uint32_t {

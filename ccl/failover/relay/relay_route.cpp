@@ -34,6 +34,8 @@ class RelayPipeLink final : public transport::Link {
   int waitFd() const noexcept override { return link_.ctrl.get(); }
   bool hasInput() const noexcept override { return false; }
   void closeNow() noexcept override { link_.ctrl.reset(); }
+  // The relay forwards bytes: the peer's end is a byte-stream path whatever its transport.
+  bool needsStreamPeer() const noexcept override { return true; }
   std::unique_ptr<channel::Path> makePath(channel::PortBase& port, bool isSender, uint64_t after,
                                           std::string desc) override {
     if (isSender)

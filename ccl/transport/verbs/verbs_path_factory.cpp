@@ -195,18 +195,28 @@ Result<std::unique_ptr<Link>> VerbsPathFactory::connect(int peer, int rail, Dead
   return std::unique_ptr<Link>(new VerbsLink(this, std::move(side)));
 }
 
-std::unique_ptr<Link> VerbsPathFactory::accept(UniqueFd fd) {
-  return std::make_unique<VerbsLink>(this, cfg_.sideChannel->accept(std::move(fd)));
+std::unique_ptr<Link> VerbsPathFactory::accept(UniqueFd fd) { return adopt(acceptStream(std::move(fd))); }
+
+// The side channel's link: kept as it is, it makes the side channel's byte-stream path (the peer's
+// end of a relayed connection forwards bytes).
+std::unique_ptr<Link> VerbsPathFactory::acceptStream(UniqueFd fd) { return cfg_.sideChannel->accept(std::move(fd)); }
+
+std::unique_ptr<Link> VerbsPathFactory::adopt(std::unique_ptr<Link> stream) {
+  return std::make_unique<VerbsLink>(this, std::move(stream));
 }
 
+// A path that is not a QP is the side channel's (a byte-stream path: acceptStream()).
 int VerbsPathFactory::railOf(const channel::Path& path) const {
   auto* v = dynamic_cast<const VerbsPath*>(&path);
-  return v ? v->rail() : -1;
+  return v ? v->rail() : cfg_.sideChannel->railOf(path);
 }
 
 void VerbsPathFactory::watch(const channel::Path& path, int64_t stallMs) const {
   // The path is the factory's own (made by makePath); watching arms its liveness probes.
-  if (auto* v = dynamic_cast<const VerbsPath*>(&path)) const_cast<VerbsPath*>(v)->watch(stallMs);
+  if (auto* v = dynamic_cast<const VerbsPath*>(&path))
+    const_cast<VerbsPath*>(v)->watch(stallMs);
+  else
+    cfg_.sideChannel->watch(path, stallMs);
 }
 
 PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t stallMs) const {
@@ -215,7 +225,7 @@ PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t stallMs) 
   // the stall time (verbs_paths.h). Sampling posts the probe when one is due.
   PathSample out;
   auto* v = dynamic_cast<const VerbsPath*>(&path);
-  if (!v) return out;
+  if (!v) return cfg_.sideChannel->sample(path, stallMs);
   out.known = true;
   out.pathId = reinterpret_cast<uintptr_t>(&path);
   out.bytes = v->bytesMoved();

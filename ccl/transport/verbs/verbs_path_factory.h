@@ -56,6 +56,8 @@ class VerbsPathFactory final : public PathFactory {
   const char* name() const noexcept override { return "verbs"; }
   Result<std::unique_ptr<Link>> connect(int peer, int rail, Deadline deadline) override;
   std::unique_ptr<Link> accept(UniqueFd fd) override;
+  std::unique_ptr<Link> acceptStream(UniqueFd fd) override;
+  std::unique_ptr<Link> adopt(std::unique_ptr<Link> stream) override;
   int railOf(const channel::Path& path) const override;
   void watch(const channel::Path& path, int64_t stallMs) const override;
   PathSample sample(const channel::Path& path, int64_t stallMs) const override;

@@ -35,6 +35,31 @@ TEST(MigrateWire, RequestRoundTrip) {
   EXPECT_EQ(r->received, 1000u);
   EXPECT_EQ(r->applied, 998u);
   EXPECT_EQ(r->railsUp, 0b10u);
+  EXPECT_FALSE(r->streamPath);
+}
+
+// A relay's origin asks for a byte-stream path at the peer (a verbs peer keeps its side channel);
+// the flag is one byte at offset 50, 0 or 1, and never on a standby (a relay opens none).
+TEST(MigrateWire, StreamPathFlagRoundTripsAndIsChecked) {
+  std::array<std::byte, kMigrateRequestBytes> b;
+  MigrateRequest r = sample();
+  r.streamPath = true;
+  encodeMigrateRequest(r, b);
+  EXPECT_EQ(b[50], std::byte{1});
+  auto d = decodeMigrateRequest(b);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_TRUE(d->streamPath);
+  auto c = b;
+  c[50] = std::byte{2};
+  auto bad = decodeMigrateRequest(c);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("stream-path flag 2"), std::string::npos) << bad.status().message();
+  r.reason = MigrateReason::kStandby;
+  r.epoch = 3;  // a receiver's placeholder
+  encodeMigrateRequest(r, b);
+  bad = decodeMigrateRequest(b);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("standby over a relay"), std::string::npos) << bad.status().message();
 }
 
 TEST(MigrateWire, RequestRejectsMalformed) {
@@ -76,6 +101,9 @@ TEST(MigrateWire, RequestRejectsMalformed) {
   c = b;
   c[60] = std::byte{1};
   EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "reserved bytes";
+  c = b;
+  c[51] = std::byte{1};
+  EXPECT_FALSE(decodeMigrateRequest(c).ok()) << "the first reserved byte, after the stream-path flag";
 }
 
 TEST(MigrateWire, DegradedReasonRoundTrips) {
