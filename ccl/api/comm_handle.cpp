@@ -235,10 +235,12 @@ recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, co
     return recclSuccess;
   }
   auto op = std::make_shared<PendingOp>();
+  opts.cancelInit = op->cancel;
   handle->pending = op;
   handle->state.store(recclComm::kInitializing, std::memory_order_release);
   // Detached: recclCommAbort returns without waiting for it, and it releases what it made then.
   std::thread([op, opts, id = core::UniqueIdData(id), nranks, rank, root = std::move(root), who]() mutable {
+    pthread_setname_np(pthread_self(), "reccl-init");
     auto c = core::Comm::create(opts, id, nranks, rank, std::move(root));
     core::wipeKey(id.bootKey);
     std::unique_ptr<core::Comm> orphan;

@@ -59,6 +59,9 @@ struct PendingOp {
   std::condition_variable cv;
   bool done = false;                 // the operation finished (status is final)
   bool abandoned = false;            // the handle was aborted: the thread frees what it made
+  // Set with `abandoned` by an abort: an init's waits (bootstrap, first connections) end within
+  // Deadline::kCancelPollMs instead of at their deadline (core::CommOptions::cancelInit).
+  std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
   Status status;
   std::unique_ptr<core::Comm> made;  // init's result, moved into the handle when settled
 };

@@ -266,6 +266,7 @@ recclResult_t recclCommAbort(recclComm_t comm) {
     if (op && st == recclComm::kInitializing) {
       std::lock_guard lk(op->mu);
       op->abandoned = true;  // the init thread aborts and frees what it makes
+      op->cancel->store(true, std::memory_order_release);  // and stops waiting for other ranks
     }
     abortDevice(*comm);  // stops waiting for streams first: its worker may be inside impl
     if (comm->impl) comm->impl->abort();

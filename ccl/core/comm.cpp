@@ -60,7 +60,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
   rank_ = rank;
   nranks_ = nranks;
   env_.waitSpinNs = std::max<int64_t>(0, params::WaitSpinUs()) * 1000;
-  Deadline deadline = Deadline::afterMs(opts_.bootstrapTimeoutMs);
+  const Deadline deadline = connectDeadline();  // init's: cancellable
 
   static std::once_flag sweep;
   std::call_once(sweep, [] { transport::removeStaleShm(); });

@@ -49,6 +49,9 @@ struct CommOptions {
   // The communicator's failover part (failover::makeFailover; the api layer sets it). Empty, or
   // RECCL_FAILOVER=0: none, and a path fault fails the communicator.
   FailoverMaker makeFailover;
+  // Set: init gives up (Errc::kAborted) once it is true, within Deadline::kCancelPollMs of any
+  // wait (an abort of a non-blocking init; api/comm_handle.h).
+  std::shared_ptr<const std::atomic<bool>> cancelInit;
   static Status fromEnv(CommOptions* out);
 };
 
@@ -140,7 +143,8 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // Connections made during init wait up to RECCL_BOOTSTRAP_TIMEOUT_MS; later (lazy) ones are
   // part of a collective and wait up to RECCL_TIMEOUT_MS.
   Deadline connectDeadline() const {
-    return Deadline::afterMs(initialized_ ? opts_.timeoutMs : opts_.bootstrapTimeoutMs);
+    if (initialized_) return Deadline::afterMs(opts_.timeoutMs);
+    return Deadline::afterMs(opts_.bootstrapTimeoutMs).cancellable(opts_.cancelInit.get());
   }
   std::atomic<bool> initialized_{false};
 

@@ -197,6 +197,7 @@ Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
       if (!pf.ok()) return pf;
     }
     if (broken_.load()) return asyncError();
+    if (!ok && d.cancelled()) return Status(Errc::kAborted, "init aborted while waiting for rank " + std::to_string(peer));
     if (!ok)
       return Status(Errc::kTimeout, "rank " + std::to_string(peer) + " did not connect on channel " +
                                         std::to_string(channel) + " before the deadline");

@@ -17,13 +17,18 @@
 namespace reccl::transport {
 namespace {
 
+Status aborted(const std::string& what) { return Status(Errc::kAborted, what + ": aborted"); }
+
 Status waitFd(int fd, short events, Deadline deadline, const char* what) {
   for (;;) {
     pollfd p{fd, events, 0};
-    int ms = deadline.remainingMsForPoll();
-    int rc = poll(&p, 1, ms);
+    int rc = poll(&p, 1, deadline.pollSliceMs());
     if (rc > 0) return Status::Ok();
-    if (rc == 0) return Status(Errc::kTimeout, std::string(what) + ": deadline passed");
+    if (rc == 0) {
+      if (deadline.cancelled()) return aborted(what);
+      if (!deadline.expired()) continue;  // a slice of a cancellable deadline
+      return Status(Errc::kTimeout, std::string(what) + ": deadline passed");
+    }
     if (errno != EINTR) return Status::FromErrno(errno, what);
   }
 }
@@ -91,6 +96,7 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
   int backoffMs = 1;
   int attemptMs = kConnectAttemptMs;
   for (;;) {
+    if (deadline.cancelled()) return aborted("connect " + dst.str());
     UniqueFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!fd) return Status::FromErrno(errno, "socket");
     if (!device.empty()) {
@@ -115,9 +121,9 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
       // failover's deadline: an attempt unanswered within attemptMs is dialled anew instead, each
       // unanswered one given twice the time of the one before, so a slow peer is not dialled ever
       // faster. An answer (even a refusal) starts the next dial at kConnectAttemptMs again.
-      const Deadline byAttempt = Deadline::afterMs(attemptMs);
+      const Deadline byAttempt = deadline.within(attemptMs);
       const bool attemptEndsFirst = byAttempt.at() < deadline.at();
-      Status w = waitFd(fd.get(), POLLOUT, attemptEndsFirst ? byAttempt : deadline, ("connect " + dst.str()).c_str());
+      Status w = waitFd(fd.get(), POLLOUT, byAttempt, ("connect " + dst.str()).c_str());
       if (!w.ok() && w.code() == Errc::kTimeout && attemptEndsFirst) {
         pollfd last{fd.get(), POLLOUT, 0};  // answered just now: keep it
         if (::poll(&last, 1, 0) != 1) {
@@ -143,6 +149,7 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
     }
     if (err == ECONNREFUSED && onRefused == OnRefused::kFinal)
       return Status(Errc::kPeerFailure, "connect " + dst.str() + ": refused (nothing listens there)");
+    if (deadline.cancelled()) return aborted("connect " + dst.str());
     if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH) || deadline.expired())
       return Status::FromErrno(err, "connect " + dst.str());
     std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <cstdio>
 #include <numeric>
@@ -191,6 +193,46 @@ TEST(NcclApi, AbortDuringNonBlockingInitReturnsAtOnce) {
   ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
   auto t0 = Clock::now();
   EXPECT_EQ(recclCommAbort(comm), recclSuccess);
+  EXPECT_LT(Clock::now() - t0, milliseconds(1000));
+}
+
+// Threads of this process that a running non-blocking init holds: its own ("reccl-init") and the
+// progress engine it starts before the bootstrap ("reccl-progress"). Other tests' communicators
+// are gone by now; their bootstrap roots may still be ending, so those are not counted.
+size_t initThreads() {
+  size_t n = 0;
+  for (auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream f(e.path() / "comm");
+    std::string name;
+    std::getline(f, name);
+    n += name == "reccl-init" || name == "reccl-progress";
+  }
+  return n;
+}
+
+// The aborted init stops waiting for the rank that never comes (the bootstrap root's table) at
+// once, not at its 30 s bootstrap deadline: its thread and the progress engine it started end
+// (and its sockets close) within a second of the abort.
+TEST(NcclApi, AnAbortedNonBlockingInitEndsItsThreadsAtOnce) {
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  recclConfig_t cfg = nonBlocking();
+  cfg.bootstrapTimeoutMs = 30000;
+  // An init aborted by the test before this one may still be ending.
+  for (auto t = Clock::now(); initThreads() > 0 && Clock::now() - t < std::chrono::seconds(5);)
+    std::this_thread::sleep_for(milliseconds(10));
+  const size_t before = initThreads();
+  recclComm_t comm = nullptr;
+  ASSERT_EQ(recclCommInitRankConfig(&comm, 2, id, 0, &cfg), recclInProgress);
+  std::this_thread::sleep_for(milliseconds(300));  // in the root's wait for rank 1
+  EXPECT_EQ(initThreads(), before + 2);
+  auto t0 = Clock::now();
+  ASSERT_EQ(recclCommAbort(comm), recclSuccess);
+  while (initThreads() > before && Clock::now() - t0 < std::chrono::seconds(5))
+    std::this_thread::sleep_for(milliseconds(10));
+  EXPECT_EQ(initThreads(), before) << "the aborted init still runs "
+                                      << std::chrono::duration_cast<milliseconds>(Clock::now() - t0).count()
+                                      << " ms after the abort";
   EXPECT_LT(Clock::now() - t0, milliseconds(1000));
 }
 
