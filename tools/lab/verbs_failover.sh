@@ -12,6 +12,9 @@
 #                 host 0's rail0 pulled mid-allreduce, put back: host 0's ranks move their rail0
 #                 connections onto each other (shared-memory pipe, the other's rail1 NIC), every
 #                 result bit-exact, over 1 MiB forwarded on host 0, nothing relayed on the others
+#     relay-affinity  the same two ranks per host, route auto under RECCL_NIC_AFFINITY=1, one
+#                 channel: host 0's rail1 (rank 1's own NIC) pulled: rank 1 relays through rank 0,
+#                 rank 0 stays on its own NIC
 #   verbs_failover.sh bench ROUNDS SOURCE:IB_TIMEOUT:IB_RETRY_CNT...
 #     rank 0's rail0 pulled mid-allreduce ROUNDS times per setting, the settings interleaved;
 #     prints "bench SOURCE:T:R round K rank R: timeline ..." (fault to migration, from the
@@ -48,7 +51,7 @@ base_env() {
   export RECCL_CHUNK_SIZE=16384 WORKER_COLL=allreduce WORKER_COUNT=1048576 WORKER_ITERS=5 WORKER_SETTLE_MS=3000
   export RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=INIT,FAILOVER
   unset RECCL_DETECTOR RECCL_FAILOVER_STANDBY RECCL_STALL_TIMEOUT_MS RECCL_FAILOVER_TIMEOUT_MS RECCL_TIMEOUT_MS WORKER_WAIT_SOURCE
-  unset RECCL_FAILOVER_ROUTE WORKER_RELAY_STATS
+  unset RECCL_FAILOVER_ROUTE WORKER_RELAY_STATS RECCL_NIC_AFFINITY RECCL_NCHANNELS
 }
 
 # Who a line speaks for: this VM's rank, or its host where it runs two ranks.
@@ -71,39 +74,58 @@ run_pair() {
   rc1=$(cat "$out.1.rc")
 }
 
-# The relay scenario: what host 0's two ranks forwarded for each other ("relay rank R migrations
-# M forwarded B pipes P", from WORKER_RELAY_STATS), every rank's exit, and that its bytes went
-# through the relay on host 0 only.
+# The relay scenarios. relay: RECCL_FAILOVER_ROUTE=relay, host 0 loses rail0, and its two ranks
+# forward for each other. relay-affinity: route auto under RECCL_NIC_AFFINITY=1 with one channel,
+# host 0 loses rail1 (rank 1's own NIC): rank 1 relays through rank 0, which stays direct. Read
+# from WORKER_RELAY_STATS's "relay rank R migrations M forwarded B pipes P" lines and the exits;
+# host 1 relays nothing in either.
+relay_field() {  # relay_field FIELD FILE...: the sum of FIELD (migrations, forwarded) over the files
+  f=$1
+  shift
+  cat "$@" | sed -n "s/^relay rank [0-9]* .*$f \([0-9]*\).*/\1/p" | awk '{s += $1} END {print s + 0}'
+}
+
 relay() {
   LAB_PAIR=1
   base_env
-  export RECCL_FAILOVER_ROUTE=relay WORKER_RELAY_STATS=1 WORKER_FAULTS=2/mid/@lab/rail0/0 RECCL_STALL_TIMEOUT_MS=10000
-  run_pair relay
+  export WORKER_RELAY_STATS=1 RECCL_STALL_TIMEOUT_MS=10000
+  case $1 in
+    relay) export RECCL_FAILOVER_ROUTE=relay WORKER_FAULTS=2/mid/@lab/rail0/0 ;;
+    relay-affinity) export RECCL_FAILOVER_ROUTE=auto RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_FAULTS=2/mid/@lab/rail1/0 ;;
+  esac
+  run_pair "$1"
   for k in 0 1; do
     r=$((LAB_INDEX * 2 + k))
     eval "code=\$rc$k"
-    [ "$code" -eq 0 ] || fail relay "rank $r: worker exit $code"
-    grep -q "transport verbs" "$out.$k" || fail relay "rank $r: the communicator did not use verbs"
-    grep -q "^relay rank $r " "$out.$k" || fail relay "rank $r: no relay counters"
+    [ "$code" -eq 0 ] || fail "$1" "rank $r: worker exit $code"
+    grep -q "transport verbs" "$out.$k" || fail "$1" "rank $r: the communicator did not use verbs"
+    grep -q "^relay rank $r " "$out.$k" || fail "$1" "rank $r: no relay counters"
   done
-  migrations=$(cat "$out.0" "$out.1" | sed -n 's/^relay rank [0-9]* migrations \([0-9]*\) .*/\1/p' | awk '{s += $1} END {print s + 0}')
-  forwarded=$(cat "$out.0" "$out.1" | sed -n 's/^relay rank [0-9]* migrations [0-9]* forwarded \([0-9]*\) .*/\1/p' | awk '{s += $1} END {print s + 0}')
-  if [ "$LAB_INDEX" -eq 0 ]; then
-    [ "$migrations" -ge 1 ] || fail relay "host 0 moved no connection onto a relay"
-    [ "$forwarded" -gt 1048576 ] || fail relay "host 0's relays forwarded $forwarded bytes, expected over 1 MiB"
-    grep -q "when mid: hit" "$out.0" || fail relay "the cable was not pulled mid-allreduce"
+  migrations=$(relay_field migrations "$out.0" "$out.1")
+  forwarded=$(relay_field forwarded "$out.0" "$out.1")
+  if [ "$LAB_INDEX" -ne 0 ]; then
+    [ "$((migrations + forwarded))" -eq 0 ] || fail "$1" "host $LAB_INDEX relayed ($migrations moves, $forwarded bytes)"
   else
-    [ "$((migrations + forwarded))" -eq 0 ] || fail relay "host $LAB_INDEX relayed ($migrations moves, $forwarded bytes)"
+    grep -q "when mid: hit" "$out.0" || fail "$1" "the cable was not pulled mid-allreduce"
+    [ "$migrations" -ge 1 ] || fail "$1" "host 0 moved no connection onto a relay"
+    [ "$forwarded" -gt 1048576 ] || fail "$1" "host 0's relays forwarded $forwarded bytes, expected over 1 MiB"
+    if [ "$1" = relay-affinity ]; then
+      [ "$(relay_field migrations "$out.0")" -eq 0 ] || fail "$1" "rank 0 relayed, though its own NIC (rail0) was up"
+      [ "$(relay_field migrations "$out.1")" -ge 1 ] || fail "$1" "rank 1 did not relay"
+      [ "$(relay_field forwarded "$out.0")" -gt 1048576 ] || fail "$1" "rank 0 forwarded too little for rank 1"
+    fi
   fi
   LAB_PAIR=0
-  echo "verbs_failover relay host $LAB_INDEX: ok: $migrations moves onto a relay, $forwarded bytes forwarded, every result bit-exact"
+  echo "verbs_failover $1 host $LAB_INDEX: ok: $migrations moves onto a relay, $forwarded bytes forwarded, every result bit-exact"
 }
 
 scenario() {
-  if [ "$1" = relay ]; then
-    relay
-    return
-  fi
+  case $1 in
+    relay | relay-affinity)
+      relay "$1"
+      return
+      ;;
+  esac
   base_env
   # The cable pulls are the detector's to find. A TCG guest beside a loaded host can go the
   # default 2 s stall time without an ack on a healthy link: the stall check then moves healthy
