@@ -1,5 +1,11 @@
 #include "algo/collective.h"
 
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "reduce/reduce.h"
+
 namespace reccl::algo {
 
 const char* collKindName(CollKind k) noexcept {
@@ -16,7 +22,33 @@ const char* collKindName(CollKind k) noexcept {
   return "unknown";
 }
 
+namespace {
+
+// A PreMulSum: this rank's input times its scalar into a buffer of its own (the caller's input
+// stays as it is), then the collective on that buffer with the sum's kernels; the op travels as
+// kPreMulSum in the step headers, so a rank that called another op is named as a mismatch.
+Status runPreMulSum(channel::ChannelSet& cs, const Collective& c) {
+  const size_t elems = c.kind == CollKind::kReduceScatter ? c.count * static_cast<size_t>(cs.nranks()) : c.count;
+  const size_t esize = reduce::typeSize(c.dtype);
+  std::array<std::byte, 8> scalar{};
+  std::memcpy(scalar.data(), c.preMul.at ? c.preMul.at : c.preMul.value.data(), esize);
+  std::unique_ptr<std::byte[]> scaled;
+  if (elems) {
+    scaled = std::make_unique_for_overwrite<std::byte[]>(elems * esize);
+    reduce::preMultiply(c.send, scaled.get(), elems, c.dtype, scalar.data());
+  }
+  switch (c.kind) {
+    case CollKind::kAllReduce: return allReduce(cs, scaled.get(), c.recv, c.count, c.dtype, c.op);
+    case CollKind::kReduce: return reduce(cs, scaled.get(), c.recv, c.count, c.dtype, c.op, c.root);
+    case CollKind::kReduceScatter: return reduceScatter(cs, scaled.get(), c.recv, c.count, c.dtype, c.op);
+    default: return Status(Errc::kInternal, std::string("premulsum on ") + collKindName(c.kind));
+  }
+}
+
+}  // namespace
+
 Status run(channel::ChannelSet& cs, const Collective& c) {
+  if (c.op == reduce::kPreMulSum) return runPreMulSum(cs, c);
   switch (c.kind) {
     case CollKind::kAllReduce: return allReduce(cs, c.send, c.recv, c.count, c.dtype, c.op);
     case CollKind::kBroadcast: return broadcast(cs, c.send, c.recv, c.count, c.dtype, c.root);

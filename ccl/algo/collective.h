@@ -3,6 +3,7 @@
 // it, all through one dispatcher instead of a lambda per call site.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <vector>
 
@@ -25,6 +26,12 @@ struct Collective {
   recclRedOp_t op = recclSum;
   int root = 0;
   std::vector<P2POp> p2p;  // kSendRecv: the group's sends and receives on this communicator
+  // op == reduce::kPreMulSum: this rank's scalar (one element of dtype), read when the collective
+  // runs from `at` when set (recclScalarDevice: the caller's memory), else from `value`.
+  struct PreMul {
+    std::array<std::byte, 8> value{};
+    const void* at = nullptr;
+  } preMul;
 };
 
 // Runs it with the algorithms of collectives.h (arguments already validated by the API).

@@ -28,8 +28,8 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.dtype = dtype;
   c.op = op;
   c.esize = reduce::typeSize(dtype);
-  c.fn = reduce::kernel(dtype, op == recclAvg ? recclSum : op);
-  c.fn2 = reduce::kernel2(dtype, op == recclAvg ? recclSum : op);
+  c.fn = reduce::kernel(dtype, reduce::kernelOp(op));
+  c.fn2 = reduce::kernel2(dtype, reduce::kernelOp(op));
   c.nranks = cs.nranks();
   c.cs = &cs;
   c.directMinBytes = cs.directRecvMinBytes();

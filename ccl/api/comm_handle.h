@@ -30,6 +30,7 @@
 #include <utility>
 
 #include "api/api_result.h"
+#include "api/red_ops.h"
 #include "core/comm.h"
 #include "core/wire.h"
 #include "reccl/common/status.h"
@@ -76,6 +77,7 @@ struct recclComm {
   std::mutex settleMu;
   std::shared_ptr<reccl::api::PendingOp> pending;
   reccl::Status failure;  // kFailed: the init's error; kFinalized: finalize's, if it failed
+  reccl::api::RedOpTable redOps;  // recclRedOpCreatePreMulSum's ops on this communicator
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;

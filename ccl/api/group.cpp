@@ -75,7 +75,7 @@ thread_local OpenGroup tlsGroup;
 struct CommWork {
   recclComm_t comm;
   std::vector<std::pair<Collective, recclStream_t>> collectives;
-  Collective p2p{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+  Collective p2p{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
   recclStream_t p2pStream = nullptr;
 };
 

@@ -163,7 +163,7 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     RECCL_CHECK(usable(comm, &c));
     // A barrier: once it returns on any rank, every rank's earlier work is done. It goes where a
     // host call goes (api/launch.h), so it runs after work still queued on streams.
-    const algo::Collective barrier{algo::CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+    const algo::Collective barrier{algo::CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
     if (comm->config.blocking) {
       Status s = launch(*comm, barrier, nullptr);
       {

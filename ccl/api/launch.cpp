@@ -53,6 +53,16 @@ Status checkStream(recclStream_t stream) {
   return Status::Ok();
 }
 
+Status checkHostReadable([[maybe_unused]] const void* p, [[maybe_unused]] const char* what) {
+#if RECCL_HAVE_CUDA
+  if (!cuda::anyContextActive()) return Status::Ok();  // no context: no device memory either
+  RECCL_ASSIGN_OR_RETURN(cuda::PointerInfo info, cuda::classifyPointer(p));
+  if (info.kind == cuda::MemoryKind::kDevice)
+    return Status(Errc::kInvalidArgument, std::string(what) + ": device memory; reccl reads it on the host (host, pinned or managed memory)");
+#endif
+  return Status::Ok();
+}
+
 int callerDevice() noexcept {
 #if RECCL_HAVE_CUDA
   int d = -1;

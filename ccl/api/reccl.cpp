@@ -53,9 +53,12 @@ recclResult_t checkCommon(recclComm_t comm, size_t count, const recclDataType_t&
 // checkCommon's factor for "times the number of ranks".
 constexpr size_t kPerRank = SIZE_MAX;
 
-recclResult_t checkOp(const recclRedOp_t& opArg) {
-  int op = rawEnum(opArg);
-  if (!reccl::reduce::validOp(op)) return fail(recclInvalidArgument, "op: unknown value " + std::to_string(op));
+// The call's op into `coll`: a built-in one, or one of the communicator's PreMulSum ops (its
+// scalar with it); the datatype is checked already.
+recclResult_t checkOp(recclComm_t comm, const recclRedOp_t& opArg, Collective* coll) {
+  auto op = comm->redOps.resolve(rawEnum(opArg), coll->dtype, &coll->preMul);
+  if (!op.ok()) return fail(op.status());
+  coll->op = *op;
   return recclSuccess;
 }
 
@@ -213,12 +216,12 @@ recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
-    RECCL_CHECK(checkOp(op));
+    Collective coll{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, recclSum, 0, {}, {}};
+    RECCL_CHECK(checkOp(comm, op, &coll));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     const size_t bytes = count * reccl::reduce::typeSize(datatype);
     RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
-    const Collective coll{CollKind::kAllReduce, sendbuff, recvbuff, count, datatype, op, 0, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -234,7 +237,7 @@ recclResult_t recclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
     const size_t bytes = count * reccl::reduce::typeSize(datatype);
     if (c->rank() == root)
       RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
-    const Collective coll{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}};
+    const Collective coll{CollKind::kBroadcast, sendbuff, recvbuff, count, datatype, recclSum, root, {}, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -249,14 +252,14 @@ recclResult_t recclReduce(const void* sendbuff, void* recvbuff, size_t count, re
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, 1, &c));
-    RECCL_CHECK(checkOp(op));
+    Collective coll{CollKind::kReduce, sendbuff, recvbuff, count, datatype, recclSum, root, {}, {}};
+    RECCL_CHECK(checkOp(comm, op, &coll));
     RECCL_CHECK(checkRoot(*c, root));
     RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
     if (c->rank() == root) RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
     const size_t bytes = count * reccl::reduce::typeSize(datatype);
     if (c->rank() == root)
       RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
-    const Collective coll{CollKind::kReduce, sendbuff, recvbuff, count, datatype, op, root, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -271,7 +274,7 @@ recclResult_t recclAllGather(const void* sendbuff, void* recvbuff, size_t sendco
     const size_t bytes = sendcount * reccl::reduce::typeSize(datatype);  // one rank's block
     RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes * static_cast<size_t>(c->nranks()),
                            reinterpret_cast<uintptr_t>(recvbuff) + bytes * static_cast<size_t>(c->rank())));
-    const Collective coll{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}};
+    const Collective coll{CollKind::kAllGather, sendbuff, recvbuff, sendcount, datatype, recclSum, 0, {}, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -281,13 +284,13 @@ recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff, size_t re
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, recvcount, datatype, kPerRank, &c));
-    RECCL_CHECK(checkOp(op));
+    Collective coll{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, recclSum, 0, {}, {}};
+    RECCL_CHECK(checkOp(comm, op, &coll));
     RECCL_CHECK(checkBuf(sendbuff, recvcount, "sendbuff"));
     RECCL_CHECK(checkBuf(recvbuff, recvcount, "recvbuff"));
     const size_t bytes = recvcount * reccl::reduce::typeSize(datatype);  // one rank's block
     RECCL_CHECK(checkApart(sendbuff, bytes * static_cast<size_t>(c->nranks()), recvbuff, bytes,
                            reinterpret_cast<uintptr_t>(recvbuff) - bytes * static_cast<size_t>(c->rank())));
-    const Collective coll{CollKind::kReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -303,7 +306,7 @@ recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, 
       return fail(recclInvalidArgument, "recvbuff: in-place all-to-all is not supported (recvbuff == sendbuff)");
     const size_t bytes = count * reccl::reduce::typeSize(datatype) * static_cast<size_t>(c->nranks());
     RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes, reinterpret_cast<uintptr_t>(recvbuff)));
-    const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}};
+    const Collective coll{CollKind::kAllToAll, sendbuff, recvbuff, count, datatype, recclSum, 0, {}, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -317,7 +320,7 @@ recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, 0, recclUint8, 1, &c));
-    const Collective coll{CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}};
+    const Collective coll{CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
     return submit(comm, coll, stream);
   });
 }
@@ -331,7 +334,7 @@ static recclResult_t p2p(bool isSend, void* buf, size_t count, const recclDataTy
   if (peer < 0 || peer >= n)
     return fail(recclInvalidArgument, "peer: " + std::to_string(peer) + " is not in [0, " + std::to_string(n) + ")");
   reccl::algo::P2POp op{isSend, peer, buf, count, datatype};
-  const Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}};
+  const Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {op}, {}};
   // Alone, a send to self has no receive to meet (a group pairs them at recclGroupEnd).
   if (!inGroup()) RECCL_CHECK(finish(reccl::algo::checkSelfPairs(coll.p2p, c->rank())));
   return submit(comm, coll, stream);
@@ -345,6 +348,28 @@ recclResult_t recclSend(const void* sendbuff, size_t count, recclDataType_t data
 recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, int peer, recclComm_t comm,
                         recclStream_t stream) {
   return guardedOn(comm, [&] { return p2p(false, recvbuff, count, datatype, peer, comm, stream); });
+}
+
+recclResult_t recclRedOpCreatePreMulSum(recclRedOp_t* op, void* scalar, recclDataType_t datatype,
+                                        recclScalarResidence_t residence, recclComm_t comm) {
+  return guardedOn(comm, [&]() -> recclResult_t {
+    reccl::core::Comm* c = nullptr;
+    RECCL_CHECK(checkCommon(comm, 0, datatype, 1, &c));
+    if (!op) return fail(recclInvalidArgument, "op: null pointer");
+    if (scalar) RECCL_CHECK(finish(reccl::api::checkHostReadable(scalar, "scalar")));
+    auto made = comm->redOps.createPreMulSum(scalar, datatype, residence);
+    if (!made.ok()) return fail(made.status());
+    *op = *made;
+    return recclSuccess;
+  });
+}
+
+recclResult_t recclRedOpDestroy(recclRedOp_t op, recclComm_t comm) {
+  return guardedOn(comm, [&]() -> recclResult_t {
+    reccl::core::Comm* c = nullptr;
+    RECCL_CHECK(inspectable(comm, &c));
+    return finish(comm->redOps.destroy(rawEnum(op)));
+  });
 }
 
 recclResult_t recclGroupStart(void) {

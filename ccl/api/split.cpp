@@ -60,7 +60,7 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     std::vector<int32_t> colorKey(2 * static_cast<size_t>(n));
     int32_t mine[2] = {cfgStatus.ok() ? color : -2, key};
     // Both exchanges go where a host call goes (api/launch.h): after work queued on streams.
-    const algo::Collective colorKeys{algo::CollKind::kAllGather, mine, colorKey.data(), 2, recclInt32, recclSum, 0, {}};
+    const algo::Collective colorKeys{algo::CollKind::kAllGather, mine, colorKey.data(), 2, recclInt32, recclSum, 0, {}, {}};
     RECCL_CHECK(finish(launch(*comm, colorKeys, nullptr)));
     if (!cfgStatus.ok()) return fail(cfgStatus);
     for (int r = 0; r < n; ++r)
@@ -90,7 +90,7 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     }
     Status gathered = launch(*comm,
                              {algo::CollKind::kAllGather, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8,
-                              recclSum, 0, {}},
+                              recclSum, 0, {}, {}},
                              nullptr);
     std::fill(myId.begin(), myId.end(), std::byte{0});
     if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));

@@ -104,7 +104,8 @@ std::string typeText(uint8_t v) {
   return reduce::validType(v) ? std::string(reduce::typeName(static_cast<recclDataType_t>(v))) : std::to_string(v);
 }
 std::string opText(uint8_t v) {
-  return reduce::validOp(v) ? std::string(reduce::opName(static_cast<recclRedOp_t>(v))) : std::to_string(v);
+  return reduce::validOp(v) || v == reduce::kPreMulSum ? std::string(reduce::opName(static_cast<recclRedOp_t>(v)))
+                                                        : std::to_string(v);
 }
 
 // "broadcast #3 (1000 float, root 1)": a collective as a rank called it.

@@ -27,9 +27,20 @@ Reduce2Fn kernel2(recclDataType_t type, recclRedOp_t op) noexcept;
 // float64 precision, rounded once).
 void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noexcept;
 
+// The op a PreMulSum (recclRedOpCreatePreMulSum) runs as below the API: the sum of every rank's
+// input times that rank's own scalar. Its kernels are the sum's; preMultiply is its first pass.
+inline constexpr recclRedOp_t kPreMulSum = static_cast<recclRedOp_t>(recclNumOps);
+// The kernel op of `op`: the sum for avg and PreMulSum, `op` itself otherwise.
+inline recclRedOp_t kernelOp(recclRedOp_t op) noexcept {
+  return op == recclAvg || op == kPreMulSum ? recclSum : op;
+}
+// out[i] = in[i] * scalar (one element of `type`) for i < count; out may alias in exactly.
+// Integers wrap modulo 2^bits; float16 and bfloat16 multiply in float32 and round once.
+void preMultiply(const void* in, void* out, size_t count, recclDataType_t type, const void* scalar) noexcept;
+
 size_t typeSize(recclDataType_t type) noexcept;  // 0 for an invalid type
 const char* typeName(recclDataType_t type) noexcept;  // nccl-tests names: "float", "half", ...
-const char* opName(recclRedOp_t op) noexcept;        // "sum", "prod", "max", "min", "avg"
+const char* opName(recclRedOp_t op) noexcept;        // "sum", "prod", "max", "min", "avg", "premulsum"
 bool validType(int type) noexcept;
 bool validOp(int op) noexcept;
 

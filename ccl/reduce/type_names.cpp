@@ -12,7 +12,9 @@ constexpr const char* kOpNames[recclNumOps] = {"sum", "prod", "max", "min", "avg
 }  // namespace
 
 const char* typeName(recclDataType_t type) noexcept { return validType(type) ? kTypeNames[type] : "unknown"; }
-const char* opName(recclRedOp_t op) noexcept { return validOp(op) ? kOpNames[op] : "unknown"; }
+const char* opName(recclRedOp_t op) noexcept {
+  return validOp(op) ? kOpNames[op] : op == kPreMulSum ? "premulsum" : "unknown";
+}
 bool validType(int type) noexcept { return type >= 0 && type < recclNumTypes; }
 bool validOp(int op) noexcept { return op >= 0 && op < recclNumOps; }
 

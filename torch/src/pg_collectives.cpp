@@ -34,9 +34,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allreduce(std::vector<at::Tens
                                                             const c10d::AllreduceOptions& opts) {
   at::Tensor t = singleTensor(tensors, "tensors");
   recclDataType_t type = reduceType(t.scalar_type());
-  recclRedOp_t op = reduceOp(opts.reduceOp);
+  ReduceOpArg op = reduceOp(opts.reduceOp, t.scalar_type());
   return submit(c10d::OpType::ALLREDUCE, "allreduce", {t}, opts.timeout, [t, type, op](recclComm_t comm) {
-    return recclAllReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, op, comm, nullptr);
+    CallRedOp o(op, type, comm);
+    if (o.status() != recclSuccess) return o.status();
+    return recclAllReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.op(), comm, nullptr);
   });
 }
 
@@ -48,7 +50,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allreduce_coalesced(std::vecto
     TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "reccl: tensors: allreduce_coalesced needs one dtype, got ",
                 tensors[0].scalar_type(), " and ", t.scalar_type());
   recclDataType_t type = reduceType(tensors[0].scalar_type());
-  recclRedOp_t op = reduceOp(opts.reduceOp);
+  ReduceOpArg op = reduceOp(opts.reduceOp, tensors[0].scalar_type());
   // One allreduce over the tensors laid end to end.
   return submit(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, opts.timeout,
                 [ts = tensors, type, op](recclComm_t comm) {
@@ -58,7 +60,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allreduce_coalesced(std::vecto
                   size_t off = 0;
                   for (const auto& t : ts) std::memcpy(buf.get() + off, bytes(t), byteCount(t)), off += byteCount(t);
                   size_t count = total / ts[0].element_size();
-                  recclResult_t r = recclAllReduce(buf.get(), buf.get(), count, type, op, comm, nullptr);
+                  CallRedOp o(op, type, comm);
+                  if (o.status() != recclSuccess) return o.status();
+                  recclResult_t r = recclAllReduce(buf.get(), buf.get(), count, type, o.op(), comm, nullptr);
                   if (r != recclSuccess) return r;
                   off = 0;
                   for (const auto& t : ts) std::memcpy(bytes(t), buf.get() + off, byteCount(t)), off += byteCount(t);
@@ -72,9 +76,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce(std::vector<at::Tensor>
   checkRootTensor(opts.rootTensor);
   int root = checkRank(opts.rootRank, size_, "rootRank");
   recclDataType_t type = reduceType(t.scalar_type());
-  recclRedOp_t op = reduceOp(opts.reduceOp);
+  ReduceOpArg op = reduceOp(opts.reduceOp, t.scalar_type());
   return submit(c10d::OpType::REDUCE, "reduce", {t}, opts.timeout, [t, type, op, root](recclComm_t comm) {
-    return recclReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, op, root, comm, nullptr);
+    CallRedOp o(op, type, comm);
+    if (o.status() != recclSuccess) return o.status();
+    return recclReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.op(), root, comm, nullptr);
   });
 }
 
@@ -111,14 +117,16 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce_scatter(std::vector<at:
   at::Tensor out = singleTensor(outputs, "output");
   const auto& ins = perRankList(inputs, size_, out, "input_list");
   recclDataType_t type = reduceType(out.scalar_type());
-  recclRedOp_t op = reduceOp(opts.reduceOp);
+  ReduceOpArg op = reduceOp(opts.reduceOp, out.scalar_type());
   return submit(c10d::OpType::REDUCE_SCATTER, "reduce_scatter", {out}, opts.timeout,
                 [out, ins, type, op](recclComm_t comm) {
                   size_t n = byteCount(out);
                   auto buf = staging(n * ins.size());
                   for (size_t i = 0; i < ins.size(); ++i) std::memcpy(buf.get() + i * n, bytes(ins[i]), n);
-                  return recclReduceScatter(buf.get(), bytes(out), static_cast<size_t>(out.numel()), type, op, comm,
-                                            nullptr);
+                  CallRedOp o(op, type, comm);
+                  if (o.status() != recclSuccess) return o.status();
+                  return recclReduceScatter(buf.get(), bytes(out), static_cast<size_t>(out.numel()), type, o.op(),
+                                            comm, nullptr);
                 });
 }
 
@@ -126,12 +134,14 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::_reduce_scatter_base(at::Tenso
                                                                        const c10d::ReduceScatterOptions& opts) {
   checkWholeAndPart(input, "input", output, "output", size_);
   recclDataType_t type = reduceType(output.scalar_type());
-  recclRedOp_t op = reduceOp(opts.reduceOp);
+  ReduceOpArg op = reduceOp(opts.reduceOp, output.scalar_type());
   at::Tensor in = input, out = output;
   return submit(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {out}, opts.timeout,
                 [in, out, type, op](recclComm_t comm) {
-                  return recclReduceScatter(bytes(in), bytes(out), static_cast<size_t>(out.numel()), type, op, comm,
-                                            nullptr);
+                  CallRedOp o(op, type, comm);
+                  if (o.status() != recclSuccess) return o.status();
+                  return recclReduceScatter(bytes(in), bytes(out), static_cast<size_t>(out.numel()), type, o.op(),
+                                            comm, nullptr);
                 });
 }
 

@@ -1,5 +1,6 @@
 #include "tensor_args.h"
 
+#include <cstring>
 #include <optional>
 
 #include <c10/util/Exception.h>
@@ -34,21 +35,52 @@ MoveUnits moveUnits(const at::Tensor& t) {
   return {recclUint8, byteCount(t)};
 }
 
-recclRedOp_t reduceOp(const c10d::ReduceOp& op) {
+ReduceOpArg reduceOp(const c10d::ReduceOp& op, c10::ScalarType dtype) {
   switch (op.op_) {
-    case c10d::ReduceOp::SUM: return recclSum;
-    case c10d::ReduceOp::PRODUCT: return recclProd;
-    case c10d::ReduceOp::MIN: return recclMin;
-    case c10d::ReduceOp::MAX: return recclMax;
-    case c10d::ReduceOp::AVG: return recclAvg;
+    case c10d::ReduceOp::SUM: return {recclSum};
+    case c10d::ReduceOp::PRODUCT: return {recclProd};
+    case c10d::ReduceOp::MIN: return {recclMin};
+    case c10d::ReduceOp::MAX: return {recclMax};
+    case c10d::ReduceOp::AVG: return {recclAvg};
+    case c10d::ReduceOp::PREMUL_SUM: {
+      auto* sup = dynamic_cast<c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      TORCH_CHECK(sup, "reccl: op: ReduceOp.PREMUL_SUM without its factor (make it with "
+                       "torch.distributed._make_nccl_premul_sum)");
+      at::Tensor f;
+      if (sup->tensor_factors.empty()) {
+        f = at::scalar_tensor(sup->double_factor, at::TensorOptions().dtype(dtype));
+      } else {
+        TORCH_CHECK(sup->tensor_factors.size() == 1, "reccl: op: ReduceOp.PREMUL_SUM: one factor tensor per process, got ",
+                    sup->tensor_factors.size());
+        const at::Tensor& t = sup->tensor_factors[0];
+        TORCH_CHECK(t.device().is_cpu() && t.numel() == 1,
+                    "reccl: op: ReduceOp.PREMUL_SUM: the factor tensor must be one element on the CPU, got ", t.numel(),
+                    " on ", t.device());
+        f = t.to(dtype).contiguous();
+      }
+      ReduceOpArg arg{recclSum, true, {}};
+      std::memcpy(arg.factor.data(), f.data_ptr(), f.element_size());
+      return arg;
+    }
     default: break;
   }
   const char* name = op.op_ == c10d::ReduceOp::BAND  ? "BAND"
                      : op.op_ == c10d::ReduceOp::BOR  ? "BOR"
                      : op.op_ == c10d::ReduceOp::BXOR ? "BXOR"
-                     : op.op_ == c10d::ReduceOp::PREMUL_SUM ? "PREMUL_SUM"
-                                                            : "(unknown)";
-  TORCH_CHECK(false, "reccl: op: ReduceOp.", name, " is not supported (reccl reduces with SUM, PRODUCT, MIN, MAX and AVG)");
+                                                      : "(unknown)";
+  TORCH_CHECK(false, "reccl: op: ReduceOp.", name,
+              " is not supported (reccl reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM)");
+}
+
+CallRedOp::CallRedOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm) : comm_(comm), op_(arg.op) {
+  if (!arg.preMul) return;
+  std::array<std::byte, 8> factor = arg.factor;
+  status_ = recclRedOpCreatePreMulSum(&op_, factor.data(), type, recclScalarHostImmediate, comm);
+  made_ = status_ == recclSuccess;
+}
+
+CallRedOp::~CallRedOp() {
+  if (made_) (void)recclRedOpDestroy(op_, comm_);
 }
 
 void checkTensor(const at::Tensor& t, const char* what) {

@@ -5,6 +5,7 @@
 // the bytes move as they are. Reductions take the dtypes reccl has kernels for.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -26,8 +27,33 @@ struct MoveUnits {
   size_t count;
 };
 MoveUnits moveUnits(const at::Tensor& t);
-// reccl's op; raises for ops reccl has no kernel for (bitwise ops, PREMUL_SUM).
-recclRedOp_t reduceOp(const c10d::ReduceOp& op);
+// A reduction op as the caller's thread reads it: reccl's built-in op, or PREMUL_SUM with this
+// rank's factor as one element of the collective's dtype (torch.distributed._make_nccl_premul_sum:
+// a number, or a one-element tensor). Raises for ops reccl has no kernel for (bitwise ops).
+struct ReduceOpArg {
+  recclRedOp_t op = recclSum;
+  bool preMul = false;
+  std::array<std::byte, 8> factor{};
+};
+ReduceOpArg reduceOp(const c10d::ReduceOp& op, c10::ScalarType dtype);
+
+// The op of one call on the worker: a PREMUL_SUM is made on `comm` (recclRedOpCreatePreMulSum)
+// and destroyed with this object, after the call that used it returned.
+class CallRedOp {
+ public:
+  CallRedOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm);
+  ~CallRedOp();
+  CallRedOp(const CallRedOp&) = delete;
+  CallRedOp& operator=(const CallRedOp&) = delete;
+  recclResult_t status() const { return status_; }  // of making the op
+  recclRedOp_t op() const { return op_; }
+
+ private:
+  recclComm_t comm_;
+  recclRedOp_t op_;
+  bool made_ = false;
+  recclResult_t status_ = recclSuccess;
+};
 
 // A CPU, dense, contiguous tensor; `what` names the argument in the message.
 void checkTensor(const at::Tensor& t, const char* what);

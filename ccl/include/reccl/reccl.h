@@ -89,8 +89,21 @@ typedef enum {
   recclMax = 2,
   recclMin = 3,
   recclAvg = 4,
-  recclNumOps = 5
+  recclNumOps = 5,
+  /* Ops made by recclRedOpCreatePreMulSum take values from recclNumOps up; this one makes the enum
+   * as wide as an int for them, as NCCL's ncclMaxRedOp does. */
+  recclMaxRedOp = 0x7fffffff
 } recclRedOp_t;
+
+/* Where recclRedOpCreatePreMulSum's scalar lives (NCCL's ncclScalarResidence_t). */
+typedef enum {
+  /* Read from the pointer each time a collective with the op runs (in stream order), so it may
+   * change between calls; the memory stays valid until the op is destroyed. reccl reads it on the
+   * host: host, pinned or managed memory (device memory is refused, recclInvalidArgument). */
+  recclScalarDevice = 0,
+  /* Copied when the op is made; the pointer may go right after. */
+  recclScalarHostImmediate = 1
+} recclScalarResidence_t;
 
 #define RECCL_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -284,6 +297,19 @@ RECCL_API recclResult_t recclSend(const void* sendbuff, size_t count, recclDataT
 RECCL_API recclResult_t recclRecv(void* recvbuff, size_t count, recclDataType_t datatype, int peer,
                         recclComm_t comm, recclStream_t stream);
 RECCL_API recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
+
+/* A reduction op for this communicator's allreduce, reduce and reduce-scatter of `datatype`: each
+ * rank's input is multiplied by that rank's own `scalar` (one element of `datatype`), then summed
+ * (NCCL's ncclRedOpCreatePreMulSum; e.g. a gradient average with the division first). Integers
+ * wrap; half and bfloat16 multiply in float and round once. Only calls of `datatype` on `comm`
+ * take it (recclInvalidArgument otherwise). Ranks may make their ops in any order and hold
+ * different scalars; all ranks of a collective must use PreMulSum ops (the op is checked like any
+ * other). */
+RECCL_API recclResult_t recclRedOpCreatePreMulSum(recclRedOp_t* op, void* scalar, recclDataType_t datatype,
+                                                  recclScalarResidence_t residence, recclComm_t comm);
+/* Frees an op of recclRedOpCreatePreMulSum once no call on it is queued (a group, a stream);
+ * its value may be handed out again. Built-in ops are refused (recclInvalidArgument). */
+RECCL_API recclResult_t recclRedOpDestroy(recclRedOp_t op, recclComm_t comm);
 
 /* Between GroupStart and GroupEnd the thread's calls are queued (each still checks its arguments
  * at once); the outermost GroupEnd runs them: each communicator's collectives in call order, then

@@ -4,7 +4,7 @@ same inputs, for every dtype the backend claims (docs/torch.md).
 Each rank runs a gloo default group and a reccl group side by side. Where gloo has no kernel for a
 dtype the reference is gloo on a lossless stand-in (the bytes as uint8 for data movement, float32
 for bfloat16 reductions); where gloo has no such call (all_gather_into_tensor, reduce_scatter,
-all_to_all of lists, ReduceOp.AVG) it is composed from gloo calls that exist. Inputs are small
+all_to_all of lists, ReduceOp.AVG and PREMUL_SUM) it is composed from gloo calls that exist. Inputs are small
 integers, so every reduction order gives the same bits and any difference is a real one.
 
     PYTHONPATH=build/torch /usr/bin/python3 tests/unit/torch/collectives_test.py [--world 3] [--tcp]
@@ -20,7 +20,7 @@ from torch_ranks import require_backend, run_ranks  # noqa: E402
 REDUCE_DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64"]
 # Data movement moves bytes, so any dtype works; these cover every element size and kind.
 MOVE_DTYPES = REDUCE_DTYPES + ["bool", "int16", "complex64"]
-OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG"]
+OPS = ["SUM", "PRODUCT", "MIN", "MAX", "AVG", "PREMUL_SUM"]
 
 
 def _cases(world):
@@ -110,11 +110,22 @@ def _check_ranks(rank, world, store_url):
             if t.dtype == torch.bfloat16:
                 t.copy_(s.to(torch.bfloat16))
 
-    def reduce_op(op):
+    # PREMUL_SUM: each rank's own factor (whole, so every product is exact in every dtype); as a
+    # tensor on odd ranks, a number on even ones (the two forms _make_nccl_premul_sum takes).
+    factor = rank + 2
+
+    def reduce_op(op, dtype=None):
+        if op == "PREMUL_SUM":
+            if rank % 2 and dtype is not None:
+                return dist._make_nccl_premul_sum([torch.tensor([factor], dtype=getattr(torch, dtype))])
+            return dist._make_nccl_premul_sum(float(factor))
         return getattr(R, op)
 
     def gloo_allreduce(t, op):
-        if op == "AVG":
+        if op == "PREMUL_SUM":  # gloo has none: this rank's input times its factor, summed
+            t.mul_(factor)
+            gloo_call(lambda x: dist.all_reduce(x, op=R.SUM, group=gloo), t)
+        elif op == "AVG":
             gloo_call(lambda x: dist.all_reduce(x, op=R.SUM, group=gloo), t)
             if t.is_floating_point():
                 t.div_(world)
@@ -132,7 +143,7 @@ def _check_ranks(rank, world, store_url):
             a = inputs_for(op, dtype, n, 1)
             b = a.clone()
             gloo_allreduce(a, op)
-            dist.all_reduce(b, op=reduce_op(op), group=reccl)
+            dist.all_reduce(b, op=reduce_op(op, dtype), group=reccl)
             return a, b
         if coll == "all_reduce_coalesced":
             a = [values(dtype, (m,), s) for s, m in enumerate((5, n))]
@@ -144,7 +155,7 @@ def _check_ranks(rank, world, store_url):
             a = inputs_for(op, dtype, n, 2)
             b = a.clone()
             gloo_allreduce(a, op)  # the root's result; gloo's reduce has no AVG
-            dist.reduce(b, extra, op=reduce_op(op), group=reccl)
+            dist.reduce(b, extra, op=reduce_op(op, dtype), group=reccl)
             return (a, b) if rank == extra else (None, None)
         if coll in ("reduce_scatter", "reduce_scatter_tensor"):
             full = torch.cat([inputs_for(op, dtype, n, 3 + p) for p in range(world)])
@@ -153,9 +164,9 @@ def _check_ranks(rank, world, store_url):
             ref = ref[rank * n:(rank + 1) * n]
             out = torch.empty(n, dtype=full.dtype)
             if coll == "reduce_scatter":
-                dist.reduce_scatter(out, list(full.split(n)), op=reduce_op(op), group=reccl)
+                dist.reduce_scatter(out, list(full.split(n)), op=reduce_op(op, dtype), group=reccl)
             else:
-                dist.reduce_scatter_tensor(out, full, op=reduce_op(op), group=reccl)
+                dist.reduce_scatter_tensor(out, full, op=reduce_op(op, dtype), group=reccl)
             return ref, out
         if coll == "broadcast":
             a = values(dtype, (n,), 4)
