@@ -73,10 +73,11 @@ void RelayPathBase::run() {
       break;
     }
   }
-  // Done with this pipe (retired or failed): the relay drops its connection now, not when the
-  // port goes.
-  if (link_.ctrl) ::shutdown(link_.ctrl.get(), SHUT_RDWR);
-  // A retired path stays with its port until the port goes: give the rings back now.
+  // A retired path's control socket is shut down already (shutdown()). A failed one keeps it:
+  // the relay holds its connection to the peer, unused, until failover retires this path after
+  // the move that replaces it reached the peer; a close now would reach the peer first, where a
+  // close with no move under way reads as this rank's end (docs/failover.md, "Faults and ends").
+  // A retired or failed path stays with its port until the port goes: give the rings back now.
   link_.pipe.unmap();
 }
 

@@ -211,14 +211,15 @@ inline uint64_t sumField(const std::string& text, const std::string& field) {
   return s;
 }
 
-// Loss at `rate` on the rail0 cable of the host in `hostNs`, both directions (`reccl inject drop
-// --side switch`), or its removal; the CLI's exit code.
-inline int dropOnRail0(const std::string& hostNs, bool on, const char* rate) {
-  std::string where = " --netns " + hostNs + " --dev rail0";
+// Loss at `rate` on the cable of NIC `dev` of the host in `hostNs`, both directions (`reccl inject
+// drop --side switch`), or its removal; the CLI's exit code.
+inline int dropOnRail(const std::string& hostNs, const std::string& dev, bool on, const char* rate) {
+  std::string where = " --netns " + hostNs + " --dev " + dev;
   std::string cmd = std::string(RECCL_CLI_PATH) + (on ? " inject drop" + where + " --side switch --rate " + rate
                                                       : " inject clear" + where);
   return system(cmd.c_str());
 }
+inline int dropOnRail0(const std::string& hostNs, bool on, const char* rate) { return dropOnRail(hostNs, "rail0", on, rate); }
 inline int onePercentDropOnRail0(const std::string& hostNs, bool on) { return dropOnRail0(hostNs, on, "0.01"); }
 
 inline int countMatches(const std::string& text, const std::string& re) {

@@ -112,6 +112,30 @@ TEST_F(Relay, ForcedRelayInPlaceAllreduceDirectPaths) {
   EXPECT_GT(st[0].second + st[1].second, 1u << 20) << t;
 }
 
+// The relays' own rail turns gray while they forward: host 0 loses rail 0 (its two ranks relay
+// through each other on rail 1), then rail 1 drops 1 % at host 0 until the detectors there mark it
+// DEGRADED and the relays break their pipes on it. Each origin then moves its connection directly
+// onto rail 1 (degraded, but the only rail left). A relay's socket to the peer must stay open
+// until that move reached the peer: closed first, the peer reads the close as the origin's end
+// (there is no move under way at the peer yet) and fails the communicator; a gray rail still
+// carries the close.
+TEST_F(Relay, ARelayWhoseRailTurnsGrayLeavesThePeerItsSocketUntilTheOriginMoved) {
+  std::unique_ptr<Job> j;
+  ASSERT_NO_FATAL_FAILURE(startThenFail(
+      &j, "RECCL_FAILOVER_ROUTE=relay RECCL_DETECTOR=bpf RECCL_DEGRADED_CLEAR_MS=60000 WORKER_SECONDS=25", 0, 0));
+  bool relayed = j->waitForMatch("relayed via rank", 2, std::chrono::seconds(30));
+  int dropped = relayed ? reccl::test::failover::dropOnRail(netns(0), "rail1", true, "0.01") : -1;
+  bool broke = dropped == 0 && j->waitForMatch("relay rank [01] lost its connection to the peer", 1, std::chrono::seconds(40));
+  // Cleared before any assertion: the testbed serves the suite's next tests.
+  int cleared = dropped == 0 ? reccl::test::failover::dropOnRail(netns(0), "rail1", false, "0") : 0;
+  ASSERT_TRUE(relayed) << j->text();
+  ASSERT_EQ(dropped, 0);
+  EXPECT_EQ(cleared, 0);
+  ASSERT_TRUE(broke) << j->text();
+  std::string t = finish(*j);
+  EXPECT_EQ(countMatches(t, "with no migration in progress here"), 0) << t;
+}
+
 // route=auto under NIC affinity, one channel: rank 1 uses only its own NIC (rail 1); when host 0
 // loses rail 1 it relays through rank 0, while rank 0 (whose own NIC is rail 0) moves directly.
 TEST_F(Relay, AutoRelaysUnderNicAffinity) {
