@@ -218,6 +218,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       if (!waitPending(op, std::chrono::milliseconds(limit), &comm->abortRequested)) {
         std::lock_guard lk(op->mu);
         abandoned = op->abandoned = !op->done;  // it releases what it makes
+        if (abandoned) op->cancel->store(true, std::memory_order_release);  // and stops waiting
       }
       if (abandoned && !comm->abortRequested.load()) {
         gaveUp = "comm: destroyed, but its pending " +

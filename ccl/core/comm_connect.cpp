@@ -59,9 +59,10 @@ Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) 
     *rail = plan.rails[i];
     const NicInfo& src = myNics_[*rail];
     transport::Endpoint dst{pi.nics[*rail].addr, pi.dataPort};
-    Deadline turn = turns ? Deadline::afterMs(plan.perRailMs) : d;
-    auto fd = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name, turn.at() < d.at() ? turn : d);
+    auto fd = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name,
+                                    turns ? d.within(plan.perRailMs) : d);
     if (fd.ok()) return fd;
+    if (d.cancelled()) return Status(Errc::kAborted, "init aborted while connecting to rank " + std::to_string(peer));
     if (!turns || d.expired()) return fd.status();
     if (broken_.load()) return asyncError();
     if (env_.firstPortFailure.set()) return env_.firstPortFailure.get();  // the call fails with it

@@ -152,7 +152,9 @@ Result<UniqueFd> connectTcp(const Endpoint& dst, uint32_t srcAddr, const std::st
     if (deadline.cancelled()) return aborted("connect " + dst.str());
     if ((err != ECONNREFUSED && err != ETIMEDOUT && err != EHOSTUNREACH && err != ENETUNREACH) || deadline.expired())
       return Status::FromErrno(err, "connect " + dst.str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoffMs));
+    // A cancellable deadline is looked at within its poll slice here too.
+    const int slice = deadline.pollSliceMs();
+    std::this_thread::sleep_for(std::chrono::milliseconds(slice < 0 ? backoffMs : std::min(backoffMs, slice)));
     backoffMs = std::min(backoffMs * 2, 100);
   }
 }

@@ -145,8 +145,7 @@ Attempt Migration::attempt(Conn& c, int rail, const Job& j, Deadline deadline, s
     tl->standby = true;
   } else {
     tl->standby = false;
-    auto atMost = Deadline::afterMs(kAttemptMs);
-    auto made = ctx_.paths.connect(c.peer, rail, atMost.at() < deadline.at() ? atMost : deadline);
+    auto made = ctx_.paths.connect(c.peer, rail, deadline.within(kAttemptMs));
     if (!made.ok()) {
       if (made.status().code() == Errc::kPeerFailure) {
         // Nothing listens at the peer: no rail or retry can help.

@@ -188,8 +188,7 @@ Attempt RelayRoute::attempt(Conn& c, int via, int rail, const Job& j, Deadline d
   const core::FailoverHost& host = ctx_.host;
   const core::Key& key = host.key();
   int peer = c.peer;
-  auto atMost = Deadline::afterMs(kAttemptMs);
-  Deadline dl = atMost.at() < deadline.at() ? atMost : deadline;
+  const Deadline dl = deadline.within(kAttemptMs);
   // The pipe holds a full slot window each way, so the relay never throttles the sender.
   size_t ringBytes = static_cast<size_t>(host.slots()) * (host.chunkBytes() + channel::kStepHeaderBytes);
   auto pipeR = RelayPipe::create(std::min<size_t>(ringBytes, 64u << 20));

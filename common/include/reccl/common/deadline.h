@@ -42,7 +42,8 @@ class Deadline {
   bool cancelled() const { return cancel_ && cancel_->load(std::memory_order_acquire); }
   bool expired() const { return cancelled() || (at_ != Clock::time_point::max() && Clock::now() >= at_); }
   Clock::time_point at() const { return at_; }
-  // Milliseconds left, clamped to [0, INT32_MAX]; -1 for never (poll/epoll convention).
+  // Milliseconds left, clamped to [0, INT32_MAX]; -1 for never (poll/epoll convention); 0 once
+  // cancelled.
   int remainingMsForPoll() const;
   // What one poll on this deadline may wait: the time left, at most kCancelPollMs on a cancellable
   // deadline (0 once cancelled).
@@ -55,6 +56,7 @@ class Deadline {
 };
 
 inline int Deadline::remainingMsForPoll() const {
+  if (cancelled()) return 0;
   if (at_ == Clock::time_point::max()) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
   if (left <= 0) return 0;
