@@ -357,7 +357,7 @@ recclResult_t recclRedOpCreatePreMulSum(recclRedOp_t* op, void* scalar, recclDat
     RECCL_CHECK(checkCommon(comm, 0, datatype, 1, &c));
     if (!op) return fail(recclInvalidArgument, "op: null pointer");
     if (scalar) RECCL_CHECK(finish(reccl::api::checkHostReadable(scalar, "scalar")));
-    auto made = comm->redOps.createPreMulSum(scalar, datatype, residence);
+    auto made = comm->redOps.createPreMulSum(scalar, datatype, rawEnum(residence));
     if (!made.ok()) return fail(made.status());
     *op = *made;
     return recclSuccess;

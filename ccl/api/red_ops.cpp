@@ -7,15 +7,14 @@
 
 namespace reccl::api {
 
-Result<recclRedOp_t> RedOpTable::createPreMulSum(const void* scalar, recclDataType_t dtype,
-                                                 recclScalarResidence_t residence) {
+Result<recclRedOp_t> RedOpTable::createPreMulSum(const void* scalar, recclDataType_t dtype, int residence) {
   if (!scalar) return Status(Errc::kInvalidArgument, "scalar: null pointer");
   if (residence != recclScalarDevice && residence != recclScalarHostImmediate)
-    return Status(Errc::kInvalidArgument, "residence: unknown value " + std::to_string(static_cast<int>(residence)) +
+    return Status(Errc::kInvalidArgument, "residence: unknown value " + std::to_string(residence) +
                                               " (recclScalarDevice or recclScalarHostImmediate)");
   PreMulSum op;
   op.dtype = dtype;
-  op.residence = residence;
+  op.residence = static_cast<recclScalarResidence_t>(residence);
   if (residence == recclScalarHostImmediate)
     std::memcpy(op.scalar.value.data(), scalar, reduce::typeSize(dtype));
   else

@@ -22,8 +22,9 @@ class RedOpTable {
   static constexpr size_t kMaxOps = 1u << 16;
 
   // A PreMulSum of `dtype` whose scalar is `scalar` (copied now for recclScalarHostImmediate,
-  // read at each run for recclScalarDevice).
-  Result<recclRedOp_t> createPreMulSum(const void* scalar, recclDataType_t dtype, recclScalarResidence_t residence);
+  // read at each run for recclScalarDevice). `residence` as the caller's int: any value is
+  // checked before it becomes the enum.
+  Result<recclRedOp_t> createPreMulSum(const void* scalar, recclDataType_t dtype, int residence);
   Status destroy(int op);
   // A call's op for a collective of `dtype`: a built-in one as it is, one of this table's as
   // reduce::kPreMulSum with its scalar in *pre; kInvalidArgument naming the problem otherwise.

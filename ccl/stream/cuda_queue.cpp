@@ -3,11 +3,13 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include <string>
 
 #include "reccl/common/log.h"
 #include "reccl/common/params.h"
+#include "reduce/reduce.h"
 #include "transport/cuda/cuda_status.h"
 #include "transport/cuda/memory_kind.h"
 
@@ -284,6 +286,12 @@ Status CudaQueue::waitStaged(uint64_t piece) {
 }
 
 Status CudaQueue::runOp(Op& op) {
+  // A PreMulSum's recclScalarDevice scalar is read once, as the op starts in stream order: every
+  // piece multiplies by the same value.
+  if (op.coll.op == reduce::kPreMulSum && op.coll.preMul.at) {
+    std::memcpy(op.coll.preMul.value.data(), op.coll.preMul.at, reduce::typeSize(op.coll.dtype));
+    op.coll.preMul.at = nullptr;
+  }
   if (!op.device) {
     RECCL_TRY(asyncError());
     Status st = comm_.run([&] { return algo::run(comm_, op.coll); });

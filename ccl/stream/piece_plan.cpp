@@ -139,6 +139,7 @@ algo::Collective pieceCollective(const algo::Collective& c, const Piece& p, std:
   pc.kind = c.kind;
   pc.dtype = c.dtype;
   pc.op = c.op;
+  pc.preMul = c.preMul;
   pc.root = c.root;
   pc.count = p.count;
   pc.send = slot + p.inOffset;

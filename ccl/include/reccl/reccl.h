@@ -98,8 +98,9 @@ typedef enum {
 /* Where recclRedOpCreatePreMulSum's scalar lives (NCCL's ncclScalarResidence_t). */
 typedef enum {
   /* Read from the pointer each time a collective with the op runs (in stream order), so it may
-   * change between calls; the memory stays valid until the op is destroyed. reccl reads it on the
-   * host: host, pinned or managed memory (device memory is refused, recclInvalidArgument). */
+   * change between calls; the memory stays valid until every call that used the op has run (a
+   * queued call keeps the pointer even after recclRedOpDestroy). reccl reads it on the host: host,
+   * pinned or managed memory; device memory, which NCCL takes, is refused (recclInvalidArgument). */
   recclScalarDevice = 0,
   /* Copied when the op is made; the pointer may go right after. */
   recclScalarHostImmediate = 1
@@ -307,8 +308,9 @@ RECCL_API recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream);
  * other). */
 RECCL_API recclResult_t recclRedOpCreatePreMulSum(recclRedOp_t* op, void* scalar, recclDataType_t datatype,
                                                   recclScalarResidence_t residence, recclComm_t comm);
-/* Frees an op of recclRedOpCreatePreMulSum once no call on it is queued (a group, a stream);
- * its value may be handed out again. Built-in ops are refused (recclInvalidArgument). */
+/* Frees an op of recclRedOpCreatePreMulSum at once; its value may be handed out again. Calls
+ * already queued with it (a group, a stream) keep its scalar (see recclScalarDevice). Built-in
+ * ops are refused (recclInvalidArgument). */
 RECCL_API recclResult_t recclRedOpDestroy(recclRedOp_t op, recclComm_t comm);
 
 /* Between GroupStart and GroupEnd the thread's calls are queued (each still checks its arguments

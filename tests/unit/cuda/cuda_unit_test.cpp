@@ -330,6 +330,11 @@ TEST_P(PiecesOnHost, GiveTheDirectCallsBits) {
       else
         fill<int32_t>(send, total / es, r);
       Collective c = coll(rc.kind, count, rc.type, rc.op, 1);
+      if (rc.op == reccl::reduce::kPreMulSum) {  // each rank's own scalar, exact in the type
+        const float fs = 0.5f * float(r + 1);
+        const int32_t is = r + 2;
+        std::memcpy(c.preMul.value.data(), rc.type == recclFloat32 ? static_cast<const void*>(&fs) : &is, 4);
+      }
       c.send = send.data();
       c.recv = rc.inPlace ? send.data() : recv.data();
       if (rc.inPlace && rc.kind == CollKind::kAllGather) c.send = send.data() + size_t(r) * count * es;
@@ -364,7 +369,11 @@ INSTANTIATE_TEST_SUITE_P(
                       RunCase{CollKind::kAllGather, recclFloat32, recclSum, true},
                       RunCase{CollKind::kReduceScatter, recclFloat32, recclSum, false},
                       RunCase{CollKind::kReduceScatter, recclInt32, recclMin, true},
-                      RunCase{CollKind::kAllToAll, recclInt32, recclSum, false}),
+                      RunCase{CollKind::kAllToAll, recclInt32, recclSum, false},
+                      // Every piece multiplies by the rank's scalar (the direct call's bits).
+                      RunCase{CollKind::kAllReduce, recclFloat32, reccl::reduce::kPreMulSum, false},
+                      RunCase{CollKind::kReduce, recclInt32, reccl::reduce::kPreMulSum, true},
+                      RunCase{CollKind::kReduceScatter, recclInt32, reccl::reduce::kPreMulSum, false}),
     [](const auto& tpi) {
       return std::string(reccl::algo::collKindName(tpi.param.kind)) + "_" +
              reccl::reduce::typeName(tpi.param.type) + "_" + reccl::reduce::opName(tpi.param.op) +
