@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "reccl/common/deadline.h"
@@ -20,6 +21,13 @@ namespace {
 constexpr long kIdleNs = 100 * 1000 * 1000;
 constexpr long kDeferredIdleNs = 1000 * 1000;
 
+// A happens-before edge from every ring's last use to every ring made after it. The kernel may
+// map a new ring where a retired one was, and liburing maps and unmaps with raw system calls, so
+// without this edge ThreadSanitizer sees the new engine's first SQE writes race with the retired
+// engine's (finished) thread. A release when a ring goes, an acquire when one is made: once per
+// engine, nothing on the data path.
+std::atomic<uint64_t> gRingsRetired{0};
+
 }  // namespace
 
 Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& name, bool measureEnterCpu) {
@@ -31,6 +39,7 @@ Result<std::unique_ptr<SocketEngine>> SocketEngine::create(const std::string& na
   int rc = io_uring_queue_init(512, &e->ring_, 0);
   if (rc < 0) return Status::FromErrno(-rc, "io_uring_queue_init");
   e->ringInit_ = true;
+  (void)gRingsRetired.load(std::memory_order_acquire);
   e->event_.reset(eventfd(0, EFD_CLOEXEC));
   if (!e->event_) return Status::FromErrno(errno, "eventfd");
   e->eventOp_.kind = -1;
@@ -73,6 +82,7 @@ void SocketEngine::stop() noexcept {
         io_uring_cqe_seen(&ring_, cqe);
       }
     }
+    gRingsRetired.fetch_add(1, std::memory_order_release);
     io_uring_queue_exit(&ring_);
     ringInit_ = false;
   }
