@@ -26,7 +26,7 @@
 # Every run rendezvouses on its own port (MASTER_PORT + run index): the previous run's
 # listener may still be closing.
 set -u
-[ $# -ge 1 ] || { echo "usage: verbs_failover.sh one-side|both-sides|host-down... | bench ROUNDS MODE..."; exit 64; }
+[ $# -ge 1 ] || { echo "usage: verbs_failover.sh one-side|both-sides|host-down|relay|relay-affinity... | bench ROUNDS MODE..."; exit 64; }
 base_port=$MASTER_PORT
 run_index=0
 timeout_ms=4000

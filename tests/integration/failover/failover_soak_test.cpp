@@ -79,6 +79,7 @@ TEST_F(MixedFaultSoak, RelayRouteSeededFaultsAndRankKillsAllResultsExact) {
   ASSERT_TRUE(r.ok) << r.failure;
   EXPECT_EQ(r.faultsPlayed, gArgs.faults);
   EXPECT_GE(r.failovers, 1u) << "no fault was acted on: the faults did not reach the ranks";
+  EXPECT_GE(r.relayedMoves, 1) << "no connection was moved onto a relay";
 }
 
 // Every rail of one host pulled on purpose, by each kind of hard fault: no pair of hosts with that

@@ -315,6 +315,8 @@ void Runner::onLine(const std::string& line) {
     fail("wrong result: " + line);
   } else if (line.find("failover of rank") != std::string::npos && line.find("reason degraded") != std::string::npos) {
     ++rep_.degradedFailovers;
+  } else if (line.find(" relayed via rank ") != std::string::npos) {
+    ++rep_.relayedMoves;
   }
 }
 
@@ -525,6 +527,7 @@ std::string SoakReport::summary() const {
   s << " (flaps by host " << flapsVia[0] << ", switch " << flapsVia[1] << ", carrier " << flapsVia[2] << ")\n";
   s << iterations << " iterations checked, " << failovers << " failovers (" << degradedFailovers << " for gray loss), "
     << failbacks << " fail-backs, " << bytesResent << " bytes resent, longest iteration " << maxIterMs << " ms\n";
+  if (relayedMoves) s << relayedMoves << " moves onto a relay\n";
   // Kill -> error on every other rank: all kills, and those that came while a fault was on.
   for (bool faultedOnly : {false, true}) {
     std::vector<double> all;

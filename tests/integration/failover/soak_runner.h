@@ -62,6 +62,7 @@ struct SoakReport {
   int jobs = 0;
   uint64_t iterations = 0, failovers = 0, failbacks = 0, bytesResent = 0;
   int degradedFailovers = 0;  // failovers with reason degraded (gray loss acted on)
+  int relayedMoves = 0;       // connections moved onto a relay ("relayed via rank" lines)
   double maxIterMs = 0;       // the longest iteration any rank reported
   std::vector<KillRecord> kills;
   std::vector<double> drainMs;  // phase end -> every rail back up at every rank
