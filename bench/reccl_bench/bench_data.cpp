@@ -34,8 +34,11 @@ double exactLimit(recclDataType_t t) {
 // Half-width k of the input range [-k, k] (or [0, 2k] for unsigned types).
 int64_t inputBound(const DataSpec& d) {
   int64_t k = 100;
-  if (collReduces(d.coll) && (d.op == recclSum || d.op == recclAvg) && isFloat(d.type)) {
-    double perRank = exactLimit(d.type) / (2.0 * (d.nranks > 0 ? d.nranks : 1));
+  const bool sums = d.op == recclSum || d.op == recclAvg || d.op == reduce::kPreMulSum;
+  if (collReduces(d.coll) && sums && isFloat(d.type)) {
+    // A mulsum's scalar doubles an odd rank's input.
+    const double scale = d.op == reduce::kPreMulSum ? 2.0 : 1.0;
+    double perRank = exactLimit(d.type) / (2.0 * scale * (d.nranks > 0 ? d.nranks : 1));
     if (perRank < double(k)) k = int64_t(perRank);
     if (k < 1) k = 1;
   }
@@ -90,6 +93,13 @@ void encode(recclDataType_t t, double v, void* out) {
   }
 }
 
+}  // namespace
+
+double preMulScalar(int rank) noexcept { return rank % 2 == 0 ? 1.0 : 2.0; }
+void preMulScalar(recclDataType_t type, int rank, void* out) noexcept { encode(type, preMulScalar(rank), out); }
+
+namespace {
+
 // The reduction of the exact integers ranks contribute at `index` of their send buffers.
 void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* out) {
   const recclDataType_t t = d.type;
@@ -107,6 +117,7 @@ void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* 
   double facc = d.op == recclProd ? 1.0 : 0.0;
   for (int r = 0; r < d.nranks; ++r) {
     double v = in(r, index);
+    if (d.op == reduce::kPreMulSum) v *= preMulScalar(r);  // exact: a small integer times 1 or 2
     if (d.op == recclProd) {
       acc *= uint64_t(int64_t(v));
       facc *= v;

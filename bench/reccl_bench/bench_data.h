@@ -2,7 +2,8 @@
 // deterministic function of (rank, index), so every rank can compute the exact expected result
 // of the collective on its own. Inputs are small integers chosen so that any reduction order is
 // exact in every type (sums stay within the integers a float16/bfloat16 holds exactly, products
-// are +-1 or +-2), so results are checked bit for bit; only avg on floats allows 2 ulp.
+// are +-1 or +-2; mulsum's scalars are 1 and 2), so results are checked bit for bit; only avg on
+// floats allows 2 ulp.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,11 @@ struct DataSpec {
 
 // Rank `rank`'s input element `index` (an exact small integer).
 double inputValue(const DataSpec& d, int rank, size_t index) noexcept;
+
+// mulsum (reduce::kPreMulSum): rank `rank`'s scalar, 1 on even ranks and 2 on odd ones (exact in
+// every type), as the value and as one element of `type` (typeSize bytes to out).
+double preMulScalar(int rank) noexcept;
+void preMulScalar(recclDataType_t type, int rank, void* out) noexcept;
 
 // Writes shape.sendCount input elements of `rank` to send.
 void fillInput(const DataSpec& d, int rank, const Shape& shape, void* send) noexcept;

@@ -79,17 +79,15 @@ Result<std::vector<recclDataType_t>> parseTypes(const std::string& text) {
 Result<std::vector<recclRedOp_t>> parseOps(const std::string& text) {
   std::vector<recclRedOp_t> out;
   for (const std::string& t : splitList(text)) {
-    if (t == "all") {
-      for (int i = 0; i < recclNumOps; ++i) out.push_back(recclRedOp_t(i));
+    if (t == "all") {  // nccl-tests' all: every op, mulsum last
+      for (int i = 0; i <= recclNumOps; ++i) out.push_back(recclRedOp_t(i));
       continue;
     }
     int found = -1;
-    for (int i = 0; i < recclNumOps; ++i)
-      if (t == reduce::opName(recclRedOp_t(i))) found = i;
-    if (t == "mulsum")
-      return Status(Errc::kInvalidArgument, "-o/--op: mulsum (NCCL's pre-multiplied sum) is not a reccl op");
+    for (int i = 0; i <= recclNumOps; ++i)
+      if (t == opName(recclRedOp_t(i))) found = i;
     if (found < 0)
-      return Status(Errc::kInvalidArgument, "-o/--op: unknown op '" + t + "' (sum prod max min avg all)");
+      return Status(Errc::kInvalidArgument, "-o/--op: unknown op '" + t + "' (sum prod max min avg mulsum all)");
     out.push_back(recclRedOp_t(found));
   }
   if (out.empty()) return Status(Errc::kInvalidArgument, "-o/--op: empty");
@@ -200,7 +198,9 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   app.add_option("-p,--parallel_init", parallelInit, "0 or 1: ranks of one process always initialize in parallel");
   app.add_option("-c,--check", o.checkIters, "checked calls per row, every element compared; 0: none (default 1)");
   app.add_option("-d,--datatype", type, "element type, a comma list or all (default float)");
-  app.add_option("-o,--op", op, "reduction op: sum prod max min avg, a comma list or all (default sum)");
+  app.add_option("-o,--op", op,
+                 "reduction op: sum prod max min avg mulsum (each rank's input times its own scalar, then summed), "
+                 "a comma list or all (default sum)");
   app.add_option("-r,--root", root, "root rank of broadcast/reduce; -1 or all: every rank in turn (default 0)");
   app.add_option("-z,--blocking", o.blocking,
                  "0..3: 1 a barrier after each call (timed), 3 after each iteration (not timed) (default 0)");

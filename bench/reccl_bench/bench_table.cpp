@@ -149,7 +149,7 @@ std::string formatColumnHeader(const TableStyle& s) {
 
 std::string formatRow(const Row& r, const TableStyle& s) {
   std::string line = printf1("%12" PRId64 "  %12zu  %8s  %6s  %6d", r.bytes, r.count, reduce::typeName(r.type),
-                             r.op ? reduce::opName(*r.op) : "none", r.root);
+                             r.op ? opName(*r.op) : "none", r.root);
   // A part the collective lacks is left blank, as nccl-tests does: no text where numbers go.
   line += r.outOfPlace ? partText(*r.outOfPlace, s) : std::string(partWidth(s), ' ');
   line += r.inPlace ? partText(*r.inPlace, s) : std::string(partWidth(s), ' ');
@@ -172,7 +172,7 @@ std::string formatFooter(int64_t outOfBounds, double avgBusBw, double minBusBw, 
 nlohmann::json rowJson(const Row& r) {
   nlohmann::json j = {{"coll", collName(r.coll)},       {"size_bytes", r.bytes}, {"count", r.count},
                       {"type", reduce::typeName(r.type)}, {"root", r.root}};
-  j["redop"] = r.op ? reduce::opName(*r.op) : "none";
+  j["redop"] = r.op ? opName(*r.op) : "none";
   j["out_of_place"] = r.outOfPlace ? timingJson(*r.outOfPlace) : nlohmann::json(nullptr);
   j["in_place"] = r.inPlace ? timingJson(*r.inPlace) : nlohmann::json(nullptr);
   return j;

@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "reduce/reduce.h"
+
 namespace reccl::bench {
 
 const char* collName(Coll c) noexcept {
@@ -37,6 +39,8 @@ bool collReduces(Coll c) noexcept {
 }
 bool collHasRoot(Coll c) noexcept { return c == Coll::kBroadcast || c == Coll::kReduce; }
 bool collHasInPlace(Coll c) noexcept { return c != Coll::kAllToAll && c != Coll::kSendRecv; }
+
+const char* opName(recclRedOp_t op) noexcept { return op == reduce::kPreMulSum ? "mulsum" : reduce::opName(op); }
 
 std::vector<int> rootsOf(Coll c, int rootOption, int nranks) {
   if (!collHasRoot(c)) return {-1};

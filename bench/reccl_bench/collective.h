@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "reccl/reccl.h"
+
 namespace reccl::bench {
 
 enum class Coll { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll, kSendRecv };
@@ -15,6 +17,9 @@ inline constexpr Coll kAllColls[] = {Coll::kAllReduce, Coll::kAllGather, Coll::k
                                      Coll::kSendRecv};
 
 const char* collName(Coll c) noexcept;  // "allreduce", ...
+// nccl-tests' op names: reccl's, and "mulsum" for the pre-multiplied sum (reduce::kPreMulSum,
+// made per call with recclRedOpCreatePreMulSum: call_op.h).
+const char* opName(recclRedOp_t op) noexcept;
 // Accepts our names, nccl-tests' names with or without "_perf" ("all_reduce_perf") and
 // NCCL's ("reduce_scatter", "bcast").
 std::optional<Coll> parseColl(std::string_view name) noexcept;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_data.h"
+#include "call_op.h"
 #include "bench_report.h"
 #include "collective.h"
 #include "fault_timeline.h"
@@ -143,11 +144,17 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     error = "rank " + std::to_string(rank) + ": " + what + " failed: " + recclGetErrorString(r) +
             (detail && *detail ? std::string(": ") + detail : std::string());
   };
+  // The loop's op (a mulsum's made on the communicator); the expected data use `op`.
+  CallOp callOp(op, type, rank, comm);
+  if (callOp.status() != recclSuccess) {
+    callFailed("recclRedOpCreatePreMulSum", callOp.status());
+    return fail(error);
+  }
   uint64_t wrongLocal = 0;
   auto iterate = [&](int it, int64_t* t0, int64_t* t1) -> bool {
     const size_t par = size_t(it & 1);
     *t0 = monoNs();
-    recclResult_t r = recclAllReduce(in.get() + par * es, out.get(), count, type, op, comm, nullptr);
+    recclResult_t r = recclAllReduce(in.get() + par * es, out.get(), count, type, callOp.op(), comm, nullptr);
     *t1 = monoNs();
     if (r != recclSuccess) {
       callFailed("recclAllReduce", r);
@@ -310,7 +317,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   json analysis = analyzeFaults(samples, moments, t0);
   const json& sum = analysis["summary"];
   std::printf("# fault plan %s: %zu iterations of allreduce %zu bytes (%s %s), %zu faults\n", o.faultPlanPath.c_str(),
-              samples.size(), bytes, reduce::typeName(type), reduce::opName(op), moments.size());
+              samples.size(), bytes, reduce::typeName(type), opName(op), moments.size());
   for (const auto& f : analysis["faults"])
     std::printf("#  fault %d at %.3f s %s %s: stall %s ms (first step %s, signal %s, switch %s) busbw before %s "
                 "during %s degraded %s after %s GB/s\n",
@@ -344,7 +351,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     if (recclGetVersion(&version) == recclSuccess) env["reccl_version"] = version;
     j["environment"] = env;
     j["collective"] = {{"coll", "allreduce"}, {"bytes", bytes}, {"count", count}, {"type", reduce::typeName(type)},
-                       {"op", reduce::opName(op)}, {"busbw_factor", factor}};
+                       {"op", opName(op)}, {"busbw_factor", factor}};
     j["t0_mono_ns"] = t0;
     j["plan"] = planJson;
     json iters = json::array();

@@ -97,7 +97,7 @@ nlohmann::ordered_json ncclTestsJson(const BenchOptions& o, const NcclTestsRun& 
     rj["size"] = r.bytes;
     rj["count"] = r.count;
     rj["type"] = reduce::typeName(r.type);
-    rj["redop"] = r.op ? reduce::opName(*r.op) : "none";
+    rj["redop"] = r.op ? opName(*r.op) : "none";
     char root[16];
     std::snprintf(root, sizeof root, "%6i", r.root);
     rj["root"] = root;

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "bench_data.h"
+#include "call_op.h"
 #include "reduce/reduce.h"
 #include "source_wait.h"
 
@@ -190,13 +191,13 @@ bool RankRunner::checkRow(Coll c, const DataSpec& d, const Shape& s, bool inPlac
     prepare(c, d, s, inPlace, &send, &recv);
     // Every rank's output is poisoned and its input refilled before anyone starts.
     if (recclResult_t r = recclBarrier(comm_, nullptr); r != recclSuccess) return callFailed("recclBarrier", r);
-    if (recclResult_t r = issue(c, send, recv, s, d.type, d.op, d.root); r != recclSuccess)
+    if (recclResult_t r = issue(c, send, recv, s, d.type, callOp_, d.root); r != recclSuccess)
       return callFailed(collName(c), r);
     size_t first = 0;
     uint64_t mine = countWrong(d, rank_, s, recv, &first);
     if (mine)
       std::fprintf(stderr, "reccl-bench: rank %d: %s %s %s %s count %zu: %" PRIu64 " wrong, first at %zu\n", rank_,
-                   collName(c), inPlace ? "in-place" : "out-of-place", reduce::typeName(d.type), reduce::opName(d.op),
+                   collName(c), inPlace ? "in-place" : "out-of-place", reduce::typeName(d.type), opName(d.op),
                    s.count, mine, first);
     if (recclResult_t r = recclAllReduce(&mine, &mine, 1, recclUint64, recclSum, comm_, nullptr); r != recclSuccess)
       return callFailed("recclAllReduce(wrong count)", r);
@@ -216,7 +217,7 @@ bool RankRunner::timeOne(Coll c, const DataSpec& d, const Shape& s, bool inPlace
   };
   if (!barrier()) return false;
   for (int i = 0; i < o_.warmupIters; ++i)
-    if (recclResult_t r = issue(c, send, recv, s, d.type, d.op, d.root); r != recclSuccess)
+    if (recclResult_t r = issue(c, send, recv, s, d.type, callOp_, d.root); r != recclSuccess)
       return callFailed(collName(c), r);
   if (!barrier()) return false;
   std::vector<double> iterUs;
@@ -225,7 +226,7 @@ bool RankRunner::timeOne(Coll c, const DataSpec& d, const Shape& s, bool inPlace
   for (int i = 0; i < o_.iters; ++i) {
     const auto ti = Clock::now();
     for (int a = 0; a < o_.aggIters; ++a) {
-      if (recclResult_t r = issue(c, send, recv, s, d.type, d.op, d.root); r != recclSuccess)
+      if (recclResult_t r = issue(c, send, recv, s, d.type, callOp_, d.root); r != recclSuccess)
         return callFailed(collName(c), r);
       if (o_.blocking == 1 && !barrier()) return false;
     }
@@ -265,6 +266,10 @@ bool RankRunner::runRow(Coll c, recclDataType_t t, recclRedOp_t op, int root, in
   row.type = t;
   if (collReduces(c)) row.op = op;
   row.root = root;
+  // The calls' op (a mulsum's is made on the communicator for this row); the check uses `op`.
+  CallOp callOp(collReduces(c) ? op : recclSum, t, rank_, comm_);
+  if (callOp.status() != recclSuccess) return callFailed("recclRedOpCreatePreMulSum", callOp.status());
+  callOp_ = callOp.op();
   Timing oop;
   if (!timeOne(c, d, s, false, &oop)) return false;
   row.outOfPlace = oop;

@@ -56,6 +56,7 @@ class RankRunner {
   bool processes_;
   Report* report_;
   Buffer send_, recv_;
+  recclRedOp_t callOp_ = recclSum;  // the op of the row being run (runRow)
   std::vector<DeviceInfo> devices_;
   std::string error_;
   int64_t wrongTotal_ = 0;

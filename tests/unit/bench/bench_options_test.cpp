@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "bench_options.h"
+#include "reduce/reduce.h"
 
 namespace reccl::bench {
 namespace {
@@ -115,13 +116,18 @@ TEST(BenchOptions, LongFlagsAndAllLists) {
   EXPECT_EQ(o->maxBytes, 1LL << 30);
   EXPECT_EQ(o->stepBytes, 4096);
   EXPECT_EQ(o->types.size(), size_t(recclNumTypes));
-  EXPECT_EQ(o->ops.size(), size_t(recclNumOps));
+  EXPECT_EQ(o->ops.size(), size_t(recclNumOps) + 1);  // and mulsum, last
+  EXPECT_EQ(o->ops.back(), reduce::kPreMulSum);
   EXPECT_EQ(o->colls.size(), 7u);
   EXPECT_EQ(o->root, -1);
   auto l = parse({"-d", "bf16,int8", "-o", "sum,avg", "--coll", "allgather,sendrecv"});
   ASSERT_TRUE(l.ok()) << l.status().message();
   EXPECT_EQ(l->types, (std::vector<recclDataType_t>{recclBfloat16, recclInt8}));
   EXPECT_EQ(l->ops, (std::vector<recclRedOp_t>{recclSum, recclAvg}));
+  auto m = parse({"-o", "mulsum"});
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_EQ(m->ops, (std::vector<recclRedOp_t>{reduce::kPreMulSum}));
+  EXPECT_STREQ(opName(m->ops[0]), "mulsum");
   EXPECT_EQ(l->colls, (std::vector<Coll>{Coll::kAllGather, Coll::kSendRecv}));
 }
 
@@ -155,7 +161,6 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"-K", "1"}, "-K/--per_iter_skip"},
       {{"-I", "1", "-n", "2", "-K", "2"}, "-K/--per_iter_skip"},
       {{"-J", "out.txt"}, "-J/--output_file"},
-      {{"-o", "mulsum"}, "not a reccl op"},
       {{"-d", "f8e5m2"}, "not a reccl type"},
       {{"-r", "first"}, "-r/--root"},
       {{"-d", "float128"}, "-d/--datatype"},
