@@ -12,18 +12,26 @@ namespace reccl::cli {
 class StopSignals {
  public:
   // Signals that came while the work was undone are consumed first: the first one decided
-  // the exit code, and a later one must not end the process with another.
+  // the exit code, and a later one must not end the process with another. After an interrupt the
+  // command exits with that code, so the signals stay blocked to the end: one that comes after
+  // this last read is dropped at exit instead of killing the process once the mask is restored.
   ~StopSignals() {
     while (caught() != 0) {
     }
+    if (interrupted_) signals_.keepBlocked();
   }
 
   int fd() const { return signals_.fd(); }
   // The next pending signal (consumed), 0 when none.
-  int caught() { return signals_.next(); }
+  int caught() {
+    int s = signals_.next();
+    interrupted_ = interrupted_ || s != 0;
+    return s;
+  }
 
  private:
   BlockedSignals signals_{SIGINT, SIGTERM, SIGHUP};
+  bool interrupted_ = false;
 };
 
 }  // namespace reccl::cli

@@ -24,10 +24,15 @@ class BlockedSignals {
     ::pthread_sigmask(SIG_BLOCK, &set, &old_);
     fd_.reset(::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK));
   }
-  ~BlockedSignals() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  ~BlockedSignals() {
+    if (!keep_) ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
   BlockedSignals(const BlockedSignals&) = delete;
   BlockedSignals& operator=(const BlockedSignals&) = delete;
 
+  // The signals stay blocked after this object (for a process on its way out: a signal that comes
+  // after the last read would otherwise end it as the mask is restored).
+  void keepBlocked() noexcept { keep_ = true; }
   // -1 when signalfd failed (errno says why).
   int fd() const { return fd_.get(); }
   // The next pending signal (consumed), 0 when none.
@@ -40,6 +45,7 @@ class BlockedSignals {
  private:
   sigset_t old_{};
   UniqueFd fd_;
+  bool keep_ = false;
 };
 
 }  // namespace reccl
