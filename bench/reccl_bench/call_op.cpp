@@ -8,16 +8,14 @@
 
 namespace reccl::bench {
 
-CallOp::CallOp(recclRedOp_t op, recclDataType_t type, int rank, recclComm_t comm) : comm_(comm), op_(op) {
-  if (op != reduce::kPreMulSum) return;
+recclResult_t callOp(recclRedOp_t op, recclDataType_t type, int rank, recclComm_t comm, RedOp* out) {
+  if (op != reduce::kPreMulSum) {
+    *out = RedOp(op);
+    return recclSuccess;
+  }
   std::array<std::byte, 8> scalar{};
   preMulScalar(type, rank, scalar.data());
-  status_ = recclRedOpCreatePreMulSum(&op_, scalar.data(), type, recclScalarHostImmediate, comm);
-  made_ = status_ == recclSuccess;
-}
-
-CallOp::~CallOp() {
-  if (made_) (void)recclRedOpDestroy(op_, comm_);
+  return RedOp::preMulSum(out, scalar.data(), type, comm);
 }
 
 }  // namespace reccl::bench

@@ -21,8 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_data.h"
-#include "call_op.h"
 #include "bench_report.h"
+#include "call_op.h"
 #include "collective.h"
 #include "fault_timeline.h"
 #include "reccl/inject/plan_runner.h"
@@ -145,16 +145,16 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
             (detail && *detail ? std::string(": ") + detail : std::string());
   };
   // The loop's op (a mulsum's made on the communicator); the expected data use `op`.
-  CallOp callOp(op, type, rank, comm);
-  if (callOp.status() != recclSuccess) {
-    callFailed("recclRedOpCreatePreMulSum", callOp.status());
+  RedOp loopOp;
+  if (recclResult_t r = callOp(op, type, rank, comm, &loopOp); r != recclSuccess) {
+    callFailed("recclRedOpCreatePreMulSum", r);
     return fail(error);
   }
   uint64_t wrongLocal = 0;
   auto iterate = [&](int it, int64_t* t0, int64_t* t1) -> bool {
     const size_t par = size_t(it & 1);
     *t0 = monoNs();
-    recclResult_t r = recclAllReduce(in.get() + par * es, out.get(), count, type, callOp.op(), comm, nullptr);
+    recclResult_t r = recclAllReduce(in.get() + par * es, out.get(), count, type, loopOp.get(), comm, nullptr);
     *t1 = monoNs();
     if (r != recclSuccess) {
       callFailed("recclAllReduce", r);

@@ -267,9 +267,10 @@ bool RankRunner::runRow(Coll c, recclDataType_t t, recclRedOp_t op, int root, in
   if (collReduces(c)) row.op = op;
   row.root = root;
   // The calls' op (a mulsum's is made on the communicator for this row); the check uses `op`.
-  CallOp callOp(collReduces(c) ? op : recclSum, t, rank_, comm_);
-  if (callOp.status() != recclSuccess) return callFailed("recclRedOpCreatePreMulSum", callOp.status());
-  callOp_ = callOp.op();
+  RedOp rowOp;
+  if (recclResult_t r = callOp(collReduces(c) ? op : recclSum, t, rank_, comm_, &rowOp); r != recclSuccess)
+    return callFailed("recclRedOpCreatePreMulSum", r);
+  callOp_ = rowOp.get();
   Timing oop;
   if (!timeOne(c, d, s, false, &oop)) return false;
   row.outOfPlace = oop;

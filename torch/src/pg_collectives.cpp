@@ -36,9 +36,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allreduce(std::vector<at::Tens
   recclDataType_t type = reduceType(t.scalar_type());
   ReduceOpArg op = reduceOp(opts.reduceOp, t.scalar_type());
   return submit(c10d::OpType::ALLREDUCE, "allreduce", {t}, opts.timeout, [t, type, op](recclComm_t comm) {
-    CallRedOp o(op, type, comm);
-    if (o.status() != recclSuccess) return o.status();
-    return recclAllReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.op(), comm, nullptr);
+    reccl::RedOp o;
+    if (recclResult_t r = callOp(op, type, comm, &o); r != recclSuccess) return r;
+    return recclAllReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.get(), comm, nullptr);
   });
 }
 
@@ -60,9 +60,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::allreduce_coalesced(std::vecto
                   size_t off = 0;
                   for (const auto& t : ts) std::memcpy(buf.get() + off, bytes(t), byteCount(t)), off += byteCount(t);
                   size_t count = total / ts[0].element_size();
-                  CallRedOp o(op, type, comm);
-                  if (o.status() != recclSuccess) return o.status();
-                  recclResult_t r = recclAllReduce(buf.get(), buf.get(), count, type, o.op(), comm, nullptr);
+                  reccl::RedOp o;
+                  if (recclResult_t r = callOp(op, type, comm, &o); r != recclSuccess) return r;
+                  recclResult_t r = recclAllReduce(buf.get(), buf.get(), count, type, o.get(), comm, nullptr);
                   if (r != recclSuccess) return r;
                   off = 0;
                   for (const auto& t : ts) std::memcpy(bytes(t), buf.get() + off, byteCount(t)), off += byteCount(t);
@@ -78,9 +78,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce(std::vector<at::Tensor>
   recclDataType_t type = reduceType(t.scalar_type());
   ReduceOpArg op = reduceOp(opts.reduceOp, t.scalar_type());
   return submit(c10d::OpType::REDUCE, "reduce", {t}, opts.timeout, [t, type, op, root](recclComm_t comm) {
-    CallRedOp o(op, type, comm);
-    if (o.status() != recclSuccess) return o.status();
-    return recclReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.op(), root, comm, nullptr);
+    reccl::RedOp o;
+    if (recclResult_t r = callOp(op, type, comm, &o); r != recclSuccess) return r;
+    return recclReduce(bytes(t), bytes(t), static_cast<size_t>(t.numel()), type, o.get(), root, comm, nullptr);
   });
 }
 
@@ -123,9 +123,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::reduce_scatter(std::vector<at:
                   size_t n = byteCount(out);
                   auto buf = staging(n * ins.size());
                   for (size_t i = 0; i < ins.size(); ++i) std::memcpy(buf.get() + i * n, bytes(ins[i]), n);
-                  CallRedOp o(op, type, comm);
-                  if (o.status() != recclSuccess) return o.status();
-                  return recclReduceScatter(buf.get(), bytes(out), static_cast<size_t>(out.numel()), type, o.op(),
+                  reccl::RedOp o;
+                  if (recclResult_t r = callOp(op, type, comm, &o); r != recclSuccess) return r;
+                  return recclReduceScatter(buf.get(), bytes(out), static_cast<size_t>(out.numel()), type, o.get(),
                                             comm, nullptr);
                 });
 }
@@ -138,9 +138,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupReccl::_reduce_scatter_base(at::Tenso
   at::Tensor in = input, out = output;
   return submit(c10d::OpType::_REDUCE_SCATTER_BASE, "reduce_scatter_tensor", {out}, opts.timeout,
                 [in, out, type, op](recclComm_t comm) {
-                  CallRedOp o(op, type, comm);
-                  if (o.status() != recclSuccess) return o.status();
-                  return recclReduceScatter(bytes(in), bytes(out), static_cast<size_t>(out.numel()), type, o.op(),
+                  reccl::RedOp o;
+                  if (recclResult_t r = callOp(op, type, comm, &o); r != recclSuccess) return r;
+                  return recclReduceScatter(bytes(in), bytes(out), static_cast<size_t>(out.numel()), type, o.get(),
                                             comm, nullptr);
                 });
 }

@@ -72,15 +72,12 @@ ReduceOpArg reduceOp(const c10d::ReduceOp& op, c10::ScalarType dtype) {
               " is not supported (reccl reduces with SUM, PRODUCT, MIN, MAX, AVG and PREMUL_SUM)");
 }
 
-CallRedOp::CallRedOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm) : comm_(comm), op_(arg.op) {
-  if (!arg.preMul) return;
-  std::array<std::byte, 8> factor = arg.factor;
-  status_ = recclRedOpCreatePreMulSum(&op_, factor.data(), type, recclScalarHostImmediate, comm);
-  made_ = status_ == recclSuccess;
-}
-
-CallRedOp::~CallRedOp() {
-  if (made_) (void)recclRedOpDestroy(op_, comm_);
+recclResult_t callOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm, reccl::RedOp* out) {
+  if (!arg.preMul) {
+    *out = reccl::RedOp(arg.op);
+    return recclSuccess;
+  }
+  return reccl::RedOp::preMulSum(out, arg.factor.data(), type, comm);
 }
 
 void checkTensor(const at::Tensor& t, const char* what) {

@@ -13,7 +13,7 @@
 #include <ATen/core/Tensor.h>
 #include <torch/csrc/distributed/c10d/Types.hpp>
 
-#include "reccl/reccl.h"
+#include "reccl/reccl.hpp"
 
 namespace reccl_torch {
 
@@ -37,23 +37,9 @@ struct ReduceOpArg {
 };
 ReduceOpArg reduceOp(const c10d::ReduceOp& op, c10::ScalarType dtype);
 
-// The op of one call on the worker: a PREMUL_SUM is made on `comm` (recclRedOpCreatePreMulSum)
-// and destroyed with this object, after the call that used it returned.
-class CallRedOp {
- public:
-  CallRedOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm);
-  ~CallRedOp();
-  CallRedOp(const CallRedOp&) = delete;
-  CallRedOp& operator=(const CallRedOp&) = delete;
-  recclResult_t status() const { return status_; }  // of making the op
-  recclRedOp_t op() const { return op_; }
-
- private:
-  recclComm_t comm_;
-  recclRedOp_t op_;
-  bool made_ = false;
-  recclResult_t status_ = recclSuccess;
-};
+// The op of one call on the worker, into *out: a PREMUL_SUM is made on `comm` for the call's
+// dtype and destroyed with *out, after the call that used it returned.
+recclResult_t callOp(const ReduceOpArg& arg, recclDataType_t type, recclComm_t comm, reccl::RedOp* out);
 
 // A CPU, dense, contiguous tensor; `what` names the argument in the message.
 void checkTensor(const at::Tensor& t, const char* what);

@@ -27,6 +27,49 @@ template <> constexpr recclDataType_t dataTypeOf<uint64_t>() { return recclUint6
 template <> constexpr recclDataType_t dataTypeOf<float>() { return recclFloat32; }
 template <> constexpr recclDataType_t dataTypeOf<double>() { return recclFloat64; }
 
+// A reduction op for one communicator's calls: a built-in one, or a PreMulSum
+// (recclRedOpCreatePreMulSum, its scalar copied when made) that this object destroys.
+class RedOp {
+ public:
+  RedOp() = default;
+  explicit RedOp(recclRedOp_t builtIn) : op_(builtIn) {}
+  RedOp(RedOp&& o) noexcept : op_(o.op_), comm_(std::exchange(o.comm_, nullptr)) {}
+  RedOp& operator=(RedOp&& o) noexcept {
+    if (this != &o) {
+      reset();
+      op_ = o.op_;
+      comm_ = std::exchange(o.comm_, nullptr);
+    }
+    return *this;
+  }
+  RedOp(const RedOp&) = delete;
+  RedOp& operator=(const RedOp&) = delete;
+  ~RedOp() { reset(); }
+
+  // `scalar`: one element of `type`, this rank's; the op serves calls of `type` on `comm`.
+  static recclResult_t preMulSum(RedOp* out, const void* scalar, recclDataType_t type, recclComm_t comm) {
+    recclRedOp_t op;
+    recclResult_t r =
+        recclRedOpCreatePreMulSum(&op, const_cast<void*>(scalar), type, recclScalarHostImmediate, comm);
+    if (r != recclSuccess) return r;
+    out->reset();
+    out->op_ = op;
+    out->comm_ = comm;
+    return r;
+  }
+
+  recclRedOp_t get() const { return op_; }
+  void reset() {
+    if (comm_) recclRedOpDestroy(op_, comm_);
+    comm_ = nullptr;
+    op_ = recclSum;
+  }
+
+ private:
+  recclRedOp_t op_ = recclSum;
+  recclComm_t comm_ = nullptr;  // set: a PreMulSum made on it, destroyed by reset()
+};
+
 // Owns a recclComm_t; destroys it on scope exit.
 class Communicator {
  public:
