@@ -1,7 +1,6 @@
 #include "algo/collective.h"
 
 #include <cstring>
-#include <memory>
 #include <string>
 
 #include "reduce/reduce.h"

@@ -7,6 +7,12 @@
 
 namespace reccl::api {
 
+const RedOpTable::PreMulSum* RedOpTable::find(int op) const {
+  if (op < recclNumOps) return nullptr;
+  const auto slot = static_cast<size_t>(op - recclNumOps);
+  return slot < ops_.size() && ops_[slot] ? &*ops_[slot] : nullptr;
+}
+
 Result<recclRedOp_t> RedOpTable::createPreMulSum(const void* scalar, recclDataType_t dtype, int residence) {
   if (!scalar) return Status(Errc::kInvalidArgument, "scalar: null pointer");
   if (residence != recclScalarDevice && residence != recclScalarHostImmediate)
@@ -14,7 +20,6 @@ Result<recclRedOp_t> RedOpTable::createPreMulSum(const void* scalar, recclDataTy
                                               " (recclScalarDevice or recclScalarHostImmediate)");
   PreMulSum op;
   op.dtype = dtype;
-  op.residence = static_cast<recclScalarResidence_t>(residence);
   if (residence == recclScalarHostImmediate)
     std::memcpy(op.scalar.value.data(), scalar, reduce::typeSize(dtype));
   else
@@ -35,21 +40,20 @@ Status RedOpTable::destroy(int op) {
     return Status(Errc::kInvalidArgument, "op: " + std::string(reduce::opName(static_cast<recclRedOp_t>(op))) +
                                               " is built in, not made by recclRedOpCreatePreMulSum");
   std::lock_guard lk(mu_);
-  const size_t slot = static_cast<size_t>(op) - recclNumOps;
-  if (op < 0 || slot >= ops_.size() || !ops_[slot])
+  if (!find(op))
     return Status(Errc::kInvalidArgument, "op: " + std::to_string(op) + " is no live op of this communicator");
-  ops_[slot].reset();
+  ops_[static_cast<size_t>(op - recclNumOps)].reset();
   return Status::Ok();
 }
 
 Result<recclRedOp_t> RedOpTable::resolve(int op, recclDataType_t dtype, algo::Collective::PreMul* pre) const {
   if (reduce::validOp(op)) return static_cast<recclRedOp_t>(op);
   std::lock_guard lk(mu_);
-  const size_t slot = static_cast<size_t>(op) - recclNumOps;
-  if (op < 0 || slot >= ops_.size() || !ops_[slot])
+  const PreMulSum* found = find(op);
+  if (!found)
     return Status(Errc::kInvalidArgument, "op: unknown value " + std::to_string(op) +
                                               " (not built in, and no live op made on this communicator)");
-  const PreMulSum& p = *ops_[slot];
+  const PreMulSum& p = *found;
   if (p.dtype != dtype)
     return Status(Errc::kInvalidArgument, "op: " + std::to_string(op) + " is a premulsum of " +
                                               reduce::typeName(p.dtype) + ", the call's datatype is " +

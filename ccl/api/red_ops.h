@@ -3,7 +3,6 @@
 // call's op here and fills the collective's PreMulSum scalar from it.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <mutex>
 #include <optional>
@@ -33,9 +32,10 @@ class RedOpTable {
  private:
   struct PreMulSum {
     recclDataType_t dtype = recclFloat32;
-    recclScalarResidence_t residence = recclScalarHostImmediate;
-    algo::Collective::PreMul scalar;
+    algo::Collective::PreMul scalar;  // `at` set: recclScalarDevice
   };
+  // The live op `op` names, or nullptr (mu_ held).
+  const PreMulSum* find(int op) const;
   mutable std::mutex mu_;
   std::vector<std::optional<PreMulSum>> ops_;  // slot i is op recclNumOps + i
 };
