@@ -132,7 +132,6 @@ void requestAbort(recclComm_t comm) noexcept {
   // settle() takes them).
   std::lock_guard lk(comm->settleMu);
   if (auto op = comm->pending) {
-    op->cancel->store(true, std::memory_order_release);  // an init stops waiting for other ranks
     std::lock_guard olk(op->mu);
     op->cv.notify_all();
   }

@@ -60,9 +60,14 @@ struct PendingOp {
   std::condition_variable cv;
   bool done = false;                 // the operation finished (status is final)
   bool abandoned = false;            // the handle was aborted: the thread frees what it made
-  // Set with `abandoned` by an abort: an init's waits (bootstrap, first connections) end within
-  // Deadline::kCancelPollMs instead of at their deadline (core::CommOptions::cancelInit).
+  // Set with `abandoned`: an init's waits (bootstrap, first connections) end at their next poll
+  // slice (Deadline::kCancelPollMs) instead of at their deadline (core::CommOptions::cancelInit).
   std::shared_ptr<std::atomic<bool>> cancel = std::make_shared<std::atomic<bool>>(false);
+  // The handle gives the operation up (mu held): its thread frees what it makes and stops waiting.
+  void abandon() {
+    abandoned = true;
+    cancel->store(true, std::memory_order_release);
+  }
   Status status;
   std::unique_ptr<core::Comm> made;  // init's result, moved into the handle when settled
 };

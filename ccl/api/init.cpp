@@ -217,8 +217,8 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
       bool abandoned = false;
       if (!waitPending(op, std::chrono::milliseconds(limit), &comm->abortRequested)) {
         std::lock_guard lk(op->mu);
-        abandoned = op->abandoned = !op->done;  // it releases what it makes
-        if (abandoned) op->cancel->store(true, std::memory_order_release);  // and stops waiting
+        if (!op->done) op->abandon();
+        abandoned = op->abandoned;
       }
       if (abandoned && !comm->abortRequested.load()) {
         gaveUp = "comm: destroyed, but its pending " +
@@ -266,8 +266,7 @@ recclResult_t recclCommAbort(recclComm_t comm) {
     }
     if (op && st == recclComm::kInitializing) {
       std::lock_guard lk(op->mu);
-      op->abandoned = true;  // the init thread aborts and frees what it makes
-      op->cancel->store(true, std::memory_order_release);  // and stops waiting for other ranks
+      op->abandon();
     }
     abortDevice(*comm);  // stops waiting for streams first: its worker may be inside impl
     if (comm->impl) comm->impl->abort();
