@@ -11,10 +11,12 @@
 #include "ccl_test_util.h"
 #include "reccl/reccl.h"
 #include "reduce/reduce.h"
+#include "values.h"
 
 namespace {
 
 using reccl::test::Comms;
+using reccl::test::isFloat;
 using reccl::test::ScopedEnv;
 
 constexpr int kRanks = 3;
@@ -37,10 +39,6 @@ std::vector<std::byte> encode(recclDataType_t t, double v) {
     default: put(v); break;
   }
   return b;
-}
-
-bool isFloat(recclDataType_t t) {
-  return t == recclFloat16 || t == recclBfloat16 || t == recclFloat32 || t == recclFloat64;
 }
 
 // Rank r's element i, and its scalar: whole numbers for integers (the scalars wrap the 8-bit
