@@ -33,11 +33,11 @@ class RedOp {
  public:
   RedOp() = default;
   explicit RedOp(recclRedOp_t builtIn) : op_(builtIn) {}
-  RedOp(RedOp&& o) noexcept : op_(o.op_), comm_(std::exchange(o.comm_, nullptr)) {}
+  RedOp(RedOp&& o) noexcept : op_(std::exchange(o.op_, recclSum)), comm_(std::exchange(o.comm_, nullptr)) {}
   RedOp& operator=(RedOp&& o) noexcept {
     if (this != &o) {
       reset();
-      op_ = o.op_;
+      op_ = std::exchange(o.op_, recclSum);
       comm_ = std::exchange(o.comm_, nullptr);
     }
     return *this;

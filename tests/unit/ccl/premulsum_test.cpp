@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ccl_test_util.h"
 #include "reccl/reccl.h"
+#include "reccl/reccl.hpp"
 #include "reduce/reduce.h"
 #include "values.h"
 
@@ -209,6 +211,27 @@ TEST(PreMulSumOp, TheOpIsCheckedAgainstItsCommunicatorTypeAndLife) {
   ASSERT_EQ(recclRedOpCreatePreMulSum(&op2, &two, recclFloat32, recclScalarHostImmediate, c), recclSuccess);
   EXPECT_EQ(op2, op);  // the freed value, handed out again
   EXPECT_EQ(recclRedOpDestroy(op2, c), recclSuccess);
+}
+
+// The C++ layer's reccl::RedOp: made, moved, and destroyed exactly once, when its last owner goes.
+TEST(PreMulSumOp, TheCxxRedOpDestroysItsOpOnceWhenItsOwnerGoes) {
+  Comms w(1);
+  ASSERT_TRUE(w.ok()) << w.error();
+  recclComm_t c = w[0];
+  float two = 2.0f, x = 3.0f, y = 0;
+  recclRedOp_t value;
+  {
+    reccl::RedOp made;
+    ASSERT_EQ(reccl::RedOp::preMulSum(&made, &two, recclFloat32, c), recclSuccess);
+    value = made.get();
+    reccl::RedOp moved(std::move(made));
+    EXPECT_EQ(made.get(), recclSum);  // the moved-from holds nothing to destroy
+    ASSERT_EQ(recclAllReduce(&x, &y, 1, recclFloat32, moved.get(), c, nullptr), recclSuccess);
+    EXPECT_EQ(y, 6.0f);
+  }
+  EXPECT_EQ(recclRedOpDestroy(value, c), recclInvalidArgument) << "the op outlived its RedOp";
+  reccl::RedOp builtIn(recclMax);  // a built-in op is never destroyed
+  EXPECT_EQ(builtIn.get(), recclMax);
 }
 
 // A rank that calls a PreMulSum while its peer calls a sum is a mismatch at both, named.
