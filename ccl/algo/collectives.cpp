@@ -17,7 +17,7 @@ namespace {
 using channel::CollKind;
 
 StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, recclDataType_t dtype,
-                        recclRedOp_t op, int root) {
+                        recclRedOp_t op, int root, const std::byte* preMulScalar = nullptr) {
   StepContext c;
   c.desc.seq = cs.nextCollSeq();
   c.desc.count = count;
@@ -34,6 +34,10 @@ StepContext makeContext(channel::ChannelSet& cs, CollKind kind, size_t count, re
   c.cs = &cs;
   c.directMinBytes = cs.directRecvMinBytes();
   c.directSendMinBytes = cs.directSendMinBytes();
+  if (op == reduce::kPreMulSum && preMulScalar) {
+    c.preMul = true;
+    std::memcpy(c.scalar.data(), preMulScalar, c.esize);
+  }
   return c;
 }
 
@@ -65,6 +69,14 @@ int channelsFor(channel::ChannelSet& cs, size_t bytes) {
 
 Status copyIfNeeded(const void* src, void* dst, size_t bytes) {
   if (src != dst && bytes) std::memmove(dst, src, bytes);
+  return Status::Ok();
+}
+
+// The input into the output as it is, or scaled under a PreMulSum (in place too): the start of the
+// algorithms that work on the output alone (one rank, recursive doubling).
+Status copyInput(const StepContext& c, const void* src, void* dst, size_t count) {
+  if (!c.preMul) return copyIfNeeded(src, dst, count * c.esize);
+  if (count) reduce::PreMul(c.dtype, c.scalar.data()).scale(dst, src, count);
   return Status::Ok();
 }
 
@@ -248,16 +260,17 @@ Status chainChunks(channel::ChannelSet& cs, const StepContext& c, size_t count, 
 }  // namespace
 
 Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
-                 recclDataType_t dtype, recclRedOp_t op) {
+                 recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar) {
   if (count == 0) return Status::Ok();
-  StepContext c = makeContext(cs, CollKind::kAllReduce, count, dtype, op, -1);
+  StepContext c = makeContext(cs, CollKind::kAllReduce, count, dtype, op, -1, preMulScalar);
   int n = cs.nranks();
   size_t bytes = count * c.esize;
-  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, bytes);
+  if (n == 1) return copyInput(c, sendbuff, recvbuff, count);
   std::string_view forced = cs.forcedAlgo();
   bool rd = forced == "rd" || (forced.empty() && bytes <= cs.smallMessageBytes());
   if (rd) {
-    RECCL_TRY(copyIfNeeded(sendbuff, recvbuff, bytes));
+    RECCL_TRY(copyInput(c, sendbuff, recvbuff, count));
+    c.preMul = false;  // what recursive doubling sends from here on are partial sums
     return rdAllReduce(cs, c, recvbuff, count);
   }
   int nch = channelsFor(cs, bytes);
@@ -268,11 +281,11 @@ Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
 }
 
 Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t recvcount,
-                     recclDataType_t dtype, recclRedOp_t op) {
+                     recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar) {
   if (recvcount == 0) return Status::Ok();
-  StepContext c = makeContext(cs, CollKind::kReduceScatter, recvcount, dtype, op, -1);
+  StepContext c = makeContext(cs, CollKind::kReduceScatter, recvcount, dtype, op, -1, preMulScalar);
   int n = cs.nranks(), r = cs.rank();
-  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, recvcount * c.esize);
+  if (n == 1) return copyInput(c, sendbuff, recvbuff, recvcount);
   int nch = channelsFor(cs, recvcount * c.esize * n);
   return cs.runParallel(nch, [=, &cs](int ch) -> Status {
     Range part = partRange(recvcount, nch, ch, 16);
@@ -337,11 +350,11 @@ Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
 }
 
 Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
-              recclDataType_t dtype, recclRedOp_t op, int root) {
+              recclDataType_t dtype, recclRedOp_t op, int root, const std::byte* preMulScalar) {
   if (count == 0) return Status::Ok();
-  StepContext c = makeContext(cs, CollKind::kReduce, count, dtype, op, root);
+  StepContext c = makeContext(cs, CollKind::kReduce, count, dtype, op, root, preMulScalar);
   int n = cs.nranks(), r = cs.rank();
-  if (n == 1) return copyIfNeeded(sendbuff, recvbuff, count * c.esize);
+  if (n == 1) return copyInput(c, sendbuff, recvbuff, count);
   int pos = mod(r - root - 1, n);  // 0 starts the chain, n-1 is the root
   return chainChunks(cs, c, count, [=](Prims& p, size_t off, size_t len) -> Status {
     if (pos == 0) return p.send(cb(sendbuff, off, c.esize), len);

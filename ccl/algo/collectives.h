@@ -10,20 +10,23 @@
 
 namespace reccl::algo {
 
+// The reductions take op == reduce::kPreMulSum with preMulScalar, this rank's scalar (one element
+// of dtype): every element of the input is multiplied by it where the algorithm reads it.
+
 // Ring (reduce-scatter + all-gather, pipelined per chunk, channels in parallel) or recursive
 // doubling for small messages (RECCL_SMALL_MSG_BYTES, RECCL_ALGO).
 Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
-                 recclDataType_t dtype, recclRedOp_t op);
+                 recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar = nullptr);
 Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t sendcount,
                  recclDataType_t dtype);
 Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t recvcount,
-                     recclDataType_t dtype, recclRedOp_t op);
+                     recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar = nullptr);
 // Pipelined chain root -> root+1 -> ... -> root-1.
 Status broadcast(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
                  recclDataType_t dtype, int root);
 // Pipelined chain root+1 -> ... -> root-1 -> root.
 Status reduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
-              recclDataType_t dtype, recclRedOp_t op, int root);
+              recclDataType_t dtype, recclRedOp_t op, int root, const std::byte* preMulScalar = nullptr);
 // Pairwise exchange: in step k, send to rank+k and receive from rank-k.
 Status allToAll(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
                 recclDataType_t dtype);

@@ -22,16 +22,34 @@ Result<std::span<const std::byte>> Prims::waitRecv(size_t bytes) {
   return in;
 }
 
+void Prims::combine(void* dst, const void* in, const void* src, size_t n) const {
+  if (scale_)
+    scale_->addScaled(dst, in, src, n);
+  else
+    c_.fn(dst, in, src, n);
+}
+
+void Prims::combine2(void* dst, void* dst2, const void* in, const void* src, size_t n) const {
+  if (scale_)
+    scale_->addScaled2(dst, dst2, in, src, n);
+  else
+    c_.fn2(dst, dst2, in, src, n);
+}
+
 Status Prims::send(const void* src, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (bytes) std::memcpy(out.data(), src, bytes);
+  if (bytes && scale_)
+    scale_->scale(out.data(), src, n);
+  else if (bytes)
+    std::memcpy(out.data(), src, bytes);
   return send_->post(bytes, c_.desc);
 }
 
 Status Prims::sendUser(const void* src, size_t n) {
   size_t bytes = n * c_.esize;
-  if (!sendsFromUser(bytes)) return send(src, n);
+  // A scaled step exists only in the slot.
+  if (scale_ || !sendsFromUser(bytes)) return send(src, n);
   RECCL_TRY(send_->acquire(deadline()).status());
   return send_->postDirect(src, bytes, c_.desc);
 }
@@ -58,7 +76,7 @@ Status Prims::recvReduceSend(const void* src, size_t n) {
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   RECCL_ASSIGN_OR_RETURN(auto out, send_->acquire(deadline()));
-  if (n) c_.fn(out.data(), in.data(), src, n);
+  if (n) combine(out.data(), in.data(), src, n);
   RECCL_TRY(send_->post(bytes, c_.desc));
   return recv_->release();
 }
@@ -67,7 +85,7 @@ Status Prims::recvReduceCopy(const void* src, void* dst, size_t n, bool finalize
   size_t bytes = n * c_.esize;
   RECCL_ASSIGN_OR_RETURN(auto in, waitRecv(bytes));
   if (n) {
-    c_.fn(dst, in.data(), src, n);
+    combine(dst, in.data(), src, n);
     if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
   }
   return recv_->release();
@@ -84,15 +102,15 @@ Status Prims::recvReduceCopySend(const void* src, void* dst, size_t n, bool fina
   if (bytes && sendsFromUser(bytes)) {
     // The result is sent from dst itself: one store stream instead of two (dst and the slot),
     // the reduction's most expensive part on a memory-bound CPU.
-    c_.fn(dst, in.data(), src, n);
+    combine(dst, in.data(), src, n);
     if (finalize) reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
     RECCL_TRY(send_->postDirect(dst, bytes, c_.desc));
     return recv_->release();
   }
   if (n && !finalize) {
-    c_.fn2(dst, out.data(), in.data(), src, n);
+    combine2(dst, out.data(), in.data(), src, n);
   } else if (n) {  // avg divides the result once, then sends the divided bits
-    c_.fn(dst, in.data(), src, n);
+    combine(dst, in.data(), src, n);
     reduce::finalizeAvg(dst, n, c_.dtype, c_.nranks);
     std::memcpy(out.data(), dst, bytes);
   }

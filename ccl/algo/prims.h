@@ -2,7 +2,9 @@
 // (chunkBytes) and reads/writes the slots directly (the reduction writes into the send slot).
 #pragma once
 
+#include <array>
 #include <cstddef>
+#include <optional>
 
 #include "channel/channel_set.h"
 #include "channel/port.h"
@@ -26,12 +28,20 @@ struct StepContext {
   // Steps of at least this many bytes may be sent straight from the user's buffer by sendUser()
   // (RECCL_DIRECT_SEND_MIN_BYTES); 0 disables direct send.
   size_t directSendMinBytes = 0;
+  // A PreMulSum (op == reduce::kPreMulSum): this rank's scalar, one element of dtype. Every `src`
+  // that send(), sendUser() and the recvReduce* steps read is then the caller's input, scaled as
+  // it is read (reduce::PreMul), so the algorithm sets it only where each of those reads is of the
+  // input: the ring allreduce, reduce-scatter and the reduce chain.
+  bool preMul = false;
+  std::array<std::byte, 8> scalar{};
 };
 
 class Prims {
  public:
   Prims(const StepContext& ctx, channel::SendPort* send, channel::RecvPort* recv)
-      : c_(ctx), send_(send), recv_(recv) {}
+      : c_(ctx), send_(send), recv_(recv) {
+    if (ctx.preMul) scale_.emplace(ctx.dtype, ctx.scalar.data());
+  }
 
   // Elements that fit one step.
   size_t chunkElems() const;
@@ -66,10 +76,14 @@ class Prims {
   // Whether a step of `bytes` may be sent from the caller's memory (RECCL_DIRECT_SEND_MIN_BYTES
   // and a transport that sends header and payload as separate pieces).
   bool sendsFromUser(size_t bytes) const;
+  // dst = in OP src, src scaled first under a PreMulSum; combine2 also writes the result to dst2.
+  void combine(void* dst, const void* in, const void* src, size_t n) const;
+  void combine2(void* dst, void* dst2, const void* in, const void* src, size_t n) const;
 
   const StepContext& c_;
   channel::SendPort* send_;
   channel::RecvPort* recv_;
+  std::optional<reduce::PreMul> scale_;  // set under a PreMulSum (StepContext::preMul)
 };
 
 }  // namespace reccl::algo

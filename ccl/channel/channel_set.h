@@ -40,10 +40,6 @@ class ChannelSet {
   // (RECCL_DIRECT_RECV_MIN_BYTES, RECCL_DIRECT_SEND_MIN_BYTES; 0 disables).
   virtual size_t directRecvMinBytes() const = 0;
   virtual size_t directSendMinBytes() const = 0;
-  // At least `bytes` of memory for one collective's own data (a PreMulSum's scaled input), kept
-  // from call to call and grown when a call needs more, so that a call neither allocates nor
-  // faults pages in; valid until the next collective. nullptr when it cannot be had.
-  virtual std::byte* scratch(size_t bytes) = 0;
 };
 
 }  // namespace reccl::channel

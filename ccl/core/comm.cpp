@@ -11,7 +11,6 @@
 #include <array>
 #include <cinttypes>
 #include <cstring>
-#include <new>
 
 #include "core/bootstrap.h"
 #include "core/comm_transport.h"
@@ -363,17 +362,6 @@ uint64_t Comm::progressMark() {
     sum += c->posted.load(std::memory_order_relaxed) + c->consumed.load(std::memory_order_relaxed);
   });
   return sum;
-}
-
-std::byte* Comm::scratch(size_t bytes) {
-  if (bytes > scratchBytes_) {
-    scratch_.reset();  // the old one goes first: never both at once
-    scratchBytes_ = 0;
-    scratch_.reset(new (std::nothrow) std::byte[bytes]);
-    if (!scratch_) return nullptr;
-    scratchBytes_ = bytes;
-  }
-  return scratch_.get();
 }
 
 Status Comm::runParallel(int n, const std::function<Status(int)>& fn) {

@@ -86,7 +86,6 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   const char* forcedAlgo() const override { return opts_.algo.c_str(); }
   size_t directRecvMinBytes() const override { return opts_.directRecvMinBytes; }
   size_t directSendMinBytes() const override { return opts_.directSendMinBytes; }
-  std::byte* scratch(size_t bytes) override;
 
   // Runs one operation: refuses when the communicator is broken, and breaks it (failing every
   // connection, so peers notice at once) when the operation fails.
@@ -159,9 +158,6 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   Topology topo_;
   std::vector<NicInfo> myNics_;
   uint64_t collSeq_ = 0;
-  // scratch(): one collective at a time uses it (calls on a communicator are serialized).
-  std::unique_ptr<std::byte[]> scratch_;
-  size_t scratchBytes_ = 0;
 
   channel::PortEnv env_;
   std::unique_ptr<transport::SocketEngine> engine_;

@@ -28,15 +28,41 @@ Reduce2Fn kernel2(recclDataType_t type, recclRedOp_t op) noexcept;
 void finalizeAvg(void* buf, size_t count, recclDataType_t type, int nranks) noexcept;
 
 // The op a PreMulSum (recclRedOpCreatePreMulSum) runs as below the API: the sum of every rank's
-// input times that rank's own scalar. Its kernels are the sum's; preMultiply is its first pass.
+// input times that rank's own scalar. Its kernels are the sum's, each read of the input scaled on
+// the way (PreMul).
 inline constexpr recclRedOp_t kPreMulSum = static_cast<recclRedOp_t>(recclNumOps);
 // The kernel op of `op`: the sum for avg and PreMulSum, `op` itself otherwise.
 inline recclRedOp_t kernelOp(recclRedOp_t op) noexcept {
   return op == recclAvg || op == kPreMulSum ? recclSum : op;
 }
-// out[i] = in[i] * scalar (one element of `type`) for i < count; out may alias in exactly.
-// Integers wrap modulo 2^bits; float16 and bfloat16 multiply in float32 and round once.
-void preMultiply(const void* in, void* out, size_t count, recclDataType_t type, const void* scalar) noexcept;
+
+// A PreMulSum's multiply by one rank's scalar: in[i] * scalar with the product kernel's semantics
+// (integers wrap modulo 2^bits; float16 and bfloat16 multiply in float32 and round once), fused
+// into the step that reads the input. Every output has the bits of scaling the whole input first
+// and then running the plain kernel. Holds one block of the scalar (kBlockBytes): build it once per
+// use, not per element range. Does nothing for an invalid type.
+class PreMul {
+ public:
+  static constexpr size_t kBlockBytes = 4096;
+
+  PreMul(recclDataType_t type, const void* scalar) noexcept;  // scalar: one element of `type`
+
+  // out[i] = in[i] * s. out may alias in exactly.
+  void scale(void* out, const void* in, size_t count) const noexcept;
+  // dst[i] = a[i] + in[i] * s (the sum kernel of a and the rounded product). dst may alias a or
+  // in exactly.
+  void addScaled(void* dst, const void* a, const void* in, size_t count) const noexcept;
+  // addScaled into dst and dst2 in one pass (kernel2's contract: dst2 aliases nothing).
+  void addScaled2(void* dst, void* dst2, const void* a, const void* in, size_t count) const noexcept;
+
+ private:
+  size_t es_ = 0;
+  size_t per_ = 0;  // elements per block; 0 for an invalid type
+  ReduceFn mul_ = nullptr;
+  ReduceFn add_ = nullptr;
+  Reduce2Fn add2_ = nullptr;
+  alignas(64) std::byte block_[kBlockBytes];
+};
 
 size_t typeSize(recclDataType_t type) noexcept;  // 0 for an invalid type
 const char* typeName(recclDataType_t type) noexcept;  // nccl-tests names: "float", "half", ...

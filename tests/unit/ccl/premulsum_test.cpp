@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -79,10 +80,12 @@ void expectExact(recclDataType_t t, const std::vector<std::byte>& got, size_t fi
   }
 }
 
-class PreMulSum : public ::testing::TestWithParam<bool> {
+// (sockets, allreduce algorithm): false is shared memory between the ranks; the ring reads each
+// input element once as it sends or reduces it, recursive doubling scales its copy of the input.
+class PreMulSum : public ::testing::TestWithParam<std::tuple<bool, const char*>> {
  protected:
-  // false: shared memory between the ranks; true: sockets.
-  ScopedEnv shm_{"RECCL_SHM_DISABLE", GetParam() ? "1" : "0"};
+  ScopedEnv shm_{"RECCL_SHM_DISABLE", std::get<0>(GetParam()) ? "1" : "0"};
+  ScopedEnv algo_{"RECCL_ALGO", std::get<1>(GetParam())};
 };
 
 TEST_P(PreMulSum, AllReduceReduceAndReduceScatterOfEveryTypeAreExact) {
@@ -127,7 +130,7 @@ TEST_P(PreMulSum, InPlaceAllReduceIsExact) {
   Comms w(kRanks);
   ASSERT_TRUE(w.ok()) << w.error();
   const recclDataType_t t = recclFloat32;
-  const size_t count = 300000;  // several channels and steps
+  const size_t count = 300001;  // several channels and steps, and a last block of one element
   std::vector<std::vector<std::byte>> buf(kRanks);
   auto rcs = w.run([&](int r, recclComm_t c) -> recclResult_t {
     auto s = encode(t, scalarOf(t, r));
@@ -141,8 +144,11 @@ TEST_P(PreMulSum, InPlaceAllReduceIsExact) {
   for (int r = 0; r < kRanks; ++r) ASSERT_NO_FATAL_FAILURE(expectExact(t, buf[r], 0, count, "rank " + std::to_string(r)));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, PreMulSum, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& p) { return p.param ? "Sockets" : "SharedMemory"; });
+INSTANTIATE_TEST_SUITE_P(TransportsAndAlgorithms, PreMulSum, ::testing::Combine(::testing::Bool(), ::testing::Values("ring", "rd")),
+                         [](const ::testing::TestParamInfo<PreMulSum::ParamType>& p) {
+                           return std::string(std::get<0>(p.param) ? "Sockets" : "SharedMemory") + "_" +
+                                  std::get<1>(p.param);
+                         });
 
 // recclScalarDevice: the scalar is read when each call runs, so a change between calls counts;
 // inside a group, when the group runs.
