@@ -12,6 +12,8 @@
 #include <gloo/allreduce_ring_chunked.h>
 #include <gloo/barrier_all_to_all.h>
 #include <gloo/broadcast_one_to_all.h>
+#include <gloo/gather.h>
+#include <gloo/scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/rendezvous/prefix_store.h>
@@ -59,8 +61,10 @@ Own options (everything else as reccl-bench --help; -t is not supported):
   --timeout-ms MS   Gloo's I/O timeout (default 60000)
   --timeline        record every timed iteration (rank 0's CLOCK_MONOTONIC start and end) in
                     the JSON's "timeline", also the iterations done before an error
-Collectives (--coll): allreduce, allgather, broadcast. Types: float. Ops: sum, prod, max, min.
-Gloo's allreduce and broadcast work in place only: their out-of-place columns are left blank.
+Collectives (--coll): allreduce, allgather, broadcast, gather, scatter. Types: float. Ops: sum,
+prod, max, min.
+Gloo's allreduce and broadcast work in place only, its gather and scatter out of place only: the
+other columns are left blank.
 Environment: RANK, WORLD_SIZE (MASTER_PORT names the default store directory).
 )";
 
@@ -132,6 +136,7 @@ class GlooRunner {
     for (Coll c : o_.colls) {
       std::vector<std::string> algos = c == Coll::kAllReduce ? g_.algos : std::vector<std::string>{"ring"};
       if (c == Coll::kBroadcast) algos = {"one_to_all"};
+      if (c == Coll::kGather || c == Coll::kScatter) algos = {"direct"};
       for (const std::string& algo : algos) {
         if (report_) std::printf("#\n# Collective: %s (gloo %s)\n%s", collName(c), algo.c_str(), formatColumnHeader().c_str());
         std::fflush(stdout);
@@ -226,6 +231,16 @@ class GlooRunner {
     return makeTiming(d.coll, int64_t(s.count * sizeof(float)), us, n_, wrong);
   }
 
+  // Gloo's gather and scatter are functions over options: measure() runs objects.
+  struct GatherRun {
+    gloo::GatherOptions opts;
+    void run() { gloo::gather(opts); }
+  };
+  struct ScatterRun {
+    gloo::ScatterOptions opts;
+    void run() { gloo::scatter(opts); }
+  };
+
   void runRow(Coll c, const std::string& algo, recclRedOp_t op, int root, int64_t bytes) {
     Shape s = shapeFor(c, size_t(bytes) / sizeof(float), n_, rank_);
     if (s.count == 0 || s.paramCount == 0) return;  // Gloo's algorithms reject empty buffers
@@ -253,6 +268,30 @@ class GlooRunner {
     } else if (c == Coll::kAllGather) {
       std::vector<const float*> in{send.data()};
       gloo::AllgatherRing<float> a(ctx_, in, recv.data(), count);
+      auto refill = [&] {
+        fillInput(d, rank_, s, send.data());
+        std::memset(recv.data(), 0xA5, recv.size() * sizeof(float));
+      };
+      row.outOfPlace = measure(a, refill, d, s, recv.data());
+    } else if (c == Coll::kGather) {  // gloo::gather: each rank sends to the root, which receives from all
+      GatherRun a{gloo::GatherOptions(ctx_)};
+      a.opts.setInput(send.data(), size_t(count));
+      if (rank_ == d.root) a.opts.setOutput(recv.data(), recv.size());
+      a.opts.setRoot(d.root);
+      auto refill = [&] {
+        fillInput(d, rank_, s, send.data());
+        std::memset(recv.data(), 0xA5, recv.size() * sizeof(float));
+      };
+      row.outOfPlace = measure(a, refill, d, s, recv.data());
+    } else if (c == Coll::kScatter) {
+      ScatterRun a{gloo::ScatterOptions(ctx_)};
+      if (rank_ == d.root) {
+        std::vector<float*> blocks;
+        for (int r = 0; r < n_; ++r) blocks.push_back(send.data() + size_t(r) * size_t(count));
+        a.opts.setInputs(blocks, size_t(count));
+      }
+      a.opts.setOutput(recv.data(), size_t(count));
+      a.opts.setRoot(d.root);
       auto refill = [&] {
         fillInput(d, rank_, s, send.data());
         std::memset(recv.data(), 0xA5, recv.size() * sizeof(float));
@@ -325,8 +364,10 @@ int run(int argc, char** argv) {
     return kExitOk;
   }
   for (Coll c : o.colls)
-    if (c != Coll::kAllReduce && c != Coll::kAllGather && c != Coll::kBroadcast) {
-      std::fprintf(stderr, "gloo_bench: --coll: %s is not measured here (allreduce, allgather, broadcast)\n", collName(c));
+    if (c != Coll::kAllReduce && c != Coll::kAllGather && c != Coll::kBroadcast && c != Coll::kGather &&
+        c != Coll::kScatter) {
+      std::fprintf(stderr, "gloo_bench: --coll: %s is not measured here (allreduce, allgather, broadcast, gather, scatter)\n",
+                   collName(c));
       return kExitUsage;
     }
   for (recclDataType_t t : o.types)

@@ -197,6 +197,10 @@ void expectedAt(const DataSpec& d, const Inputs& in, int rank, const Shape& shap
     }
     case Coll::kSendRecv:
       return encode(d.type, in((rank - 1 + d.nranks) % d.nranks, index), out);
+    case Coll::kGather:  // checked at root alone
+      return encode(d.type, in(int(index / per), index % per), out);
+    case Coll::kScatter:
+      return encode(d.type, in(d.root, size_t(rank) * per + index), out);
   }
 }
 
@@ -207,7 +211,7 @@ void expectedElement(const DataSpec& d, int rank, const Shape& shape, size_t ind
 }
 
 size_t countWrong(const DataSpec& d, int rank, const Shape& shape, const void* recv, size_t* firstWrong) noexcept {
-  if (d.coll == Coll::kReduce && rank != d.root) return 0;
+  if ((d.coll == Coll::kReduce || d.coll == Coll::kGather) && rank != d.root) return 0;
   const size_t es = reduce::typeSize(d.type);
   const bool avgFloat = collReduces(d.coll) && d.op == recclAvg && isFloat(d.type);
   auto* p = static_cast<const unsigned char*>(recv);

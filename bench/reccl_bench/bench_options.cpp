@@ -183,7 +183,7 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   bool help = false;
   app.add_flag("-h,--help", help, "print this help");
   app.add_option("--coll", coll,
-                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, "
+                 "allreduce, allgather, reducescatter, broadcast, reduce, alltoall, sendrecv, gather, scatter, "
                  "a comma list or all (default allreduce; nccl-tests names like all_reduce_perf too)");
   app.add_option("-t,--nthreads,--threads", o.threads, "threads of this process, one rank each per -g (default 1)");
   app.add_option("-g,--ngpus", o.gpus, "ranks per thread, each a thread of its own (default 1)");

@@ -15,6 +15,8 @@ const char* collName(Coll c) noexcept {
     case Coll::kReduce: return "reduce";
     case Coll::kAllToAll: return "alltoall";
     case Coll::kSendRecv: return "sendrecv";
+    case Coll::kGather: return "gather";
+    case Coll::kScatter: return "scatter";
   }
   return "unknown";
 }
@@ -31,13 +33,17 @@ std::optional<Coll> parseColl(std::string_view name) noexcept {
   if (n == "reduce") return Coll::kReduce;
   if (n == "alltoall") return Coll::kAllToAll;
   if (n == "sendrecv") return Coll::kSendRecv;
+  if (n == "gather") return Coll::kGather;
+  if (n == "scatter") return Coll::kScatter;
   return std::nullopt;
 }
 
 bool collReduces(Coll c) noexcept {
   return c == Coll::kAllReduce || c == Coll::kReduceScatter || c == Coll::kReduce;
 }
-bool collHasRoot(Coll c) noexcept { return c == Coll::kBroadcast || c == Coll::kReduce; }
+bool collHasRoot(Coll c) noexcept {
+  return c == Coll::kBroadcast || c == Coll::kReduce || c == Coll::kGather || c == Coll::kScatter;
+}
 bool collHasInPlace(Coll c) noexcept { return c != Coll::kAllToAll && c != Coll::kSendRecv; }
 
 const char* opName(recclRedOp_t op) noexcept { return op == reduce::kPreMulSum ? "mulsum" : reduce::opName(op); }
@@ -56,7 +62,9 @@ double busBwFactor(Coll c, int nranks) noexcept {
     case Coll::kAllReduce: return 2.0 * (n - 1) / n;
     case Coll::kAllGather:
     case Coll::kReduceScatter:
-    case Coll::kAllToAll: return (n - 1) / n;
+    case Coll::kAllToAll:
+    case Coll::kGather:
+    case Coll::kScatter: return (n - 1) / n;
     case Coll::kBroadcast:
     case Coll::kReduce:
     case Coll::kSendRecv: return 1.0;
@@ -69,7 +77,9 @@ size_t roundCount(Coll c, size_t count, int nranks) noexcept {
   switch (c) {
     case Coll::kAllGather:
     case Coll::kReduceScatter:
-    case Coll::kAllToAll: return count / size_t(nranks) * size_t(nranks);
+    case Coll::kAllToAll:
+    case Coll::kGather:
+    case Coll::kScatter: return count / size_t(nranks) * size_t(nranks);
     default: return count;
   }
 }
@@ -80,12 +90,14 @@ Shape shapeFor(Coll c, size_t count, int nranks, int rank) noexcept {
   const size_t per = nranks > 0 ? s.count / size_t(nranks) : 0;
   switch (c) {
     case Coll::kAllGather:
+    case Coll::kGather:  // recvbuff is root's alone; every rank has one, as in nccl-tests
       s.paramCount = per;
       s.sendCount = per;
       s.recvCount = s.count;
       s.inPlaceSendOffset = size_t(rank) * per;
       break;
     case Coll::kReduceScatter:
+    case Coll::kScatter:  // sendbuff is read at root alone
       s.paramCount = per;
       s.sendCount = s.count;
       s.recvCount = per;

@@ -109,6 +109,8 @@ recclResult_t RankRunner::issue(Coll c, const void* send, void* recv, const Shap
     case Coll::kBroadcast: return recclBroadcast(send, recv, s.paramCount, t, root, comm_, nullptr);
     case Coll::kReduce: return recclReduce(send, recv, s.paramCount, t, op, root, comm_, nullptr);
     case Coll::kAllToAll: return recclAlltoAll(send, recv, s.paramCount, t, comm_, nullptr);
+    case Coll::kGather: return recclGather(send, recv, s.paramCount, t, root, comm_, nullptr);
+    case Coll::kScatter: return recclScatter(send, recv, s.paramCount, t, root, comm_, nullptr);
     case Coll::kSendRecv: {
       recclResult_t r = recclGroupStart();
       if (r != recclSuccess) return r;
@@ -134,12 +136,12 @@ void RankRunner::prepare(Coll c, const DataSpec& d, const Shape& s, bool inPlace
     *recv = rb;
     return;
   }
-  if (c == Coll::kAllGather) {  // my contribution already sits at my slot of the output
+  if (c == Coll::kAllGather || c == Coll::kGather) {  // my contribution already sits at my slot of the output
     std::memset(rb, 0xA5, s.recvCount * es);
     fillInput(d, rank_, s, rb + s.inPlaceSendOffset * es);
     *send = rb + s.inPlaceSendOffset * es;
     *recv = rb;
-  } else {  // one buffer; reducescatter's output is my slot of the input
+  } else {  // one buffer; reducescatter's and scatter's output is my slot of the input
     fillInput(d, rank_, s, rb);
     *send = rb;
     *recv = rb + s.inPlaceRecvOffset * es;

@@ -22,7 +22,7 @@ using algo::Collective;
 
 struct Queued {
   recclComm_t comm;
-  Collective coll;  // a collective, or one send/receive (kSendRecv with one op)
+  Collective coll;  // a collective, or sends/receives (kSendRecv: one, or a gather's or scatter's)
   recclStream_t stream;
 };
 
@@ -134,7 +134,7 @@ recclResult_t groupEnd() {
                   "stream: the sends and receives of one group on one communicator must use one stream");
     } else {
       w->p2pStream = q.stream;
-      w->p2p.p2p.push_back(q.coll.p2p.front());
+      w->p2p.p2p.insert(w->p2p.p2p.end(), q.coll.p2p.begin(), q.coll.p2p.end());  // a gather or scatter: several
     }
   }
   // Every communicator must take its work before any starts: a refused call runs nothing, and

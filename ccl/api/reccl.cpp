@@ -316,6 +316,67 @@ recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
   return recclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
+// Gather and scatter are one group of sends and receives between root and every other rank, as
+// NCCL runs them; root's own block is a send to and receive from itself (a copy), none in place.
+recclResult_t recclGather(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
+                          recclComm_t comm, recclStream_t stream) {
+  return guardedOn(comm, [&]() -> recclResult_t {
+    reccl::core::Comm* c = nullptr;
+    RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
+    RECCL_CHECK(checkRoot(*c, root));
+    RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
+    const int n = c->nranks(), me = c->rank();
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);  // one rank's block
+    Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
+    void* send = const_cast<void*>(sendbuff);
+    if (me != root) {
+      coll.p2p.push_back({true, root, send, count, datatype});
+    } else {
+      RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+      auto* at = static_cast<std::byte*>(recvbuff) + bytes * static_cast<size_t>(root);
+      RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes * static_cast<size_t>(n), reinterpret_cast<uintptr_t>(at)));
+      for (int r = 0; r < n; ++r) {
+        if (r != root) coll.p2p.push_back({false, r, static_cast<std::byte*>(recvbuff) + bytes * static_cast<size_t>(r), count, datatype});
+      }
+      if (count > 0 && send != at) {
+        coll.p2p.push_back({true, root, send, count, datatype});
+        coll.p2p.push_back({false, root, at, count, datatype});
+      }
+    }
+    return submit(comm, coll, stream);
+  });
+}
+
+recclResult_t recclScatter(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
+                           recclComm_t comm, recclStream_t stream) {
+  return guardedOn(comm, [&]() -> recclResult_t {
+    reccl::core::Comm* c = nullptr;
+    RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
+    RECCL_CHECK(checkRoot(*c, root));
+    RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
+    const int n = c->nranks(), me = c->rank();
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);
+    Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
+    if (me != root) {
+      coll.p2p.push_back({false, root, recvbuff, count, datatype});
+    } else {
+      RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
+      auto* from = static_cast<std::byte*>(const_cast<void*>(sendbuff));
+      auto* mine = from + bytes * static_cast<size_t>(root);
+      RECCL_CHECK(checkApart(sendbuff, bytes * static_cast<size_t>(n), recvbuff, bytes,
+                             reinterpret_cast<uintptr_t>(recvbuff) - bytes * static_cast<size_t>(root)));
+      for (int r = 0; r < n; ++r) {
+        if (r != root) coll.p2p.push_back({true, r, from + bytes * static_cast<size_t>(r), count, datatype});
+      }
+      if (count > 0 && mine != recvbuff) {
+        coll.p2p.push_back({true, root, mine, count, datatype});
+        coll.p2p.push_back({false, root, recvbuff, count, datatype});
+      }
+    }
+    return submit(comm, coll, stream);
+  });
+}
+
 recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;

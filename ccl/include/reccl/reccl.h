@@ -290,6 +290,16 @@ RECCL_API recclResult_t recclReduceScatter(const void* sendbuff, void* recvbuff,
 /* count elements to each peer; both buffers hold nranks * count. NCCL's ncclAlltoAll. */
 RECCL_API recclResult_t recclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
                             recclDataType_t datatype, recclComm_t comm, recclStream_t stream);
+/* count elements from every rank to root, rank i's at recvbuff + i * count (recvbuff is read only
+ * at root). In place where sendbuff == recvbuff + root * count at root. NCCL's ncclGather: one
+ * group of sends and receives, so in a group it joins the group's other sends and receives. */
+RECCL_API recclResult_t recclGather(const void* sendbuff, void* recvbuff, size_t count,
+                          recclDataType_t datatype, int root, recclComm_t comm, recclStream_t stream);
+/* count elements from root's sendbuff + i * count to rank i's recvbuff (sendbuff is read only at
+ * root). In place where recvbuff == sendbuff + root * count at root. NCCL's ncclScatter, run as
+ * recclGather is. */
+RECCL_API recclResult_t recclScatter(const void* sendbuff, void* recvbuff, size_t count,
+                           recclDataType_t datatype, int root, recclComm_t comm, recclStream_t stream);
 /* The earlier spelling of recclAlltoAll, kept for programs written against it. */
 RECCL_API recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count,
                             recclDataType_t datatype, recclComm_t comm, recclStream_t stream);

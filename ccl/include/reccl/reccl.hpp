@@ -165,6 +165,20 @@ class Communicator {
     if (recv.size() != send.size() * static_cast<size_t>(size())) return recclInvalidArgument;
     return recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, nullptr);
   }
+  // root's recv holds size() blocks of send.size() elements, rank i's in block i; recv is not
+  // read elsewhere (may be empty).
+  template <typename T>
+  recclResult_t gather(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root && recv.size() != send.size() * static_cast<size_t>(size())) return recclInvalidArgument;
+    return recclGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), root, comm_, nullptr);
+  }
+  // root's send holds size() blocks of recv.size() elements, block i for rank i; send is not read
+  // elsewhere (may be empty).
+  template <typename T>
+  recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root) {
+    if (rank() == root && send.size() != recv.size() * static_cast<size_t>(size())) return recclInvalidArgument;
+    return recclScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), root, comm_, nullptr);
+  }
   // send and recv hold size() blocks of equal length; block i goes to rank i.
   template <typename T>
   recclResult_t allToAll(std::span<const T> send, std::span<T> recv) {

@@ -70,6 +70,12 @@ std::vector<Bytes> execute(const DataSpec& d, size_t count, bool reverseOrder) {
     case Coll::kSendRecv:
       for (int q = 0; q < n; ++q) recv[q] = send[(q - 1 + n) % n];
       break;
+    case Coll::kGather:
+      for (int p = 0; p < n; ++p) std::memcpy(recv[d.root].data() + p * per * es, send[p].data(), per * es);
+      break;
+    case Coll::kScatter:
+      for (int q = 0; q < n; ++q) std::memcpy(recv[q].data(), send[d.root].data() + q * per * es, per * es);
+      break;
   }
   return recv;
 }

@@ -35,7 +35,8 @@ TEST_F(GlooBenchTest, TwoRanksOnLoopbackProduceACheckedTableAndJson) {
   std::vector<std::string> args = {GLOO_BENCH_PATH, "--iface", "lo",  "--store-dir", store.string(),
                                    "-b",            "1K",      "-e",  "1M",          "-f",
                                    "32",            "-n",      "3",   "-w",          "1",
-                                   "--coll",        "allreduce,allgather,broadcast", "--json", json.string()};
+                                   "--coll",        "allreduce,allgather,broadcast,gather,scatter",
+                                   "--json",        json.string()};
   Child r1(args, {"RANK=1", "WORLD_SIZE=2"}, dir_ / "r1.txt");
   Child r0(args, {"RANK=0", "WORLD_SIZE=2"}, dir_ / "r0.txt");
   int rc0 = r0.wait(std::chrono::seconds(90));
@@ -50,8 +51,8 @@ TEST_F(GlooBenchTest, TwoRanksOnLoopbackProduceACheckedTableAndJson) {
   EXPECT_EQ(j["tool"], "gloo_bench");
   EXPECT_EQ(j["status"], "ok");
   EXPECT_EQ(j["environment"]["nranks"], 2);
-  // Sizes 1K, 32K, 1M for allreduce x 2 algorithms, allgather and broadcast.
-  ASSERT_EQ(j["rows"].size(), 12u) << j.dump(1);
+  // Sizes 1K, 32K, 1M for allreduce x 2 algorithms, allgather, broadcast, gather and scatter.
+  ASSERT_EQ(j["rows"].size(), 18u) << j.dump(1);
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["library"], "gloo");
     const auto& t = row["in_place"].is_null() ? row["out_of_place"] : row["in_place"];

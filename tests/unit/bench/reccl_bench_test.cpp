@@ -54,8 +54,8 @@ TEST_F(RecclBenchTest, EveryCollectiveTypeAndOpAsThreadsIsExact) {
     EXPECT_EQ(j["environment"]["nranks"], std::stoi(ranks));
     const int n = std::stoi(ranks);
     // Sizes 0, 1499, 2998 bytes x 10 types x (allreduce, reducescatter: 6 ops, mulsum included;
-    // reduce: 6 ops x n roots; broadcast: n roots; allgather, alltoall, sendrecv: 1).
-    size_t perSizeAndType = 6 + 6 + 6 * size_t(n) + size_t(n) + 3;
+    // reduce: 6 ops x n roots; broadcast, gather, scatter: n roots; allgather, alltoall, sendrecv: 1).
+    size_t perSizeAndType = 6 + 6 + 6 * size_t(n) + 3 * size_t(n) + 3;
     EXPECT_EQ(j["rows"].size(), 3 * 10 * perSizeAndType) << ranks << " ranks";
     for (const auto& row : j["rows"]) {
       EXPECT_EQ(row["out_of_place"]["wrong"], 0) << row.dump();

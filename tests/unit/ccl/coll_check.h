@@ -123,6 +123,43 @@ class RankRun {
       }
   }
 
+  // Rank j's block for gather, and root's block j for scatter: element i is (j * 7 + i + 3 * root) % 13.
+  static double blockValue(int j, size_t i, int root) { return static_cast<double>((j * 7 + i + 3 * root) % 13); }
+
+  // In place (at root): root's block is already at its place in the output.
+  void gather(recclDataType_t t, size_t count, bool inPlace, int root) {
+    size_t es = reccl::reduce::typeSize(t);
+    std::vector<std::byte> in(count * es + 1), out(count * n_ * es + 1, std::byte{0xA5});
+    void* send = inPlace && r_ == root ? out.data() + static_cast<size_t>(root) * count * es : in.data();
+    for (size_t i = 0; i < count; ++i) setValue(send, i, t, blockValue(r_, i, root));
+    auto what = tag("gather", t, recclSum, count, inPlace) + " root " + std::to_string(root);
+    // A non-root rank's recvbuff is not used: a null one must do.
+    if (!check(recclGather(send, r_ == root ? out.data() : nullptr, count, t, root, c_, nullptr), what)) return;
+    if (r_ != root) return;
+    for (int j = 0; j < n_; ++j)
+      for (size_t i = 0; i < count; ++i) {
+        double want = blockValue(j, i, root), got = getValue(out.data(), j * count + i, t);
+        if (got != want) return wrong(what + " block " + std::to_string(j), i, got, want);
+      }
+  }
+
+  // In place (at root): root's block is left where it is, as its output.
+  void scatter(recclDataType_t t, size_t count, bool inPlace, int root) {
+    size_t es = reccl::reduce::typeSize(t);
+    std::vector<std::byte> in(count * n_ * es + 1), out(count * es + 1, std::byte{0xA5});
+    if (r_ == root)
+      for (int j = 0; j < n_; ++j)
+        for (size_t i = 0; i < count; ++i) setValue(in.data(), j * count + i, t, blockValue(j, i, root));
+    void* recv = inPlace && r_ == root ? in.data() + static_cast<size_t>(root) * count * es : out.data();
+    auto what = tag("scatter", t, recclSum, count, inPlace) + " root " + std::to_string(root);
+    // A non-root rank's sendbuff is not used: a null one must do.
+    if (!check(recclScatter(r_ == root ? in.data() : nullptr, recv, count, t, root, c_, nullptr), what)) return;
+    for (size_t i = 0; i < count; ++i) {
+      double want = blockValue(r_, i, root), got = getValue(recv, i, t);
+      if (got != want) return wrong(what, i, got, want);
+    }
+  }
+
   // Group send/recv: ring shift by `shift` plus a self send/recv.
   void sendRecv(recclDataType_t t, size_t count, int shift) {
     size_t es = reccl::reduce::typeSize(t);
@@ -177,6 +214,8 @@ inline std::string runMatrix(int r, int n, recclComm_t c, const std::vector<size
       for (bool inPlace : {false, true}) {
         run.allGather(t, count, inPlace);
         run.broadcast(t, count, inPlace, iter++ % n);
+        run.gather(t, count, inPlace, iter++ % n);
+        run.scatter(t, count, inPlace, iter++ % n);
       }
     for (size_t count : counts) {
       run.allToAll(t, count);
@@ -200,6 +239,10 @@ inline std::string runMatrix(int r, int n, recclComm_t c, const std::vector<size
     run.reduce(recclFloat16, recclSum, big, false, 1 % n);
     run.reduce(recclUint64, recclMax, big, true, 0);
     run.allToAll(recclInt32, big / (4 * n));
+    run.gather(recclFloat32, big / n, false, n - 1);
+    run.gather(recclUint8, big / n, true, 0);
+    run.scatter(recclInt64, big / n, false, 0);
+    run.scatter(recclFloat16, big / n, true, n - 1);
     run.sendRecv(recclFloat64, big / 2, n / 2 == 0 ? 1 : n / 2);
   }
   return run.error;

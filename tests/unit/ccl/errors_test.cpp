@@ -450,6 +450,8 @@ TEST(CclErrors, OverlappingBuffersAreRefusedUnlessInPlace) {
   refused(recclAllGather(b + 1, b, 4, recclInt32, c, nullptr), "allgather");
   refused(recclReduceScatter(b, b + 1, 4, recclInt32, recclSum, c, nullptr), "reducescatter");
   refused(recclAllToAll(b, b + 2, 4, recclInt32, c, nullptr), "alltoall");
+  refused(recclGather(b + 1, b, 4, recclInt32, 0, c, nullptr), "gather at the root");
+  refused(recclScatter(b, b + 1, 4, recclInt32, 0, c, nullptr), "scatter at the root");
   // In place (rank 0's block is at offset 0), both ranks taking part.
   std::vector<std::vector<int32_t>> ag(2, std::vector<int32_t>(8)), rs(2, std::vector<int32_t>(8));
   auto rcs = comms.run([&](int r, recclComm_t comm) {

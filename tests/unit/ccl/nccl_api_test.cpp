@@ -1,6 +1,6 @@
 // NCCL's API as reccl offers it: recclCommInitRankConfig with a versioned config and non-blocking
-// init, recclCommSplit, recclCommFinalize, recclBcast, recclAlltoAll (and its old spelling), and
-// recclGetUniqueId + recclCommInitRank across processes. Ranks are threads unless said otherwise.
+// init, recclCommSplit, recclCommFinalize, recclBcast, recclAlltoAll (and its old spelling),
+// recclGather and recclScatter, and recclGetUniqueId + recclCommInitRank across processes. Ranks are threads unless said otherwise.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -353,6 +353,67 @@ TEST(NcclApi, BcastAndBothAlltoAllSpellings) {
     return a == b ? recclSuccess : recclInternalError;
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r;
+}
+
+// recclGather and recclScatter (NCCL 2.28's ncclGather/ncclScatter): alone, and inside a group
+// beside other sends and receives on the same connections, which they join as NCCL's do; a
+// non-root rank's unused buffer may be null; bad arguments are refused naming the argument.
+TEST(NcclApi, GatherAndScatterAloneAndInAGroup) {
+  const int n = 3, root = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  const size_t count = 70001;  // several steps of the default chunk
+  std::vector<std::string> errs(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    std::vector<int32_t> mine(count), all(r == root ? count * n : 0), back(count), ring(count), ringIn(count);
+    for (size_t i = 0; i < count; ++i) mine[i] = static_cast<int32_t>(r * 1000000 + i);
+    if (recclResult_t rc = recclGather(mine.data(), all.data(), count, recclInt32, root, c, nullptr); rc) return rc;
+    if (r == root) {
+      for (int p = 0; p < n; ++p)
+        for (size_t i = 0; i < count; ++i)
+          if (all[p * count + i] != static_cast<int32_t>(p * 1000000 + i)) {
+            errs[r] = "gather: block " + std::to_string(p) + " element " + std::to_string(i);
+            return recclInternalError;
+          }
+      for (auto& v : all) v += 7;  // scattered back, changed
+    }
+    // In one group: the scatter, and a ring shift on the connections the scatter also uses.
+    std::iota(ringIn.begin(), ringIn.end(), r * 10);
+    if (recclResult_t rc = recclGroupStart(); rc) return rc;
+    recclResult_t a = recclScatter(r == root ? all.data() : nullptr, back.data(), count, recclInt32, root, c, nullptr);
+    recclResult_t b = recclSend(ringIn.data(), count, recclInt32, (r + 1) % n, c, nullptr);
+    recclResult_t d = recclRecv(ring.data(), count, recclInt32, (r + n - 1) % n, c, nullptr);
+    if (recclResult_t rc = recclGroupEnd(); rc) return rc;
+    if (a || b || d) return a ? a : b ? b : d;
+    for (size_t i = 0; i < count; ++i) {
+      if (back[i] != static_cast<int32_t>(r * 1000000 + i + 7)) {
+        errs[r] = "scatter: element " + std::to_string(i);
+        return recclInternalError;
+      }
+      if (ring[i] != static_cast<int32_t>(((r + n - 1) % n) * 10 + i)) {
+        errs[r] = "ring shift beside the scatter: element " + std::to_string(i);
+        return recclInternalError;
+      }
+    }
+    return recclSuccess;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+
+  // Refused on one rank before anything is sent (nothing reaches the others).
+  recclComm_t c = world[0];
+  int32_t x[8] = {};
+  auto refused = [&](recclResult_t rc, const char* needle, const char* what) {
+    EXPECT_EQ(rc, recclInvalidArgument) << what;
+    EXPECT_NE(std::string(recclGetLastError(nullptr)).find(needle), std::string::npos)
+        << what << ": " << recclGetLastError(nullptr);
+  };
+  refused(recclGather(x, x, 1, recclInt32, n, c, nullptr), "root: 3 is not in [0, 3)", "gather root");
+  refused(recclScatter(x, x, 1, recclInt32, -1, c, nullptr), "root: -1", "scatter root");
+  refused(recclGather(nullptr, x, 1, recclInt32, 0, c, nullptr), "sendbuff: null", "gather sendbuff");
+  refused(recclGather(x, nullptr, 1, recclInt32, 0, c, nullptr), "recvbuff: null", "gather recvbuff at root");
+  refused(recclScatter(nullptr, x, 1, recclInt32, 0, c, nullptr), "sendbuff: null", "scatter sendbuff at root");
+  refused(recclScatter(x, nullptr, 1, recclInt32, 1, c, nullptr), "recvbuff: null", "scatter recvbuff");
+  refused(recclGather(x, x, SIZE_MAX / 8, recclInt32, 0, c, nullptr), "overflow", "gather count");
 }
 
 // recclGetUniqueId here; the ranks are other processes (api_worker, linked with libreccl.so as an

@@ -189,15 +189,15 @@ TEST(CclSocketPath, DirectAndLargeStepsAreAcked) {
 TEST(CclSocketPath, APathSendsItsEpochAndLeavesTheSlotsAsPosted) {
   channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
   const std::vector<size_t> sizes = {8, 2048, 0};
-  auto c = openConn(4, 4096, [&](Conn& c) {
+  auto c = openConn(4, 4096, [&](Conn& k) {
     for (size_t i = 0; i < sizes.size(); ++i) {
-      auto slot = c.tx->acquire(Deadline::afterMs(5000));
+      auto slot = k.tx->acquire(Deadline::afterMs(5000));
       ASSERT_TRUE(slot.ok()) << slot.status().ToString();
       std::memset(slot->data(), static_cast<int>(0x40 + i), sizes[i]);
-      ASSERT_TRUE(c.tx->post(sizes[i], desc).ok());
+      ASSERT_TRUE(k.tx->post(sizes[i], desc).ok());
     }
-    c.tx->setEpoch(2);
-    c.rx->setEpoch(2);
+    k.tx->setEpoch(2);
+    k.rx->setEpoch(2);
   }, 0);
   ASSERT_EQ(c->error, "");
   for (size_t i = 0; i < sizes.size(); ++i) {

@@ -117,6 +117,8 @@ recclResult_t issue(Coll c, const void* send, void* recv, const Shape& s, const 
     case Coll::kBroadcast: return recclBroadcast(send, recv, s.paramCount, d.type, d.root, comm, st);
     case Coll::kReduce: return recclReduce(send, recv, s.paramCount, d.type, d.op, d.root, comm, st);
     case Coll::kAllToAll: return recclAllToAll(send, recv, s.paramCount, d.type, comm, st);
+    case Coll::kGather: return recclGather(send, recv, s.paramCount, d.type, d.root, comm, st);
+    case Coll::kScatter: return recclScatter(send, recv, s.paramCount, d.type, d.root, comm, st);
     case Coll::kSendRecv: {
       recclResult_t r = recclGroupStart();
       if (r != recclSuccess) return r;
@@ -149,7 +151,7 @@ uint64_t runCase(recclComm_t comm, cudaStream_t stream, Coll c, recclDataType_t 
   unsigned char* inDst = send.p;  // the user buffer the input is copied into
   size_t inBytes = s.sendCount * es;
   if (inPlace) {
-    if (c == Coll::kAllGather) {
+    if (c == Coll::kAllGather || c == Coll::kGather) {
       sendPtr = recv.p + s.inPlaceSendOffset * es;
       recvPtr = recv.p;
       inDst = sendPtr;
@@ -212,6 +214,8 @@ int matrix(recclComm_t comm, cudaStream_t stream, int rank, int n) {
     for (const auto& to : typeOps) {
       // Collectives without a reduction move bytes alike whatever the op: two types are enough.
       if (!reccl::bench::collReduces(c) && to.t != recclFloat32 && to.t != recclFloat16) continue;
+      // Gather and scatter are grouped sends and receives, which sendrecv covers for both types.
+      if ((c == Coll::kGather || c == Coll::kScatter) && to.t != recclFloat32) continue;
       for (Place p : places)
         for (bool inPlace : {false, true}) {
           if (inPlace && !reccl::bench::collHasInPlace(c)) continue;
