@@ -286,13 +286,16 @@ Status CudaQueue::waitStaged(uint64_t piece) {
 }
 
 Status CudaQueue::runOp(Op& op) {
-  // A PreMulSum's recclScalarDevice scalar is read once, as the op starts in stream order: every
-  // piece multiplies by the same value.
-  if (op.coll.op == reduce::kPreMulSum && op.coll.preMul.at) {
+  // A PreMulSum's recclScalarDevice scalar is read once, as the op starts in stream order (for
+  // pieces: once the first is staged, so a value that work earlier on the stream wrote is the one
+  // read): every piece multiplies by the same value.
+  auto readScalar = [&op] {
+    if (op.coll.op != reduce::kPreMulSum || !op.coll.preMul.at) return;
     std::memcpy(op.coll.preMul.value.data(), op.coll.preMul.at, reduce::typeSize(op.coll.dtype));
     op.coll.preMul.at = nullptr;
-  }
+  };
   if (!op.device) {
+    readScalar();
     RECCL_TRY(asyncError());
     Status st = comm_.run([&] { return algo::run(comm_, op.coll); });
     if (!st.ok()) fail(st);
@@ -306,6 +309,7 @@ Status CudaQueue::runOp(Op& op) {
     if (!st.ok()) {
       fail(st);
     } else {
+      readScalar();
       st = runPieceOnHost(comm_, op.coll, p, op.user, op.onGpu, slot(g));
       if (!st.ok()) fail(st);
     }

@@ -18,9 +18,17 @@ StageCopy row(int buffer, size_t userOffset, size_t stageOffset, size_t bytes) {
   return StageCopy{buffer, userOffset, bytes, stageOffset, bytes, bytes, 1};
 }
 
-// One block of `bytes` from each of nranks rows `userPitch` apart, packed in the slot.
-StageCopy blocks(int buffer, size_t userOffset, size_t userPitch, size_t stageOffset, size_t bytes, int nranks) {
-  return StageCopy{buffer, userOffset, userPitch, stageOffset, bytes, bytes, static_cast<size_t>(nranks)};
+// One block of `bytes` from each of nranks rows `userPitch` apart, packed in the slot: one 2-D
+// copy, or a copy per row where the rows are further apart than a 2-D copy's pitch may be
+// (cudaMemcpy2D refuses a pitch above the device's maximum, 2^31 - 1 bytes on current GPUs).
+void addBlocks(std::vector<StageCopy>* to, int buffer, size_t userOffset, size_t userPitch, size_t stageOffset,
+               size_t bytes, int nranks) {
+  if (userPitch <= kMaxCopyPitch) {
+    to->push_back(StageCopy{buffer, userOffset, userPitch, stageOffset, bytes, bytes, static_cast<size_t>(nranks)});
+    return;
+  }
+  for (size_t r = 0; r < static_cast<size_t>(nranks); ++r)
+    to->push_back(row(buffer, userOffset + r * userPitch, stageOffset + r * bytes, bytes));
 }
 
 Status tooSmall(const algo::Collective& c, int nranks, size_t slotBytes) {
@@ -75,9 +83,14 @@ Result<std::vector<Piece>> planBlocks(const algo::Collective& c, int nranks, siz
     p.inOffset = 0;
     p.outOffset = alignUp(rowsIn * w);
     if (n) {
-      p.in.push_back(rowsIn == 1 ? row(0, done * es, 0, w) : blocks(0, done * es, pitch, 0, w, nranks));
-      p.out.push_back(rowsOut == 1 ? row(1, done * es, p.outOffset, w)
-                                   : blocks(1, done * es, pitch, p.outOffset, w, nranks));
+      if (rowsIn == 1)
+        p.in.push_back(row(0, done * es, 0, w));
+      else
+        addBlocks(&p.in, 0, done * es, pitch, 0, w, nranks);
+      if (rowsOut == 1)
+        p.out.push_back(row(1, done * es, p.outOffset, w));
+      else
+        addBlocks(&p.out, 1, done * es, pitch, p.outOffset, w, nranks);
     }
     out.push_back(std::move(p));
     done += n;

@@ -6,7 +6,8 @@
 //
 // Cuts: allreduce, broadcast and reduce by element ranges (half a slot in, half out);
 // allgather, reducescatter and alltoall by ranges of each rank's block (the strided side is one
-// 2-D copy, cudaMemcpy2DAsync's shape); a group of sends and receives by rounds, round k moving
+// 2-D copy, cudaMemcpy2DAsync's shape, or a copy per rank where blocks are more than
+// kMaxCopyPitch apart); a group of sends and receives by rounds, round k moving
 // chunk k of every operation (slot / kMaxGroupOps bytes each), so peers cut alike whatever else
 // their groups hold.
 #pragma once
@@ -23,6 +24,8 @@ namespace reccl::stream {
 
 inline constexpr int kMaxGroupOps = 8;         // sends + receives of one group on one communicator
 inline constexpr size_t kStageAlign = 256;     // every region of a slot starts at this alignment
+// The largest pitch a 2-D copy is given; rank blocks further apart are copied a row at a time.
+inline constexpr size_t kMaxCopyPitch = (size_t{1} << 31) - 1;
 
 // `height` rows of `width` bytes: user rows `userPitch` apart from `userOffset` in user buffer
 // `buffer` (0: send, 1: recv; for a group, operation i's buffer is i), slot rows `stagePitch`

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -215,6 +216,16 @@ TEST_P(Gate, HoldsTheStreamUntilOpenedAcrossTheWrap) {
   ASSERT_TRUE(s.ok());
   auto ev = cuda::Event::create();
   ASSERT_TRUE(ev.ok());
+  // However the test ends, the stream passes its gate before the gate's memory goes away (a
+  // stream still waiting on freed memory would hang the teardown instead of failing the test).
+  struct Release {
+    reccl::stream::StreamGate& g;
+    cuda::Stream& s;
+    ~Release() {
+      g.open(g.value() + 0x40000000u);
+      cudaStreamSynchronize(s.get());
+    }
+  } release{*g, *s};
   for (uint32_t base : {0x40u, 0xFFFFFFF0u}) {
     // The counter only moves forward, less than half its range at a time: walk it there by the
     // forward (unsigned) distance, which from 0x60 to 0xFFFFFFF0 is most of the range.
@@ -265,8 +276,11 @@ TEST_P(StreamCollectives, EveryCollectiveAndPlacementIsBitExact) {
                            logs.back()));
     ASSERT_GT(pids.back(), 0);
   }
+  // One deadline for all ranks: a hung matrix costs its 240 s once, not once per rank.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(240);
   for (int r = 0; r < sc.ranks; ++r) {
-    int code = w.wait(pids[size_t(r)], std::chrono::seconds(240));
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    int code = w.wait(pids[size_t(r)], std::max(left, std::chrono::milliseconds(0)));
     std::ifstream in(logs[size_t(r)]);
     std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(code, 0) << "rank " << r << " stderr:\n" << log;

@@ -247,6 +247,32 @@ TEST(PiecePlanEdges, ASlotTooSmallForOneElementPerRankIsRefusedNamingTheVariable
   EXPECT_NE(plan.status().message().find("RECCL_CUDA_CHUNK_BYTES"), std::string::npos) << plan.status().message();
 }
 
+// Rank blocks over 2 GiB apart (a 2-D copy's pitch is capped there): a copy per rank, each one
+// row, covering the same bytes as the 2-D copy would, in the same packed slot layout.
+TEST(PiecePlanEdges, BlocksFurtherApartThanACopyPitchAreCopiedARowEach) {
+  const size_t count = (size_t{1} << 29) + 5;  // floats: a block of 2 GiB + 20 bytes
+  const size_t slot = 1 << 20;
+  auto plan = stream::planPieces(coll(CollKind::kAllToAll, count), 0, kRanks, slot);
+  ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+  const auto& p = plan->front();
+  const size_t pitch = count * 4;
+  for (const auto* copies : {&p.in, &p.out}) {
+    ASSERT_EQ(copies->size(), static_cast<size_t>(kRanks));
+    for (size_t r = 0; r < copies->size(); ++r) {
+      const auto& cp = (*copies)[r];
+      EXPECT_EQ(cp.height, 1u);
+      EXPECT_LE(cp.userPitch, stream::kMaxCopyPitch);
+      EXPECT_EQ(cp.userOffset, r * pitch);
+      EXPECT_EQ(cp.stageOffset, (*copies)[0].stageOffset + r * cp.width);
+    }
+  }
+  // Below the cap, still one 2-D copy per side.
+  auto small = stream::planPieces(coll(CollKind::kAllToAll, 1000), 0, kRanks, slot);
+  ASSERT_TRUE(small.ok());
+  EXPECT_EQ(small->front().in.size(), 1u);
+  EXPECT_EQ(small->front().in.front().height, static_cast<size_t>(kRanks));
+}
+
 TEST(PiecePlanEdges, GroupsCutEachOperationAloneSoPeersAgree) {
   // Rank A's group: a send of 5000 floats to B and a receive of 10 halves from C; B's group:
   // only the matching receive. Chunk k of the send and of the receive must meet in round k.
