@@ -168,6 +168,20 @@ TEST_F(Failover, EveryCollectiveAcrossALinkDown) {
   EXPECT_GE(sumField(j.text(), "failovers"), 2u) << j.text();
 }
 
+// Gather and scatter (sends and receives between the root and every rank, the root alternating)
+// across a link pulled mid-run: every result exact, both directions of rail 0 failed over.
+TEST_F(Failover, GatherAndScatterAcrossALinkDown) {
+  for (const char* coll : {"gather", "scatter"}) {
+    Job j(testbed().name(), env(std::string("WORKER_COLL=") + coll + " WORKER_ITERS=1500"), 120);
+    ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << coll << "\n" << j.text();
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    link(false, 0, 0, true);
+    expectAllOk(j, 2);
+    EXPECT_GE(sumField(j.text(), "failovers"), 2u) << coll << "\n" << j.text();
+    link(true, 0, 0, true);
+  }
+}
+
 // Down, up (fail-back after hold-down), repeatedly, on both rails.
 TEST_F(Failover, DownThenUpRepeatedFailsBack) {
   Job j(testbed().name(), env("WORKER_SECONDS=9 WORKER_COUNT=262144"), 120);

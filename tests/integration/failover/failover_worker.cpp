@@ -6,12 +6,13 @@
 // WORKER_COUNT (elements, 1M), WORKER_INPLACE=1 (allreduce in place: the input is copied into
 // the output buffer, which is both; the fault triggers need a sentinel-filled output, so use it
 // with faults from outside), WORKER_COLL (allreduce, allgather, reducescatter, broadcast,
-// reduce, alltoall, sendrecv, or all: one after the other in that order), WORKER_SECONDS (run
+// reduce, alltoall, sendrecv, or all: one after the other in that order; also gather and scatter,
+// which are not in all), WORKER_SECONDS (run
 // until rank 0 has run this long, agreed on by a 1-element max-allreduce per iteration, instead
 // of a fixed count; with WORKER_STOP_FILE also until that file exists: the test creates it when
 // its faults are done; with WORKER_MIN_ITERS also not before that many iterations, and rank 0
-// prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT (default:
-// iteration % ranks), WORKER_START_DELAY_MS (0: a pause after "started", before the first call),
+// prints "min iters reached" when it gets there), WORKER_BCAST_ROOT / WORKER_REDUCE_ROOT /
+// WORKER_GATHER_ROOT / WORKER_SCATTER_ROOT (default: iteration % ranks), WORKER_START_DELAY_MS (0: a pause after "started", before the first call),
 // WORKER_WAIT_SOURCE=1 (after "started", wait until the fault source finished starting, at most
 // 60 s, then a barrier and "settled source rank R NAME").
 // sendrecv is one-way: rank r < n/2 sends to r + n/2 (host-major ranks: first half of the hosts
@@ -108,6 +109,8 @@ Shape shapeOf(const std::string& coll, int n, size_t count) {
   if (coll == "allgather") return {per, per * n};
   if (coll == "reducescatter") return {per * n, per};
   if (coll == "alltoall") return {per * n, per * n};
+  if (coll == "gather") return {per, per * n};
+  if (coll == "scatter") return {per * n, per};
   return {count, count};
 }
 
@@ -153,6 +156,16 @@ int runOne(const std::string& coll, recclComm_t comm, int rank, int n, size_t co
     for (int r = 0; r < n; ++r)
       for (size_t i = 0; i < per; ++i) want[r * per + i] = val(r, rank * per + i, it);
     rc = recclAllToAll(in.data(), out.data(), per, recclFloat32, comm, nullptr);
+  } else if (coll == "gather") {
+    int root = rootOf("WORKER_GATHER_ROOT", it, n);
+    for (int r = 0; r < n; ++r)
+      for (size_t i = 0; i < per; ++i) want[r * per + i] = val(r, i, it);
+    rc = recclGather(in.data(), out.data(), per, recclFloat32, root, comm, nullptr);
+    defined = rank == root;
+  } else if (coll == "scatter") {
+    int root = rootOf("WORKER_SCATTER_ROOT", it, n);
+    for (size_t i = 0; i < per; ++i) want[i] = val(root, rank * per + i, it);
+    rc = recclScatter(in.data(), out.data(), per, recclFloat32, root, comm, nullptr);
   } else if (coll == "sendrecv") {
     int half = n / 2;
     if (half == 0) {
