@@ -302,6 +302,9 @@ Status Comm::handleHello(UniqueFd fd, const Hello& h) {
   // Failover answers it on a failed communicator too (peer-failed): the peer then fails at once
   // instead of retrying until its failover timeout.
   if (failover_ && isMigrationHello(h)) return failover_->onMigrationHello(std::move(fd), h);
+  // A shrink's note is taken on a broken communicator too: that is what a shrink after a rank's
+  // death runs on.
+  if (h.kind == HelloKind::kShrink) return acceptShrinkNote(std::move(fd), h);
   if (broken_.load()) {
     // A failed communicator takes no new connections; the peer learns it at once.
     reply.status = ReplyStatus::kRefused;

@@ -104,7 +104,7 @@ Result<Hello> decodeHello(std::span<const std::byte> in) {
     return bad("hello: protocol version " + std::to_string(get<uint16_t>(p, 4)) + " unsupported");
   Hello h;
   uint16_t kind = get<uint16_t>(p, 6);
-  if (kind < 1 || kind > 3) return bad("hello: unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 4) return bad("hello: unknown kind " + std::to_string(kind));
   h.kind = static_cast<HelloKind>(kind);
   h.jobId = get<uint64_t>(p, 8);
   h.commId = get<uint64_t>(p, 16);
@@ -237,6 +237,26 @@ Result<UniqueIdData> decodeUniqueId(std::span<const std::byte> in) {
   std::memcpy(u.bootKey.data(), p + 24, u.bootKey.size());
   if (u.port == 0) return Status(Errc::kInvalidArgument, "commId: no root port");
   return u;
+}
+
+void encodeShrinkNote(const ShrinkNote& n, std::span<std::byte, kShrinkNoteBytes> out) noexcept {
+  std::byte* p = out.data();
+  put<int32_t>(p, 0, n.nranks);
+  std::memcpy(p + 4, n.excluded.data(), kShrinkDigestBytes);
+  encodeUniqueId(n.id, out.subspan<4 + kShrinkDigestBytes, kUniqueIdBytes>());
+}
+
+Result<ShrinkNote> decodeShrinkNote(std::span<const std::byte> in) {
+  if (in.size() < kShrinkNoteBytes) return bad("shrink note: short message");
+  const std::byte* p = in.data();
+  ShrinkNote n;
+  n.nranks = get<int32_t>(p, 0);
+  if (n.nranks < 1 || n.nranks > kMaxRanks) return bad("shrink note: bad nranks " + std::to_string(n.nranks));
+  std::memcpy(n.excluded.data(), p + 4, kShrinkDigestBytes);
+  auto id = decodeUniqueId(in.subspan(4 + kShrinkDigestBytes, kUniqueIdBytes));
+  if (!id.ok()) return bad("shrink note: " + id.status().message());
+  n.id = *id;
+  return n;
 }
 
 std::vector<std::byte> encodeRankInfo(const RankInfo& r) {

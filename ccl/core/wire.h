@@ -3,6 +3,7 @@
 // fuzzed in tests/unit/ccl/fuzz_*.cpp. Little-endian, fixed layouts, every length bounded.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -24,7 +25,9 @@ inline constexpr size_t kHelloReplyBytes = 24;
 inline constexpr size_t kShmNameMax = 63;
 inline constexpr int kMaxRanks = 1 << 16;
 
-enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3 };
+// kShrink: recclCommShrink's leader handing a surviving rank the new communicator's rendezvous
+// (a ShrinkNote right behind the hello; the hello's epoch is the parent's shrink serial).
+enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3, kShrink = 4 };
 
 struct Hello {
   HelloKind kind = HelloKind::kBootstrap;
@@ -91,6 +94,18 @@ struct UniqueIdData {
 inline constexpr size_t kUniqueIdBytes = 128;
 void encodeUniqueId(const UniqueIdData& u, std::span<std::byte, kUniqueIdBytes> out) noexcept;
 Result<UniqueIdData> decodeUniqueId(std::span<const std::byte> in);
+
+// recclCommShrink's note: 0 nranks i32 | 4 digest of the excluded ranks (kShrinkDigestBytes) |
+// 20 the new communicator's unique id (kUniqueIdBytes).
+inline constexpr size_t kShrinkDigestBytes = 16;
+inline constexpr size_t kShrinkNoteBytes = 4 + kShrinkDigestBytes + kUniqueIdBytes;
+struct ShrinkNote {
+  int32_t nranks = 0;
+  std::array<std::byte, kShrinkDigestBytes> excluded{};
+  UniqueIdData id;
+};
+void encodeShrinkNote(const ShrinkNote& n, std::span<std::byte, kShrinkNoteBytes> out) noexcept;
+Result<ShrinkNote> decodeShrinkNote(std::span<const std::byte> in);
 
 struct NicInfo {
   std::string name;

@@ -244,6 +244,20 @@ RECCL_API recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int
  * config NULL: the child has comm's settings. The exchange over comm blocks; the child's init
  * follows config->blocking. */
 RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm, recclConfig_t* config);
+/* recclCommShrink's flags (NCCL's NCCL_SHRINK_*): DEFAULT leaves comm as it is; ABORT first
+ * aborts comm's operations in flight (their calls return with an error, and comm takes no more
+ * work) — after a rank's death, where comm's collectives would wait for it. */
+#define RECCL_SHRINK_DEFAULT 0x00
+#define RECCL_SHRINK_ABORT 0x01
+/* A new communicator of comm's ranks but those in excludeRanksList, in comm's rank order (the
+ * gaps closed), NCCL's ncclCommShrink: every rank not excluded calls it with the same list; the
+ * excluded ranks do not (they may be dead). Needs no collective over comm: the lowest rank left
+ * starts the new rendezvous and hands it to each of the others on a connection of its own to
+ * their listeners, so it runs on a comm that a dead rank broke. Ranks that pass different lists
+ * fail (recclInvalidUsage naming it, or the rendezvous's timeout). config NULL: comm's settings.
+ * The handover blocks (up to the bootstrap timeout); the child's init follows config->blocking. */
+RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                              recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
 /* Waits until every rank of comm finalized it (so all work on it is done everywhere), then
  * takes no more work; recclCommDestroy follows. Collective. Non-blocking communicators return
  * recclInProgress and report the end through recclCommGetAsyncError. */

@@ -679,6 +679,37 @@ TEST(CclErrors, RankKilledMidCollectiveFailsTheOthers) {
   }
 }
 
+// NCCL's way on after a rank's death: the others' allreduce fails, they shrink the communicator
+// without the dead rank (RECCL_SHRINK_ABORT: no collective over the broken one) and go on on the
+// child, every result checked; over sockets and over shared memory.
+TEST(CclErrors, SurvivorsOfAKilledRankShrinkAndGoOn) {
+  for (const char* shm : {"1", "0"}) {
+    Workers w;
+    uint16_t port = freePort();
+    std::vector<std::string> extra = {"WORKER_ITERS=20", "WORKER_COUNT=100003", "RECCL_TIMEOUT_MS=3000",
+                                      "WORKER_DIE_RANK=1", "WORKER_DIE_ITER=3", "WORKER_SHRINK=1",
+                                      std::string("RECCL_SHM_DISABLE=") + shm, "RECCL_DEBUG=NONE"};
+    std::vector<pid_t> pids;
+    std::vector<std::string> logs;
+    for (int r = 0; r < 4; ++r) {
+      logs.push_back(::testing::TempDir() + "shrink_worker_" + std::to_string(getpid()) + "_" + shm + "_" +
+                     std::to_string(r) + ".log");
+      pids.push_back(w.spawn(r, 4, port, extra, logs.back()));
+    }
+    EXPECT_EQ(w.wait(pids[1], Ms(60000)), 128 + SIGKILL) << "shm=" << shm;
+    for (int r : {0, 2, 3}) {
+      int code = w.wait(pids[r], Ms(30000));
+      std::ifstream in(logs[r]);
+      std::string log((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      EXPECT_EQ(code, 0) << "shm=" << shm << " rank " << r << ":\n" << log;
+      EXPECT_NE(log.find("shrunk rank " + std::to_string(r == 0 ? 0 : r - 1) + " of 3 (was " + std::to_string(r) + ")"),
+                std::string::npos)
+          << "shm=" << shm << " rank " << r << ":\n" << log;
+    }
+    for (const auto& l : logs) std::remove(l.c_str());
+  }
+}
+
 // The failover monitor's lines about a peer's close: (level, line).
 class PeerCloseLines {
  public:

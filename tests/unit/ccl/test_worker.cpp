@@ -3,7 +3,9 @@
 // WORKER_MATRIX=1 runs the collectives check matrix instead (WORKER_COMMS=2: on two communicators
 // at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts);
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
-// one rank SIGKILL itself at the start of that iteration (the others are mid-collective);
+// one rank SIGKILL itself at the start of that iteration (the others are mid-collective); with
+// WORKER_SHRINK=1 the others then shrink the communicator without it (RECCL_SHRINK_ABORT) and run
+// WORKER_ITERS checked allreduces on the child, printing "shrunk rank R of N" on stderr;
 // WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
 // (ranks that ask for different channel threads). WORKER_UNTIL_FILE=path: the plain allreduce loop
 // runs until that file exists (at most WORKER_ITERS iterations), every rank stopping after the same one;
@@ -36,6 +38,44 @@ std::vector<std::string> commaList(const char* list) {
     p = end;
   }
 }
+// After rank `dead` died: the communicator without it, then `iters` checked allreduces on it.
+int shrinkAndGoOn(recclComm_t comm, int dead, int iters, size_t count) {
+  int parentRank = 0;
+  recclCommUserRank(comm, &parentRank);
+  recclComm_t child = nullptr;
+  recclResult_t rc = recclCommShrink(comm, &dead, 1, &child, nullptr, RECCL_SHRINK_ABORT);
+  if (rc != recclSuccess) {
+    fprintf(stderr, "worker rank %d: recclCommShrink: %s: %s\n", parentRank, recclGetErrorString(rc),
+            recclGetLastError(comm));
+    return 10 + rc;
+  }
+  int rank = 0, n = 0;
+  recclCommUserRank(child, &rank);
+  recclCommCount(child, &n);
+  std::vector<float> in(count), out(count);
+  for (int it = 0; it < iters; ++it) {
+    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
+    rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, child, nullptr);
+    if (rc != recclSuccess) {
+      fprintf(stderr, "worker rank %d: allreduce on the shrunk communicator: %s: %s\n", parentRank,
+              recclGetErrorString(rc), recclGetLastError(child));
+      return 10 + rc;
+    }
+    for (size_t i = 0; i < count; ++i) {
+      float want = 0;
+      for (int r = 0; r < n; ++r) want += static_cast<float>((i + r + it) % 5);
+      if (out[i] != want) {
+        fprintf(stderr, "worker rank %d: wrong result on the shrunk communicator at %zu\n", parentRank, i);
+        return 1;
+      }
+    }
+  }
+  fprintf(stderr, "shrunk rank %d of %d (was %d)\n", rank, n, parentRank);
+  recclCommDestroy(child);
+  recclCommDestroy(comm);
+  return 0;
+}
+
 }  // namespace
 
 int main() {
@@ -176,6 +216,7 @@ int main() {
     if (rank == dieRank && it == dieIter) raise(SIGKILL);
     for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
+    if (rc != recclSuccess && getenv("WORKER_SHRINK") && dieRank >= 0) return shrinkAndGoOn(comm, dieRank, iters, count);
     if (rc != recclSuccess) {
       fprintf(stderr, "worker rank %d iteration %d: %s: %s\n", rank, it, recclGetErrorString(rc),
               recclGetLastError(comm));

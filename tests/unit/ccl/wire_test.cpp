@@ -8,6 +8,7 @@
 
 #include "channel/port.h"
 #include "channel/step_header.h"
+#include "core/comm.h"
 #include "core/launch_env.h"
 #include "core/topology.h"
 #include "core/wire.h"
@@ -51,6 +52,56 @@ TEST(CclWire, HelloRoundTripAndRejects) {
   h.shmName = "/../etc/x";
   core::encodeHello(h, b);
   EXPECT_FALSE(core::decodeHello(b).ok());
+}
+
+// recclCommShrink's note: round trip, short and malformed notes refused; a shrink hello decodes
+// (kind 4) and a kind past it does not.
+TEST(CclWire, ShrinkNoteRoundTripAndRejects) {
+  core::ShrinkNote n;
+  n.nranks = 3;
+  n.excluded[0] = std::byte{0xAB};
+  n.id.addr = 0x0100007f;
+  n.id.port = 4321;
+  n.id.jobId = 99;
+  n.id.bootKey[5] = std::byte{7};
+  std::array<std::byte, core::kShrinkNoteBytes> b;
+  core::encodeShrinkNote(n, b);
+  auto d = core::decodeShrinkNote(b);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->nranks, 3);
+  EXPECT_EQ(d->excluded, n.excluded);
+  EXPECT_EQ(d->id.port, 4321);
+  EXPECT_EQ(d->id.jobId, 99u);
+  EXPECT_EQ(d->id.bootKey, n.id.bootKey);
+  EXPECT_FALSE(core::decodeShrinkNote(std::span(b).first(core::kShrinkNoteBytes - 1)).ok());
+  n.nranks = 0;
+  core::encodeShrinkNote(n, b);
+  EXPECT_FALSE(core::decodeShrinkNote(b).ok()) << "no ranks left";
+  n.nranks = 3;
+  n.id.port = 0;
+  core::encodeShrinkNote(n, b);
+  EXPECT_FALSE(core::decodeShrinkNote(b).ok()) << "a unique id without a port";
+
+  core::Hello h;
+  h.kind = core::HelloKind::kShrink;
+  h.commId = 5;
+  h.srcRank = 0;
+  h.dstRank = 2;
+  h.nranks = 4;
+  h.epoch = 7;  // the shrink serial
+  std::array<std::byte, core::kHelloBytes> hb;
+  core::encodeHello(h, hb);
+  auto dh = core::decodeHello(hb);
+  ASSERT_TRUE(dh.ok()) << dh.status().message();
+  EXPECT_EQ(dh->kind, core::HelloKind::kShrink);
+  EXPECT_EQ(dh->epoch, 7u);
+  EXPECT_TRUE(core::acceptHello(*dh, 5, 4, 2).ok());
+  hb[6] = std::byte{5};  // kind 5
+  EXPECT_FALSE(core::decodeHello(hb).ok());
+  // Two lists that differ differ in their digest; one list, one digest.
+  EXPECT_NE(core::Comm::shrinkDigest({1}), core::Comm::shrinkDigest({2}));
+  EXPECT_NE(core::Comm::shrinkDigest({1}), core::Comm::shrinkDigest({1, 2}));
+  EXPECT_EQ(core::Comm::shrinkDigest({1, 3}), core::Comm::shrinkDigest({1, 3}));
 }
 
 TEST(CclWire, StepHeaderAckAndVerdicts) {

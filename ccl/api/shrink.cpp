@@ -1,0 +1,111 @@
+// recclCommShrink (NCCL's ncclCommShrink): a child of the parent's ranks but the excluded ones,
+// made without a collective over the parent (the excluded ranks may be dead, and the parent's
+// connections with them). The lowest rank left leads: it starts a rendezvous (recclGetUniqueId's
+// kind of root) and hands its unique id to every other rank left, each through a connection of
+// its own to that rank's data listener (core/comm_shrink.cpp); each member then joins the child
+// as recclCommInitRank does. The note carries a digest of the excluded list, so ranks that
+// passed different lists fail instead of forming different groups.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "api/api_result.h"
+#include "api/comm_handle.h"
+#include "api/launch.h"
+#include "core/comm.h"
+#include "core/wire.h"
+#include "reccl/reccl.h"
+
+using namespace reccl;
+using namespace reccl::api;
+
+namespace {
+
+// The excluded ranks, sorted, after checking them; *out empty on failure.
+recclResult_t readExcluded(const int* list, int count, int nranks, int me, std::vector<int>* out) {
+  if (count < 0) return fail(recclInvalidArgument, "excludeRanksCount: " + std::to_string(count) + " is negative");
+  if (count > 0 && !list) return fail(recclInvalidArgument, "excludeRanksList: null with a count of " + std::to_string(count));
+  std::vector<int> ex(list, list + count);
+  std::sort(ex.begin(), ex.end());
+  for (size_t i = 0; i < ex.size(); ++i) {
+    if (ex[i] < 0 || ex[i] >= nranks)
+      return fail(recclInvalidArgument, "excludeRanksList: rank " + std::to_string(ex[i]) + " is not in [0, " +
+                                            std::to_string(nranks) + ")");
+    if (i > 0 && ex[i] == ex[i - 1])
+      return fail(recclInvalidArgument, "excludeRanksList: rank " + std::to_string(ex[i]) + " is listed twice");
+    if (ex[i] == me)
+      return fail(recclInvalidArgument, "excludeRanksList: holds this rank (" + std::to_string(me) +
+                                            "); an excluded rank does not call recclCommShrink");
+  }
+  *out = std::move(ex);
+  return recclSuccess;
+}
+
+}  // namespace
+
+extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
+                                         recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags) {
+  if (newcomm) *newcomm = nullptr;
+  return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
+    core::Comm* parent = nullptr;
+    RECCL_CHECK(usable(comm, &parent));
+    if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
+    if (shrinkFlags != RECCL_SHRINK_DEFAULT && shrinkFlags != RECCL_SHRINK_ABORT)
+      return fail(recclInvalidArgument, "shrinkFlags: " + std::to_string(shrinkFlags) +
+                                            " is neither RECCL_SHRINK_DEFAULT nor RECCL_SHRINK_ABORT");
+    const int n = parent->nranks(), me = parent->rank();
+    std::vector<int> excluded;
+    RECCL_CHECK(readExcluded(excludeRanksList, excludeRanksCount, n, me, &excluded));
+    CommConfig cfg;
+    if (Status s = readConfig(config, comm->config, &cfg); !s.ok()) return fail(s);
+    if (shrinkFlags == RECCL_SHRINK_ABORT) {
+      // The parent's calls in flight return (its connections fail), its stream work stops; its
+      // listener keeps answering, which is all the handover below needs of it.
+      abortDevice(*comm);
+      parent->abort();
+    }
+    std::vector<int> left;
+    for (int r = 0; r < n; ++r)
+      if (!std::binary_search(excluded.begin(), excluded.end(), r)) left.push_back(r);
+    const int leader = left.front();
+    const int newRank = static_cast<int>(std::find(left.begin(), left.end(), me) - left.begin());
+    const auto nleft = static_cast<int32_t>(left.size());
+    const uint32_t serial = parent->nextShrinkSerial();
+    const auto digest = core::Comm::shrinkDigest(excluded);
+    const int64_t ms = cfg.bootstrapTimeoutMs != CommConfig::kUnset ? cfg.bootstrapTimeoutMs
+                                                                    : parent->options().bootstrapTimeoutMs;
+    const Deadline d = Deadline::afterMs(ms);
+    core::ShrinkNote note;
+    if (me == leader) {
+      auto id = startDetachedRoot();
+      if (!id.ok()) return fail(id.status().Wrap("recclCommShrink: starting the rendezvous"));
+      note.nranks = nleft;
+      note.excluded = digest;
+      note.id = *id;
+      core::wipeKey(id->bootKey);
+      for (int r : left) {
+        if (r == me) continue;
+        if (Status s = parent->sendShrinkNote(r, serial, note, d); !s.ok()) {
+          core::wipeKey(note.id.bootKey);
+          return fail(s.Wrap("recclCommShrink"));
+        }
+      }
+    } else {
+      auto got = parent->takeShrinkNote(serial, leader, d);
+      if (!got.ok()) return fail(got.status().Wrap("recclCommShrink"));
+      note = *got;
+      core::wipeKey(got->id.bootKey);
+      if (note.nranks != nleft || note.excluded != digest) {
+        core::wipeKey(note.id.bootKey);
+        return fail(recclInvalidUsage, "recclCommShrink: rank " + std::to_string(leader) + " leaves " +
+                                           std::to_string(note.nranks) + " ranks, this rank's excludeRanksList " +
+                                           std::to_string(nleft) + ": the ranks passed different exclude lists");
+      }
+    }
+    // The child's init needs nothing of the parent: a close of it meanwhile need not wait.
+    held.release();
+    recclResult_t rc = startInit(newcomm, cfg, nleft, note.id, newRank);
+    core::wipeKey(note.id.bootKey);
+    return rc;
+  });
+}
