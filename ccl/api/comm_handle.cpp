@@ -111,6 +111,7 @@ recclResult_t refusedClosed() {
 Closer beginClose(recclComm_t comm, Closer who) noexcept {
   int before = kNoClose;
   comm->closer.compare_exchange_strong(before, who);
+  comm->closing.store(true, std::memory_order_release);
   return static_cast<Closer>(before);
 }
 

@@ -91,6 +91,7 @@ struct recclComm {
   std::atomic<int> calls{0};
   std::atomic<int> closer{0};
   std::atomic<bool> abortRequested{false};  // a recclCommAbort met a destroy in progress
+  std::atomic<bool> closing{false};         // a close began (beginClose): waits of calls inside end
   std::atomic<bool> buried{false};          // closed: only the shell is left (bury())
   std::mutex callsMu;
   std::condition_variable callsCv;

@@ -49,13 +49,17 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
   return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* parent = nullptr;
     RECCL_CHECK(usable(comm, &parent));
+    const int n = parent->nranks(), me = parent->rank();
+    std::vector<int> excluded;
+    RECCL_CHECK(readExcluded(excludeRanksList, excludeRanksCount, n, me, &excluded));
+    // Counted before any other check can fail: a rank whose call is refused below still counts
+    // this shrink, as the ranks whose calls go on do.
+    const auto digest = core::Comm::shrinkDigest(excluded);
+    const uint32_t serial = parent->nextShrinkSerial(digest);
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
     if (shrinkFlags != RECCL_SHRINK_DEFAULT && shrinkFlags != RECCL_SHRINK_ABORT)
       return fail(recclInvalidArgument, "shrinkFlags: " + std::to_string(shrinkFlags) +
                                             " is neither RECCL_SHRINK_DEFAULT nor RECCL_SHRINK_ABORT");
-    const int n = parent->nranks(), me = parent->rank();
-    std::vector<int> excluded;
-    RECCL_CHECK(readExcluded(excludeRanksList, excludeRanksCount, n, me, &excluded));
     CommConfig cfg;
     if (Status s = readConfig(config, comm->config, &cfg); !s.ok()) return fail(s);
     if (shrinkFlags == RECCL_SHRINK_ABORT) {
@@ -70,11 +74,10 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
     const int leader = left.front();
     const int newRank = static_cast<int>(std::find(left.begin(), left.end(), me) - left.begin());
     const auto nleft = static_cast<int32_t>(left.size());
-    const uint32_t serial = parent->nextShrinkSerial();
-    const auto digest = core::Comm::shrinkDigest(excluded);
     const int64_t ms = cfg.bootstrapTimeoutMs != CommConfig::kUnset ? cfg.bootstrapTimeoutMs
                                                                     : parent->options().bootstrapTimeoutMs;
-    const Deadline d = Deadline::afterMs(ms);
+    // A recclCommAbort or recclCommDestroy of comm meanwhile ends the handover's waits at once.
+    const Deadline d = Deadline::afterMs(ms).cancellable(&comm->closing);
     core::ShrinkNote note;
     if (me == leader) {
       auto id = startDetachedRoot();
@@ -91,7 +94,7 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
         }
       }
     } else {
-      auto got = parent->takeShrinkNote(serial, leader, d);
+      auto got = parent->takeShrinkNote(digest, serial, leader, d);
       if (!got.ok()) return fail(got.status().Wrap("recclCommShrink"));
       note = *got;
       core::wipeKey(got->id.bootKey);

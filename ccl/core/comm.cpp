@@ -183,6 +183,7 @@ Comm::~Comm() {
     [[maybe_unused]] auto n = write(stopEvent_.get(), &one, sizeof(one));
     listener_.join();
   }
+  dropShrinkNotes();  // after the listener: nothing adds one any more
   // After the listener (it hands migrated paths over) and before the engine (its migrations
   // retire paths through it): once stop() returns, its hook is out (no path thread reaches it any
   // more) and its threads are joined.

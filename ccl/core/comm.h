@@ -104,17 +104,21 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   uint64_t refusedConnections() const { return refused_.load(); }
   transport::Endpoint dataEndpoint() const { return dataEp_; }
 
-  // recclCommShrink (api/shrink.cpp, core/comm_shrink.cpp). The serial of this communicator's
-  // next shrink: every member counts its shrinks alike, so the serial names one shrink job-wide.
-  uint32_t nextShrinkSerial() { return shrinkSerial_.fetch_add(1) + 1; }
+  // recclCommShrink (api/shrink.cpp, core/comm_shrink.cpp). The serial of this rank's next shrink
+  // that excludes the ranks `digest` names (shrinkDigest): a rank that was excluded before, or that
+  // took part in other shrinks, counts this list's shrinks alike with every other caller, so
+  // (digest, serial) names one shrink job-wide.
+  uint32_t nextShrinkSerial(const std::array<std::byte, kShrinkDigestBytes>& digest);
   // The leader's word to `peer`: `note`, on a connection of its own to the peer's data listener
   // (authenticated as every data connection), dialled on each rail in turn until one answers or
   // `d` passes. It needs none of this communicator's connections, which a dead rank may have
   // broken.
   Status sendShrinkNote(int peer, uint32_t serial, const ShrinkNote& note, Deadline d);
-  // The note of shrink `serial`, once this rank's listener took it from `leader`; refused when
-  // another rank sent it (the ranks disagree on who is left).
-  Result<ShrinkNote> takeShrinkNote(uint32_t serial, int leader, Deadline d);
+  // The note of shrink (digest, serial), once this rank's listener took it from `leader`; refused
+  // when another rank sent it, or when the leader's note for this serial names other excluded
+  // ranks (the ranks disagree on who is left). Older notes of the same list are dropped.
+  Result<ShrinkNote> takeShrinkNote(const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial,
+                                    int leader, Deadline d);
   // What a shrink note says of the excluded ranks (sorted, no repeats): a digest the survivors
   // compare, so ranks that passed different lists fail instead of forming different groups.
   static std::array<std::byte, kShrinkDigestBytes> shrinkDigest(const std::vector<int>& excluded);
@@ -202,11 +206,18 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::mutex inMu_;
   std::condition_variable inCv_;
   std::map<PortKey, Incoming> incoming_;
-  // Shrink notes the listener took, by serial: (sender, note).
-  std::atomic<uint32_t> shrinkSerial_{0};
+  // Shrink notes the listener took and the shrinks counted per excluded list (guarded by
+  // shrinkMu_). A note holds the child's boot key: wiped when dropped.
+  struct HeldShrinkNote {
+    int from = 0;
+    uint32_t serial = 0;
+    ShrinkNote note;
+  };
   std::mutex shrinkMu_;
   std::condition_variable shrinkCv_;
-  std::map<uint32_t, std::pair<int, ShrinkNote>> shrinkNotes_;
+  std::vector<HeldShrinkNote> shrinkNotes_;
+  std::map<std::array<std::byte, kShrinkDigestBytes>, uint32_t> shrinkSerials_;
+  void dropShrinkNotes();  // in ~Comm
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> shmSerial_{0};
   // The sockets of lazy connects under way (sendPort holds sendMu_ through their hello): breakComm

@@ -30,6 +30,17 @@ std::array<std::byte, kShrinkDigestBytes> Comm::shrinkDigest(const std::vector<i
   return out;
 }
 
+uint32_t Comm::nextShrinkSerial(const std::array<std::byte, kShrinkDigestBytes>& digest) {
+  std::lock_guard lk(shrinkMu_);
+  return ++shrinkSerials_[digest];
+}
+
+void Comm::dropShrinkNotes() {
+  std::lock_guard lk(shrinkMu_);
+  for (auto& h : shrinkNotes_) wipeKey(h.note.id.bootKey);
+  shrinkNotes_.clear();
+}
+
 Status Comm::sendShrinkNote(int peer, uint32_t serial, const ShrinkNote& note, Deadline d) {
   if (peer < 0 || peer >= nranks_ || peer == rank_) return Status(Errc::kInternal, "shrink note to a bad rank");
   const RankInfo& pi = table_[static_cast<size_t>(peer)];
@@ -44,8 +55,17 @@ Status Comm::sendShrinkNote(int peer, uint32_t serial, const ShrinkNote& note, D
   h.epoch = serial;
   std::array<std::byte, kShrinkNoteBytes> body;
   encodeShrinkNote(note, body);
+  struct Wipe {
+    std::array<std::byte, kShrinkNoteBytes>& b;
+    ~Wipe() { sodium_memzero(b.data(), b.size()); }
+  } wipe{body};
+  const std::string to = "shrink note to rank " + std::to_string(peer);
   Status last(Errc::kTimeout, "no rail answered");
+  // Dialled until a rail answers (a dead link's SYNs go unanswered, a listener not up yet refuses);
+  // once connected, the answer is final: a refusal, or a hello or proof that fails, does not get
+  // better by asking again.
   for (size_t i = 0;; i = (i + 1) % rails) {
+    if (d.cancelled()) return Status(Errc::kAborted, to + ": the communicator is being closed");
     if (d.expired()) break;
     const NicInfo& src = myNics_[i];
     transport::Endpoint dst{pi.nics[i].addr, pi.dataPort};
@@ -58,57 +78,83 @@ Status Comm::sendShrinkNote(int peer, uint32_t serial, const ShrinkNote& note, D
     }
     ByteIo io = socketIo(fd->get(), d);
     auto session = sendAuthHello(io, h, key_, AuthPurpose::kData, body);
-    Status s = session.status();
-    if (s.ok()) s = readProof(io, key_, *session);
+    if (!session.ok()) return session.status().Wrap(to);
+    RECCL_TRY(readProof(io, key_, *session).Wrap(to));
     std::array<std::byte, kHelloReplyBytes> rb;
-    if (s.ok()) s = transport::recvAll(fd->get(), rb, d);
-    if (s.ok()) {
-      auto reply = decodeHelloReply(rb);
-      if (!reply.ok()) return reply.status().Wrap("shrink note to rank " + std::to_string(peer));
-      if (reply->status != ReplyStatus::kOk)
-        return Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the shrink note");
-      return Status::Ok();
-    }
-    last = s;  // the peer's end went away mid-handshake: try again, on the next rail
+    RECCL_TRY(transport::recvAll(fd->get(), rb, d).Wrap(to));
+    auto reply = decodeHelloReply(rb);
+    if (!reply.ok()) return reply.status().Wrap(to);
+    if (reply->status != ReplyStatus::kOk)
+      return Status(Errc::kPeerFailure, "rank " + std::to_string(peer) + " refused the shrink note (it holds one "
+                                        "for this shrink already: two ranks lead it, their exclude lists differ)");
+    return Status::Ok();
   }
-  return last.Wrap("shrink note to rank " + std::to_string(peer) + " (no answer before the deadline)");
+  return last.Wrap(to + " (no answer before the deadline)");
 }
 
 Status Comm::acceptShrinkNote(UniqueFd fd, const Hello& h) {
   const Deadline d = Deadline::after(kHelloGrace);
   std::array<std::byte, kShrinkNoteBytes> body;
   RECCL_TRY(transport::recvAll(fd.get(), body, d).Wrap("shrink note from rank " + std::to_string(h.srcRank)));
-  RECCL_ASSIGN_OR_RETURN(ShrinkNote note, decodeShrinkNote(body));
-  std::fill(body.begin(), body.end(), std::byte{0});  // it holds the new communicator's secret
+  auto note = decodeShrinkNote(body);
+  sodium_memzero(body.data(), body.size());  // it holds the new communicator's secret
+  if (!note.ok()) return note.status();
+  HelloReply reply;
   {
     std::lock_guard lk(shrinkMu_);
-    if (shrinkNotes_.count(h.epoch))
-      return Status(Errc::kProtocol, "a second note for shrink " + std::to_string(h.epoch) + " (from rank " +
-                                         std::to_string(h.srcRank) + ")");
-    shrinkNotes_.emplace(h.epoch, std::make_pair(h.srcRank, note));
+    const bool twice = std::any_of(shrinkNotes_.begin(), shrinkNotes_.end(), [&](const HeldShrinkNote& k) {
+      return k.serial == h.epoch && k.note.excluded == note->excluded;
+    });
+    if (twice)
+      reply.status = ReplyStatus::kRefused;
+    else
+      shrinkNotes_.push_back({h.srcRank, h.epoch, *note});
   }
+  wipeKey(note->id.bootKey);
   shrinkCv_.notify_all();
   std::array<std::byte, kHelloReplyBytes> rb;
-  encodeHelloReply(HelloReply{}, rb);
-  return transport::sendAll(fd.get(), rb, d);
+  encodeHelloReply(reply, rb);
+  RECCL_TRY(transport::sendAll(fd.get(), rb, d));
+  if (reply.status != ReplyStatus::kOk)
+    return Status(Errc::kProtocol, "a second note for one shrink (from rank " + std::to_string(h.srcRank) + ")");
+  return Status::Ok();
 }
 
-Result<ShrinkNote> Comm::takeShrinkNote(uint32_t serial, int leader, Deadline d) {
+Result<ShrinkNote> Comm::takeShrinkNote(const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial,
+                                        int leader, Deadline d) {
   std::unique_lock lk(shrinkMu_);
   for (;;) {
-    if (auto it = shrinkNotes_.find(serial); it != shrinkNotes_.end()) {
-      const auto [from, note] = it->second;
+    // Notes of this list from shrinks before this one were meant for calls this rank gave up.
+    std::erase_if(shrinkNotes_, [&](HeldShrinkNote& k) {
+      if (k.note.excluded != digest || k.serial >= serial) return false;
+      wipeKey(k.note.id.bootKey);
+      return true;
+    });
+    for (auto it = shrinkNotes_.begin(); it != shrinkNotes_.end(); ++it) {
+      const bool mine = it->note.excluded == digest && it->serial == serial;
+      const bool leadersOther = it->from == leader && it->serial == serial && it->note.excluded != digest;
+      if (!mine && !leadersOther) continue;
+      HeldShrinkNote k = *it;
+      wipeKey(it->note.id.bootKey);
       shrinkNotes_.erase(it);
-      if (from != leader)
-        return Status(Errc::kInvalidUsage, "rank " + std::to_string(from) + " led this shrink, where this rank's "
-                                               "exclude list makes rank " + std::to_string(leader) +
-                                               " the leader: the ranks passed different exclude lists");
-      return note;
+      if (leadersOther || k.from != leader) {
+        wipeKey(k.note.id.bootKey);
+        return Status(Errc::kInvalidUsage,
+                      leadersOther ? "rank " + std::to_string(leader) + " leads this shrink with another exclude list: "
+                                         "the ranks passed different exclude lists"
+                                   : "rank " + std::to_string(k.from) + " led this shrink, where this rank's exclude list "
+                                         "makes rank " + std::to_string(leader) +
+                                         " the leader: the ranks passed different exclude lists");
+      }
+      ShrinkNote out = k.note;
+      wipeKey(k.note.id.bootKey);
+      return out;
     }
+    if (d.cancelled()) return Status(Errc::kAborted, "the communicator is being closed");
     if (d.expired())
       return Status(Errc::kTimeout, "no word from rank " + std::to_string(leader) +
                                         " (the shrink's leader: the lowest rank not excluded) before the deadline");
-    shrinkCv_.wait_for(lk, std::chrono::milliseconds(std::clamp<int64_t>(d.remainingMsForPoll(), 1, 100)));
+    shrinkCv_.wait_for(lk, std::chrono::milliseconds(std::clamp(d.pollSliceMs(), 1, 100)));
   }
 }
 

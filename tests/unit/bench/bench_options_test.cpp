@@ -118,7 +118,7 @@ TEST(BenchOptions, LongFlagsAndAllLists) {
   EXPECT_EQ(o->types.size(), size_t(recclNumTypes));
   EXPECT_EQ(o->ops.size(), size_t(recclNumOps) + 1);  // and mulsum, last
   EXPECT_EQ(o->ops.back(), reduce::kPreMulSum);
-  EXPECT_EQ(o->colls.size(), 7u);
+  EXPECT_EQ(o->colls.size(), 9u);
   EXPECT_EQ(o->root, -1);
   auto l = parse({"-d", "bf16,int8", "-o", "sum,avg", "--coll", "allgather,sendrecv"});
   ASSERT_TRUE(l.ok()) << l.status().message();

@@ -201,7 +201,9 @@ TEST(BenchTable, CollectiveNamesRoundTrip) {
   EXPECT_EQ(parseColl("reduce_scatter"), Coll::kReduceScatter);
   EXPECT_EQ(parseColl("alltoall_perf"), Coll::kAllToAll);
   EXPECT_EQ(parseColl("bcast"), Coll::kBroadcast);
-  EXPECT_FALSE(parseColl("gather").has_value());
+  EXPECT_EQ(parseColl("gather_perf"), Coll::kGather);
+  EXPECT_EQ(parseColl("scatter_perf"), Coll::kScatter);
+  EXPECT_FALSE(parseColl("hypercube").has_value());
 }
 
 }  // namespace

@@ -102,12 +102,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Flags{"Threads", {"-t", "2", "-b", "1K", "-e", "64K", "-f", "4", "-n", "3", "-w", "1"}, 4},
         // Every collective: alltoall and sendrecv have no in-place part; -c 0 prints N/A for #wrong.
-        Flags{"AllUnchecked", {"-g", "3", "--coll", "all", "-b", "96", "-e", "96", "-n", "2", "-w", "0", "-c", "0"}, 7},
+        Flags{"AllUnchecked", {"-g", "3", "--coll", "all", "-b", "96", "-e", "96", "-n", "2", "-w", "0", "-c", "0"}, 9},
         Flags{"TimingFlags",
               {"-t", "2", "-b", "4K", "-e", "16K", "-f", "2", "-n", "4", "-C", "1", "-S", "1", "-I", "1", "-K", "1",
                "-a", "3", "-m", "2", "-z", "3", "-u", "3", "-N", "2", "-c", "2"},
               6}),
-    [](const auto& info) { return std::string(info.param.name); });
+    [](const auto& tpi) { return std::string(tpi.param.name); });
 
 TEST_F(NcclTestsCompat, JsonHasNcclTestsKeysAndKinds) {
   const std::string out = (dir_ / "nt.json").string();

@@ -420,7 +420,8 @@ TEST(NcclApi, GatherAndScatterAloneAndInAGroup) {
 
 // recclCommShrink on a healthy communicator (RECCL_SHRINK_DEFAULT): the excluded ranks do not
 // call it; the others get a child of their own ranks in order, gaps closed, whose allreduce is
-// exact; a second shrink of the same parent has another leader. (After a rank's death, with
+// exact; later shrinks of the same parent bring an excluded rank back as a caller (each list's
+// shrinks are counted alike by their callers) and have another leader. (After a rank's death, with
 // RECCL_SHRINK_ABORT: CclErrors.SurvivorsOfAKilledRankShrinkAndGoOn.)
 TEST(NcclApi, ShrinkLeavesTheExcludedRanksOut) {
   const int n = 4;
@@ -429,7 +430,7 @@ TEST(NcclApi, ShrinkLeavesTheExcludedRanksOut) {
   struct Case {
     std::vector<int> excluded;
   };
-  for (const Case& k : {Case{{1}}, Case{{0, 1}}}) {
+  for (const Case& k : {Case{{1}}, Case{{2}}, Case{{0, 1}}, Case{{2}}}) {
     std::vector<std::string> errs(n);
     auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
       if (std::count(k.excluded.begin(), k.excluded.end(), r)) return recclSuccess;  // not a caller
