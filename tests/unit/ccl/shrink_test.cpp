@@ -1,0 +1,111 @@
+// recclCommShrink (NCCL's ncclCommShrink) on ranks as threads: healthy shrinks (the excluded ranks
+// not calling), the argument checks, ranks that disagree on the list. Run under ASan and TSan too
+// (the handover crosses the leader's call, the survivors' listener threads and their calls).
+// After a rank's death, as processes: CclErrors.SurvivorsOfAKilledRankShrinkAndGoOn.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ccl_test_util.h"
+#include "reccl/reccl.h"
+
+namespace {
+
+using reccl::test::Comms;
+
+// recclCommShrink on a healthy communicator (RECCL_SHRINK_DEFAULT): the excluded ranks do not
+// call it; the others get a child of their own ranks in order, gaps closed, whose allreduce is
+// exact; later shrinks of the same parent bring an excluded rank back as a caller (each list's
+// shrinks are counted alike by their callers) and have another leader. (After a rank's death, with
+// RECCL_SHRINK_ABORT: CclErrors.SurvivorsOfAKilledRankShrinkAndGoOn.)
+TEST(Shrink, LeavesTheExcludedRanksOut) {
+  const int n = 4;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  struct Case {
+    std::vector<int> excluded;
+  };
+  for (const Case& k : {Case{{1}}, Case{{2}}, Case{{0, 1}}, Case{{2}}}) {
+    std::vector<std::string> errs(n);
+    auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+      if (std::count(k.excluded.begin(), k.excluded.end(), r)) return recclSuccess;  // not a caller
+      std::vector<int> ex = k.excluded;
+      recclComm_t child = nullptr;
+      if (recclResult_t rc = recclCommShrink(c, ex.data(), static_cast<int>(ex.size()), &child, nullptr,
+                                             RECCL_SHRINK_DEFAULT);
+          rc) {
+        errs[r] = recclGetLastError(c);
+        return rc;
+      }
+      int cn = 0, cr = -1;
+      recclCommCount(child, &cn);
+      recclCommUserRank(child, &cr);
+      int want = 0;
+      for (int q = 0; q < r; ++q) want += std::count(k.excluded.begin(), k.excluded.end(), q) ? 0 : 1;
+      if (cn != n - static_cast<int>(k.excluded.size()) || cr != want) {
+        errs[r] = "child rank " + std::to_string(cr) + " of " + std::to_string(cn) + ", want rank " + std::to_string(want);
+        recclCommDestroy(child);
+        return recclInternalError;
+      }
+      std::vector<int64_t> v(1001, r + 1);
+      recclResult_t rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt64, recclSum, child, nullptr);
+      int64_t sum = 0;
+      for (int q = 0; q < n; ++q) sum += std::count(k.excluded.begin(), k.excluded.end(), q) ? 0 : q + 1;
+      if (rc == recclSuccess && std::count(v.begin(), v.end(), sum) != static_cast<long>(v.size())) {
+        errs[r] = "allreduce on the child: got " + std::to_string(v[0]) + ", want " + std::to_string(sum);
+        rc = recclInternalError;
+      }
+      recclCommDestroy(child);
+      return rc;
+    });
+    for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+  }
+
+  // Refused on one rank before anything is sent, naming the argument.
+  recclComm_t c = world[0];
+  recclComm_t child = nullptr;
+  auto refused = [&](recclResult_t rc, const char* needle, const char* what) {
+    EXPECT_EQ(rc, recclInvalidArgument) << what;
+    EXPECT_NE(std::string(recclGetLastError(nullptr)).find(needle), std::string::npos)
+        << what << ": " << recclGetLastError(nullptr);
+    EXPECT_EQ(child, nullptr) << what;
+  };
+  int self = 0, far = 4, twice[2] = {2, 2}, one = 1;
+  refused(recclCommShrink(c, &self, 1, &child, nullptr, 0), "holds this rank", "self excluded");
+  refused(recclCommShrink(c, &far, 1, &child, nullptr, 0), "rank 4 is not in [0, 4)", "rank out of range");
+  refused(recclCommShrink(c, twice, 2, &child, nullptr, 0), "rank 2 is listed twice", "duplicate");
+  refused(recclCommShrink(c, &one, -1, &child, nullptr, 0), "excludeRanksCount", "negative count");
+  refused(recclCommShrink(c, nullptr, 1, &child, nullptr, 0), "excludeRanksList: null", "null list");
+  refused(recclCommShrink(c, &one, 1, &child, nullptr, 2), "shrinkFlags: 2", "unknown flag");
+  refused(recclCommShrink(c, &one, 1, nullptr, nullptr, 0), "newcomm: null", "null newcomm");
+}
+
+// Ranks that pass different exclude lists fail instead of forming different groups: the one whose
+// list differs from the leader's is told so; the others fail at their (short) rendezvous timeout.
+TEST(Shrink, DifferentExcludeListsFail) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.bootstrapTimeoutMs = 2000;
+    int two = 2;
+    recclComm_t child = nullptr;
+    // Rank 0 leaves rank 2 out; ranks 1 and 2 leave nobody out.
+    recclResult_t rc = recclCommShrink(c, &two, r == 0 ? 1 : 0, &child, &cfg, RECCL_SHRINK_DEFAULT);
+    errs[r] = recclGetLastError(c);
+    if (child) recclCommDestroy(child);
+    return rc;
+  });
+  EXPECT_EQ(rcs[1], recclInvalidUsage) << errs[1];
+  EXPECT_NE(errs[1].find("different exclude lists"), std::string::npos) << errs[1];
+  EXPECT_NE(rcs[0], recclSuccess) << "rank 0 formed a communicator without rank 1";
+  EXPECT_NE(rcs[2], recclSuccess) << "rank 2 got a communicator its leader never made";
+  EXPECT_NE(errs[2].find("no word from rank 0"), std::string::npos) << errs[2];
+}
+
+}  // namespace
