@@ -23,6 +23,11 @@
 #   --timeout S     hard deadline for boot and command together (default 90): qemu is killed
 #   --mem MB        guest memory (default 512)
 #   --keep          keep the work directory (console logs, initramfs)
+#   --retry-emulation-stall
+#                   when the command fails and a guest kernel reported a virtio NIC's transmit
+#                   queue stuck (NETDEV WATCHDOG: qemu stopped serving that NIC, which no guest
+#                   program can cause), boot everything again once and return that run's status;
+#                   said on stderr. For fault soaks whose plans never stall a queue themselves
 #   -v, --verbose   print the whole console, kernel messages included
 #
 # In the guest: RECCL_TEST_LAB=1, LAB_INDEX (0..N-1), LAB_VMS, LAB_ADDR (eth0's address/prefix),
@@ -423,7 +428,9 @@ case $SUB in
   *) usage "unknown subcommand '$SUB'" ;;
 esac
 
-BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0
+BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0 RETRY_STALL=0
+RUN_ARGS=()  # this run's arguments without --retry-emulation-stall: the retry's
+for a in "$@"; do [[ $a == --retry-emulation-stall ]] || RUN_ARGS+=("$a"); done
 while (($#)); do
   case $1 in
     --bin) [[ $# -ge 2 && -x $2 && -f $2 ]] || usage "--bin: not an executable file: ${2:-}"; BINS+=("$2"); shift 2 ;;
@@ -436,6 +443,7 @@ while (($#)); do
     --timeout) [[ ${2:-} =~ ^[1-9][0-9]*$ ]] || usage "--timeout: seconds, got '${2:-}'"; TIMEOUT=$2; shift 2 ;;
     --mem) [[ ${2:-} =~ ^[1-9][0-9]*$ && $2 -ge 128 ]] || usage "--mem: MB (>= 128), got '${2:-}'"; MEM=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
+    --retry-emulation-stall) RETRY_STALL=1; shift ;;
     -v | --verbose) VERBOSE=1; shift ;;
     --) shift; break ;;
     *) usage "unknown option '$1'" ;;
@@ -510,4 +518,13 @@ for ((i = 0; i < VMS; i++)); do
   ((rc == 0)) && rc=$vmrc
 done
 echo "lab: wall $(((T2 - T0) / 1000)).$(((T2 - T0) % 1000 / 100)) s (initramfs $((T1 - T0)) ms), $VMS VM(s), $ACCEL" >&2
+if ((rc != 0 && rc != 77 && RETRY_STALL)); then
+  stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o 'virtio_net .*NETDEV WATCHDOG: .*transmit queue [0-9]* timed out.*' || true)
+  if [[ -n $stall ]]; then
+    echo "lab: a guest's virtio NIC stalled under qemu (\"$stall\"): booting again, once" >&2
+    set +e
+    "${BASH_SOURCE[0]}" run "${RUN_ARGS[@]}"
+    exit $?
+  fi
+fi
 exit "$rc"
