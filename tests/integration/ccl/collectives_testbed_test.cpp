@@ -89,6 +89,23 @@ TEST_F(TwoHostsTwoRails, RankKilledMidCollectiveFailsTheOthersInTime) {
   EXPECT_EQ(failed, (std::set<int>{0, 2, 3})) << o.text;
 }
 
+// The same death, and the survivors go on as NCCL's do: recclCommShrink without rank 1
+// (RECCL_SHRINK_ABORT), its handover dialled across the rails from host 0 (the leader, rank 0) to
+// host 1, then 20 checked allreduces on the 3-rank child (shared memory inside host 1, rails
+// between the hosts).
+TEST_F(TwoHostsTwoRails, SurvivorsOfAKilledRankShrinkAndGoOn) {
+  auto o = launch(testbed().name(), 2,
+                  "WORKER_ITERS=20 WORKER_COUNT=100003 WORKER_DIE_RANK=1 WORKER_DIE_ITER=3 WORKER_SHRINK=1 "
+                  "RECCL_TIMEOUT_MS=3000",
+                  60);
+  EXPECT_NE(o.code, 0) << "rank 1 is SIGKILLed: the run's status is its\n" << o.text;
+  EXPECT_LT(o.seconds, 20.0) << o.text;
+  EXPECT_EQ(countMatches(o.text, "shrunk rank 0 of 3 \\(was 0\\)"), 1) << o.text;
+  EXPECT_EQ(countMatches(o.text, "shrunk rank 1 of 3 \\(was 2\\)"), 1) << o.text;
+  EXPECT_EQ(countMatches(o.text, "shrunk rank 2 of 3 \\(was 3\\)"), 1) << o.text;
+  EXPECT_EQ(countMatches(o.text, "wrong result|recclCommShrink:"), 0) << o.text;
+}
+
 TEST_F(TwoHostsTwoRails, MatrixFourRanksPerHost) {
   // 8 ranks, 4 per host: shm rings inside a host, local ranks 0-3 on rails 0,1,0,1 between hosts.
   auto o = launch(testbed().name(), 4, kEightRankMatrix, 300);
