@@ -20,7 +20,8 @@
  *   a call on another thread waits for that call to end (by its deadline), and a recclCommAbort
  *   meanwhile makes it abort the call instead (that abort returns at once; the destroy aborts). recclCommGetAsyncError,
  *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
- *   from any thread while another uses the communicator.
+ *   from any thread while another uses the communicator. So may recclCommShrink with
+ *   RECCL_SHRINK_ABORT (a watchdog's way on): the call inside returns an error, the shrink goes on.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
  *   that opened it.
  * - recclGetLastError reports the last failed call of the calling thread.
@@ -251,9 +252,10 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
 #define RECCL_SHRINK_ABORT 0x01
 /* A new communicator of comm's ranks but those in excludeRanksList, in comm's rank order (the
  * gaps closed), NCCL's ncclCommShrink: every rank not excluded calls it with the same list; the
- * excluded ranks do not (they may be dead). Needs no collective over comm: the lowest rank left
- * starts the new rendezvous and hands it to each of the others on a connection of its own to
- * their listeners, so it runs on a comm that a dead rank broke. Ranks that pass different lists
+ * excluded ranks do not (they may be dead; recclCommPeerLost tells which this rank lost). Needs
+ * no collective over comm: the lowest rank left starts the new rendezvous and hands it to each
+ * of the others on a connection of its own to their listeners, so it runs on a comm that a dead
+ * rank broke. Ranks that pass different lists
  * fail (recclInvalidUsage naming it, or the rendezvous's timeout). config NULL: comm's settings.
  * The handover blocks (up to the bootstrap timeout); the child's init follows config->blocking. */
 RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "ccl_test_util.h"
@@ -15,6 +17,7 @@
 namespace {
 
 using reccl::test::Comms;
+using reccl::test::ScopedEnv;
 
 // recclCommShrink on a healthy communicator (RECCL_SHRINK_DEFAULT): the excluded ranks do not
 // call it; the others get a child of their own ranks in order, gaps closed, whose allreduce is
@@ -106,6 +109,51 @@ TEST(Shrink, DifferentExcludeListsFail) {
   EXPECT_NE(rcs[0], recclSuccess) << "rank 0 formed a communicator without rank 1";
   EXPECT_NE(rcs[2], recclSuccess) << "rank 2 got a communicator its leader never made";
   EXPECT_NE(errs[2].find("no word from rank 0"), std::string::npos) << errs[2];
+}
+
+// A watchdog's way on from a hung collective: ranks 0 and 1 are inside an allreduce that rank 2
+// never joins (as if dead, with a deadline far off); another thread of each calls
+// recclCommShrink(exclude 2, RECCL_SHRINK_ABORT), which aborts the parent (the allreduce returns
+// with an error at once) and hands over the child, whose allreduce is exact.
+TEST(Shrink, AbortFromAnotherThreadEndsAHungCallAndGoesOn) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", "60000");
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::vector<recclResult_t> hung(n, recclSuccess);
+  std::vector<double> hungSeconds(n, 0);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    if (r == 2) return recclSuccess;  // the rank that never comes
+    std::vector<float> x(4096, 1.0f);
+    std::thread call([&, c, r] {
+      auto t0 = std::chrono::steady_clock::now();
+      hung[r] = recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, c, nullptr);
+      hungSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the allreduce by then
+    int two = 2;
+    recclComm_t child = nullptr;
+    recclResult_t rc = recclCommShrink(c, &two, 1, &child, nullptr, RECCL_SHRINK_ABORT);
+    call.join();
+    if (rc != recclSuccess) {
+      errs[r] = recclGetLastError(c);
+      return rc;
+    }
+    std::vector<int32_t> v(1000, r + 1);
+    rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, child, nullptr);
+    if (rc == recclSuccess && v[999] != 3) {
+      errs[r] = "child allreduce: " + std::to_string(v[999]);
+      rc = recclInternalError;
+    }
+    recclCommDestroy(child);
+    return rc;
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+    EXPECT_NE(hung[r], recclSuccess) << "rank " << r << ": the hung allreduce did not fail";
+    EXPECT_LT(hungSeconds[r], 10.0) << "rank " << r << ": the abort did not end the hung allreduce";
+  }
 }
 
 }  // namespace
