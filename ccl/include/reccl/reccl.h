@@ -255,9 +255,9 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * excluded ranks do not (they may be dead; recclCommPeerLost tells which this rank lost). Needs
  * no collective over comm: the lowest rank left starts the new rendezvous and hands it to each
  * of the others on a connection of its own to their listeners, so it runs on a comm that a dead
- * rank broke. Ranks that pass different lists
- * fail (recclInvalidUsage naming it, or the rendezvous's timeout). config NULL: comm's settings.
- * The handover blocks (up to the bootstrap timeout); the child's init follows config->blocking. */
+ * rank broke. Ranks that pass different lists fail (recclInvalidUsage naming it, or the
+ * rendezvous's timeout). config NULL: comm's settings. The handover blocks (up to the bootstrap
+ * timeout); the child's init follows config->blocking. */
 RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
 /* Waits until every rank of comm finalized it (so all work on it is done everywhere), then
