@@ -316,65 +316,50 @@ recclResult_t recclAllToAll(const void* sendbuff, void* recvbuff, size_t count, 
   return recclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
 }
 
-// Gather and scatter are one group of sends and receives between root and every other rank, as
-// NCCL runs them; root's own block is a send to and receive from itself (a copy), none in place.
-recclResult_t recclGather(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
-                          recclComm_t comm, recclStream_t stream) {
+// Gather (toRoot) and scatter: one group of sends and receives between root and every other rank,
+// as NCCL runs them. `mine` is this rank's block (gather's sendbuff, scatter's recvbuff), `blocks`
+// root's nranks blocks (gather's recvbuff, scatter's sendbuff), read at root only. Root's own
+// block is a send to and receive from itself (a copy), none in place (mine == root's block).
+static recclResult_t rootedBlocks(bool toRoot, const void* sendbuff, void* recvbuff, size_t count,
+                                  recclDataType_t datatype, int root, recclComm_t comm, recclStream_t stream) {
   return guardedOn(comm, [&]() -> recclResult_t {
     reccl::core::Comm* c = nullptr;
     RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
     RECCL_CHECK(checkRoot(*c, root));
-    RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
-    const int n = c->nranks(), me = c->rank();
-    const size_t bytes = count * reccl::reduce::typeSize(datatype);  // one rank's block
+    void* mine = toRoot ? const_cast<void*>(sendbuff) : recvbuff;
+    auto* blocks = static_cast<std::byte*>(toRoot ? recvbuff : const_cast<void*>(sendbuff));
+    RECCL_CHECK(checkBuf(mine, count, toRoot ? "sendbuff" : "recvbuff"));
     Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
-    void* send = const_cast<void*>(sendbuff);
-    if (me != root) {
-      coll.p2p.push_back({true, root, send, count, datatype});
-    } else {
-      RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-      auto* at = static_cast<std::byte*>(recvbuff) + bytes * static_cast<size_t>(root);
-      RECCL_CHECK(checkApart(sendbuff, bytes, recvbuff, bytes * static_cast<size_t>(n), reinterpret_cast<uintptr_t>(at)));
-      for (int r = 0; r < n; ++r) {
-        if (r != root) coll.p2p.push_back({false, r, static_cast<std::byte*>(recvbuff) + bytes * static_cast<size_t>(r), count, datatype});
-      }
-      if (count > 0 && send != at) {
-        coll.p2p.push_back({true, root, send, count, datatype});
-        coll.p2p.push_back({false, root, at, count, datatype});
-      }
+    if (c->rank() != root) {
+      coll.p2p.push_back({toRoot, root, mine, count, datatype});
+      return submit(comm, coll, stream);
+    }
+    RECCL_CHECK(checkBuf(blocks, count, toRoot ? "recvbuff" : "sendbuff"));
+    const int n = c->nranks();
+    const size_t bytes = count * reccl::reduce::typeSize(datatype);  // one rank's block
+    auto block = [&](int r) { return blocks + bytes * static_cast<size_t>(r); };
+    std::byte* own = block(root);
+    RECCL_CHECK(toRoot ? checkApart(mine, bytes, blocks, bytes * n, reinterpret_cast<uintptr_t>(own))
+                       : checkApart(blocks, bytes * n, mine, bytes,
+                                    reinterpret_cast<uintptr_t>(mine) - bytes * static_cast<size_t>(root)));
+    for (int r = 0; r < n; ++r)
+      if (r != root) coll.p2p.push_back({!toRoot, r, block(r), count, datatype});
+    if (count > 0 && mine != own) {
+      coll.p2p.push_back({true, root, toRoot ? mine : own, count, datatype});
+      coll.p2p.push_back({false, root, toRoot ? own : mine, count, datatype});
     }
     return submit(comm, coll, stream);
   });
 }
 
+recclResult_t recclGather(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
+                          recclComm_t comm, recclStream_t stream) {
+  return rootedBlocks(true, sendbuff, recvbuff, count, datatype, root, comm, stream);
+}
+
 recclResult_t recclScatter(const void* sendbuff, void* recvbuff, size_t count, recclDataType_t datatype, int root,
                            recclComm_t comm, recclStream_t stream) {
-  return guardedOn(comm, [&]() -> recclResult_t {
-    reccl::core::Comm* c = nullptr;
-    RECCL_CHECK(checkCommon(comm, count, datatype, kPerRank, &c));
-    RECCL_CHECK(checkRoot(*c, root));
-    RECCL_CHECK(checkBuf(recvbuff, count, "recvbuff"));
-    const int n = c->nranks(), me = c->rank();
-    const size_t bytes = count * reccl::reduce::typeSize(datatype);
-    Collective coll{CollKind::kSendRecv, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
-    if (me != root) {
-      coll.p2p.push_back({false, root, recvbuff, count, datatype});
-    } else {
-      RECCL_CHECK(checkBuf(sendbuff, count, "sendbuff"));
-      auto* from = static_cast<std::byte*>(const_cast<void*>(sendbuff));
-      auto* mine = from + bytes * static_cast<size_t>(root);
-      RECCL_CHECK(checkApart(sendbuff, bytes * static_cast<size_t>(n), recvbuff, bytes,
-                             reinterpret_cast<uintptr_t>(recvbuff) - bytes * static_cast<size_t>(root)));
-      for (int r = 0; r < n; ++r) {
-        if (r != root) coll.p2p.push_back({true, r, from + bytes * static_cast<size_t>(r), count, datatype});
-      }
-      if (count > 0 && mine != recvbuff) {
-        coll.p2p.push_back({true, root, mine, count, datatype});
-        coll.p2p.push_back({false, root, recvbuff, count, datatype});
-      }
-    }
-    return submit(comm, coll, stream);
-  });
+  return rootedBlocks(false, sendbuff, recvbuff, count, datatype, root, comm, stream);
 }
 
 recclResult_t recclBarrier(recclComm_t comm, recclStream_t stream) {
