@@ -38,6 +38,20 @@ std::vector<std::string> commaList(const char* list) {
     p = end;
   }
 }
+// The plain allreduce loop's data: rank r's element i in iteration `it` is (i + r + it) % 5.
+void fillIteration(std::vector<float>& in, int rank, int it) {
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>((i + rank + it) % 5);
+}
+// The first element of `out` that is not the sum over n ranks, or out.size().
+size_t firstWrong(const std::vector<float>& out, int n, int it) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += static_cast<float>((i + r + it) % 5);
+    if (out[i] != want) return i;
+  }
+  return out.size();
+}
+
 // After rank `dead` died: the communicator without it, then `iters` checked allreduces on it.
 int shrinkAndGoOn(recclComm_t comm, int dead, int iters, size_t count) {
   int parentRank = 0;
@@ -54,20 +68,16 @@ int shrinkAndGoOn(recclComm_t comm, int dead, int iters, size_t count) {
   recclCommCount(child, &n);
   std::vector<float> in(count), out(count);
   for (int it = 0; it < iters; ++it) {
-    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
+    fillIteration(in, rank, it);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, child, nullptr);
     if (rc != recclSuccess) {
       fprintf(stderr, "worker rank %d: allreduce on the shrunk communicator: %s: %s\n", parentRank,
               recclGetErrorString(rc), recclGetLastError(child));
       return 10 + rc;
     }
-    for (size_t i = 0; i < count; ++i) {
-      float want = 0;
-      for (int r = 0; r < n; ++r) want += static_cast<float>((i + r + it) % 5);
-      if (out[i] != want) {
-        fprintf(stderr, "worker rank %d: wrong result on the shrunk communicator at %zu\n", parentRank, i);
-        return 1;
-      }
+    if (size_t bad = firstWrong(out, n, it); bad < count) {
+      fprintf(stderr, "worker rank %d: wrong result on the shrunk communicator at %zu\n", parentRank, bad);
+      return 1;
     }
   }
   fprintf(stderr, "shrunk rank %d of %d (was %d)\n", rank, n, parentRank);
@@ -214,7 +224,7 @@ int main() {
   }
   for (int it = 0; it < iters; ++it) {
     if (rank == dieRank && it == dieIter) raise(SIGKILL);
-    for (size_t i = 0; i < count; ++i) in[i] = static_cast<float>((i + rank + it) % 5);
+    fillIteration(in, rank, it);
     rc = recclAllReduce(in.data(), out.data(), count, recclFloat32, recclSum, comm, nullptr);
     if (rc != recclSuccess && getenv("WORKER_SHRINK") && dieRank >= 0) return shrinkAndGoOn(comm, dieRank, iters, count);
     if (rc != recclSuccess) {
@@ -225,13 +235,9 @@ int main() {
       recclCommAbort(comm);
       return 10 + rc;
     }
-    for (size_t i = 0; i < count; ++i) {
-      float want = 0;
-      for (int r = 0; r < n; ++r) want += static_cast<float>((i + r + it) % 5);
-      if (out[i] != want) {
-        fprintf(stderr, "worker rank %d: wrong result at %zu\n", rank, i);
-        return 1;
-      }
+    if (size_t bad = firstWrong(out, n, it); bad < count) {
+      fprintf(stderr, "worker rank %d: wrong result at %zu\n", rank, bad);
+      return 1;
     }
     if (it == 0) {
       printf("ready %d\n", rank);
