@@ -17,6 +17,7 @@
 #include "bench_child.h"
 #include "ccl_test_util.h"
 #include "reccl/reccl.h"
+#include "reccl/reccl.hpp"
 
 namespace reccl::test {
 namespace {
@@ -415,6 +416,35 @@ TEST(NcclApi, GatherAndScatterAloneAndInAGroup) {
   refused(recclScatter(nullptr, x, 1, recclInt32, 0, c, nullptr), "sendbuff: null", "scatter sendbuff at root");
   refused(recclScatter(x, nullptr, 1, recclInt32, 1, c, nullptr), "recvbuff: null", "scatter recvbuff");
   refused(recclGather(x, x, SIZE_MAX / 8, recclInt32, 0, c, nullptr), "overflow", "gather count");
+}
+
+// The C++ layer's gather and scatter (reccl.hpp): spans of the element type, the root's block
+// count checked against the rank count before anything is sent.
+TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
+  const int n = 3, root = 1;
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      reccl::Communicator c;
+      if (recclResult_t rc = reccl::Communicator::init(&c, n, id, r); rc) {
+        errs[r] = std::string("init: ") + recclGetErrorString(rc);
+        return;
+      }
+      std::vector<int32_t> mine(5, r * 10), all(r == root ? 5 * n : 0), back(5, -1);
+      if (r == root && c.gather<int32_t>(mine, std::span<int32_t>(all).first(5 * n - 1), root) != recclInvalidArgument)
+        errs[r] = "a gather into a recv span of the wrong size was not refused";
+      if (recclResult_t rc = c.gather<int32_t>(mine, all, root); rc) errs[r] += std::string(" gather: ") + recclGetErrorString(rc);
+      for (int p = 0; r == root && p < n; ++p)
+        if (all[5 * p + 4] != p * 10) errs[r] += " gather: block " + std::to_string(p) + " wrong";
+      for (auto& v : all) v += 1;
+      if (recclResult_t rc = c.scatter<int32_t>(all, back, root); rc) errs[r] += std::string(" scatter: ") + recclGetErrorString(rc);
+      if (back != std::vector<int32_t>(5, r * 10 + 1)) errs[r] += " scatter: got " + std::to_string(back[0]);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
 // recclGetUniqueId here; the ranks are other processes (api_worker, linked with libreccl.so as an
