@@ -201,12 +201,20 @@ int settle(recclComm_t comm) {
   return st;
 }
 
-recclResult_t usable(recclComm_t comm, core::Comm** out) {
+recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk) {
   if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
   switch (settle(comm)) {
     case recclComm::kReady:
       *out = comm->impl.get();
       return recclSuccess;
+    case recclComm::kRevoked:
+      if (revokedOk) {
+        *out = comm->impl.get();
+        return recclSuccess;
+      }
+      return fail(recclInvalidUsage,
+                  "comm: revoked (recclCommRevoke); only recclCommShrink, recclCommDestroy and recclCommAbort may "
+                  "follow");
     case recclComm::kInitializing:
       return fail(recclInvalidUsage,
                   "comm: its non-blocking init is still running: call recclCommGetAsyncError until it returns "

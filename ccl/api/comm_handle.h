@@ -75,7 +75,8 @@ struct PendingOp {
 }  // namespace reccl::api
 
 struct recclComm {
-  enum State : int { kInitializing, kReady, kFailed, kFinalizing, kFinalized };
+  // kRevoked: recclCommRevoke stopped it; `failure` holds its error from before the revoke.
+  enum State : int { kInitializing, kReady, kFailed, kFinalizing, kFinalized, kRevoked };
   std::atomic<int> state{kReady};
   std::unique_ptr<reccl::core::Comm> impl;
   reccl::api::CommConfig config;
@@ -155,8 +156,9 @@ void bury(recclComm_t comm);
 // Moves a finished pending operation's outcome into the handle; returns the state after that.
 int settle(recclComm_t comm);
 // The core communicator when comm can take work now; else an error naming why (NULL, init still
-// running, init failed, finalized).
-recclResult_t usable(recclComm_t comm, core::Comm** out);
+// running, init failed, finalized, revoked). `revokedOk`: a revoked one is returned too (what
+// recclCommShrink needs of its parent is the listener, which a revoke leaves up).
+recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk = false);
 
 // Creates the communicator for `rank` of `nranks` at the rendezvous in `id`: at once (blocking
 // config) or on a thread of its own (recclInProgress, *comm set). `root`, when given, is a

@@ -166,11 +166,13 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     const algo::Collective barrier{algo::CollKind::kBarrier, nullptr, nullptr, 0, recclUint8, recclSum, 0, {}, {}};
     if (comm->config.blocking) {
       Status s = launch(*comm, barrier, nullptr);
+      // A revoke on another thread meanwhile (which failed the barrier) keeps the handle revoked.
       {
         std::lock_guard lk(comm->settleMu);
-        if (!s.ok()) comm->failure = s;
+        int ready = recclComm::kReady;
+        if (comm->state.compare_exchange_strong(ready, recclComm::kFinalized, std::memory_order_acq_rel) && !s.ok())
+          comm->failure = s;
       }
-      comm->state.store(recclComm::kFinalized, std::memory_order_release);
       return finish(s);
     }
     auto op = std::make_shared<PendingOp>();
@@ -178,7 +180,14 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
       std::lock_guard lk(comm->settleMu);
       comm->pending = op;
     }
-    comm->state.store(recclComm::kFinalizing, std::memory_order_release);
+    if (int ready = recclComm::kReady;
+        !comm->state.compare_exchange_strong(ready, recclComm::kFinalizing, std::memory_order_acq_rel)) {
+      {
+        std::lock_guard lk(comm->settleMu);
+        comm->pending.reset();
+      }
+      return usable(comm, &c);  // revoked meanwhile: names it
+    }
     // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
     // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
     // The call's ticket goes with the thread: a close waits for the thread as for any call.
@@ -297,6 +306,18 @@ recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError
         std::lock_guard lk(comm->settleMu);
         s = comm->failure.ok() ? comm->impl->asyncError() : comm->failure;
         break;
+      }
+      case recclComm::kRevoked: {
+        // In progress until the calls the revoke stopped have returned (NCCL's ncclCommRevoke);
+        // then the error from before the revoke, if there was one: the revoke's own is none.
+        if (!comm->impl->quiet() || !deviceIdle(*comm)) {
+          *asyncError = recclInProgress;
+          return recclSuccess;
+        }
+        std::lock_guard lk(comm->settleMu);
+        *asyncError = toResult(comm->failure);
+        if (!comm->failure.ok()) lastError() = comm->failure.message();
+        return recclSuccess;
       }
       default:
         s = comm->impl->asyncError();

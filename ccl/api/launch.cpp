@@ -103,4 +103,9 @@ void abortDevice(recclComm& comm) noexcept {
   if (stream::Queue* q = existingQueue(comm)) q->abort();
 }
 
+bool deviceIdle(recclComm& comm) {
+  stream::Queue* q = existingQueue(comm);
+  return !q || q->idle();
+}
+
 }  // namespace reccl::api

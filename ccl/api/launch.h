@@ -24,5 +24,7 @@ Status checkHostReadable(const void* p, const char* what);
 Status deviceAsyncError(recclComm& comm);
 // recclCommAbort: the stream layer stops waiting for streams before the communicator aborts.
 void abortDevice(recclComm& comm) noexcept;
+// No stream work queued or running (true without a stream layer).
+bool deviceIdle(recclComm& comm);
 
 }  // namespace reccl::api

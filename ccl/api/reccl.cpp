@@ -85,11 +85,13 @@ recclResult_t checkRoot(const reccl::core::Comm& c, int root) {
   return recclSuccess;
 }
 
-// Count, rank and stats may be read whenever the core communicator exists (also after finalize).
+// Count, rank and stats may be read whenever the core communicator exists (also after finalize
+// or a revoke).
 recclResult_t inspectable(recclComm_t comm, reccl::core::Comm** out) {
   if (!comm) return fail(recclInvalidArgument, "comm: null communicator");
   int st = settle(comm);
-  if (st == recclComm::kReady || st == recclComm::kFinalizing || st == recclComm::kFinalized) {
+  if (st == recclComm::kReady || st == recclComm::kFinalizing || st == recclComm::kFinalized ||
+      st == recclComm::kRevoked) {
     *out = comm->impl.get();
     return recclSuccess;
   }

@@ -48,7 +48,7 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
   if (newcomm) *newcomm = nullptr;
   return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* parent = nullptr;
-    RECCL_CHECK(usable(comm, &parent));
+    RECCL_CHECK(usable(comm, &parent, /*revokedOk=*/true));  // a revoked parent's listener still answers
     const int n = parent->nranks(), me = parent->rank();
     std::vector<int> excluded;
     RECCL_CHECK(readExcluded(excludeRanksList, excludeRanksCount, n, me, &excluded));

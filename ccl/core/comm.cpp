@@ -322,10 +322,16 @@ Status Comm::run(const std::function<Status()>& op) {
   return s;
 }
 
-void Comm::abort() {
+void Comm::stop(const Status& why) {
   env_.aborted.store(true);
-  breakComm(Status(Errc::kAborted, "communicator aborted"));
+  breakComm(why);
   forEachPort([](channel::PortBase& p) { p.wakeAll(); });
+}
+
+void Comm::revoke() { stop(Status(Errc::kAborted, "communicator revoked (recclCommRevoke)")); }
+
+void Comm::abort() {
+  stop(Status(Errc::kAborted, "communicator aborted"));
   std::unique_lock lk(activeMu_);
   activeCv_.wait_for(lk, std::chrono::seconds(10), [&] { return active_.load() == 0; });
 }

@@ -92,6 +92,10 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   Status run(const std::function<Status()>& op);
   // Stops everything; waits for calls in flight on other threads to return. Safe from any thread.
   void abort();
+  // recclCommRevoke: stops everything as abort() does (the calls in flight fail naming the revoke)
+  // without waiting for them; quiet() tells when they have returned. Safe from any thread.
+  void revoke();
+  bool quiet() const { return active_.load() == 0; }
   // First fatal error (Ok if none).
   Status asyncError() const;
   // This rank's connections to `peer` were lost for good (PortEnv::recordLoss).
@@ -157,6 +161,9 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // A kShrink hello's note, read, kept for takeShrinkNote and acknowledged.
   Status acceptShrinkNote(UniqueFd fd, const Hello& h);
   void breakComm(const Status& s) override;
+  // abort() and revoke(): the communicator broken with `why`, every connection failed, every
+  // waiter woken.
+  void stop(const Status& why);
   void forEachPort(const std::function<void(channel::PortBase&)>& fn);
   void flushSends();
   // Sum of every connection's step counters: changes whenever any step moves.

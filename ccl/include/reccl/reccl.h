@@ -20,8 +20,9 @@
  *   a call on another thread waits for that call to end (by its deadline), and a recclCommAbort
  *   meanwhile makes it abort the call instead (that abort returns at once; the destroy aborts). recclCommGetAsyncError,
  *   recclCommCount, recclCommUserRank, recclCommGetStats and recclCommPeerLost may be called
- *   from any thread while another uses the communicator. So may recclCommShrink with
- *   RECCL_SHRINK_ABORT (a watchdog's way on): the call inside returns an error, the shrink goes on.
+ *   from any thread while another uses the communicator. So may recclCommRevoke and
+ *   recclCommShrink with RECCL_SHRINK_ABORT (a watchdog's ways on): the call inside returns an
+ *   error; the revoked communicator stays for a shrink, the shrink goes on.
  * - recclGroupStart/recclGroupEnd nest per thread: a group collects the calls of the thread
  *   that opened it.
  * - recclGetLastError reports the last failed call of the calling thread.
@@ -260,6 +261,20 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * timeout); the child's init follows config->blocking. */
 RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
+/* recclCommRevoke's flags (NCCL's NCCL_REVOKE_*): only DEFAULT. */
+#define RECCL_REVOKE_DEFAULT 0x00
+/* NCCL's ncclCommRevoke: stops comm's operations in flight (their calls return recclAborted,
+ * "communicator revoked"; stream work stops) and takes no more work, without freeing comm.
+ * recclCommGetAsyncError then reports recclInProgress until every stopped call has returned,
+ * then the error comm had before the revoke (recclSuccess if none). What may follow:
+ * recclCommShrink (either flag: its handover needs none of comm's connections),
+ * recclCommDestroy, recclCommAbort, and the inspecting calls (count, rank, stats, peer lost);
+ * anything else, recclCommFinalize and recclCommSplit (which runs over comm) included, is
+ * refused with recclInvalidUsage. Local: each rank revokes its own comm; its peers' calls fail
+ * as its connections do. From any thread at any time, as recclCommAbort (a watchdog's way to
+ * end a collective that waits for a dead rank); a second revoke returns recclSuccess; refused
+ * while a non-blocking init or finalize runs. revokeFlags: RECCL_REVOKE_DEFAULT. */
+RECCL_API recclResult_t recclCommRevoke(recclComm_t comm, int revokeFlags);
 /* Waits until every rank of comm finalized it (so all work on it is done everywhere), then
  * takes no more work; recclCommDestroy follows. Collective. Non-blocking communicators return
  * recclInProgress and report the end through recclCommGetAsyncError. */
@@ -274,7 +289,7 @@ RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
  * 10 s for the calls (then recclTimeout, nothing freed). */
 RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
 /* The communicator's first fatal error (recclSuccess if none); recclInProgress while a
- * non-blocking init or finalize still runs. */
+ * non-blocking init or finalize still runs, or calls a revoke stopped have not returned. */
 RECCL_API recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError);
 RECCL_API recclResult_t recclCommCount(const recclComm_t comm, int* count);
 RECCL_API recclResult_t recclCommUserRank(const recclComm_t comm, int* rank);

@@ -681,13 +681,20 @@ TEST(CclErrors, RankKilledMidCollectiveFailsTheOthers) {
 
 // NCCL's way on after a rank's death: the others' allreduce fails, they shrink the communicator
 // without the dead rank (RECCL_SHRINK_ABORT: no collective over the broken one) and go on on the
-// child, every result checked; over sockets and over shared memory.
+// child, every result checked; over sockets and over shared memory; and over sockets the other
+// way, recclCommRevoke and then a RECCL_SHRINK_DEFAULT shrink.
 TEST(CclErrors, SurvivorsOfAKilledRankShrinkAndGoOn) {
-  for (const char* shm : {"1", "0"}) {
+  struct Run {
+    const char* shm;
+    const char* shrink;  // WORKER_SHRINK: 1 (RECCL_SHRINK_ABORT) or revoke (recclCommRevoke, then DEFAULT)
+  };
+  for (const Run& run : {Run{"1", "1"}, Run{"0", "1"}, Run{"0", "revoke"}}) {
+    const char* shm = run.shm;
     Workers w;
     uint16_t port = freePort();
     std::vector<std::string> extra = {"WORKER_ITERS=20", "WORKER_COUNT=100003", "RECCL_TIMEOUT_MS=3000",
-                                      "WORKER_DIE_RANK=1", "WORKER_DIE_ITER=3", "WORKER_SHRINK=1",
+                                      "WORKER_DIE_RANK=1", "WORKER_DIE_ITER=3",
+                                      std::string("WORKER_SHRINK=") + run.shrink,
                                       std::string("RECCL_SHM_DISABLE=") + shm, "RECCL_DEBUG=NONE"};
     std::vector<pid_t> pids;
     std::vector<std::string> logs;
@@ -705,6 +712,11 @@ TEST(CclErrors, SurvivorsOfAKilledRankShrinkAndGoOn) {
       EXPECT_NE(log.find("shrunk rank " + std::to_string(r == 0 ? 0 : r - 1) + " of 3 (was " + std::to_string(r) + ")"),
                 std::string::npos)
           << "shm=" << shm << " rank " << r << ":\n" << log;
+      // The revoke reports the error the death left (the failed allreduce's), not success.
+      if (std::string(run.shrink) == "revoke") {
+        EXPECT_NE(log.find("revoked: "), std::string::npos) << "rank " << r << ":\n" << log;
+        EXPECT_EQ(log.find("revoked: no error"), std::string::npos) << "rank " << r << ":\n" << log;
+      }
     }
     for (const auto& l : logs) std::remove(l.c_str());
   }

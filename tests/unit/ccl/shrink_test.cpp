@@ -1,6 +1,7 @@
 // recclCommShrink (NCCL's ncclCommShrink) on ranks as threads: healthy shrinks (the excluded ranks
-// not calling), the argument checks, ranks that disagree on the list. Run under ASan and TSan too
-// (the handover crosses the leader's call, the survivors' listener threads and their calls).
+// not calling), the argument checks, ranks that disagree on the list, and recclCommRevoke (NCCL's
+// ncclCommRevoke) before a shrink. Run under ASan and TSan too (the handover crosses the leader's
+// call, the survivors' listener threads and their calls; a revoke crosses a call on another thread).
 // After a rank's death, as processes: CclErrors.SurvivorsOfAKilledRankShrinkAndGoOn.
 #include <gtest/gtest.h>
 
@@ -154,6 +155,103 @@ TEST(Shrink, AbortFromAnotherThreadEndsAHungCallAndGoesOn) {
     EXPECT_NE(hung[r], recclSuccess) << "rank " << r << ": the hung allreduce did not fail";
     EXPECT_LT(hungSeconds[r], 10.0) << "rank " << r << ": the abort did not end the hung allreduce";
   }
+}
+
+// recclCommRevoke from a watchdog thread: ranks 0 and 1 are inside an allreduce that rank 2 never
+// joins; the revoke ends it at once (recclAborted, naming the revoke), recclCommGetAsyncError goes
+// from recclInProgress to recclSuccess (the communicator had no error before), everything but a
+// shrink, a close and the inspecting calls is refused, and recclCommShrink(RECCL_SHRINK_DEFAULT)
+// on the revoked parent hands over a child whose allreduce is exact.
+TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", "60000");
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n), hungErr(n);
+  std::vector<recclResult_t> hung(n, recclSuccess);
+  std::vector<double> hungSeconds(n, 0);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    if (r == 2) return recclSuccess;  // the rank that never comes
+    auto failWith = [&](recclResult_t rc, const std::string& why) {
+      errs[r] = why;
+      return rc == recclSuccess ? recclInternalError : rc;
+    };
+    std::vector<float> x(4096, 1.0f);
+    std::thread call([&, c, r] {
+      auto t0 = std::chrono::steady_clock::now();
+      hung[r] = recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, c, nullptr);
+      hungErr[r] = recclGetLastError(nullptr);
+      hungSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the allreduce by then
+    recclResult_t rc = recclCommRevoke(c, RECCL_REVOKE_DEFAULT);
+    // Until the stopped allreduce has returned: in progress, never an error.
+    recclResult_t async = recclInProgress;
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         rc == recclSuccess && async == recclInProgress && std::chrono::steady_clock::now() < until;) {
+      if (recclCommGetAsyncError(c, &async) != recclSuccess) async = recclInternalError;
+      if (async == recclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    call.join();
+    if (rc != recclSuccess) return failWith(rc, std::string("revoke: ") + recclGetLastError(nullptr));
+    if (async != recclSuccess)
+      return failWith(async, std::string("async error after the revoke: ") + recclGetErrorString(async));
+
+    // Refused by name on the revoked parent; the inspecting calls still answer.
+    auto refused = [&](recclResult_t got, recclResult_t want, const char* needle, const char* what) -> bool {
+      std::string msg = recclGetLastError(nullptr);
+      if (got == want && msg.find(needle) != std::string::npos) return true;
+      errs[r] = std::string(what) + ": " + recclGetErrorString(got) + " (" + msg + ")";
+      return false;
+    };
+    recclComm_t split = nullptr;
+    int cn = 0;
+    if (!refused(recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, c, nullptr), recclInvalidUsage,
+                 "revoked", "an allreduce after the revoke") ||
+        !refused(recclCommFinalize(c), recclInvalidUsage, "revoked", "finalize after the revoke") ||
+        !refused(recclCommSplit(c, 0, r, &split, nullptr), recclInvalidUsage, "revoked", "split after the revoke") ||
+        !refused(recclCommRevoke(c, 1), recclInvalidArgument, "revokeFlags: 1", "revoke with flag 1"))
+      return recclInternalError;
+    if (recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) return failWith(recclInternalError, "second revoke");
+    if (recclCommCount(c, &cn) != recclSuccess || cn != n) return failWith(recclInternalError, "count after the revoke");
+
+    int two = 2;
+    recclComm_t child = nullptr;
+    rc = recclCommShrink(c, &two, 1, &child, nullptr, RECCL_SHRINK_DEFAULT);
+    if (rc != recclSuccess) return failWith(rc, std::string("shrink: ") + recclGetLastError(c));
+    std::vector<int32_t> v(1000, r + 1);
+    rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, child, nullptr);
+    if (rc == recclSuccess && std::count(v.begin(), v.end(), 3) != static_cast<long>(v.size()))
+      rc = failWith(recclInternalError, "child allreduce: " + std::to_string(v[999]));
+    recclCommDestroy(child);
+    return rc;
+  });
+  for (int r : {0, 1}) {
+    EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+    EXPECT_EQ(hung[r], recclAborted) << "rank " << r << ": the hung allreduce: " << hungErr[r];
+    EXPECT_NE(hungErr[r].find("revoked"), std::string::npos) << "rank " << r << ": " << hungErr[r];
+    EXPECT_LT(hungSeconds[r], 10.0) << "rank " << r << ": the revoke did not end the hung allreduce";
+    // A revoked communicator closes without an error of its own.
+    EXPECT_EQ(recclCommDestroy(world[r]), recclSuccess) << "rank " << r << ": " << recclGetLastError(nullptr);
+    world.forget(r);
+  }
+}
+
+// The revoke's refusals on one rank: a flag other than RECCL_REVOKE_DEFAULT, a null
+// communicator, a finalized communicator.
+TEST(Shrink, RevokeRefusals) {
+  Comms world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  EXPECT_EQ(recclCommRevoke(nullptr, RECCL_REVOKE_DEFAULT), recclInvalidArgument);
+  EXPECT_EQ(recclCommRevoke(world[0], -1), recclInvalidArgument);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("revokeFlags: -1"), std::string::npos)
+      << recclGetLastError(nullptr);
+  auto rcs = world.run([&](int, recclComm_t c) { return recclCommFinalize(c); });
+  ASSERT_EQ(rcs[0], recclSuccess);
+  ASSERT_EQ(rcs[1], recclSuccess);
+  EXPECT_EQ(recclCommRevoke(world[0], RECCL_REVOKE_DEFAULT), recclInvalidUsage);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("finalized"), std::string::npos)
+      << recclGetLastError(nullptr);
 }
 
 }  // namespace

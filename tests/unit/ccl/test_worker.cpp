@@ -5,7 +5,9 @@
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective); with
 // WORKER_SHRINK=1 the others then shrink the communicator without it (RECCL_SHRINK_ABORT) and run
-// WORKER_ITERS checked allreduces on the child, printing "shrunk rank R of N" on stderr;
+// WORKER_ITERS checked allreduces on the child, printing "shrunk rank R of N" on stderr
+// (WORKER_SHRINK=revoke: recclCommRevoke first, printing "revoked: E", E what recclCommGetAsyncError
+// then reports, and a RECCL_SHRINK_DEFAULT shrink);
 // WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
 // (ranks that ask for different channel threads). WORKER_UNTIL_FILE=path: the plain allreduce loop
 // runs until that file exists (at most WORKER_ITERS iterations), every rank stopping after the same one;
@@ -57,7 +59,23 @@ int shrinkAndGoOn(recclComm_t comm, int dead, int iters, size_t count) {
   int parentRank = 0;
   recclCommUserRank(comm, &parentRank);
   recclComm_t child = nullptr;
-  recclResult_t rc = recclCommShrink(comm, &dead, 1, &child, nullptr, RECCL_SHRINK_ABORT);
+  int flags = RECCL_SHRINK_ABORT;
+  if (const char* how = getenv("WORKER_SHRINK"); how && strcmp(how, "revoke") == 0) {
+    recclResult_t rc = recclCommRevoke(comm, RECCL_REVOKE_DEFAULT);
+    recclResult_t async = recclInProgress;
+    for (int i = 0; rc == recclSuccess && async == recclInProgress && i < 1000; ++i) {
+      rc = recclCommGetAsyncError(comm, &async);
+      if (async == recclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (rc != recclSuccess || async == recclInProgress) {
+      fprintf(stderr, "worker rank %d: recclCommRevoke: %s: %s\n", parentRank,
+              rc != recclSuccess ? recclGetErrorString(rc) : "still in progress after 10 s", recclGetLastError(comm));
+      return 10 + (rc != recclSuccess ? rc : recclInProgress);
+    }
+    fprintf(stderr, "revoked: %s\n", recclGetErrorString(async));
+    flags = RECCL_SHRINK_DEFAULT;
+  }
+  recclResult_t rc = recclCommShrink(comm, &dead, 1, &child, nullptr, flags);
   if (rc != recclSuccess) {
     fprintf(stderr, "worker rank %d: recclCommShrink: %s: %s\n", parentRank, recclGetErrorString(rc),
             recclGetLastError(comm));
