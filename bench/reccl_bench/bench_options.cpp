@@ -138,6 +138,7 @@ Status checkFaultMode(const BenchOptions& o) {
     if (!o.faultLogPath.empty()) return Status(Errc::kInvalidArgument, "--fault-log: needs --fault-plan");
     if (!o.faultBackground.empty()) return Status(Errc::kInvalidArgument, "--fault-background: needs --fault-plan");
     if (o.faultHoldTapQueues) return Status(Errc::kInvalidArgument, "--fault-hold-tap-queues: needs --fault-plan");
+    if (o.faultPlanEveryRank) return Status(Errc::kInvalidArgument, "--fault-plan-every-rank: needs --fault-plan");
     return Status::Ok();
   }
   // Fault mode: one allreduce size, checked bit for bit every iteration.
@@ -226,6 +227,9 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   app.add_flag("--fault-hold-tap-queues", o.faultHoldTapQueues,
                "with --fault-plan: change a tap's carrier through one queue held for the plan, so rtnetlink "
                "hears of it only through link-watch, as from a NIC's driver");
+  app.add_flag("--fault-plan-every-rank", o.faultPlanEveryRank,
+               "with --fault-plan: every rank runs its own plan file (the path read on each rank's host: its "
+               "own faults), not rank 0 alone; the report analyses rank 0's");
   app.add_option("--fault-tail-ms", o.faultTailMs,
                  "with --fault-plan: keep looping this long after the plan's last event (default 1000)");
   std::vector<const char*> args(argv, argv + argc);

@@ -55,6 +55,9 @@ struct BenchOptions {
   std::vector<std::string> faultBackground;
   // Carrier actions through one held queue per tap (inject::PlanRunOptions::holdTapQueues).
   bool faultHoldTapQueues = false;
+  // Every rank runs --fault-plan (each its own file: a host's own faults), not rank 0 alone; the
+  // loop lasts until every rank's plan and tail are done. Rank 0's faults are the ones analysed.
+  bool faultPlanEveryRank = false;
   // nccl-tests flags given that mean nothing here (GPU-only), one line each for stderr.
   std::vector<std::string> notes;
   bool help = false;

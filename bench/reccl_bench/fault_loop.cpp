@@ -188,7 +188,8 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     return fail(error);
   }
 
-  // Rank 0: the plan on its own thread, timed from here.
+  // Rank 0 (every rank with --fault-plan-every-rank): the plan on its own thread, timed from here.
+  const bool runsPlan = rank == 0 || o.faultPlanEveryRank;
   int stopFd = -1;
   std::thread planThread;
   std::atomic<bool> planDone{false};
@@ -196,7 +197,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   std::optional<Result<inject::PlanRunResult>> planResult;
   struct sigaction oldInt {}, oldTerm{}, oldHup{};
   const int64_t t0 = monoNs();
-  if (rank == 0) {
+  if (runsPlan) {
     stopFd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (stopFd < 0) return fail(std::string("eventfd: ") + std::strerror(errno));
     gStopFd.store(stopFd);
@@ -232,17 +233,19 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     recclCommStats_t st{};
     st.size = sizeof st;
     recclCommGetStats(comm, &st);
-    // Rank 0's stop decision, anyone's wrong result, and the failover counters, agreed at once.
+    // Rank 0's stop decision (kept back while any rank's plan or its tail still runs), anyone's
+    // wrong result or interrupt, and the failover counters, agreed at once.
+    const bool tailDone =
+        !runsPlan || (planDone.load() && monoNs() >= planDoneNs.load() + o.faultTailMs * 1000000);
     uint64_t stop = 0;
-    if (rank == 0 && planDone.load() && monoNs() >= planDoneNs.load() + o.faultTailMs * 1000000 && it + 1 >= o.iters)
-      stop = 1;
-    if (rank == 0 && gInterrupted.load()) stop = 2;
+    if (rank == 0 && tailDone && it + 1 >= o.iters) stop = 1;
+    if (gInterrupted.load()) stop = 2;
     uint64_t commit = st.lastFailoverSignalNs ? st.lastFailoverSignalNs + st.lastFailoverUs * 1000 : 0;
     // The fault-move stamps: a call that spans a fault, its failover and the fail-back leaves the
     // failover's (the latest migration's would be the fail-back's).
-    uint64_t agree[8] = {stop, wrongLocal ? 1u : 0u, st.lastFaultMoveFirstStepNs, st.lastFailoverSignalNs,
-                         st.failovers, st.failbacks, commit, st.lastFaultMoveResumeNs};
-    if (recclResult_t r = recclAllReduce(agree, agree, 8, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
+    uint64_t agree[9] = {stop, wrongLocal ? 1u : 0u, st.lastFaultMoveFirstStepNs, st.lastFailoverSignalNs,
+                         st.failovers, st.failbacks, commit, st.lastFaultMoveResumeNs, tailDone ? 0u : 1u};
+    if (recclResult_t r = recclAllReduce(agree, agree, 9, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
       callFailed("recclAllReduce(agree)", r);
       ok = false;
       break;
@@ -259,8 +262,11 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
       error = "wrong results (see the ranks' messages)";
       break;
     }
-    if (agree[0] == 2) error = "interrupted";
-    if (agree[0]) break;
+    if (agree[0] == 2) {
+      error = "interrupted";
+      break;
+    }
+    if (agree[0] == 1 && agree[8] == 0) break;
   }
 
   // Totals over ranks; a failed communicator cannot sum them (rank 0 reports its own).
@@ -274,20 +280,41 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   else
     recclCommAbort(comm);
 
+  if (runsPlan) {
+    if (!planDone.load()) {
+      uint64_t one = 1;
+      [[maybe_unused]] auto n = ::write(stopFd, &one, sizeof one);
+    }
+    planThread.join();
+    sigaction(SIGINT, &oldInt, nullptr);
+    sigaction(SIGTERM, &oldTerm, nullptr);
+    sigaction(SIGHUP, &oldHup, nullptr);
+    gStopFd.store(-1);
+    ::close(stopFd);
+  }
   if (rank != 0) {
+    // A rank's own plan (--fault-plan-every-rank): its faults counted, each applied and undone.
+    bool planGood = true;
+    if (runsPlan) {
+      if (planResult && planResult->ok()) {
+        const auto& pr = planResult->value();
+        planGood = pr.failed == 0 && pr.restoreStatus.ok() && !pr.stopped;
+        std::printf("# fault plan %s on rank %d: %zu faults, %s\n", o.faultPlanPath.c_str(), rank,
+                    faultMoments(plan, pr, o.faultBackground).size(),
+                    planGood ? "every action applied and undone"
+                    : pr.failed       ? "an action failed (see --fault-log)"
+                    : pr.stopped      ? "stopped before its end"
+                                      : ("restoring its devices failed: " + pr.restoreStatus.ToString()).c_str());
+        std::fflush(stdout);
+      } else {
+        planGood = false;
+        std::fprintf(stderr, "reccl-bench: rank %d: --fault-plan: %s\n", rank,
+                     planResult ? planResult->status().ToString().c_str() : "did not run");
+      }
+    }
     if (!error.empty()) std::fprintf(stderr, "reccl-bench: %s\n", error.c_str());
-    return ok && totals[0] == 0 ? kExitOk : kExitFailed;
+    return ok && totals[0] == 0 && planGood ? kExitOk : kExitFailed;
   }
-  if (!planDone.load()) {
-    uint64_t one = 1;
-    [[maybe_unused]] auto n = ::write(stopFd, &one, sizeof one);
-  }
-  planThread.join();
-  sigaction(SIGINT, &oldInt, nullptr);
-  sigaction(SIGTERM, &oldTerm, nullptr);
-  sigaction(SIGHUP, &oldHup, nullptr);
-  gStopFd.store(-1);
-  ::close(stopFd);
 
   json planJson;
   std::vector<FaultMoment> moments;
@@ -318,6 +345,10 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   const json& sum = analysis["summary"];
   std::printf("# fault plan %s: %zu iterations of allreduce %zu bytes (%s %s), %zu faults\n", o.faultPlanPath.c_str(),
               samples.size(), bytes, reduce::typeName(type), opName(op), moments.size());
+  // Other hosts' fault times are on their own clocks: they cannot be placed on this timeline.
+  if (o.faultPlanEveryRank)
+    std::printf("# the other ranks' faults (--fault-plan-every-rank) are not analysed here: a fault's stall below "
+                "may take in theirs\n");
   for (const auto& f : analysis["faults"])
     std::printf("#  fault %d at %.3f s %s %s: stall %s ms (first step %s, signal %s, switch %s) busbw before %s "
                 "during %s degraded %s after %s GB/s\n",

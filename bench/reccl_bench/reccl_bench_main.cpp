@@ -140,7 +140,8 @@ bool commFromEnv(recclComm_t* comm, int* rank, int* n) {
 }
 
 // --fault-plan: the plan is read and checked on every rank before anything connects, so a bad
-// file is a usage error everywhere; only rank 0 runs it.
+// file is a usage error everywhere; rank 0 runs it (every rank its own with
+// --fault-plan-every-rank).
 int runFaultPlan(const BenchOptions& o) {
   auto plan = inject::loadPlanFile(o.faultPlanPath);
   if (!plan.ok()) {

@@ -173,6 +173,7 @@ TEST(BenchOptions, BadValuesNameTheArgument) {
       {{"--frobnicate"}, "frobnicate"},
       {{"--fault-background", "tb-h1/rail2"}, "--fault-background: needs --fault-plan"},
       {{"--fault-hold-tap-queues"}, "--fault-hold-tap-queues: needs --fault-plan"},
+      {{"--fault-plan-every-rank"}, "--fault-plan-every-rank: needs --fault-plan"},
       {{"--fault-plan", "p.json", "--fault-background", "rail2"}, "--fault-background: NETNS/DEV"},
       {{"--fault-plan", "p.json", "--fault-background", "tb-h1/"}, "--fault-background: NETNS/DEV"},
   };
