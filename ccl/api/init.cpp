@@ -177,17 +177,15 @@ recclResult_t recclCommFinalize(recclComm_t comm) {
     }
     auto op = std::make_shared<PendingOp>();
     {
+      // One step with the state: a revoke on another thread meanwhile leaves no pending finalize.
       std::lock_guard lk(comm->settleMu);
-      comm->pending = op;
+      int ready = recclComm::kReady;
+      if (comm->state.compare_exchange_strong(ready, recclComm::kFinalizing, std::memory_order_acq_rel))
+        comm->pending = op;
+      else
+        op.reset();
     }
-    if (int ready = recclComm::kReady;
-        !comm->state.compare_exchange_strong(ready, recclComm::kFinalizing, std::memory_order_acq_rel)) {
-      {
-        std::lock_guard lk(comm->settleMu);
-        comm->pending.reset();
-      }
-      return usable(comm, &c);  // revoked meanwhile: names it
-    }
+    if (!op) return usable(comm, &c);  // revoked meanwhile: names it
     // Touches the communicator only inside the barrier (run() and the stream layer's queue, which
     // recclCommAbort fails and waits out); recclCommDestroy waits for the whole operation.
     // The call's ticket goes with the thread: a close waits for the thread as for any call.
@@ -307,18 +305,14 @@ recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError
         s = comm->failure.ok() ? comm->impl->asyncError() : comm->failure;
         break;
       }
-      case recclComm::kRevoked: {
-        // In progress until the calls the revoke stopped have returned (NCCL's ncclCommRevoke);
-        // then the error from before the revoke, if there was one: the revoke's own is none.
-        if (!comm->impl->quiet() || !deviceIdle(*comm)) {
-          *asyncError = recclInProgress;
-          return recclSuccess;
-        }
-        std::lock_guard lk(comm->settleMu);
-        *asyncError = toResult(comm->failure);
-        if (!comm->failure.ok()) lastError() = comm->failure.message();
+      case recclComm::kRevoked:
+        // NCCL's ncclCommRevoke: in progress until the communicator is quiet, then success. Quiet:
+        // no call inside the handle but this one (a call on its way in, a group between two
+        // launches, a device call waiting for its event), none inside the core communicator (a
+        // channel worker that outlived its call counts there), no stream work queued.
+        *asyncError = comm->calls.load() <= 1 && comm->impl->quiet() && deviceIdle(*comm) ? recclSuccess
+                                                                                          : recclInProgress;
         return recclSuccess;
-      }
       default:
         s = comm->impl->asyncError();
     }

@@ -2,8 +2,10 @@
 // any thread, so that a watchdog can end a collective that waits for a dead rank and the
 // survivors can go on with recclCommShrink (RECCL_SHRINK_DEFAULT: nothing is left to abort) or
 // close it. The core communicator breaks as at an abort: its calls in flight return at once
-// naming the revoke, its connections fail (its peers stop waiting for this rank), stream work
-// stops. The handle stays, and so does its data listener, which is all a shrink needs of it.
+// (recclAborted, naming the revoke), its connections fail (its peers stop waiting for this
+// rank), stream work stops. The handle stays, and so does its data listener, which is all a
+// shrink needs of it. recclCommGetAsyncError says recclInProgress until it is quiet, then
+// recclSuccess, as NCCL's does (api/init.cpp).
 #include "api/api_result.h"
 #include "api/comm_handle.h"
 #include "api/launch.h"
@@ -29,18 +31,16 @@ extern "C" recclResult_t recclCommRevoke(recclComm_t comm, int revokeFlags) {
     }
     core::Comm* c = nullptr;
     RECCL_CHECK(usable(comm, &c));  // names an init still running or failed, a finalized comm
-    // What recclCommGetAsyncError reports once the stopped calls have returned: the error the
-    // communicator had before, not the revoke's own.
-    Status before = c->asyncError();
-    if (before.ok()) before = deviceAsyncError(*comm);
     {
       std::lock_guard lk(comm->settleMu);
       int ready = recclComm::kReady;
       if (!comm->state.compare_exchange_strong(ready, recclComm::kRevoked, std::memory_order_acq_rel)) {
         if (ready == recclComm::kRevoked) return recclSuccess;  // another thread's revoke won
-        return fail(recclInvalidUsage, "comm: finalized meanwhile (recclCommFinalize on another thread)");
+        return fail(recclInvalidUsage, ready == recclComm::kFinalizing
+                                           ? "comm: a non-blocking recclCommFinalize began meanwhile; recclCommAbort "
+                                             "stops it"
+                                           : "comm: finalized meanwhile (recclCommFinalize on another thread)");
       }
-      comm->failure = before;
     }
     abortDevice(*comm);  // stops waiting for streams first: its worker may be inside the communicator
     c->revoke();

@@ -188,7 +188,9 @@ Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const
     }
     if (latch_.set()) return latch_.get();
     if (env_ && env_->aborted.load(std::memory_order_acquire))
-      return Status(Errc::kAborted, "communicator aborted");
+      return Status(Errc::kAborted, env_->revoked.load(std::memory_order_relaxed)
+                                        ? "communicator revoked (recclCommRevoke)"
+                                        : "communicator aborted");
     if (spin < kSpinIterations) {
       _mm_pause();
       continue;

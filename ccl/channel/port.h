@@ -76,6 +76,7 @@ class PathFailureHook {
 // first.
 struct PortEnv {
   std::atomic<bool> aborted{false};
+  std::atomic<bool> revoked{false};  // set before `aborted` by recclCommRevoke: waits say so
   PathFailureHook pathFailureHook;
   // The first failure of any of the communicator's ports (a port fails for good): what ends a
   // wait that no port of its own would end, such as a new connection's dial.

@@ -328,7 +328,10 @@ void Comm::stop(const Status& why) {
   forEachPort([](channel::PortBase& p) { p.wakeAll(); });
 }
 
-void Comm::revoke() { stop(Status(Errc::kAborted, "communicator revoked (recclCommRevoke)")); }
+void Comm::revoke() {
+  env_.revoked.store(true);
+  stop(Status(Errc::kAborted, "communicator revoked (recclCommRevoke)"));
+}
 
 void Comm::abort() {
   stop(Status(Errc::kAborted, "communicator aborted"));

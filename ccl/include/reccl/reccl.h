@@ -263,17 +263,19 @@ RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList,
                               recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
 /* recclCommRevoke's flags (NCCL's NCCL_REVOKE_*): only DEFAULT. */
 #define RECCL_REVOKE_DEFAULT 0x00
-/* NCCL's ncclCommRevoke: stops comm's operations in flight (their calls return recclAborted,
- * "communicator revoked"; stream work stops) and takes no more work, without freeing comm.
- * recclCommGetAsyncError then reports recclInProgress until every stopped call has returned,
- * then the error comm had before the revoke (recclSuccess if none). What may follow:
- * recclCommShrink (either flag: its handover needs none of comm's connections),
- * recclCommDestroy, recclCommAbort, and the inspecting calls (count, rank, stats, peer lost);
- * anything else, recclCommFinalize and recclCommSplit (which runs over comm) included, is
- * refused with recclInvalidUsage. Local: each rank revokes its own comm; its peers' calls fail
- * as its connections do. From any thread at any time, as recclCommAbort (a watchdog's way to
- * end a collective that waits for a dead rank); a second revoke returns recclSuccess; refused
- * while a non-blocking init or finalize runs. revokeFlags: RECCL_REVOKE_DEFAULT. */
+/* NCCL's ncclCommRevoke: stops comm's operations in flight (their calls return an error:
+ * recclAborted, "communicator revoked", where comm had not failed before; stream work stops) and
+ * takes no more work, without freeing comm. recclCommGetAsyncError then reports recclInProgress
+ * until comm is quiet (no other call inside it, no stream work queued), then recclSuccess, as
+ * NCCL's does. What may follow: recclCommShrink (either flag: its handover needs none of comm's
+ * connections), recclCommDestroy, recclCommAbort, and the inspecting calls (async error, count,
+ * rank, stats, peer lost, recclRedOpDestroy); anything else, recclCommFinalize and
+ * recclCommSplit (which runs over comm) included, is refused with recclInvalidUsage. Local: each
+ * rank revokes its own comm (its connections fail: a peer's call waiting on one of them fails,
+ * one waiting on another rank needs its own revoke). From any thread at any time, as
+ * recclCommAbort (a watchdog's way to end a collective that waits for a dead rank); a second
+ * revoke returns recclSuccess; refused while a non-blocking init or finalize runs, and after a
+ * finalize (recclInvalidUsage) or a failed init (its error). revokeFlags: RECCL_REVOKE_DEFAULT. */
 RECCL_API recclResult_t recclCommRevoke(recclComm_t comm, int revokeFlags);
 /* Waits until every rank of comm finalized it (so all work on it is done everywhere), then
  * takes no more work; recclCommDestroy follows. Collective. Non-blocking communicators return
@@ -289,7 +291,8 @@ RECCL_API recclResult_t recclCommDestroy(recclComm_t comm);
  * 10 s for the calls (then recclTimeout, nothing freed). */
 RECCL_API recclResult_t recclCommAbort(recclComm_t comm);
 /* The communicator's first fatal error (recclSuccess if none); recclInProgress while a
- * non-blocking init or finalize still runs, or calls a revoke stopped have not returned. */
+ * non-blocking init or finalize still runs. Revoked: recclInProgress until quiet, then
+ * recclSuccess (recclCommRevoke). */
 RECCL_API recclResult_t recclCommGetAsyncError(recclComm_t comm, recclResult_t* asyncError);
 RECCL_API recclResult_t recclCommCount(const recclComm_t comm, int* count);
 RECCL_API recclResult_t recclCommUserRank(const recclComm_t comm, int* rank);

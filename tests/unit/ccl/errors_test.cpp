@@ -712,10 +712,10 @@ TEST(CclErrors, SurvivorsOfAKilledRankShrinkAndGoOn) {
       EXPECT_NE(log.find("shrunk rank " + std::to_string(r == 0 ? 0 : r - 1) + " of 3 (was " + std::to_string(r) + ")"),
                 std::string::npos)
           << "shm=" << shm << " rank " << r << ":\n" << log;
-      // The revoke reports the error the death left (the failed allreduce's), not success.
+      // Revoked, the communicator the death broke is quiet: recclSuccess, not the death's error
+      // (which recclCommGetAsyncError reports without the revoke).
       if (std::string(run.shrink) == "revoke") {
-        EXPECT_NE(log.find("revoked: "), std::string::npos) << "rank " << r << ":\n" << log;
-        EXPECT_EQ(log.find("revoked: no error"), std::string::npos) << "rank " << r << ":\n" << log;
+        EXPECT_NE(log.find("revoked: no error"), std::string::npos) << "rank " << r << ":\n" << log;
       }
     }
     for (const auto& l : logs) std::remove(l.c_str());

@@ -7,7 +7,7 @@
 // WORKER_SHRINK=1 the others then shrink the communicator without it (RECCL_SHRINK_ABORT) and run
 // WORKER_ITERS checked allreduces on the child, printing "shrunk rank R of N" on stderr
 // (WORKER_SHRINK=revoke: recclCommRevoke first, printing "revoked: E", E what recclCommGetAsyncError
-// then reports, and a RECCL_SHRINK_DEFAULT shrink);
+// reports once it is no longer in progress, and a RECCL_SHRINK_DEFAULT shrink);
 // WORKER_CHANNEL_THREADS=1,3,2: RECCL_CHANNEL_THREADS of rank r is the list's entry r mod its length
 // (ranks that ask for different channel threads). WORKER_UNTIL_FILE=path: the plain allreduce loop
 // runs until that file exists (at most WORKER_ITERS iterations), every rank stopping after the same one;
