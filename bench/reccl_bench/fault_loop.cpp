@@ -242,21 +242,30 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     if (gInterrupted.load()) stop = 2;
     uint64_t commit = st.lastFailoverSignalNs ? st.lastFailoverSignalNs + st.lastFailoverUs * 1000 : 0;
     // The fault-move stamps: a call that spans a fault, its failover and the fail-back leaves the
-    // failover's (the latest migration's would be the fail-back's).
-    uint64_t agree[9] = {stop, wrongLocal ? 1u : 0u, st.lastFaultMoveFirstStepNs, st.lastFailoverSignalNs,
-                         st.failovers, st.failbacks, commit, st.lastFaultMoveResumeNs, tailDone ? 0u : 1u};
+    // failover's (the latest migration's would be the fail-back's). As ages: the hosts' clocks
+    // differ (stampAsAge).
+    const auto now = static_cast<uint64_t>(monoNs());
+    uint64_t agree[9] = {stop,
+                         wrongLocal ? 1u : 0u,
+                         stampAsAge(st.lastFaultMoveFirstStepNs, now),
+                         stampAsAge(st.lastFailoverSignalNs, now),
+                         st.failovers,
+                         st.failbacks,
+                         stampAsAge(commit, now),
+                         stampAsAge(st.lastFaultMoveResumeNs, now),
+                         tailDone ? 0u : 1u};
     if (recclResult_t r = recclAllReduce(agree, agree, 9, recclUint64, recclMax, comm, nullptr); r != recclSuccess) {
       callFailed("recclAllReduce(agree)", r);
       ok = false;
       break;
     }
     s.statsNs = monoNs();
-    s.firstStepNs = agree[2];
-    s.signalNs = agree[3];
+    s.firstStepNs = stampFromAge(agree[2], now);
+    s.signalNs = stampFromAge(agree[3], now);
     s.failovers = agree[4];
     s.failbacks = agree[5];
-    s.commitNs = agree[6];
-    s.resumeNs = agree[7];
+    s.commitNs = stampFromAge(agree[6], now);
+    s.resumeNs = stampFromAge(agree[7], now);
     samples.push_back(s);
     if (agree[1]) {
       error = "wrong results (see the ranks' messages)";

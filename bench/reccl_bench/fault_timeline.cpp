@@ -195,4 +195,15 @@ json analyzeFaults(const std::vector<IterationSample>& s, const std::vector<Faul
   return {{"faults", out}, {"summary", sum}};
 }
 
+uint64_t stampAsAge(uint64_t stampNs, uint64_t nowNs) {
+  if (!stampNs) return 0;
+  return UINT64_MAX - (nowNs > stampNs ? nowNs - stampNs : 0);  // a stamp after `now`: age 0
+}
+
+uint64_t stampFromAge(uint64_t agreed, uint64_t nowNs) {
+  if (!agreed) return 0;
+  const uint64_t age = UINT64_MAX - agreed;
+  return age < nowNs ? nowNs - age : 1;  // older than this host's boot: its earliest moment
+}
+
 }  // namespace reccl::bench

@@ -51,6 +51,14 @@ struct FaultMoment {
 nlohmann::json analyzeFaults(const std::vector<IterationSample>& samples, const std::vector<FaultMoment>& faults,
                              int64_t t0Ns);
 
+// The library's stamps are each rank's CLOCK_MONOTONIC, which differs between hosts (each counts
+// from its own boot). They cross the ranks as ages instead: stampAsAge(stamp, now) on each rank
+// (now read right after the iteration, so the ranks read it at most a call apart), a maximum over
+// ranks (recclMax, as the counters) picks the youngest, i.e. the latest stamp, and
+// stampFromAge(agreed, now) puts it on the reading rank's clock. 0 (no stamp) stays 0.
+uint64_t stampAsAge(uint64_t stampNs, uint64_t nowNs);
+uint64_t stampFromAge(uint64_t agreed, uint64_t nowNs);
+
 // Nearest-rank percentile (p in [0,1]) of an unsorted sample; 0 for an empty one.
 double percentile(std::vector<double> v, double p);
 

@@ -1,6 +1,8 @@
 // reccl-bench --fault-plan's analysis on made-up timelines: stall, windows, counters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "fault_timeline.h"
 
 namespace {
@@ -9,6 +11,8 @@ using reccl::bench::analyzeFaults;
 using reccl::bench::FaultMoment;
 using reccl::bench::IterationSample;
 using reccl::bench::percentile;
+using reccl::bench::stampAsAge;
+using reccl::bench::stampFromAge;
 
 constexpr int64_t kMs = 1'000'000;
 
@@ -236,6 +240,21 @@ TEST(FaultTimeline, PercentileIsNearestRank) {
   EXPECT_EQ(percentile(v, 0.99), 99);
   EXPECT_EQ(percentile(v, 1.0), 100);
   EXPECT_EQ(percentile({}, 0.5), 0);
+}
+
+// The stamps cross hosts as ages: a host whose clock is 45 s ahead (it booted 45 s earlier), whose
+// failover signal came 30 ms before the agreement, wins over an older one of this host's and lands
+// 30 ms before this host's `now`; no stamp stays none; a stamp after `now` is age 0.
+TEST(FaultTimeline, StampsCrossHostsAsAges) {
+  const uint64_t here = 100'000 * kMs, there = here + 45'000 * kMs;
+  const uint64_t mine = stampAsAge(here - 500 * kMs, here), theirs = stampAsAge(there - 30 * kMs, there);
+  EXPECT_EQ(stampFromAge(std::max(mine, theirs), here), here - 30 * kMs);
+  EXPECT_EQ(stampFromAge(std::max(mine, stampAsAge(0, there)), here), here - 500 * kMs);
+  EXPECT_EQ(stampAsAge(0, here), 0u);
+  EXPECT_EQ(stampFromAge(0, here), 0u);
+  EXPECT_EQ(stampFromAge(stampAsAge(here + 1, here), here), here);
+  // Older than this host's boot: its earliest moment, never 0 (none) or a wrap.
+  EXPECT_EQ(stampFromAge(stampAsAge(1, there), 10 * kMs), 1u);
 }
 
 }  // namespace
