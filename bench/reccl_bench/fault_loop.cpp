@@ -105,6 +105,9 @@ std::vector<FaultMoment> faultMoments(const inject::FaultPlan& plan, const injec
   return out;
 }
 
+// Every action applied and undone, the devices restored, not stopped early.
+bool planCompleted(const inject::PlanRunResult& pr) { return pr.failed == 0 && pr.restoreStatus.ok() && !pr.stopped; }
+
 std::string fmt(const json& v, const char* f = "%.2f") {
   if (!v.is_number()) return "-";
   char b[32];
@@ -307,7 +310,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
     if (runsPlan) {
       if (planResult && planResult->ok()) {
         const auto& pr = planResult->value();
-        planGood = pr.failed == 0 && pr.restoreStatus.ok() && !pr.stopped;
+        planGood = planCompleted(pr);
         std::printf("# fault plan %s on rank %d: %zu faults, %s\n", o.faultPlanPath.c_str(), rank,
                     faultMoments(plan, pr, o.faultBackground).size(),
                     planGood ? "every action applied and undone"
@@ -331,7 +334,7 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   if (planResult && planResult->ok()) {
     const auto& pr = planResult->value();
     moments = faultMoments(plan, pr, o.faultBackground);
-    planOk = pr.failed == 0 && pr.restoreStatus.ok() && !pr.stopped;
+    planOk = planCompleted(pr);
     json recs = json::array();
     for (const auto& r : pr.records)
       recs.push_back({{"seq", r.seq}, {"source", r.source}, {"action", inject::actionName(r.kind)}, {"undo", r.undo},

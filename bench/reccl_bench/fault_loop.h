@@ -2,9 +2,9 @@
 // inject plan (the inject library, on a thread of its own, started when the timed loop starts);
 // with --fault-plan-every-rank every rank runs its own (the file at that path on its host).
 // Every result is checked bit for bit; per iteration rank 0 records the call's start and end
-// (CLOCK_MONOTONIC), its bus bandwidth and the library's failover counters (maximum over ranks,
-// agreed by a small allreduce after each iteration that also carries rank 0's stop decision and
-// whether any rank's plan still runs).
+// (CLOCK_MONOTONIC), its bus bandwidth and the library's failover counters and stamps (the latest
+// over ranks, the stamps on rank 0's clock: stampAsAge), agreed by a small allreduce after each
+// iteration that also carries rank 0's stop decision and whether any rank's plan still runs.
 // At the end the plan's action records (fault syscall start times) and the timeline give each
 // fault's stall and the bus bandwidth before / during / degraded / after (fault_timeline.h).
 #pragma once

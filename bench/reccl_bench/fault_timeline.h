@@ -28,13 +28,14 @@ struct IterationSample {
   // When the counters below had been read on every rank (rank 0's return from the small
   // allreduce that agrees on them): a fault before this moment may already show in them.
   int64_t statsNs = 0;
-  // Library counters after the call, maximum over ranks (recclCommGetStats).
+  // Library counters after the call, maximum over ranks (recclCommGetStats); the stamps are the
+  // latest over ranks, on rank 0's clock (stampAsAge).
   uint64_t firstStepNs = 0;  // lastFaultMoveFirstStepNs
   uint64_t resumeNs = 0;     // lastFaultMoveResumeNs
   uint64_t signalNs = 0;     // lastFailoverSignalNs
   uint64_t failovers = 0;
   uint64_t failbacks = 0;
-  // lastFailoverSignalNs + lastFailoverUs of each rank, maximum over ranks: when the latest
+  // lastFailoverSignalNs + lastFailoverUs of each rank, the latest over ranks: when the latest
   // initiated failover committed. (The maximum of lastFailoverUs itself would pair one rank's
   // old duration with another's new signal.)
   uint64_t commitNs = 0;

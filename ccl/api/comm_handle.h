@@ -75,7 +75,7 @@ struct PendingOp {
 }  // namespace reccl::api
 
 struct recclComm {
-  // kRevoked: recclCommRevoke stopped it; `failure` holds its error from before the revoke.
+  // kRevoked: recclCommRevoke stopped it (api/revoke.cpp); shrink and close follow.
   enum State : int { kInitializing, kReady, kFailed, kFinalizing, kFinalized, kRevoked };
   std::atomic<int> state{kReady};
   std::unique_ptr<reccl::core::Comm> impl;

@@ -20,28 +20,21 @@ extern "C" recclResult_t recclCommRevoke(recclComm_t comm, int revokeFlags) {
     if (revokeFlags != RECCL_REVOKE_DEFAULT)
       return fail(recclInvalidArgument,
                   "revokeFlags: " + std::to_string(revokeFlags) + " is not RECCL_REVOKE_DEFAULT (the only flag)");
-    switch (settle(comm)) {
-      case recclComm::kRevoked:
-        return recclSuccess;  // a watchdog's second word changes nothing
-      case recclComm::kFinalizing:
-        return fail(recclInvalidUsage,
-                    "comm: its non-blocking recclCommFinalize is running; recclCommAbort stops it");
-      default:
-        break;
+    settle(comm);  // a finished non-blocking init or finalize moves the state on first
+    bool revoked = false;
+    {
+      // Only a ready communicator is revoked; the state moves under the lock finalize takes too.
+      std::lock_guard lk(comm->settleMu);
+      int was = recclComm::kReady;
+      revoked = comm->state.compare_exchange_strong(was, recclComm::kRevoked, std::memory_order_acq_rel);
+      if (was == recclComm::kRevoked) return recclSuccess;  // a watchdog's second word changes nothing
+      if (was == recclComm::kFinalizing)
+        return fail(recclInvalidUsage, "comm: its non-blocking recclCommFinalize is running; recclCommAbort stops it");
     }
     core::Comm* c = nullptr;
-    RECCL_CHECK(usable(comm, &c));  // names an init still running or failed, a finalized comm
-    {
-      std::lock_guard lk(comm->settleMu);
-      int ready = recclComm::kReady;
-      if (!comm->state.compare_exchange_strong(ready, recclComm::kRevoked, std::memory_order_acq_rel)) {
-        if (ready == recclComm::kRevoked) return recclSuccess;  // another thread's revoke won
-        return fail(recclInvalidUsage, ready == recclComm::kFinalizing
-                                           ? "comm: a non-blocking recclCommFinalize began meanwhile; recclCommAbort "
-                                             "stops it"
-                                           : "comm: finalized meanwhile (recclCommFinalize on another thread)");
-      }
-    }
+    RECCL_CHECK(usable(comm, &c, /*revokedOk=*/true));  // names an init still running or failed, a finalized comm
+    if (!revoked)  // not ready above, ready now: a non-blocking init that ended in between
+      return fail(recclInvalidUsage, "comm: its non-blocking init ended during the revoke; revoke it again");
     abortDevice(*comm);  // stops waiting for streams first: its worker may be inside the communicator
     c->revoke();
     return recclSuccess;

@@ -46,7 +46,7 @@ if [ "${1:-}" = --soak ]; then
   awk -v seed="$seed" -v n="$drawn" -v out="$out" -v hosts="$hosts" '
     function r(lo, hi) { return lo + int(rand() * (hi - lo + 1)) }
     BEGIN {
-      srand(seed); t = 1500; faults = 0
+      srand(seed); t = 1500
       for (h = 0; h < hosts; h++) { file[h] = out ".plan." h ".json"; printf "{\"version\": 1, \"actions\": [\n" > file[h]; sep[h] = "" }
       for (i = 0; i < n; i++) {
         host = hosts < 2 ? 0 : i < 2 ? i : r(0, 1)
@@ -70,13 +70,11 @@ if [ "${1:-}" = --soak ]; then
   read -r faults0 faults1 plan_ms kinds < "$out.kinds"
   if [ "$RANK" -eq 0 ]; then faults=$faults0; else faults=$faults1; fi
   every_rank=
+  [ "$hosts" -eq 2 ] && every_rank=--fault-plan-every-rank
   if [ "$RANK" -eq 0 ]; then
     echo "soak plan (seed $seed, $drawn faults on $hosts host(s), ${plan_ms} ms: $kinds; host 0: $faults0, host 1: $faults1 counting each flap's downs):"
     echo "host 0:"; cat "$out.plan.0.json"
-  fi
-  if [ "$hosts" -eq 2 ]; then
-    every_rank=--fault-plan-every-rank
-    if [ "$RANK" -eq 0 ]; then echo "host 1:"; cat "$out.plan.1.json"; fi
+    if [ "$hosts" -eq 2 ]; then echo "host 1:"; cat "$out.plan.1.json"; fi
   fi
 else
   [ $# -ge 2 ] || usage
