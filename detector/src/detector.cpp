@@ -16,6 +16,7 @@
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/detector/rdma_async_source.h"
+#include "reccl/detector/rdma_loss.h"
 
 namespace reccl::detector {
 
@@ -103,6 +104,20 @@ Status Detector::openSources() {
   } else {
     sourceInfo_.push_back({"rdma_async", false, "disabled"});
   }
+  if (opts_.rdmaLoss.windowNs != 0) {
+    auto r = RdmaLossSource::open(opts_.rdmaSysfs, ownNetnsIno_, opts_.rdmaLoss);
+    if (r.ok()) {
+      rdmaLoss_ = std::move(r).value();
+      RECCL_TRY(epollAdd(rdmaLoss_->fd(), tag(kTagRdmaLoss)));
+      std::string ports;
+      for (const auto& p : rdmaLoss_->ports()) ports += (ports.empty() ? "" : ", ") + p;
+      sourceInfo_.push_back({"rdma_counters", true, ports});
+    } else {
+      sourceInfo_.push_back({"rdma_counters", false, r.status().message()});
+    }
+  } else {
+    sourceInfo_.push_back({"rdma_counters", false, "disabled"});
+  }
   if (bpf_) {
     slots_ = bpf_->slots();
   } else {
@@ -133,6 +148,7 @@ Detector::~Detector() {
   }
   bpf_.reset();
   rdma_.reset();
+  rdmaLoss_.reset();
   if (ownSlots_ && slots_) munmap(slots_, sizeof(reccl_link_slot) * RECCL_LINK_MAX_SLOTS);
 }
 
@@ -352,6 +368,15 @@ void Detector::applyUrgencyChanges(NetnsCtx& ctx) {
 }
 
 void Detector::updateSlot(Watch& w, const LinkSignal& s) {
+  if (s.source == RECCL_LINK_SRC_RDMA_COUNTERS && s.kind == RECCL_LINK_KIND_DEGRADED) {
+    // As the retransmit program does for TCP: the bit is the symptom, cleared with the LinkUp
+    // that ends it; a data path that compares epochs sees it come.
+    reccl_link_slot& sl = slots_[w.info.slot];
+    if (!(__atomic_fetch_or(&sl.state, uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
+          RECCL_LINK_STATE_DEGRADED))
+      __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
+    return;
+  }
   if (s.source != RECCL_LINK_SRC_RTNETLINK && s.source != RECCL_LINK_SRC_RDMA_ASYNC &&
       s.source != RECCL_LINK_SRC_INBAND)
     return;  // BPF programs and the link-watch pairing maintain the slot themselves
@@ -447,6 +472,7 @@ std::set<LinkSource> Detector::activeSources() const {
   if (bpf_) s = bpf_->activeSources();
   if (opts_.rtnetlink) s.insert(RECCL_LINK_SRC_RTNETLINK);
   if (rdma_) s.insert(RECCL_LINK_SRC_RDMA_ASYNC);
+  if (rdmaLoss_) s.insert(RECCL_LINK_SRC_RDMA_COUNTERS);
   return s;
 }
 

@@ -15,6 +15,7 @@
 #include "reccl/common/deadline.h"
 #include "reccl/common/log.h"
 #include "reccl/detector/rdma_async_source.h"
+#include "reccl/detector/rdma_loss.h"
 
 namespace reccl::detector {
 namespace {
@@ -112,6 +113,14 @@ void Detector::handle(const epoll_event* evs, int n) {
             RECCL_WARN(kLogDetector, "detector: RDMA device %s: async event fd in error (device removed or reset); no "
                        "longer watched", rdma_ ? rdma_->deviceOf(static_cast<int>(arg)).c_str() : "?");
           }
+          break;
+        }
+        case kTagRdmaLoss: {
+          if (!rdmaLoss_) break;
+          std::vector<LinkSignal> sigs;
+          uint64_t now = monotonicNs();
+          rdmaLoss_->sample(now, [this](LinkKey k) { return watches_.count(k) != 0; }, sigs);
+          for (const auto& s : sigs) feed(s, now);
           break;
         }
         case kTagTimer: {

@@ -63,6 +63,13 @@ DetectorOptions DetectorOptions::fromEnv() {
   o.bpf.retransRatePpm = rate < 0 || rate > 1000 ? UINT32_MAX : static_cast<uint32_t>(rate * 1000);
   int64_t pool = params::RetransPool();
   o.bpf.retransPoolWindows = pool < 0 || pool > RECCL_RETRANS_POOL_MAX ? UINT32_MAX : static_cast<uint32_t>(pool);
+  // Out-of-range values stay out of range so validate() names them.
+  int64_t lossMs = params::RdmaLossWindowMs();
+  o.rdmaLoss.windowNs = lossMs < 0 || lossMs > 60'000 ? UINT64_MAX : ms(lossMs);
+  int64_t lossN = params::RdmaLossThreshold();
+  o.rdmaLoss.threshold = lossN < 1 || lossN > UINT32_MAX ? 0 : static_cast<uint32_t>(lossN);
+  int64_t lossPpm = params::RdmaLossPpm();
+  o.rdmaLoss.ratePpm = lossPpm < 0 || lossPpm > 1'000'000 ? UINT32_MAX : static_cast<uint32_t>(lossPpm);
   return o;
 }
 
@@ -82,6 +89,12 @@ Status DetectorOptions::validate() const {
                   "retrans-pool: must be 0.." + std::to_string(RECCL_RETRANS_POOL_MAX) + " windows (RECCL_RETRANS_POOL)");
   if (bpf.scanPeriodNs > 1'000'000'000)
     return Status(Errc::kInvalidArgument, "scan: must be 0..1000000 us (RECCL_DETECTOR_SCAN_US)");
+  if (rdmaLoss.windowNs != 0 && (rdmaLoss.windowNs < 10'000'000 || rdmaLoss.windowNs > 60'000'000'000))
+    return Status(Errc::kInvalidArgument, "rdma-loss-window: must be 0 or 10..60000 ms (RECCL_RDMA_LOSS_WINDOW_MS)");
+  if (rdmaLoss.threshold == 0)
+    return Status(Errc::kInvalidArgument, "rdma-loss-threshold: must be >= 1 (RECCL_RDMA_LOSS_THRESHOLD)");
+  if (rdmaLoss.ratePpm > 1'000'000)
+    return Status(Errc::kInvalidArgument, "rdma-loss-ppm: must be 0..1000000 (RECCL_RDMA_LOSS_PPM)");
   if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");
   if (realtimePriority < 0 || realtimePriority > 99)
     return Status(Errc::kInvalidArgument, "realtime-priority: must be 0..99");

@@ -13,7 +13,7 @@
 namespace reccl::detector {
 
 // An epoll entry's data: the tag in the high half, an argument (namespace index, fd) in the low.
-enum Tag : uint64_t { kTagBpf = 1, kTagWake = 2, kTagTimer = 3, kTagRtnl = 4, kTagRdma = 5 };
+enum Tag : uint64_t { kTagBpf = 1, kTagWake = 2, kTagTimer = 3, kTagRtnl = 4, kTagRdma = 5, kTagRdmaLoss = 6 };
 inline uint64_t tag(Tag t, uint32_t arg = 0) { return (uint64_t(t) << 32) | arg; }
 
 struct Detector::NetnsCtx {

@@ -48,7 +48,7 @@ namespace {
 constexpr const char* kSourceNames[RECCL_LINK_SRC_COUNT] = {
     "none",           "fentry_carrier", "tp_qdisc_reset",     "rawtp_linkwatch",
     "tp_xmit_timeout", "tp_dql_stall",  "fentry_ib_dispatch", "tp_tcp_retransmit",
-    "rtnetlink",      "rdma_async",     "inband"};
+    "rtnetlink",      "rdma_async",     "inband",             "rdma_counters"};
 }
 
 const char* sourceName(LinkSource src) noexcept {

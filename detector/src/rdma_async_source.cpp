@@ -4,9 +4,9 @@
 #include <net/if.h>
 
 #include <cerrno>
-#include <fstream>
 
 #include "reccl/common/log.h"
+#include "reccl/detector/rdma_sysfs.h"
 
 #ifdef RECCL_HAVE_IBVERBS
 #include <infiniband/verbs.h>
@@ -21,19 +21,6 @@ struct RdmaAsyncSource::Device {
 #endif
   int fd = -1;
 };
-
-#ifdef RECCL_HAVE_IBVERBS
-namespace {
-// The netdev a port's first GID is bound to (RoCE/iWARP; empty for InfiniBand ports).
-std::string portNetdev(const std::string& dev, uint32_t port) {
-  std::ifstream f("/sys/class/infiniband/" + dev + "/ports/" + std::to_string(port) +
-                  "/gid_attrs/ndevs/0");
-  std::string name;
-  if (f) std::getline(f, name);
-  return name;
-}
-}  // namespace
-#endif
 
 Result<std::unique_ptr<RdmaAsyncSource>> RdmaAsyncSource::open(uint32_t ownNetnsIno) {
 #ifndef RECCL_HAVE_IBVERBS
@@ -108,7 +95,7 @@ void RdmaAsyncSource::drain(int fd, uint64_t nowNs, std::vector<LinkSignal>& out
       }
       ibv_ack_async_event(&ev);
       if (kind == RECCL_LINK_KIND_NONE) continue;
-      std::string netdev = portNetdev(d->name, port);
+      std::string netdev = rdmaPortNetdev(kInfinibandSysfs, d->name, port);
       unsigned ifindex = netdev.empty() ? 0 : if_nametoindex(netdev.c_str());
       if (!ifindex) continue;  // an InfiniBand port has no netdev to name the link by
       LinkSignal s;

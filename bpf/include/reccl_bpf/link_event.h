@@ -57,7 +57,8 @@ enum reccl_link_source {
   RECCL_LINK_SRC_RTNETLINK = 8,          /* RTMGRP_LINK listener */
   RECCL_LINK_SRC_RDMA_ASYNC = 9,         /* ibv_get_async_event */
   RECCL_LINK_SRC_INBAND = 10,            /* socket/QP error or stalled progress in the library */
-  RECCL_LINK_SRC_COUNT = 11,
+  RECCL_LINK_SRC_RDMA_COUNTERS = 11,     /* an RDMA port's sequence-error counters over threshold */
+  RECCL_LINK_SRC_COUNT = 12,
 };
 
 /* Bits of reccl_link_slot.state. */
@@ -82,7 +83,8 @@ struct reccl_link_event {
    * a per-device transition sequence that orders signals from different sources;
    * TX_TIMEOUT: queue index; DEGRADED: retransmits in the judged sums, the window's or the
    * pool's (low 32 bits) and, when the rate check is on, lost per million segments sent in them
-   * (high 32 bits);
+   * (high 32 bits); from RDMA_COUNTERS: the window's sequence errors (low 32 bits) and their
+   * share per million packets (high 32 bits; 0 when the port counts no packets);
    * RDMA: port number. */
   reccl_link_u64 value;
   char ifname[RECCL_LINK_IFNAMSIZ];

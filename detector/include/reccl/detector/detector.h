@@ -29,6 +29,7 @@ namespace reccl::detector {
 
 class RtnetlinkSource;
 class RdmaAsyncSource;
+class RdmaLossSource;
 class RtnlLinkQuery;
 
 struct SourceInfo {
@@ -155,6 +156,7 @@ class Detector {
   DetectorOptions opts_;
   std::unique_ptr<BpfSource> bpf_;
   std::unique_ptr<RdmaAsyncSource> rdma_;
+  std::unique_ptr<RdmaLossSource> rdmaLoss_;
   std::vector<SourceInfo> sourceInfo_;
   reccl_link_slot* slots_ = nullptr;
   bool ownSlots_ = false;

@@ -10,6 +10,7 @@
 #include "reccl/common/status.h"
 #include "reccl/detector/bpf_source.h"
 #include "reccl/detector/link_state_machine.h"
+#include "reccl/detector/rdma_loss.h"
 
 namespace reccl::detector {
 
@@ -33,6 +34,10 @@ struct DetectorOptions {
   SourceMode mode = SourceMode::kAuto;
   bool rtnetlink = true;  // the rtnetlink listener (link-up source; sole source in netlink mode)
   bool rdma = true;       // RDMA async events where verbs devices exist
+  // Gray failures of RDMA ports from their sequence-error counters (rdma_loss.h), read under
+  // rdmaSysfs; rdmaLoss.windowNs 0: off.
+  RdmaLossParams rdmaLoss;
+  std::string rdmaSysfs = kInfinibandSysfs;
   BpfOptions bpf;
   StateMachineParams stateMachine;
   std::vector<WatchSpec> watch;
@@ -43,7 +48,7 @@ struct DetectorOptions {
   // CAP_SYS_NICE; without it the thread stays at normal priority (logged).
   int realtimePriority = 0;
 
-  // Defaults from RECCL_DETECTOR, RECCL_HOLDDOWN_MS, RECCL_DAMPING_*, RECCL_RETRANS_*.
+  // Defaults from RECCL_DETECTOR, RECCL_HOLDDOWN_MS, RECCL_DAMPING_*, RECCL_RETRANS_*, RECCL_RDMA_LOSS_*.
   static DetectorOptions fromEnv();
   Status validate() const;
 };
