@@ -49,6 +49,7 @@ struct Settings {
   bool nicAffinity = false;    // RECCL_NIC_AFFINITY
   int64_t retransWindowMs = 500;  // RECCL_RETRANS_WINDOW_MS (gray-failure holds)
   int64_t retransPoolWindows = 8; // RECCL_RETRANS_POOL (gray-failure holds)
+  int64_t rdmaLossWindowMs = 1000; // RECCL_RDMA_LOSS_WINDOW_MS (gray-failure holds)
   int64_t degradedClearMs = 5000; // RECCL_DEGRADED_CLEAR_MS
 };
 

@@ -40,6 +40,7 @@ Result<Settings> readSettings(const core::FailoverHost& host) {
     return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + s.route + " is not auto, direct or relay");
   s.nicAffinity = params::NicAffinity();
   s.retransWindowMs = params::RetransWindowMs();
+  s.rdmaLossWindowMs = params::RdmaLossWindowMs();
   // The detector pools windows only with its rate check on (docs/detector.md).
   s.retransPoolWindows = params::RetransRate() == 0 ? 0 : std::max<int64_t>(0, params::RetransPool());
   s.degradedClearMs = params::DegradedClearMs();

@@ -9,7 +9,9 @@
 #     monitor, later rail1 taken admin down, each put back by the plan). Passes when reccl-bench
 #     exits 0 on every rank (every result bit-exact, every action of the plan applied and undone)
 #     and rank 0's report shows FAULTS faults, each with a failover and a stall figure, and
-#     failovers > 0.
+#     failovers > 0. VERBS_PLAN_MIN_FAILOVERS=0 drops the failover checks (a baseline run
+#     without the source that finds the fault). Rank 0 prints "plan: longest iteration X ms;
+#     failovers ..." last.
 #   verbs_bench_plan.sh --soak SEED N [SIZE [HOSTS]]
 #     N faults drawn from SEED, one at a time on either of rank 0's rails (HOSTS 2: on either rail
 #     of either host, the first on host 0, the second on host 1, then drawn; each host runs its
@@ -85,7 +87,8 @@ else
 fi
 # 18:1 (2 x 1.1 s): smaller QP settings fail healthy rxe links on a starved TCG host
 # (docs/verbs.md); the detector, not the QP's retry budget, starts the migrations here.
-export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=18 RECCL_IB_RETRY_CNT=1
+# A caller's retry count is kept (lab.VerbsGrayDropMovesOffTheRail: 7, which rxe never ends).
+export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=18 RECCL_IB_RETRY_CNT=${RECCL_IB_RETRY_CNT:-1}
 # The plan's faults are the detector's to find; a stall check at 10 s keeps the liveness probes
 # from moving healthy paths while a guest's one vCPU verifies the detector's BPF programs
 # (unanswered for over 2 s there), which would leave nothing on rail0 for the plan's cable pull.
@@ -131,13 +134,14 @@ if [ "$RANK" -eq 0 ]; then
   n=$(sed -n 's/^# fault plan .*, \([0-9]*\) faults$/\1/p' "$out")
   [ "${n:-0}" -eq "$faults" ] || fail "the plan applied ${n:-no} faults, expected $faults"
   fo=$(sed -n 's/^# failovers \([0-9]*\) failbacks.*/\1/p' "$out")
-  [ "${fo:-0}" -ge 1 ] || fail "no failover"
+  minfo=${VERBS_PLAN_MIN_FAILOVERS:-1}
+  [ "${fo:-0}" -ge "$minfo" ] || fail "no failover"
+  # The longest iteration, from the JSON's timeline (one key a line, keys in order: end first).
+  longest=$(sed -n '/^ "iterations": \[/,/^ \]/p' "$out.json" | awk -F': ' '
+    /"end_mono_ns"/ { e = $2 + 0 } /"start_mono_ns"/ { d = e - ($2 + 0); if (d > m) m = d }
+    END { printf "%.1f", m / 1e6 }')
   if [ "$soak" -eq 1 ]; then
     iters=$(sed -n 's/^# fault plan .*: \([0-9]*\) iterations of .*/\1/p' "$out")
-    # The longest iteration, from the JSON's timeline (one key a line, keys in order: end first).
-    longest=$(sed -n '/^ "iterations": \[/,/^ \]/p' "$out.json" | awk -F': ' '
-      /"end_mono_ns"/ { e = $2 + 0 } /"start_mono_ns"/ { d = e - ($2 + 0); if (d > m) m = d }
-      END { printf "%.1f", m / 1e6 }')
     # Two hosts: no stall percentiles, as host 0's analysis window of one of its faults takes in
     # host 1's faults (whose times are on another clock); the longest iteration is the figure.
     stall=
@@ -145,14 +149,17 @@ if [ "$RANK" -eq 0 ]; then
     echo "soak: seed $seed, $drawn faults ($kinds; counting each flap's downs $faults0 on host 0, $faults1 on host 1), $iters iterations bit-exact, longest ${longest} ms;" \
       "$(sed -n 's/^# \(failovers .*\) (sums over ranks)$/\1/p' "$out")$stall"
   else
-    with=$(sed -n 's/^# stall ms .* over \([0-9]*\) faults with a failover.*/\1/p' "$out")
-    [ "${with:-0}" -eq "$faults" ] || fail "${with:-no} of $faults faults had a failover"
-    stalls=$(grep -c "^#  fault [0-9]* at .* stall [0-9.]* ms" "$out")
-    [ "$stalls" -eq "$faults" ] || fail "$stalls of $faults faults have a stall figure"
+    if [ "$minfo" -ge 1 ]; then
+      with=$(sed -n 's/^# stall ms .* over \([0-9]*\) faults with a failover.*/\1/p' "$out")
+      [ "${with:-0}" -eq "$faults" ] || fail "${with:-no} of $faults faults had a failover"
+      stalls=$(grep -c "^#  fault [0-9]* at .* stall [0-9.]* ms" "$out")
+      [ "$stalls" -eq "$faults" ] || fail "$stalls of $faults faults have a stall figure"
+    fi
     # The plan's actions (a cable's done_mono_ns: when its carrier read as asked), then the JSON's
     # per-fault figures and summary (reccl-bench --json writes one key a line at the top).
     grep '"event":"action"' "$out.log"
     sed -n '/^ "faults": \[/,/^ \]/p; /^ "summary": {/,/^ }/p' "$out.json"
+    echo "plan: longest iteration ${longest} ms; $(sed -n 's/^# \(failovers .*\) (sums over ranks)$/\1/p' "$out")"
   fi
 fi
 echo "verbs_bench_plan rank $RANK: ok"
