@@ -72,4 +72,4 @@ for mode in on off; do
 done
 on=$(echo "${longest[on]}" | med | cut -d' ' -f1)
 off=$(echo "${longest[off]}" | med | cut -d' ' -f1)
-awk -v a="$off" -v b="$on" 'BEGIN { printf "\nlongest iteration, median off / on: %.2f\n", a / b }'
+awk -v a="$off" -v b="$on" 'BEGIN { if (b > 0) printf "\nlongest iteration, median off / on: %.2f\n", a / b }'

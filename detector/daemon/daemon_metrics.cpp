@@ -92,6 +92,27 @@ class DaemonMetrics::StateCollector : public prometheus::Collectable {
     out.push_back(scalar("reccl_detector_neighbours_probed_total",
                          "ARP requests for neighbours an outage left unresolved, sent when their link came back.",
                          MetricType::Counter, static_cast<double>(c.neighboursProbed)));
+    if (!st.rdmaPorts.empty()) {
+      // The watched links' RDMA ports (the rdma_counters source): the kernel's totals as last read.
+      auto perPort = [&](const char* name, const char* help, auto value, bool needsPackets) {
+        MetricFamily f = family(name, help, MetricType::Counter);
+        for (const auto& p : st.rdmaPorts) {
+          if (needsPackets && !p.packets) continue;
+          f.metric.push_back(sample(static_cast<double>(value(p)),
+                                    {{"device", p.netdev}, {"rdma_device", p.dev}, {"port", std::to_string(p.port)}},
+                                    MetricType::Counter));
+        }
+        if (!f.metric.empty()) out.push_back(std::move(f));
+      };
+      perPort("reccl_detector_rdma_sequence_errors_total",
+              "Sequence errors of the RDMA port (packets lost between two RoCE ends), as the kernel counts them.",
+              [](const RdmaPortReport& p) { return p.sequenceErrors; }, false);
+      perPort("reccl_detector_rdma_packets_total", "Packets the RDMA port sent and received, as the kernel counts them.",
+              [](const RdmaPortReport& p) { return *p.packets; }, true);
+      perPort("reccl_detector_rdma_degraded_total",
+              "DEGRADED signals the RDMA port's sequence errors produced (before the state machine).",
+              [](const RdmaPortReport& p) { return p.verdicts; }, false);
+    }
     MetricFamily src = family("reccl_detector_source_active", "1 when the source or hook is active on this kernel.",
                               MetricType::Gauge);
     for (const auto& s : st.sources) src.metric.push_back(sample(s.active ? 1 : 0, {{"source", s.name}}, MetricType::Gauge));

@@ -46,6 +46,9 @@ int main(int argc, char** argv) {
   app.add_option("--max-clients", opts.limits.maxClients, "connections at once, all users")->capture_default_str();
   app.add_option("--source", source, "auto, bpf or netlink")->capture_default_str();
   app.add_option("--watch", watch, "links watched from the start: [NETNS:]IF");
+  app.add_option("--rdma-sysfs", opts.detector.rdmaSysfs,
+                 "the RDMA devices' sysfs directory, where the host's is mounted elsewhere (a container)")
+      ->capture_default_str();
   app.add_option("--hold-down-ms", holdDownMs, "a link must stay up this long before LinkUp")->capture_default_str();
   app.add_option("--rt-priority", opts.detector.realtimePriority, "SCHED_FIFO priority of the detector thread, 0 off (needs CAP_SYS_NICE or RLIMIT_RTPRIO >= it: the unit sets LimitRTPRIO)")
       ->capture_default_str();

@@ -281,6 +281,14 @@ std::string statusToJson(const DetectorStatus& st, int clients) {
                      {"flaps", l.status.flaps},
                      {"epoch", l.epoch}});
   j["links"] = links;
+  json ports = json::array();
+  for (const auto& p : st.rdmaPorts) {
+    json o{{"rdma_device", p.dev}, {"port", p.port}, {"ifname", p.netdev}, {"sequence_errors", p.sequenceErrors},
+           {"degraded_verdicts", p.verdicts}};
+    if (p.packets) o["packets"] = *p.packets;
+    ports.push_back(std::move(o));
+  }
+  j["rdma_ports"] = ports;
   const auto& c = st.counters;
   json sig = json::object();
   for (int i = 1; i < RECCL_LINK_SRC_COUNT; ++i)

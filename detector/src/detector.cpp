@@ -109,9 +109,7 @@ Status Detector::openSources() {
     if (r.ok()) {
       rdmaLoss_ = std::move(r).value();
       RECCL_TRY(epollAdd(rdmaLoss_->fd(), tag(kTagRdmaLoss)));
-      std::string ports;
-      for (const auto& p : rdmaLoss_->ports()) ports += (ports.empty() ? "" : ", ") + p;
-      sourceInfo_.push_back({"rdma_counters", true, ports});
+      sourceInfo_.push_back({"rdma_counters", true, ""});  // its reason: the ports, in status()
     } else {
       sourceInfo_.push_back({"rdma_counters", false, r.status().message()});
     }
@@ -261,6 +259,7 @@ Result<WatchedLink> Detector::addWatchIn(NetnsCtx* ctx, const WatchSpec& spec) {
   slotUsed_[slot] = true;
   WatchedLink out = w->info;
   watches_[key] = std::move(w);
+  tellRdmaLossWatched();
   RECCL_INFO(kLogDetector, "detector: watching %s:%s (netns %u ifindex %u slot %u, %s)",
              spec.netns.empty() ? "(own)" : spec.netns.c_str(), out.ifname.c_str(), key.netnsIno,
              key.ifindex, slot, healthy ? "up" : "down");
@@ -284,8 +283,17 @@ Status Detector::removeWatch(LinkKey key) {
   sm_.removeLink(key);
   NetnsCtx* ctx = w.ctx;
   watches_.erase(it);
+  tellRdmaLossWatched();
   releaseNetnsIfUnused(ctx);
   return Status::Ok();
+}
+
+void Detector::tellRdmaLossWatched() {
+  if (!rdmaLoss_) return;
+  std::set<LinkKey> own;
+  for (const auto& [key, w] : watches_)
+    if (key.netnsIno == ownNetnsIno_) own.insert(key);
+  rdmaLoss_->setWatched(std::move(own));
 }
 
 std::vector<WatchedLink> Detector::watched() const {
@@ -481,6 +489,14 @@ DetectorStatus Detector::status() const {
   DetectorStatus st;
   st.mode = sourceModeName(opts_.mode);
   st.sources = sourceInfo_;
+  if (rdmaLoss_)
+    for (auto& src : st.sources)
+      if (src.name == "rdma_counters") {
+        src.reason.clear();
+        for (const auto& p : rdmaLoss_->ports()) src.reason += (src.reason.empty() ? "" : ", ") + p;
+        if (src.reason.empty()) src.reason = "no port bound to a netdev counts sequence errors yet";
+      }
+  if (rdmaLoss_) st.rdmaPorts = rdmaLoss_->reports();
   uint64_t now = monotonicNs();
   for (const auto& [key, w] : watches_) {
     LinkReport r;

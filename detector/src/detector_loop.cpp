@@ -119,7 +119,7 @@ void Detector::handle(const epoll_event* evs, int n) {
           if (!rdmaLoss_) break;
           std::vector<LinkSignal> sigs;
           uint64_t now = monotonicNs();
-          rdmaLoss_->sample(now, [this](LinkKey k) { return watches_.count(k) != 0; }, sigs);
+          rdmaLoss_->take(sigs);
           for (const auto& s : sigs) feed(s, now);
           break;
         }

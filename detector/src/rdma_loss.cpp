@@ -1,14 +1,21 @@
 #include "reccl/detector/rdma_loss.h"
 
 #include <net/if.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
+
+#include "reccl/common/deadline.h"
+#include "reccl/common/log.h"
 
 namespace reccl::detector {
-
 uint64_t rdmaLossSampleNs(const RdmaLossParams& p) noexcept {
   return std::clamp<uint64_t>(p.windowNs / 10, 10'000'000, 100'000'000);
 }
@@ -31,11 +38,15 @@ std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::feed(uint64_t nowNs, uint64
   Verdict v;
   v.errors = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
   if (packets) {
+    // No packet at all in the window while errors came: everything sent was lost.
     const uint64_t pk = *packets - *base.packets;
     const uint64_t ppm = pk == 0 ? 1'000'000 : std::min<uint64_t>(n * 1'000'000 / pk, 1'000'000);
     if (ppm < p_.ratePpm) return std::nullopt;
     v.ppm = static_cast<uint32_t>(ppm);
   }
+  if (declared_ && nowNs - lastVerdictNs_ < kMinIntervalNs) return std::nullopt;
+  declared_ = true;
+  lastVerdictNs_ = nowNs;
   window_.clear();
   window_.push_back({nowNs, errors, packets});
   return v;
@@ -43,14 +54,14 @@ std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::feed(uint64_t nowNs, uint64
 
 Result<std::unique_ptr<RdmaLossSource>> RdmaLossSource::open(const std::string& root, uint32_t ownNetnsIno,
                                                              RdmaLossParams params) {
-  auto ports = listRdmaLossPorts(root);
-  if (ports.empty())
-    return Status(Errc::kUnsupported, "rdma counters: no RDMA port bound to a netdev counts sequence errors");
-  std::unique_ptr<RdmaLossSource> s(new RdmaLossSource());
-  s->netnsIno_ = ownNetnsIno;
-  for (auto& c : ports) s->ports_.push_back({std::move(c), RdmaLossJudge(params)});
+  struct stat st{};
+  if (::stat(root.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    return Status(Errc::kUnsupported, "rdma counters: no " + root + " (no RDMA stack on this machine)");
+  std::unique_ptr<RdmaLossSource> s(new RdmaLossSource(root, ownNetnsIno, params));
   s->timer_.reset(timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-  if (!s->timer_) return Status::FromErrno(errno, "rdma counters: timerfd_create");
+  s->ready_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  s->stop_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (!s->timer_ || !s->ready_ || !s->stop_) return Status::FromErrno(errno, "rdma counters: timerfd/eventfd");
   const uint64_t ns = rdmaLossSampleNs(params);
   itimerspec its{};
   its.it_interval.tv_sec = static_cast<time_t>(ns / 1'000'000'000ull);
@@ -58,26 +69,117 @@ Result<std::unique_ptr<RdmaLossSource>> RdmaLossSource::open(const std::string& 
   its.it_value = its.it_interval;
   if (timerfd_settime(s->timer_.get(), 0, &its, nullptr) != 0)
     return Status::FromErrno(errno, "rdma counters: timerfd_settime");
+  s->relist();
+  s->thread_ = std::thread([p = s.get()] { p->run(); });
   return s;
 }
 
-void RdmaLossSource::sample(uint64_t nowNs, const std::function<bool(LinkKey)>& watched,
-                            std::vector<LinkSignal>& out) {
-  uint64_t expirations;
-  (void)!::read(timer_.get(), &expirations, sizeof(expirations));
+RdmaLossSource::~RdmaLossSource() {
+  uint64_t one = 1;
+  (void)!::write(stop_.get(), &one, sizeof(one));
+  if (thread_.joinable()) thread_.join();
+}
+
+void RdmaLossSource::setWatched(std::set<LinkKey> keys) {
+  std::lock_guard lk(mu_);
+  watched_ = std::move(keys);
+}
+
+void RdmaLossSource::take(std::vector<LinkSignal>& out) {
+  uint64_t v;
+  (void)!::read(ready_.get(), &v, sizeof(v));
+  std::lock_guard lk(mu_);
+  for (auto& s : pending_) out.push_back(std::move(s));
+  pending_.clear();
+}
+
+std::vector<std::string> RdmaLossSource::ports() const {
+  std::lock_guard lk(mu_);
+  return portNames_;
+}
+
+std::vector<RdmaPortReport> RdmaLossSource::reports() const {
+  std::lock_guard lk(mu_);
+  return reports_;
+}
+
+void RdmaLossSource::relist() {
+  std::vector<Port> next;
+  for (auto& c : listRdmaLossPorts(root_)) {
+    // A port listed before keeps its judgement.
+    auto it = std::find_if(ports_.begin(), ports_.end(), [&](const Port& p) {
+      return p.counters.dev == c.dev && p.counters.port == c.port && p.counters.netdev == c.netdev;
+    });
+    next.push_back(it != ports_.end() ? std::move(*it) : Port{std::move(c), RdmaLossJudge(params_), std::nullopt});
+  }
+  ports_ = std::move(next);
+  std::vector<std::string> names;
+  std::vector<RdmaPortReport> reports;
+  for (const auto& p : ports_) {
+    names.push_back(p.counters.dev + "/" + std::to_string(p.counters.port) + " (" + p.counters.netdev + ")");
+    if (p.last) reports.push_back(*p.last);
+  }
+  std::lock_guard lk(mu_);
+  portNames_ = std::move(names);
+  reports_ = std::move(reports);
+}
+
+void RdmaLossSource::run() {
+  pthread_setname_np(pthread_self(), "reccl-rdmaloss");
+  uint64_t listedNs = monotonicNs();
+  for (;;) {
+    pollfd pf[2] = {{stop_.get(), POLLIN, 0}, {timer_.get(), POLLIN, 0}};
+    if (::poll(pf, 2, -1) < 0 && errno != EINTR) {
+      RECCL_WARN(kLogDetector, "rdma counters: poll: %s; sampling stops", strerror(errno));
+      return;
+    }
+    if (pf[0].revents) return;
+    if (!(pf[1].revents & POLLIN)) continue;
+    uint64_t expirations;
+    (void)!::read(timer_.get(), &expirations, sizeof(expirations));
+    const uint64_t now = monotonicNs();
+    if (now - listedNs >= params_.relistNs) {
+      relist();
+      listedNs = now;
+    }
+    sample(now);
+  }
+}
+
+void RdmaLossSource::sample(uint64_t nowNs) {
+  std::set<LinkKey> watched;
+  {
+    std::lock_guard lk(mu_);
+    if (watched_.empty()) return;
+    watched = watched_;
+  }
+  std::vector<LinkSignal> out;
+  bool read = false;
   for (auto& p : ports_) {
-    // By name, as the netdev is known in this namespace (rdma_async_source.h does the same).
     unsigned ifindex = if_nametoindex(p.counters.netdev.c_str());
-    if (ifindex == 0 || !watched(LinkKey{netnsIno_, ifindex})) continue;
+    if (ifindex == 0 || !watched.count(LinkKey{netnsIno_, ifindex})) continue;
     auto errors = readCounterSum(p.counters.lossFiles);
     if (!errors) continue;
+    // Packets when the port counts them readably; a 32-bit PMA counter stuck at its maximum
+    // (ports without the extended counters) counts nothing: the count alone then.
     std::optional<uint64_t> packets;
     if (!p.counters.packetFiles.empty()) {
-      packets = readCounterSum(p.counters.packetFiles);
-      if (!packets) continue;
+      uint64_t sum = 0;
+      bool ok = true;
+      for (const auto& f : p.counters.packetFiles) {
+        auto v = readCounterSum({f});
+        if (!v || *v == UINT32_MAX) ok = false;
+        else sum += *v;
+      }
+      if (ok) packets = sum;
     }
     auto v = p.judge.feed(nowNs, *errors, packets);
+    if (!p.last) p.last = RdmaPortReport{p.counters.dev, p.counters.port, p.counters.netdev, 0, std::nullopt, 0};
+    p.last->sequenceErrors = *errors;
+    p.last->packets = packets;
+    read = true;
     if (!v) continue;
+    p.last->verdicts++;
     LinkSignal s;
     s.kind = RECCL_LINK_KIND_DEGRADED;
     s.source = RECCL_LINK_SRC_RDMA_COUNTERS;
@@ -87,13 +189,20 @@ void RdmaLossSource::sample(uint64_t nowNs, const std::function<bool(LinkKey)>& 
     s.value = (uint64_t(v->ppm) << 32) | v->errors;
     out.push_back(std::move(s));
   }
-}
-
-std::vector<std::string> RdmaLossSource::ports() const {
-  std::vector<std::string> v;
-  for (const auto& p : ports_)
-    v.push_back(p.counters.dev + "/" + std::to_string(p.counters.port) + " (" + p.counters.netdev + ")");
-  return v;
+  if (read) {
+    std::vector<RdmaPortReport> reports;
+    for (const auto& p : ports_)
+      if (p.last) reports.push_back(*p.last);
+    std::lock_guard lk(mu_);
+    reports_ = std::move(reports);
+  }
+  if (out.empty()) return;
+  {
+    std::lock_guard lk(mu_);
+    for (auto& s : out) pending_.push_back(std::move(s));
+  }
+  uint64_t one = 1;
+  (void)!::write(ready_.get(), &one, sizeof(one));
 }
 
 }  // namespace reccl::detector

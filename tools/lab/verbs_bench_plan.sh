@@ -135,6 +135,7 @@ if [ "$RANK" -eq 0 ]; then
   [ "${n:-0}" -eq "$faults" ] || fail "the plan applied ${n:-no} faults, expected $faults"
   fo=$(sed -n 's/^# failovers \([0-9]*\) failbacks.*/\1/p' "$out")
   minfo=${VERBS_PLAN_MIN_FAILOVERS:-1}
+  case $minfo in '' | *[!0-9]*) fail "VERBS_PLAN_MIN_FAILOVERS: a count, got '$minfo'" ;; esac
   [ "${fo:-0}" -ge "$minfo" ] || fail "no failover"
   # The longest iteration, from the JSON's timeline (one key a line, keys in order: end first).
   longest=$(sed -n '/^ "iterations": \[/,/^ \]/p' "$out.json" | awk -F': ' '

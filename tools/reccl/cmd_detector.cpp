@@ -196,6 +196,15 @@ void printStatus(const nlohmann::json& j) {
                 l.value("ifindex", 0u), l.value("slot", 0u), l.value("state", "").c_str(),
                 l.value("physical_up", false) ? "up" : "down", l.value("suppressed", false) ? "yes" : "no",
                 l.value("penalty", 0.0), l.value("flaps", uint64_t(0)), l.value("epoch", uint64_t(0)));
+  if (j.contains("rdma_ports") && !j.at("rdma_ports").empty()) {
+    std::printf("rdma ports:\n");
+    for (const auto& p : j.at("rdma_ports")) {
+      std::string packets = p.contains("packets") ? std::to_string(p.value("packets", uint64_t(0))) : "-";
+      std::printf("  %s/%u (%s) sequence errors %" PRIu64 " packets %s degraded %" PRIu64 "\n",
+                  p.value("rdma_device", "").c_str(), p.value("port", 0u), p.value("ifname", "").c_str(),
+                  p.value("sequence_errors", uint64_t(0)), packets.c_str(), p.value("degraded_verdicts", uint64_t(0)));
+    }
+  }
   const auto& c2 = j.at("counters");
   std::printf("counters: events %" PRIu64 ", ring-buffer drops %" PRIu64 ", debounced %" PRIu64 ", stale %" PRIu64 "\n",
               c2.value("events", uint64_t(0)), c2.value("ringbuf_drops", uint64_t(0)), c2.value("debounced", uint64_t(0)),

@@ -20,7 +20,7 @@ typedef __u32 reccl_link_u32;
 typedef __u64 reccl_link_u64;
 #endif
 
-#define RECCL_LINK_ABI_VERSION 1
+#define RECCL_LINK_ABI_VERSION 2
 #define RECCL_LINK_IFNAMSIZ 16
 /* Slots in the mmapable link-state array; also the watch list's capacity. */
 #define RECCL_LINK_MAX_SLOTS 256
@@ -179,6 +179,7 @@ static_assert(sizeof(reccl_link_slot) == 64, "reccl_link_slot ABI");
 static_assert(sizeof(reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 static_assert(sizeof(reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
 static_assert(sizeof(reccl_retrans_pool) == 16 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
+static_assert(sizeof(reccl_link_counters) == 8 * (4 + RECCL_LINK_SRC_COUNT), "reccl_link_counters ABI");
 static_assert(offsetof(reccl_link_slot, epoch) == 0, "epoch leads the slot");
 #else
 _Static_assert(sizeof(struct reccl_link_event) == 64, "reccl_link_event ABI");
@@ -188,6 +189,7 @@ _Static_assert(sizeof(struct reccl_link_slot) == 64, "reccl_link_slot ABI");
 _Static_assert(sizeof(struct reccl_retrans_window) == 80, "reccl_retrans_window ABI");
 _Static_assert(sizeof(struct reccl_retrans_pooled_window) == 40, "reccl_retrans_pooled_window ABI");
 _Static_assert(sizeof(struct reccl_retrans_pool) == 16 + 40 * RECCL_RETRANS_POOL_MAX, "reccl_retrans_pool ABI");
+_Static_assert(sizeof(struct reccl_link_counters) == 8 * (4 + RECCL_LINK_SRC_COUNT), "reccl_link_counters ABI");
 #endif
 
 #endif

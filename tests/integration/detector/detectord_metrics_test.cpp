@@ -121,6 +121,67 @@ INSTANTIATE_TEST_SUITE_P(
                       HttpCase{"POST", "/metrics", 405, true, "Allow: GET, HEAD"},
                       HttpCase{"DELETE", "/metrics", 405, true, "Allow: GET, HEAD"}));
 
+// The RDMA ports of watched links (the rdma_counters source), from a sysfs-shaped tree handed over
+// with --rdma-sysfs (a container's mount of the host's): the kernel's totals per port with
+// node_exporter's `device` for the netdev, the DEGRADED they produced, and the status JSON's
+// "rdma_ports"; promtool accepts the page.
+TEST(DetectordRdmaMetrics, AWatchedPortsCountersAndVerdicts) {
+  char tmpl[] = "/tmp/reccl-rdma-metrics-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  struct Cleanup {
+    std::string dir;
+    ~Cleanup() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
+  } cleanup{root};
+  auto put = [&](const std::string& rel, uint64_t v) {
+    std::string path = root + "/rxe_lo/ports/1/" + rel;
+    (void)std::system(("mkdir -p '" + path.substr(0, path.rfind('/')) + "'").c_str());
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr) << path;
+    std::fprintf(f, "%llu\n", static_cast<unsigned long long>(v));
+    std::fclose(f);
+  };
+  auto counters = [&](uint64_t oos, uint64_t pkts) {
+    put("hw_counters/out_of_seq_request", oos);
+    put("hw_counters/rcvd_seq_err", 0);
+    put("hw_counters/sent_pkts", pkts);
+    put("hw_counters/rcvd_pkts", pkts);
+  };
+  {
+    std::string ndev = root + "/rxe_lo/ports/1/gid_attrs/ndevs";
+    ASSERT_EQ(std::system(("mkdir -p '" + ndev + "' && echo lo > '" + ndev + "/0'").c_str()), 0);
+  }
+  counters(0, 0);
+  DaemonProcess daemon({"--source", "netlink", "--watch", "lo", "--rdma-sysfs", root});
+  int port = daemon.waitStarted(15000);
+  ASSERT_GT(port, 0) << daemon.logText();
+  // The first reads, then 5 errors in 1,000 packets: one DEGRADED.
+  usleep(300'000);
+  counters(5, 500);
+  std::string text;
+  const std::string want = R"(reccl_detector_rdma_degraded_total{device="lo",rdma_device="rxe_lo",port="1"} 1)";
+  for (int i = 0; i < 100 && text.find(want) == std::string::npos; ++i) {
+    usleep(50'000);
+    text = body(httpRequest(port, "GET", "/metrics"));
+  }
+  EXPECT_NE(text.find(want), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(reccl_detector_rdma_sequence_errors_total{device="lo",rdma_device="rxe_lo",port="1"} 5)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(reccl_detector_rdma_packets_total{device="lo",rdma_device="rxe_lo",port="1"} 1000)"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(reccl_detector_source_active{source="rdma_counters"} 1)"), std::string::npos) << text;
+  if (std::system("command -v promtool >/dev/null 2>&1") == 0) {
+    std::string file = root + "/metrics.txt";
+    FILE* f = std::fopen(file.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fwrite(text.data(), 1, text.size(), f);
+    std::fclose(f);
+    EXPECT_EQ(std::system(("promtool check metrics < '" + file + "' >/dev/null 2>&1").c_str()), 0) << text;
+  }
+}
+
 TEST(DetectordMetricsAddr, ListensWhereItIsTold) {
   // All of 127/8 is loopback: a second address tells "where it is told" from "everywhere".
   DaemonProcess daemon({"--source", "netlink", "--metrics-addr", "127.0.0.2"});

@@ -96,6 +96,19 @@ TEST(DaemonProtocol, EventsAndStatusCarryTheVersion) {
   auto sj = nlohmann::json::parse(statusToJson(DetectorStatus{}, 3));
   EXPECT_EQ(sj.value("version", 0), kDaemonProtocolVersion);
   EXPECT_EQ(sj.value("clients", 0), 3);
+  EXPECT_TRUE(sj.at("rdma_ports").empty());
+  // An RDMA port's counters as last read; packets only where the port counts them.
+  DetectorStatus st;
+  st.rdmaPorts.push_back({"rxe0", 1, "rail0", 7, 1000, 2});
+  st.rdmaPorts.push_back({"mlx5_0", 1, "eth2", 3, std::nullopt, 0});
+  auto rj = nlohmann::json::parse(statusToJson(st, 0)).at("rdma_ports");
+  ASSERT_EQ(rj.size(), 2u);
+  EXPECT_EQ(rj[0].value("rdma_device", ""), "rxe0");
+  EXPECT_EQ(rj[0].value("ifname", ""), "rail0");
+  EXPECT_EQ(rj[0].value("sequence_errors", 0), 7);
+  EXPECT_EQ(rj[0].value("packets", 0), 1000);
+  EXPECT_EQ(rj[0].value("degraded_verdicts", 0), 2);
+  EXPECT_FALSE(rj[1].contains("packets"));
 }
 
 // Numbers in an event or a watch reply are integers in their field's range or the message is

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "reccl/common/deadline.h"
 #include "reccl/detector/detector.h"
 #include "reccl/detector/detector_options.h"
 #include "reccl/detector/rdma_loss.h"
@@ -42,8 +43,9 @@ TEST(RdmaLossJudge, CountAndShareWithinTheWindow) {
                         {800, 4, 400, false}}},
       // No packets at all in the window (the peer's answers lost too): every error counts fully.
       {"nothing else moved", {{0, 0, 0, false}, {50, 3, 0, true}}},
-      // The evidence is used once: the next verdict needs three new errors.
-      {"evidence used once", {{0, 0, 0, false}, {50, 3, 100, true}, {100, 4, 200, false}, {150, 6, 300, true}}},
+      // The evidence is used once: the next verdict needs three new errors (and a second).
+      {"evidence used once",
+       {{0, 0, 0, false}, {50, 3, 100, true}, {1060, 4, 200, false}, {1110, 6, 300, false}, {1160, 7, 400, true}}},
       // A device reset: the totals went back, the window starts over.
       {"counters reset", {{0, 100, 1000, false}, {50, 1, 10, false}, {100, 3, 20, false}, {150, 4, 30, true}}},
   };
@@ -75,6 +77,19 @@ TEST(RdmaLossJudge, VerdictCarriesCountAndShare) {
   RdmaLossJudge c(countOnly);
   ASSERT_FALSE(c.feed(0, 0, 0));
   EXPECT_TRUE(c.feed(50 * kMs, 3, 10'000'000));
+}
+
+TEST(RdmaLossJudge, AtMostOneVerdictASecondAndTheHeldEvidenceStays) {
+  RdmaLossParams p;
+  p.windowNs = 2'000 * kMs;
+  RdmaLossJudge j(p);
+  ASSERT_FALSE(j.feed(0, 0, 0));
+  ASSERT_TRUE(j.feed(100 * kMs, 3, 100));
+  EXPECT_FALSE(j.feed(200 * kMs, 6, 200)) << "a second verdict within a second";
+  EXPECT_FALSE(j.feed(600 * kMs, 9, 300));
+  auto v = j.feed(1'100 * kMs, 9, 400);
+  ASSERT_TRUE(v) << "the errors held back count once the second is over";
+  EXPECT_EQ(v->errors, 6u);
 }
 
 TEST(RdmaLossSampling, ATenthOfTheWindowWithinTenToAHundredMs) {
@@ -154,45 +169,58 @@ TEST(RdmaSysfs, FindsTheSequenceCountersOfRxeAndMlx5Ports) {
   EXPECT_EQ(rdmaPortNetdev(t.root(), "mlx5_1", 1), "");
   EXPECT_FALSE(readCounterSum({t.root() + "/missing"}));
 
-  auto none = RdmaLossSource::open(t.root() + "/nothing-here", 0, RdmaLossParams{});
+  auto none = RdmaLossSource::open(t.root() + "/no-rdma-stack", 0, RdmaLossParams{});
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.status().code(), Errc::kUnsupported);
 }
 
 // The whole detector, in netlink mode: a port bound to "lo" whose counters climb is declared
-// DEGRADED through the sampling timer and the state machine, with this source named; a port not
-// watched is not read.
+// DEGRADED through the sampling thread and the state machine, with this source named; its
+// counters are not even read while "lo" is not watched (no signal at all); a port that appears
+// later is listed and read.
 TEST(RdmaLossDetector, AWatchedPortsSequenceErrorsMarkItsNetdevDegraded) {
   FakeSysfs t;
   ASSERT_FALSE(t.root().empty());
-  t.rxe("rxe_lo", "lo", 0, 0, 0, 0);
-  t.rxe("rxe_other", "reccl-none0", 0, 0, 0, 0);
   DetectorOptions opts;
   opts.mode = SourceMode::kNetlink;
   opts.rdma = false;
   opts.rdmaSysfs = t.root();
   opts.rdmaLoss.windowNs = 200 * kMs;  // sampled every 20 ms
-  opts.watch = {{"", "lo"}};
+  opts.rdmaLoss.relistNs = 50 * kMs;
+  fs::create_directories(t.root());
   auto det = Detector::create(opts);
   ASSERT_TRUE(det.ok()) << det.status().message();
   Detector& d = **det;
-  ASSERT_TRUE(d.activeSources().count(RECCL_LINK_SRC_RDMA_COUNTERS));
+  ASSERT_TRUE(d.activeSources().count(RECCL_LINK_SRC_RDMA_COUNTERS)) << "the RDMA stack is there, ports or not";
   ASSERT_TRUE(d.start().ok());
-  // Quiet counters for a while: nothing.
+  auto portsListed = [&] {
+    for (const auto& s : d.status().sources)
+      if (s.name == "rdma_counters") return s.reason;
+    return std::string("(no such source)");
+  };
+  EXPECT_NE(portsListed().find("yet"), std::string::npos) << portsListed();
+  // A device created after the detector started: listed within the relist period.
+  t.rxe("rxe_lo", "lo", 0, 0, 0, 0);
+  Deadline listed = Deadline::afterMs(3000);
+  while (portsListed().find("rxe_lo/1 (lo)") == std::string::npos && !listed.expired()) usleep(10'000);
+  EXPECT_NE(portsListed().find("rxe_lo/1 (lo)"), std::string::npos) << portsListed();
+  // Not watched: errors climb, nothing is read, nothing judged.
+  usleep(100'000);
+  t.rxe("rxe_lo", "lo", 5, 5, 400, 400);
+  EXPECT_TRUE(d.waitEvents(300).empty());
+  EXPECT_EQ(d.status().counters.signals[RECCL_LINK_SRC_RDMA_COUNTERS], 0u) << "an unwatched port was judged";
+  // Watched: quiet counters for a while, nothing; then 4 errors in 800 packets (5,000 per million).
+  ASSERT_TRUE(d.addWatch(WatchSpec{"", "lo"}).ok());
   EXPECT_TRUE(d.waitEvents(150).empty());
-  t.rxe("rxe_lo", "lo", 2, 2, 400, 400);  // 4 errors in 800 packets: 5,000 per million
+  t.rxe("rxe_lo", "lo", 7, 7, 800, 800);
   auto evs = d.waitEvents(2000);
+  auto st = d.status();
   d.stop();
   ASSERT_EQ(evs.size(), 1u);
   EXPECT_EQ(evs[0].type, LinkEventType::kLinkDegraded);
   EXPECT_EQ(evs[0].source, RECCL_LINK_SRC_RDMA_COUNTERS);
   EXPECT_EQ(evs[0].ifname, "lo");
   EXPECT_EQ(evs[0].link.ifindex, if_nametoindex("lo"));
-  auto st = d.status();
-  bool listed = false;
-  for (const auto& s : st.sources)
-    if (s.name == "rdma_counters") listed = s.active && s.reason.find("rxe_lo/1 (lo)") != std::string::npos;
-  EXPECT_TRUE(listed) << "the source lists the ports it reads";
   EXPECT_EQ(st.counters.signals[RECCL_LINK_SRC_RDMA_COUNTERS], 1u);
   ASSERT_EQ(st.links.size(), 1u);
   EXPECT_TRUE(st.links[0].kernelState & RECCL_LINK_STATE_DEGRADED) << "the slot shows the symptom";

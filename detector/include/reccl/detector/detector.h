@@ -22,6 +22,7 @@
 #include "reccl/detector/detector_options.h"
 #include "reccl/detector/link_state_machine.h"
 #include "reccl/detector/netns.h"
+#include "reccl/detector/rdma_loss.h"
 
 struct epoll_event;
 
@@ -74,6 +75,7 @@ struct DetectorStatus {
   std::vector<SourceInfo> sources;
   std::vector<LinkReport> links;
   DetectorCounters counters;
+  std::vector<RdmaPortReport> rdmaPorts;  // the watched links' RDMA ports, as last read
 };
 
 class Detector {
@@ -151,6 +153,7 @@ class Detector {
   void applyUrgencyChanges(NetnsCtx& ctx);
   void deliver();
   void rearmTimer();
+  void tellRdmaLossWatched();  // mu_ held: the watches in this namespace, whose ports it reads
   Status epollAdd(int fd, uint64_t tag);
 
   DetectorOptions opts_;

@@ -7,15 +7,18 @@
 // tell. Each sequence error is one loss episode (a responder NAKs a gap once and drops the
 // packets behind it until the resend), so a few in a short window already mean a lossy link;
 // a healthy lossless fabric shows none. The judgement (RdmaLossJudge) is pure and table-tested;
-// the source (RdmaLossSource) samples the watched ports' counters on a timer.
+// the source (RdmaLossSource) samples the watched ports' counters on a timer, on its own thread.
 #pragma once
 
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "reccl/common/status.h"
@@ -27,8 +30,9 @@ namespace reccl::detector {
 
 struct RdmaLossParams {
   uint64_t windowNs = 1'000'000'000;  // sliding window; 0: the source is off
-  uint32_t threshold = 3;           // sequence errors in the window
-  uint32_t ratePpm = 100;           // and per million packets of the port in it; 0: the count alone
+  uint32_t threshold = 3;             // sequence errors in the window
+  uint32_t ratePpm = 100;             // and per million packets of the port in it; 0: the count alone
+  uint64_t relistNs = 5'000'000'000;  // the ports are listed again this often (devices come and go)
 };
 
 // How often the counters are read: a tenth of the window, within 10..100 ms.
@@ -36,14 +40,17 @@ uint64_t rdmaLossSampleNs(const RdmaLossParams& p) noexcept;
 
 class RdmaLossJudge {
  public:
+  // At most one verdict per port this often, as the retransmit program's DEGRADED: a lasting
+  // loss keeps the link degraded with one a second (RECCL_DEGRADED_CLEAR_MS is far longer).
+  static constexpr uint64_t kMinIntervalNs = 1'000'000'000;
   struct Verdict {
     uint32_t errors = 0;  // sequence errors in the window
     uint32_t ppm = 0;     // per million packets in it (0: packets not counted)
   };
   explicit RdmaLossJudge(RdmaLossParams p) : p_(p) {}
   // The port's counter totals at nowNs (packets: nullopt when the port counts none). A verdict
-  // uses its evidence up: the next one rests on samples after it. Totals that went back (a
-  // device reset) start over.
+  // uses its evidence up: the next one rests on samples after it; one held back by
+  // kMinIntervalNs keeps it. Totals that went back (a device reset) start over.
   std::optional<Verdict> feed(uint64_t nowNs, uint64_t errors, std::optional<uint64_t> packets);
 
  private:
@@ -54,31 +61,70 @@ class RdmaLossJudge {
   };
   RdmaLossParams p_;
   std::deque<Sample> window_;  // oldest first; the front is the window's base
+  uint64_t lastVerdictNs_ = 0;
+  bool declared_ = false;
 };
 
+// What was last read of one port (for status and metrics): totals as the kernel counts them.
+struct RdmaPortReport {
+  std::string dev;     // "rxe0", "mlx5_2"
+  uint32_t port = 0;
+  std::string netdev;
+  uint64_t sequenceErrors = 0;
+  std::optional<uint64_t> packets;  // sent + received; none when the port counts none
+  uint64_t verdicts = 0;            // DEGRADED signals this source produced for the port
+};
+
+// The sampling runs on a thread of its own: a counter read may be a firmware command (mlx5),
+// which must not hold up the thread that reports link losses (the detector's, or the library's
+// monitor thread when the detector runs in-process). Signals wait in a queue behind an eventfd.
 class RdmaLossSource {
  public:
-  // The ports under `root` bound to a netdev with sequence-error counters. kUnsupported when
-  // there is none (no RDMA device, or a driver that does not count them).
+  // Starts the sampling thread over `root`'s ports (listed again every few seconds: a device
+  // created later is read too). kUnsupported when `root` does not exist (no RDMA stack).
   static Result<std::unique_ptr<RdmaLossSource>> open(const std::string& root, uint32_t ownNetnsIno,
                                                       RdmaLossParams params);
-  // A periodic timer (rdmaLossSampleNs): readable when a sample is due.
-  int fd() const noexcept { return timer_.get(); }
-  // Reads the timer and the counters of the ports whose link `watched` says is watched here;
-  // appends a DEGRADED signal for each port the judge declares.
-  void sample(uint64_t nowNs, const std::function<bool(LinkKey)>& watched, std::vector<LinkSignal>& out);
-  // "rxe0/1 (eth1)" per port.
+  ~RdmaLossSource();
+  RdmaLossSource(const RdmaLossSource&) = delete;
+  RdmaLossSource& operator=(const RdmaLossSource&) = delete;
+
+  // Readable while signals wait for take().
+  int fd() const noexcept { return ready_.get(); }
+  // The links whose ports are read: the detector's watches in its own namespace (a port is
+  // matched to its netdev by name there). Thread-safe.
+  void setWatched(std::set<LinkKey> keys);
+  // Moves the DEGRADED signals the sampling produced into `out`.
+  void take(std::vector<LinkSignal>& out);
+  // "rxe0/1 (eth1)" per port with sequence counters, as last listed.
   std::vector<std::string> ports() const;
+  // The ports read at least once (watched ones), as last read.
+  std::vector<RdmaPortReport> reports() const;
 
  private:
   struct Port {
     RdmaPortCounters counters;
     RdmaLossJudge judge;
+    std::optional<RdmaPortReport> last;  // as last read
   };
-  RdmaLossSource() = default;
-  std::vector<Port> ports_;
+  RdmaLossSource(std::string root, uint32_t ownNetnsIno, RdmaLossParams params)
+      : root_(std::move(root)), netnsIno_(ownNetnsIno), params_(params) {}
+  void run();
+  void relist();
+  void sample(uint64_t nowNs);
+
+  const std::string root_;
+  const uint32_t netnsIno_;
+  const RdmaLossParams params_;
+  std::vector<Port> ports_;  // the sampling thread's
   UniqueFd timer_;
-  uint32_t netnsIno_ = 0;
+  UniqueFd ready_;
+  UniqueFd stop_;
+  std::thread thread_;
+  mutable std::mutex mu_;  // guards the three below
+  std::set<LinkKey> watched_;
+  std::vector<LinkSignal> pending_;
+  std::vector<std::string> portNames_;
+  std::vector<RdmaPortReport> reports_;
 };
 
 }  // namespace reccl::detector
