@@ -108,6 +108,15 @@ rails_state() {
     [ "$i" -eq 1 ] && sleep 1
   done
   ip neigh show 2>&1 | sed 's/^/rails: neigh /'
+  # Whether each rail still carries anything at all (a rail stuck below the plan's faults, with
+  # carrier and no tc rule, is the emulation's, docs/results/lab.md). The peer may have ended its
+  # run already: then no answer says nothing.
+  for d in /sys/class/net/rail*; do
+    k=${d##*/rail}
+    peer=10.77.$((k + 1)).$(((LAB_INDEX + 1) % LAB_VMS + 1))
+    if ping -c 2 -W 1 -I "${d##*/}" "$peer" > /dev/null 2>&1; then a=answers; else a="no answer"; fi
+    echo "rails: ${d##*/} ping $peer: $a"
+  done
 }
 
 fail() {
