@@ -35,6 +35,7 @@ namespace {
 using nlohmann::json;
 
 constexpr int kExitOk = 0, kExitFailed = 1;
+constexpr long long kSlowEndMs = 5000;  // an end step this long is named on stderr
 
 int64_t monoNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -286,18 +287,30 @@ int runFaultPlanRank(const BenchOptions& o, const inject::FaultPlan& plan, reccl
   st.size = sizeof st;
   recclCommGetStats(comm, &st);
   uint64_t totals[5] = {wrongLocal, st.failovers, st.failbacks, st.bytesResent, st.duplicateSteps};
+  // The end's steps are timed: one that takes seconds (a guest NIC that stopped sending) says
+  // which it was.
+  auto slowStep = [rank](const char* what, int64_t sinceNs) {
+    const long long ms = (monoNs() - sinceNs) / 1'000'000;
+    if (ms >= kSlowEndMs) std::fprintf(stderr, "reccl-bench: rank %d: %s took %lld ms\n", rank, what, ms);
+  };
+  int64_t stepNs = monoNs();
   if (ok && recclAllReduce(totals, totals, 5, recclUint64, recclSum, comm, nullptr) != recclSuccess) ok = false;
+  slowStep("the totals' allreduce", stepNs);
+  stepNs = monoNs();
   if (ok)
     recclCommDestroy(comm);
   else
     recclCommAbort(comm);
+  slowStep(ok ? "recclCommDestroy" : "recclCommAbort", stepNs);
 
   if (runsPlan) {
     if (!planDone.load()) {
       uint64_t one = 1;
       [[maybe_unused]] auto n = ::write(stopFd, &one, sizeof one);
     }
+    stepNs = monoNs();
     planThread.join();
+    slowStep("the fault plan's end", stepNs);
     sigaction(SIGINT, &oldInt, nullptr);
     sigaction(SIGTERM, &oldTerm, nullptr);
     sigaction(SIGHUP, &oldHup, nullptr);
