@@ -87,7 +87,7 @@ else
 fi
 # 18:1 (2 x 1.1 s): smaller QP settings fail healthy rxe links on a starved TCG host
 # (docs/verbs.md); the detector, not the QP's retry budget, starts the migrations here.
-# A caller's retry count is kept (lab.VerbsGrayDropMovesOffTheRail: 7, which rxe never ends).
+# A caller's retry count is kept (the gray-rail run of docs/lab.md: 7, which rxe never ends).
 export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=18 RECCL_IB_RETRY_CNT=${RECCL_IB_RETRY_CNT:-1}
 # The plan's faults are the detector's to find; a stall check at 10 s keeps the liveness probes
 # from moving healthy paths while a guest's one vCPU verifies the detector's BPF programs

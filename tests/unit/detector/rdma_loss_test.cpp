@@ -1,7 +1,7 @@
 // Gray failures of RDMA ports (rdma_loss.h): the judgement on its own, table-tested; the sysfs
 // reading on a tree laid out as rxe's and mlx5's; and a Detector that reads such a tree for its
 // watched loopback device and declares it DEGRADED. The counters of a real rxe port under real
-// losses: lab.VerbsGrayDropMovesOffTheRail.
+// losses: the gray-rail run by hand in docs/lab.md.
 #include <gtest/gtest.h>
 #include <net/if.h>
 #include <unistd.h>
