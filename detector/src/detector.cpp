@@ -377,12 +377,7 @@ void Detector::applyUrgencyChanges(NetnsCtx& ctx) {
 
 void Detector::updateSlot(Watch& w, const LinkSignal& s) {
   if (s.source == RECCL_LINK_SRC_RDMA_COUNTERS && s.kind == RECCL_LINK_KIND_DEGRADED) {
-    // As the retransmit program does for TCP: the bit is the symptom, cleared with the LinkUp
-    // that ends it; a data path that compares epochs sees it come.
-    reccl_link_slot& sl = slots_[w.info.slot];
-    if (!(__atomic_fetch_or(&sl.state, uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
-          RECCL_LINK_STATE_DEGRADED))
-      __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
+    setSlotDegraded(slots_[w.info.slot], true);  // as the retransmit program does for TCP
     return;
   }
   if (s.source != RECCL_LINK_SRC_RTNETLINK && s.source != RECCL_LINK_SRC_RDMA_ASYNC &&

@@ -143,10 +143,7 @@ void Detector::handle(const epoll_event* evs, int n) {
         e.slot = it->second->info.slot;
         if (e.type == LinkEventType::kLinkUp) {
           // The gray symptom is over once the link is declared up again.
-          reccl_link_slot& sl = slots_[e.slot];
-          if (__atomic_fetch_and(&sl.state, ~uint64_t(RECCL_LINK_STATE_DEGRADED), __ATOMIC_ACQ_REL) &
-              RECCL_LINK_STATE_DEGRADED)
-            __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
+          setSlotDegraded(slots_[e.slot], false);
           // Asked again as the link is declared up: a request sent at its physical return may
           // have met a device whose queue the kernel had not reactivated yet (link-watch holds a
           // non-urgent device's carrier change up to a second).

@@ -16,6 +16,15 @@ namespace reccl::detector {
 enum Tag : uint64_t { kTagBpf = 1, kTagWake = 2, kTagTimer = 3, kTagRtnl = 4, kTagRdma = 5, kTagRdmaLoss = 6 };
 inline uint64_t tag(Tag t, uint32_t arg = 0) { return (uint64_t(t) << 32) | arg; }
 
+// Sets or clears a slot's DEGRADED bit (a gray symptom from userspace, or its end with the
+// link's LinkUp) and bumps the epoch when the bit changed, so a data path sees it come and go.
+inline void setSlotDegraded(reccl_link_slot& sl, bool on) {
+  const uint64_t bit = RECCL_LINK_STATE_DEGRADED;
+  const uint64_t old = on ? __atomic_fetch_or(&sl.state, bit, __ATOMIC_ACQ_REL)
+                          : __atomic_fetch_and(&sl.state, ~bit, __ATOMIC_ACQ_REL);
+  if (bool(old & bit) != on) __atomic_fetch_add(&sl.epoch, 1, __ATOMIC_RELEASE);
+}
+
 struct Detector::NetnsCtx {
   Netns ns;
   uint32_t index = 0;
