@@ -15,6 +15,12 @@
 #     relay-affinity  the same two ranks per host, route auto under RECCL_NIC_AFFINITY=1, one
 #                 channel: host 0's rail1 (rank 1's own NIC) pulled: rank 1 relays through rank 0,
 #                 rank 0 stays on its own NIC
+#     stalled-tx  rank 0's rail1 stops transmitting mid-loop (a plug qdisc holds every packet
+#                 queued on it, as a NIC whose transmit queue the device no longer serves): the
+#                 stall check moves rail1's connections, every result bit-exact, and
+#                 recclCommDestroy returns within $destroy_bound_ms ms on rank 0 although the
+#                 kernel's destroy of an rxe QP whose packets are held waits for them (tens of
+#                 seconds each); the plug goes after the destroy, so that the process can exit
 #   verbs_failover.sh bench ROUNDS SOURCE:IB_TIMEOUT:IB_RETRY_CNT...
 #     rank 0's rail0 pulled mid-allreduce ROUNDS times per setting, the settings interleaved;
 #     prints "bench SOURCE:T:R round K rank R: timeline ..." (fault to migration, from the
@@ -26,11 +32,12 @@
 # Every run rendezvouses on its own port (MASTER_PORT + run index): the previous run's
 # listener may still be closing.
 set -u
-[ $# -ge 1 ] || { echo "usage: verbs_failover.sh one-side|both-sides|host-down|relay|relay-affinity... | bench ROUNDS MODE..."; exit 64; }
+[ $# -ge 1 ] || { echo "usage: verbs_failover.sh one-side|both-sides|host-down|relay|relay-affinity|stalled-tx... | bench ROUNDS MODE..."; exit 64; }
 base_port=$MASTER_PORT
 run_index=0
 timeout_ms=4000
 slack_ms=3000  # detection and the peer's notice under TCG on a loaded host
+destroy_bound_ms=30000  # stalled-tx: the library waits 5 s for the kernel, rxe over 40 s a held QP
 out=/tmp/verbs_failover.$$
 
 # run_worker NAME: one failover_worker run with the environment set by the caller; its output in
@@ -119,10 +126,60 @@ relay() {
   echo "verbs_failover $1 host $LAB_INDEX: ok: $migrations moves onto a relay, $forwarded bytes forwarded, every result bit-exact"
 }
 
+# wait_line PATTERN FILE SECONDS: until a line of FILE matches PATTERN; 1 when SECONDS pass first.
+wait_line() {
+  n=$(($3 * 10))
+  while [ "$n" -gt 0 ]; do
+    grep -q "$1" "$2" 2>/dev/null && return 0
+    sleep 0.1
+    n=$((n - 1))
+  done
+  return 1
+}
+
+stalled_tx() {
+  base_env
+  # A run by time: rail1's connections wait for the stall check once the plug is in.
+  export RECCL_STALL_TIMEOUT_MS=3000 WORKER_SECONDS=10 WORKER_ITERS=1000000
+  tc=/lab/bin/tc
+  rm -f "$out" "$out".*
+  if [ "$RANK" -eq 0 ]; then
+    [ -x "$tc" ] || fail stalled-tx "no iproute2 tc in /lab/bin (for the plug qdisc; lab.sh --bin)"
+    (
+      wait_line "^started rank" "$out" 120 || exit 0
+      sleep 2
+      "$tc" qdisc add dev rail1 root plug limit 100000000 || { echo "verbs_failover stalled-tx: no plug qdisc on rail1"; exit 0; }
+      echo "verbs_failover stalled-tx: rail1's transmit queue plugged"
+      wait_line "^done rank\|^failed rank" "$out" 120
+      "$tc" -s qdisc show dev rail1 > "$out.qdisc"
+      wait_line "^destroyed rank\|^failed rank" "$out" 300
+      "$tc" qdisc del dev rail1 root
+    ) &
+  fi
+  run_worker stalled-tx
+  wait
+  grep -q "transport verbs" "$out" || fail stalled-tx "the communicator did not use verbs"
+  [ "$rc" -eq 0 ] || fail stalled-tx "worker exit $rc"
+  if [ "$RANK" -eq 0 ]; then
+    held=$(sed -n 's/.*backlog [0-9]*b \([0-9]*\)p.*/\1/p' "$out.qdisc" 2>/dev/null | head -n 1)
+    [ "${held:-0}" -gt 0 ] || fail stalled-tx "rail1's plug held no packet when the loop ended: nothing for the destroy to wait on ($(cat "$out.qdisc" 2>/dev/null))"
+    us=$(sed -n 's/^destroyed rank [0-9]* destroy_us \([0-9]*\).*/\1/p' "$out")
+    [ -n "$us" ] || fail stalled-tx "no 'destroyed rank' line"
+    [ "$us" -le $((destroy_bound_ms * 1000)) ] || fail stalled-tx "recclCommDestroy took ${us} us with $held packets held on rail1"
+    echo "verbs_failover stalled-tx rank 0: ok: recclCommDestroy took ${us} us with $held packets held on rail1, every result bit-exact"
+  else
+    echo "verbs_failover stalled-tx rank $RANK: ok: every result bit-exact"
+  fi
+}
+
 scenario() {
   case $1 in
     relay | relay-affinity)
       relay "$1"
+      return
+      ;;
+    stalled-tx)
+      stalled_tx
       return
       ;;
   esac

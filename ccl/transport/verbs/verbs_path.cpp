@@ -19,7 +19,9 @@ VerbsPath::VerbsPath(channel::PortBase* port, std::unique_ptr<RcQp> qp, const Co
     : port_(port), qp_(std::move(qp)), rail_(qp_->rail()), qpn_(qp_->qpn()), reg_(reg), remote_(remote),
       desc_(std::move(desc)), opts_(opts), isSender_(isSender) {}
 
-VerbsPath::~VerbsPath() = default;
+VerbsPath::~VerbsPath() {
+  if (graveyard_) graveyard_->bury(std::move(qp_));
+}
 
 void VerbsPath::shutdown() noexcept {
   std::lock_guard lk(postMu_);
@@ -136,10 +138,14 @@ void VerbsPath::onError(const ibv_wc& wc) noexcept {
 Status VerbsPath::retire(Deadline deadline) {
   shutdown();  // no post touches the QP after this
   // Polled under the lock, as stopLanding() polls: never two threads on one CQ.
-  std::lock_guard lk(postMu_);
-  if (!qp_) return Status::Ok();
-  RECCL_TRY(qp_->drain(deadline, [](const ibv_wc&) {}).Wrap(desc_));
-  qp_.reset();
+  std::unique_ptr<RcQp> gone;
+  {
+    std::lock_guard lk(postMu_);
+    if (!qp_) return Status::Ok();
+    RECCL_TRY(qp_->drain(deadline, [](const ibv_wc&) {}).Wrap(desc_));
+    gone = std::move(qp_);
+  }
+  if (graveyard_) graveyard_->bury(std::move(gone));
   return Status::Ok();
 }
 

@@ -19,6 +19,10 @@ constexpr int64_t kReadyMs = 5000;
 constexpr int64_t kQuiesceMs = 2000;
 // How long the reaper waits for a retired QP's flushes (an rxe QP took up to 0.9 s to go).
 constexpr int64_t kRetireMs = 5000;
+// How long the factory's end waits for the kernel to destroy the QPs, registrations and devices
+// (graveyard.h): a QP normally goes in milliseconds, one whose packets a stalled transmit queue
+// holds waits tens of seconds on rxe; what is left then is destroyed in the background.
+constexpr int64_t kDestroyWaitMs = 5000;
 // How long after a failed start its failure is reported: the commit that started the path has
 // returned by then (it only publishes the path and retires the old one after start()).
 constexpr int64_t kStartFailureDelayMs = 500;
@@ -119,7 +123,7 @@ class VerbsLink final : public Link {
       if (r.ok()) path = std::move(r).value(); else bad = r.status();
     }
     if (!path) return std::make_unique<FailedPath>(f_, &port, isSender, bad, desc);
-    path->attach(f_->engine(), [f = f_](VerbsPath* p) { f->reap(p); },
+    path->attach(f_->engine(), f_->graveyard(), [f = f_](VerbsPath* p) { f->reap(p); },
                  [f = f_](VerbsPath* p, Status why) { f->failLater(p->port(), p, p->isSender(), std::move(why)); });
     if (needReady_) {
       std::byte ready{0};
@@ -158,6 +162,7 @@ class VerbsLink final : public Link {
 Result<std::unique_ptr<VerbsPathFactory>> VerbsPathFactory::create(VerbsPathFactoryConfig cfg) {
   if (!cfg.sideChannel) return Status(Errc::kInvalidArgument, "verbs path factory: no side channel factory");
   std::unique_ptr<VerbsPathFactory> f(new VerbsPathFactory(std::move(cfg)));
+  f->graveyard_ = Graveyard::start("reccl-vgrave");  // first: whatever opens below ends there
   RECCL_ASSIGN_OR_RETURN(RdmaInventory inv, readRdmaInventory());
   for (size_t r = 0; r < f->cfg_.railNics.size(); ++r) {
     RECCL_ASSIGN_OR_RETURN(RailNic nic, railNicByName(f->cfg_.railNics[r]));
@@ -171,12 +176,24 @@ Result<std::unique_ptr<VerbsPathFactory>> VerbsPathFactory::create(VerbsPathFact
 
 VerbsPathFactory::~VerbsPathFactory() {
   stop();
-  // The ports (and the QPs of their paths) went before: nothing holds the registrations now.
+  // The ports went before, their paths' QPs into the graveyard: the registrations and then the
+  // devices follow them there, in that order.
   for (auto& [port, reg] : regs_)
-    if (Status s = reg->close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
+    graveyard_->bury(std::move(reg), [](ConnRegistration& r) {
+      if (Status s = r.close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
+    });
   regs_.clear();
   for (auto& r : rails_)
-    if (Status s = r->close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
+    graveyard_->bury(std::move(r), [](RailDevice& d) {
+      if (Status s = d.close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
+    });
+  rails_.clear();
+  if (size_t left = graveyard_->close(Deadline::afterMs(kDestroyWaitMs)); left > 0)
+    RECCL_WARN(kLogNet,
+               "verbs: %zu QP(s), registration(s) or device(s) not yet destroyed by the kernel %lld ms after the "
+               "transport closed (an rxe QP's destroy waits for its packets on a transmit queue that does not move); "
+               "they are destroyed in the background",
+               left, static_cast<long long>(kDestroyWaitMs));
 }
 
 void VerbsPathFactory::stop() noexcept {

@@ -77,6 +77,9 @@ class VerbsPathFactory final : public PathFactory {
   // its own retirement of the old path and drop it.
   void failLater(channel::PortBase* port, channel::Path* path, bool isSender, Status why);
   VerbsProgress* engine() const noexcept { return engine_.get(); }
+  // Where the paths' QPs are destroyed (VerbsPath::attach); the registrations and devices follow
+  // them there when the factory goes.
+  const std::shared_ptr<Graveyard>& graveyard() const noexcept { return graveyard_; }
   // The rail devices' async event descriptors, for a fault source (IBV_EVENT_PORT_ERR).
   std::vector<RailDevice*> railDevices() const;
 
@@ -89,6 +92,7 @@ class VerbsPathFactory final : public PathFactory {
   std::mutex regMu_;  // guards regs_
   std::map<const channel::PortBase*, std::unique_ptr<ConnRegistration>> regs_;
   std::unique_ptr<VerbsProgress> engine_;
+  std::shared_ptr<Graveyard> graveyard_;
   std::mutex reapMu_;  // guards reapQ_, stopping_
   std::condition_variable reapCv_;
   std::deque<VerbsPath*> reapQ_;

@@ -51,6 +51,7 @@
 #include "channel/path.h"
 #include "channel/port.h"
 #include "reccl/common/deadline.h"
+#include "reccl/common/graveyard.h"
 #include "reccl/common/status.h"
 #include "transport/verbs/conn_info.h"
 #include "transport/verbs/conn_registration.h"
@@ -98,9 +99,13 @@ class VerbsPath : public channel::Path {
   // path). Without attach() both are the caller's business (VerbsProgress::add / remove).
   // `onStartFailure` reports a failed start later, from another thread: start() runs inside a
   // failover commit, which takes a failure reported there for its own retirement of the old path.
-  void attach(VerbsProgress* engine, std::function<void(VerbsPath*)> onDrained = {},
+  // `graveyard` destroys the QP (retire() or the path's end): an rxe QP's destroy waits for its
+  // packets still queued on the NIC, which a stalled transmit queue holds (graveyard.h).
+  void attach(VerbsProgress* engine, std::shared_ptr<Graveyard> graveyard,
+              std::function<void(VerbsPath*)> onDrained = {},
               std::function<void(VerbsPath*, Status)> onStartFailure = {}) noexcept {
     engine_ = engine;
+    graveyard_ = std::move(graveyard);
     onDrained_ = std::move(onDrained);
     onStartFailure_ = std::move(onStartFailure);
   }
@@ -142,8 +147,8 @@ class VerbsPath : public channel::Path {
   // Out of its engine (VerbsProgress::remove), before or after a failure: shuts the path down,
   // polls until every posted request has completed (flushed), then destroys the QP and its CQ.
   // What stays is a husk the port may keep among its retired paths (a late notify does nothing),
-  // without kernel resources. kTimeout when the flushes do not come by the deadline (the QP is
-  // then kept, in ERR).
+  // without kernel resources (the QP's destroy is attach()'s graveyard's). kTimeout when the
+  // flushes do not come by the deadline (the QP is then kept, in ERR).
   Status retire(Deadline deadline);
 
  protected:
@@ -204,6 +209,7 @@ class VerbsPath : public channel::Path {
   std::atomic<bool> dead_{false};
   std::atomic<bool> shutdown_{false};
   VerbsProgress* engine_ = nullptr;
+  std::shared_ptr<Graveyard> graveyard_;  // attach()'s; none: the QP is destroyed in place
   std::function<void(VerbsPath*)> onDrained_;
   std::function<void(VerbsPath*, Status)> onStartFailure_;
   Status startFailure_;

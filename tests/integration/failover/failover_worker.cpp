@@ -55,7 +55,8 @@
 // CLOCK_MONOTONIC ns, the clock of every process on the machine, for a test's own timeline).
 // Output: "started rank R" once connected; "done rank R iters N secs S failovers F failbacks B
 // resent X dup D last_us L rails_up U standby_used S max_iter_us M" and "source rank R KIND NAME"
-// (the fault source in use, recclCommStats_t) at the end; on failure "worker rank R iteration K:
+// (the fault source in use, recclCommStats_t) at the end, then "destroyed rank R destroy_us U rc
+// C" (how long recclCommDestroy took, and its result: not recclSuccess exits 10 + C); on failure "worker rank R iteration K:
 // <error>" (stderr), then "failed rank R at_ns T call_us U" (when the failing call returned; U:
 // from the start of that iteration's collective until it returned), the same
 // counters as "stats rank R iters ..." and the abort's line (abortAfterError).
@@ -717,6 +718,14 @@ int main() {
   if (getenv("WORKER_RELAY_STATS"))
     printf("relay rank %d migrations %llu forwarded %llu pipes %llu\n", rank, (unsigned long long)st.relayMigrations,
            (unsigned long long)st.relayBytesForwarded, (unsigned long long)st.relayPipesServed);
-  recclCommDestroy(comm);
+  const auto destroyAt = Clock::now();
+  rc = recclCommDestroy(comm);
+  const long long destroyUs =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - destroyAt).count();
+  printf("destroyed rank %d destroy_us %lld rc %d\n", rank, destroyUs, static_cast<int>(rc));
+  if (rc != recclSuccess) {
+    fprintf(stderr, "worker rank %d: recclCommDestroy: %s: %s\n", rank, recclGetErrorString(rc), recclGetLastError(nullptr));
+    return 10 + rc;
+  }
   return 0;
 }
