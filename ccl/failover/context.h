@@ -50,6 +50,7 @@ struct Settings {
   int64_t retransWindowMs = 500;  // RECCL_RETRANS_WINDOW_MS (gray-failure holds)
   int64_t retransPoolWindows = 8; // RECCL_RETRANS_POOL (gray-failure holds)
   int64_t rdmaLossWindowMs = 1000; // RECCL_RDMA_LOSS_WINDOW_MS (gray-failure holds)
+  int64_t rdmaLossPoolWindows = 4; // RECCL_RDMA_LOSS_POOL (gray-failure holds)
   int64_t degradedClearMs = 5000; // RECCL_DEGRADED_CLEAR_MS
 };
 

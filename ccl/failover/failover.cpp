@@ -41,6 +41,8 @@ Result<Settings> readSettings(const core::FailoverHost& host) {
   s.nicAffinity = params::NicAffinity();
   s.retransWindowMs = params::RetransWindowMs();
   s.rdmaLossWindowMs = params::RdmaLossWindowMs();
+  // The detector pools an RDMA port's windows only with the share on (rdma_loss.h).
+  s.rdmaLossPoolWindows = params::RdmaLossPpm() == 0 ? 0 : std::max<int64_t>(0, params::RdmaLossPool());
   // The detector pools windows only with its rate check on (docs/detector.md).
   s.retransPoolWindows = params::RetransRate() == 0 ? 0 : std::max<int64_t>(0, params::RetransPool());
   s.degradedClearMs = params::DegradedClearMs();

@@ -188,14 +188,15 @@ void Monitor::scanStalls(uint64_t nowNs) {
 bool Monitor::grayExplainedNow(int rail, uint64_t nowNs) {
   // As far back as the detector's evidence reaches: the running window and the one before it,
   // or, pooling, the pool's closed windows and the running one (gray.h); an RDMA port's
-  // sequence errors, its sliding window and the sample before it (a tenth of the window,
-  // 10..100 ms: detector/rdma_loss.h).
+  // sequence errors, its sliding window (or its pool's windows) and the sample before it (a
+  // tenth of the window, 10..100 ms: detector/rdma_loss.h).
   const int64_t windows = std::max<int64_t>(2, ctx_.cfg.retransPoolWindows + 1);
   uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, ctx_.cfg.retransWindowMs)) * 1'000'000ull *
                       static_cast<uint64_t>(windows);
   const int64_t rdmaMs = std::max<int64_t>(0, ctx_.cfg.rdmaLossWindowMs);
-  windowNs = std::max<uint64_t>(windowNs, static_cast<uint64_t>(rdmaMs + std::clamp<int64_t>(rdmaMs / 10, 10, 100)) *
-                                              1'000'000ull);
+  const int64_t rdmaSpanMs = rdmaMs * std::max<int64_t>(1, ctx_.cfg.rdmaLossPoolWindows);
+  windowNs = std::max<uint64_t>(
+      windowNs, static_cast<uint64_t>(rdmaSpanMs + std::clamp<int64_t>(rdmaMs / 10, 10, 100)) * 1'000'000ull);
   return grayExplained(ctx_.rails.grayFacts(rail, nowNs, windowNs));
 }
 

@@ -70,6 +70,8 @@ DetectorOptions DetectorOptions::fromEnv() {
   o.rdmaLoss.threshold = lossN < 1 || lossN > UINT32_MAX ? 0 : static_cast<uint32_t>(lossN);
   int64_t lossPpm = params::RdmaLossPpm();
   o.rdmaLoss.ratePpm = lossPpm < 0 || lossPpm > 1'000'000 ? UINT32_MAX : static_cast<uint32_t>(lossPpm);
+  int64_t lossPool = params::RdmaLossPool();
+  o.rdmaLoss.poolWindows = lossPool < 0 || lossPool > kRdmaLossPoolMax ? UINT32_MAX : static_cast<uint32_t>(lossPool);
   return o;
 }
 
@@ -95,6 +97,9 @@ Status DetectorOptions::validate() const {
     return Status(Errc::kInvalidArgument, "rdma-loss-threshold: must be >= 1 (RECCL_RDMA_LOSS_THRESHOLD)");
   if (rdmaLoss.ratePpm > 1'000'000)
     return Status(Errc::kInvalidArgument, "rdma-loss-ppm: must be 0..1000000 (RECCL_RDMA_LOSS_PPM)");
+  if (rdmaLoss.poolWindows > kRdmaLossPoolMax)
+    return Status(Errc::kInvalidArgument,
+                  "rdma-loss-pool: must be 0.." + std::to_string(kRdmaLossPoolMax) + " windows (RECCL_RDMA_LOSS_POOL)");
   if (queueLimit == 0) return Status(Errc::kInvalidArgument, "queue-limit: must be > 0");
   if (realtimePriority < 0 || realtimePriority > 99)
     return Status(Errc::kInvalidArgument, "realtime-priority: must be 0..99");

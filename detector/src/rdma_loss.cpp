@@ -20,6 +20,22 @@ uint64_t rdmaLossSampleNs(const RdmaLossParams& p) noexcept {
   return std::clamp<uint64_t>(p.windowNs / 10, 10'000'000, 100'000'000);
 }
 
+std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::judge(const Sample& base, const Sample& now, bool pooled) const {
+  const uint64_t n = now.errors - base.errors;
+  if (n < p_.threshold || n == 0) return std::nullopt;
+  Verdict v;
+  v.errors = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
+  v.pooled = pooled;
+  if (now.packets) {
+    // No packet at all in the span while errors came: everything sent was lost.
+    const uint64_t pk = *now.packets - *base.packets;
+    const uint64_t ppm = pk == 0 ? 1'000'000 : std::min<uint64_t>(n * 1'000'000 / pk, 1'000'000);
+    if (ppm < p_.ratePpm) return std::nullopt;
+    v.ppm = static_cast<uint32_t>(ppm);
+  }
+  return v;
+}
+
 std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::feed(uint64_t nowNs, uint64_t errors,
                                                           std::optional<uint64_t> packets) {
   if (!window_.empty()) {
@@ -29,26 +45,24 @@ std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::feed(uint64_t nowNs, uint64
       window_.clear();
   }
   window_.push_back({nowNs, errors, packets});
-  // The base is the oldest sample within the window.
-  while (window_.size() > 1 && nowNs - window_.front().ns > p_.windowNs) window_.pop_front();
+  const bool pool = p_.poolWindows > 1 && p_.ratePpm > 0 && packets.has_value();
+  const uint64_t keepNs = pool ? p_.windowNs * p_.poolWindows : p_.windowNs;
+  while (window_.size() > 1 && nowNs - window_.front().ns > keepNs) window_.pop_front();
   if (window_.size() < 2) return std::nullopt;
-  const Sample& base = window_.front();
-  const uint64_t n = errors - base.errors;
-  if (n < p_.threshold || n == 0) return std::nullopt;
-  Verdict v;
-  v.errors = static_cast<uint32_t>(std::min<uint64_t>(n, UINT32_MAX));
-  if (packets) {
-    // No packet at all in the window while errors came: everything sent was lost.
-    const uint64_t pk = *packets - *base.packets;
-    const uint64_t ppm = pk == 0 ? 1'000'000 : std::min<uint64_t>(n * 1'000'000 / pk, 1'000'000);
-    if (ppm < p_.ratePpm) return std::nullopt;
-    v.ppm = static_cast<uint32_t>(ppm);
-  }
+  const Sample& now = window_.back();
+  // The window's base is its oldest sample within windowNs; the pool's, the oldest kept.
+  auto base = std::find_if(window_.begin(), window_.end(), [&](const Sample& s) { return nowNs - s.ns <= p_.windowNs; });
+  std::optional<Verdict> v;
+  if (base != window_.end() && &*base != &now) v = judge(*base, now, false);
+  const bool underCount = base == window_.end() || now.errors - base->errors < p_.threshold;
+  if (!v && pool && underCount && &window_.front() != &*base) v = judge(window_.front(), now, true);
+  if (!v) return std::nullopt;
   if (declared_ && nowNs - lastVerdictNs_ < kMinIntervalNs) return std::nullopt;
   declared_ = true;
   lastVerdictNs_ = nowNs;
+  const Sample keep = now;
   window_.clear();
-  window_.push_back({nowNs, errors, packets});
+  window_.push_back(keep);
   return v;
 }
 

@@ -18,8 +18,9 @@
 // back two retransmit windows (RECCL_RETRANS_WINDOW_MS), or, where the detector pools closed
 // windows for thin links (RECCL_RETRANS_POOL), the pool's windows and the running one: a pooled
 // DEGRADED can rest on the fault's own windows for that long. An RDMA port's DEGRADED (its
-// sequence-error counters, docs/detector.md) rests on one sliding window (RECCL_RDMA_LOSS_WINDOW_MS)
-// and the sample before it; the longer of the two reaches.
+// sequence-error counters, docs/detector.md) rests on one sliding window (RECCL_RDMA_LOSS_WINDOW_MS),
+// or pooled on RECCL_RDMA_LOSS_POOL of them, and the sample before it; the longer of the two
+// reaches.
 // Held, not dropped: the detector keeps a rail degraded while retransmits go on and clears it the
 // clear time after the last one; still degraded that long after the explanation ended means the
 // retransmits went on with both ends healthy, a real gray failure, routed around then (late by

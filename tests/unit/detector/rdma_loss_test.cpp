@@ -24,6 +24,7 @@ constexpr uint64_t kMs = 1'000'000;
 TEST(RdmaLossJudge, CountAndShareWithinTheWindow) {
   RdmaLossParams p;  // 3 errors, 100 ppm
   p.windowNs = 250 * kMs;
+  p.poolWindows = 0;  // the window alone (the pool: below)
   struct Step {
     uint64_t ms, errors, packets;
     bool declared;
@@ -55,6 +56,69 @@ TEST(RdmaLossJudge, CountAndShareWithinTheWindow) {
       auto v = j.feed(s.ms * kMs, s.errors, s.packets);
       EXPECT_EQ(v.has_value(), s.declared) << c.name << " at " << s.ms << " ms";
     }
+  }
+}
+
+TEST(RdmaLossJudge, PooledWindowsForThinFlows) {
+  struct Step {
+    uint64_t ms, errors, packets;
+    bool declared;
+  };
+  struct Case {
+    const char* name;
+    uint32_t pool;
+    std::vector<Step> steps;
+  };
+  const std::vector<Case> cases = {
+      // About one error per QP timeout: never three in a second, three within four.
+      {"a thin lossy flow", 4, {{0, 0, 0, false}, {1000, 1, 50, false}, {2000, 2, 100, false}, {2100, 3, 105, true}}},
+      {"the pool off", 0, {{0, 0, 0, false}, {1000, 1, 50, false}, {2000, 2, 100, false}, {2100, 3, 105, false}}},
+      {"a pool of one window is the window", 1,
+       {{0, 0, 0, false}, {1000, 1, 50, false}, {2000, 2, 100, false}, {2100, 3, 105, false}}},
+      // Two errors a window at 50,000 packets: 40 per million pooled, under the share.
+      {"a busy link under the share", 4,
+       {{0, 0, 0, false}, {1000, 2, 50000, false}, {2000, 4, 100000, false}, {3000, 6, 150000, false}}},
+      // One error every 1.5 s: never three within the pool's four seconds.
+      {"spread past the pool", 4,
+       {{0, 0, 0, false}, {1500, 1, 10, false}, {3000, 2, 20, false}, {4500, 3, 30, false}, {6000, 4, 40, false}}},
+      // Three in the window under the share: the window was judged, not pooled.
+      {"at the count the window alone", 4, {{0, 0, 0, false}, {500, 3, 100000, false}, {1500, 3, 100010, false}}},
+      // A pooled verdict uses its evidence up too: the next needs three errors after it.
+      {"pooled evidence used once", 4,
+       {{0, 0, 0, false}, {1000, 1, 50, false}, {2000, 2, 100, false}, {2100, 3, 105, true}, {3200, 4, 150, false},
+        {4200, 5, 200, false}, {5300, 6, 250, true}}},
+  };
+  for (const auto& c : cases) {
+    RdmaLossParams p;  // 1 s, 3 errors, 100 ppm
+    p.poolWindows = c.pool;
+    RdmaLossJudge j(p);
+    for (const auto& s : c.steps) {
+      auto v = j.feed(s.ms * kMs, s.errors, s.packets);
+      EXPECT_EQ(v.has_value(), s.declared) << c.name << " at " << s.ms << " ms";
+      if (v) {
+        EXPECT_TRUE(v->pooled) << c.name;
+      }
+    }
+  }
+  // The verdict's figures are the pool's.
+  RdmaLossJudge j(RdmaLossParams{});
+  ASSERT_FALSE(j.feed(0, 0, 0));
+  ASSERT_FALSE(j.feed(1000 * kMs, 2, 400));
+  auto v = j.feed(1500 * kMs, 3, 500);
+  ASSERT_TRUE(v);
+  EXPECT_TRUE(v->pooled);
+  EXPECT_EQ(v->errors, 3u);
+  EXPECT_EQ(v->ppm, 6000u);
+  // Not without the share, nor on a port that counts no packets: the count alone over seconds
+  // would add up a busy link's rare losses.
+  RdmaLossParams countOnly;
+  countOnly.ratePpm = 0;
+  for (auto [params, packets] : {std::pair{countOnly, std::optional<uint64_t>(0)},
+                                 std::pair{RdmaLossParams{}, std::optional<uint64_t>()}}) {
+    RdmaLossJudge k(params);
+    ASSERT_FALSE(k.feed(0, 0, packets));
+    ASSERT_FALSE(k.feed(1000 * kMs, 2, packets));
+    EXPECT_FALSE(k.feed(1500 * kMs, 3, packets));
   }
 }
 
@@ -230,16 +294,20 @@ TEST(RdmaLossDetector, OptionsFromTheEnvironmentAndTheirBounds) {
   setenv("RECCL_RDMA_LOSS_WINDOW_MS", "400", 1);
   setenv("RECCL_RDMA_LOSS_THRESHOLD", "5", 1);
   setenv("RECCL_RDMA_LOSS_PPM", "0", 1);
+  setenv("RECCL_RDMA_LOSS_POOL", "8", 1);
   auto o = DetectorOptions::fromEnv();
   EXPECT_EQ(o.rdmaLoss.windowNs, 400 * kMs);
   EXPECT_EQ(o.rdmaLoss.threshold, 5u);
   EXPECT_EQ(o.rdmaLoss.ratePpm, 0u);
+  EXPECT_EQ(o.rdmaLoss.poolWindows, 8u);
+  EXPECT_EQ(DetectorOptions{}.rdmaLoss.poolWindows, 4u);
   EXPECT_TRUE(o.validate().ok());
   setenv("RECCL_RDMA_LOSS_WINDOW_MS", "0", 1);
   EXPECT_EQ(DetectorOptions::fromEnv().rdmaLoss.windowNs, 0u);
   unsetenv("RECCL_RDMA_LOSS_WINDOW_MS");
   unsetenv("RECCL_RDMA_LOSS_THRESHOLD");
   unsetenv("RECCL_RDMA_LOSS_PPM");
+  unsetenv("RECCL_RDMA_LOSS_POOL");
   DetectorOptions bad;
   bad.rdmaLoss.windowNs = 5 * kMs;
   EXPECT_NE(bad.validate().message().find("rdma-loss-window"), std::string::npos);
@@ -249,6 +317,9 @@ TEST(RdmaLossDetector, OptionsFromTheEnvironmentAndTheirBounds) {
   bad = DetectorOptions{};
   bad.rdmaLoss.ratePpm = 2'000'000;
   EXPECT_NE(bad.validate().message().find("rdma-loss-ppm"), std::string::npos);
+  bad = DetectorOptions{};
+  bad.rdmaLoss.poolWindows = kRdmaLossPoolMax + 1;
+  EXPECT_NE(bad.validate().message().find("rdma-loss-pool"), std::string::npos);
   // Off: no source, said why.
   DetectorOptions off;
   off.mode = SourceMode::kNetlink;

@@ -28,10 +28,15 @@
 
 namespace reccl::detector {
 
+inline constexpr uint32_t kRdmaLossPoolMax = 16;  // RECCL_RDMA_LOSS_POOL's bound
+
 struct RdmaLossParams {
   uint64_t windowNs = 1'000'000'000;  // sliding window; 0: the source is off
   uint32_t threshold = 3;             // sequence errors in the window
   uint32_t ratePpm = 100;             // and per million packets of the port in it; 0: the count alone
+  // Under the count in the window, the last poolWindows windows together, by the same count and
+  // share (0 or 1: the window alone; never without the share, nor on a port counting no packets).
+  uint32_t poolWindows = 4;
   uint64_t relistNs = 5'000'000'000;  // the ports are listed again this often (devices come and go)
 };
 
@@ -44,13 +49,18 @@ class RdmaLossJudge {
   // loss keeps the link degraded with one a second (RECCL_DEGRADED_CLEAR_MS is far longer).
   static constexpr uint64_t kMinIntervalNs = 1'000'000'000;
   struct Verdict {
-    uint32_t errors = 0;  // sequence errors in the window
+    uint32_t errors = 0;  // sequence errors in the window (or the pool)
     uint32_t ppm = 0;     // per million packets in it (0: packets not counted)
+    bool pooled = false;  // judged over the pool's windows
   };
   explicit RdmaLossJudge(RdmaLossParams p) : p_(p) {}
   // The port's counter totals at nowNs (packets: nullopt when the port counts none). A verdict
   // uses its evidence up: the next one rests on samples after it; one held back by
   // kMinIntervalNs keeps it. Totals that went back (a device reset) start over.
+  // The pool is for thin flows: a lost tail waits for the QP's timeout before its resend, so a
+  // slow flow on a lossy link shows about one error per timeout and never reaches the count in
+  // one window. The share keeps the pool off busy links: a window under the count whose packets
+  // number at least threshold / share already has a share under the limit.
   std::optional<Verdict> feed(uint64_t nowNs, uint64_t errors, std::optional<uint64_t> packets);
 
  private:
@@ -60,7 +70,8 @@ class RdmaLossJudge {
     std::optional<uint64_t> packets;
   };
   RdmaLossParams p_;
-  std::deque<Sample> window_;  // oldest first; the front is the window's base
+  std::optional<Verdict> judge(const Sample& base, const Sample& now, bool pooled) const;
+  std::deque<Sample> window_;  // oldest first, as far back as the pool; the front is the pool's base
   uint64_t lastVerdictNs_ = 0;
   bool declared_ = false;
 };
