@@ -2,6 +2,7 @@
 // to open) and the timeline one migration records for its log line.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -23,6 +24,7 @@ struct Job {
   int fromRail = -1;     // the rail being left (-1: any)
   int toRail = -1;       // fail-back target (-1: choose)
   uint64_t faultNs = 0;  // first signal (CLOCK_MONOTONIC)
+  uint64_t knownNs = 0;  // when this rank learned of it, where that is later (the stall check's verdict)
   uint64_t emitNs = 0;   // in-process detector: its decision; the monitor read it at seenNs
   uint64_t seenNs = 0;
   uint64_t queuedNs = 0;
@@ -33,6 +35,18 @@ struct Job {
   // standby; the monitor reads the reply (concludeEarly). Never on a queued job.
   std::shared_ptr<EarlyRequest> early;
 };
+
+// How long a job may still try at nowNs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS (timeoutMs)
+// from the fault's first signal, but at least one attempt's time (attemptMs) from when this rank
+// learned of it. The stall check's verdict comes the stall time after the path fell quiet, and
+// faultNs (the timeline's signal) says when it fell quiet: with a stall time at or near the
+// failover timeout, counting from there alone would fail the connection without a try.
+inline int64_t failoverBudgetMs(const Job& j, uint64_t nowNs, int64_t timeoutMs, int64_t attemptMs) noexcept {
+  auto since = [&](uint64_t t) { return static_cast<int64_t>((nowNs - std::min(t, nowNs)) / 1'000'000); };
+  int64_t left = timeoutMs - (j.faultNs ? since(j.faultNs) : 0);
+  if (j.knownNs) left = std::max(left, attemptMs - since(j.knownNs));
+  return std::max<int64_t>(1, left);
+}
 
 // Where one migration's time went (CLOCK_MONOTONIC ns; 0: not reached). Logged with the failover
 // line (Migration::log) so a benchmark's log shows the split per fault.

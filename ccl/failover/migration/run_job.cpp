@@ -33,10 +33,9 @@ void Migration::runJob(const Job& j) {
   tl.queuedNs = j.queuedNs;
   tl.runningNs = monotonicNs();
   bool failBack = j.reason == MigrateReason::kFailBack;
-  // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal.
-  uint64_t startNs = j.faultNs ? j.faultNs : monotonicNs();
-  Deadline deadline = Deadline::afterMs(std::max<int64_t>(
-      1, ctx_.cfg.timeoutMs - static_cast<int64_t>((monotonicNs() - std::min(monotonicNs(), startNs)) / 1000000)));
+  // Deadline of an unrecoverable fault: RECCL_FAILOVER_TIMEOUT_MS from its first signal, at least
+  // one attempt from the stall check's verdict.
+  Deadline deadline = Deadline::afterMs(failoverBudgetMs(j, monotonicNs(), ctx_.cfg.timeoutMs, kAttemptMs));
   if (failBack) deadline = Deadline::afterMs(kAttemptMs * 2);
   {
     // A job deferred behind another (Migration::enqueue) often finds it done. Under the

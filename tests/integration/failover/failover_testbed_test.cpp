@@ -89,6 +89,31 @@ TEST_F(Failover, InBandOnlyStallDetection) {
   EXPECT_GE(countMatches(t, "source stall"), 1) << t;
 }
 
+// A stall time longer than the failover timeout: the path fell quiet more than
+// RECCL_FAILOVER_TIMEOUT_MS before the stall check could say so, and the move still has one
+// attempt from the verdict (failoverBudgetMs, unit-tested in FailoverBudget: counted from the
+// quiet start alone, it had 1 ms, which a connect on these veths beats but a lab guest's did
+// not). A blackhole keeps the carrier: with no detector and no standby, the stall check alone
+// finds it and a new connection carries the move.
+TEST_F(Failover, StallTimeLongerThanTheFailoverTimeoutStillMoves) {
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=none RECCL_FAILOVER_STANDBY=0 RECCL_STALL_TIMEOUT_MS=3000 RECCL_FAILOVER_TIMEOUT_MS=2500 "
+            "WORKER_SECONDS=8"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  struct Clear {
+    std::string ns;
+    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
+  } clear{netns(0)};
+  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  expectAllOk(j, 2);
+  std::string t = j.text();
+  EXPECT_GE(sumField(t, "failovers"), 2u) << t;
+  EXPECT_GE(countMatches(t, "source stall"), 1) << t;
+  EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
 // Each detection source on its own: the in-process detector with rtnetlink only (unprivileged
 // fallback), and the NIC poll (no detector).
 TEST_F(Failover, RtnetlinkDetectorSource) {
