@@ -94,7 +94,7 @@ export RECCL_NICS=rail0,rail1 RECCL_TRANSPORT=verbs RECCL_IB_TIMEOUT=18 RECCL_IB
 # (unanswered for over 2 s there), which would leave nothing on rail0 for the plan's cable pull.
 # A caller's value is kept (a soak with the default 2 s check: docs/results/soak.md).
 export RECCL_STALL_TIMEOUT_MS=${RECCL_STALL_TIMEOUT_MS:-10000}
-export RECCL_CHUNK_SIZE=16384 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=INIT,FAILOVER
+export RECCL_CHUNK_SIZE=16384 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=${RECCL_DEBUG_SUBSYS:-INIT,FAILOVER}
 
 # The rails' state and frame counters, twice a second apart, and the neighbour table: whether a
 # rail that stopped carrying traffic still sent frames (then the virtual cable lost them) or not.
