@@ -194,6 +194,9 @@ void RdmaLossSource::sample(uint64_t nowNs) {
     read = true;
     if (!v) continue;
     p.last->verdicts++;
+    RECCL_INFO(kLogDetector, "rdma counters: %s/%u (%s) degraded: %u sequence errors, %u per million packets, %s",
+               p.counters.dev.c_str(), p.counters.port, p.counters.netdev.c_str(), v->errors, v->ppm,
+               v->pooled ? "over the pool's windows" : "in one window");
     LinkSignal s;
     s.kind = RECCL_LINK_KIND_DEGRADED;
     s.source = RECCL_LINK_SRC_RDMA_COUNTERS;
