@@ -23,13 +23,15 @@ Graveyard::~Graveyard() {
 void Graveyard::add(std::unique_ptr<Grave> g) {
   {
     std::lock_guard lk(st_->mu);
-    if (!st_->closing) {
+    // Behind what is still queued while the thread runs, closed or not: it leaves its loop only
+    // with the queue empty, under this lock.
+    if (!st_->done) {
       st_->queue.push_back(std::move(g));
       st_->cv.notify_all();
       return;
     }
   }
-  g.reset();  // closed: here and now
+  g.reset();  // the thread has ended: here and now
 }
 
 void Graveyard::run(std::shared_ptr<State> st) {

@@ -86,11 +86,13 @@ TEST(Graveyard, CloseReturnsAtItsDeadlineAndTheThreadFinishesTheRest) {
   ASSERT_TRUE(log.waitFor(1));  // the thread is inside the blocking destructor
   // Were close() to wait for the blocked one, it would never return: the gate opens after it.
   EXPECT_EQ(g->close(Deadline::afterMs(50)), 2u);
+  // Buried after the close while the thread still works: behind the rest, never before it.
+  g->bury(std::make_unique<Tomb>(&log, "late"));
   g.reset();  // the thread holds what it still has to do
   EXPECT_EQ(log.snapshot(), (std::vector<std::string>{"stuck blocking"}));
   log.open();
-  ASSERT_TRUE(log.waitFor(4));
-  EXPECT_EQ(log.snapshot(), (std::vector<std::string>{"stuck blocking", "stuck", "close after", "after"}));
+  ASSERT_TRUE(log.waitFor(5));
+  EXPECT_EQ(log.snapshot(), (std::vector<std::string>{"stuck blocking", "stuck", "close after", "after", "late"}));
 }
 
 TEST(Graveyard, AfterCloseABurialHappensHereAndNow) {

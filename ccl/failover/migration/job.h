@@ -36,15 +36,15 @@ struct Job {
   std::shared_ptr<EarlyRequest> early;
 };
 
-// How long a job may still try at nowNs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS (timeoutMs)
-// from the fault's first signal, but at least one attempt's time (attemptMs) from when this rank
-// learned of it. The stall check's verdict comes the stall time after the path fell quiet, and
+// How long a job may still try at nowNs, when it runs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS
+// (timeoutMs) from the fault's first signal; a job of the stall check's verdict (knownNs set) at
+// least one attempt (attemptMs). The verdict comes the stall time after the path fell quiet, and
 // faultNs (the timeline's signal) says when it fell quiet: with a stall time at or near the
 // failover timeout, counting from there alone would fail the connection without a try.
 inline int64_t failoverBudgetMs(const Job& j, uint64_t nowNs, int64_t timeoutMs, int64_t attemptMs) noexcept {
-  auto since = [&](uint64_t t) { return static_cast<int64_t>((nowNs - std::min(t, nowNs)) / 1'000'000); };
-  int64_t left = timeoutMs - (j.faultNs ? since(j.faultNs) : 0);
-  if (j.knownNs) left = std::max(left, attemptMs - since(j.knownNs));
+  const int64_t since = j.faultNs ? static_cast<int64_t>((nowNs - std::min(j.faultNs, nowNs)) / 1'000'000) : 0;
+  int64_t left = timeoutMs - since;
+  if (j.knownNs) left = std::max(left, attemptMs);
   return std::max<int64_t>(1, left);
 }
 

@@ -91,7 +91,7 @@ TEST_F(Failover, InBandOnlyStallDetection) {
 
 // A stall time longer than the failover timeout: the path fell quiet more than
 // RECCL_FAILOVER_TIMEOUT_MS before the stall check could say so, and the move still has one
-// attempt from the verdict (failoverBudgetMs, unit-tested in FailoverBudget: counted from the
+// attempt when it runs (failoverBudgetMs, unit-tested in FailoverBudget: counted from the
 // quiet start alone, it had 1 ms, which a connect on these veths beats but a lab guest's did
 // not). A blackhole keeps the carrier: with no detector and no standby, the stall check alone
 // finds it and a new connection carries the move.

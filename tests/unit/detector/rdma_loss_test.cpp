@@ -83,6 +83,9 @@ TEST(RdmaLossJudge, PooledWindowsForThinFlows) {
        {{0, 0, 0, false}, {1500, 1, 10, false}, {3000, 2, 20, false}, {4500, 3, 30, false}, {6000, 4, 40, false}}},
       // Three in the window under the share: the window was judged, not pooled.
       {"at the count the window alone", 4, {{0, 0, 0, false}, {500, 3, 100000, false}, {1500, 3, 100010, false}}},
+      // Three in the window at 75 per million: not the pool's, though with the window before
+      // (five at 124 per million) it would pass the share.
+      {"only under the count", 4, {{0, 0, 0, false}, {500, 2, 10, false}, {700, 2, 20, false}, {1600, 5, 40020, false}}},
       // A pooled verdict uses its evidence up too: the next needs three errors after it.
       {"pooled evidence used once", 4,
        {{0, 0, 0, false}, {1000, 1, 50, false}, {2000, 2, 100, false}, {2100, 3, 105, true}, {3200, 4, 150, false},

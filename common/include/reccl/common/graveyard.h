@@ -30,8 +30,9 @@ class Graveyard {
   Graveyard& operator=(const Graveyard&) = delete;
 
   // `obj` is destroyed on the graveyard's thread, after everything buried before it; `finish(*obj)`
-  // runs there first (a close that reports its own failure). After close() the caller's thread
-  // does both at once: nothing buried is ever dropped.
+  // runs there first (a close that reports its own failure). After close() it still goes behind
+  // what the thread has left; once the thread has ended, the caller's thread does both at once:
+  // nothing buried is ever dropped.
   template <class T, class F>
   void bury(std::unique_ptr<T> obj, F finish) {
     if (obj) add(std::make_unique<Held<T, F>>(std::move(obj), std::move(finish)));
