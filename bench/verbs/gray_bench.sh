@@ -80,12 +80,12 @@ for ((r = 1; r <= rounds; r++)); do
     echo "round $r $mode: longest iteration $l ms, busbw during the drop ${d:-?} GB/s"
   done
 done
-med() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.1f (%.1f-%.1f)", m, v[1], v[NR] }'; }
-med3() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; printf "%.4f (%.4f-%.4f)", m, v[1], v[NR] }'; }
+# med [DIGITS]: "median (min-max)" of the numbers on stdin, DIGITS decimals (1).
+med() { tr ' ' '\n' | sed '/^$/d' | sort -g | awk -v d="${1:-1}" '{ v[NR] = $1 } END { m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2; f = "%." d "f"; printf f " (" f "-" f ")", m, v[1], v[NR] }'; }
 printf '\n| mode (off: %s) | rounds | longest iteration, ms: median (min-max) | busbw during the drop, GB/s: median (min-max) | rounds with a failover | declared by the counters | of those, pooled at least once |\n|---|---:|---|---|---:|---:|---:|\n' "$off"
 for mode in on off; do
   printf '| %s | %d | %s | %s | %d | %d | %d |\n' "$mode" "$rounds" "$(echo "${longest[$mode]}" | med)" \
-    "$(echo "${during[$mode]}" | med3)" "$((rounds - ${failed[$mode]:-0}))" "${declared[$mode]:-0}" "${pooled[$mode]:-0}"
+    "$(echo "${during[$mode]}" | med 4)" "$((rounds - ${failed[$mode]:-0}))" "${declared[$mode]:-0}" "${pooled[$mode]:-0}"
 done
 on=$(echo "${longest[on]}" | med | cut -d' ' -f1)
 off=$(echo "${longest[off]}" | med | cut -d' ' -f1)

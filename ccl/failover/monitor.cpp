@@ -179,7 +179,6 @@ void Monitor::scanStalls(uint64_t nowNs) {
     j.source = FaultSource::kStall;
     j.fromRail = c->rail.load();
     j.faultNs = nowNs - static_cast<uint64_t>(s.quietMs) * 1000000ull;
-    j.knownNs = nowNs;
     RECCL_WARN(kLogFailover, "rank %d: no %s ack for %u ms on rank %d->%d ch %u (rail %d): path stalled",
                ctx_.cfg.rank, ctx_.paths.name(), s.quietMs, c->id.sender, c->id.receiver, c->id.channel, j.fromRail);
     ctx_.migration->enqueue(j);

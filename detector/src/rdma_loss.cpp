@@ -50,12 +50,12 @@ std::optional<RdmaLossJudge::Verdict> RdmaLossJudge::feed(uint64_t nowNs, uint64
   while (window_.size() > 1 && nowNs - window_.front().ns > keepNs) window_.pop_front();
   if (window_.size() < 2) return std::nullopt;
   const Sample& now = window_.back();
-  // The window's base is its oldest sample within windowNs; the pool's, the oldest kept.
-  auto base = std::find_if(window_.begin(), window_.end(), [&](const Sample& s) { return nowNs - s.ns <= p_.windowNs; });
-  std::optional<Verdict> v;
-  if (base != window_.end() && &*base != &now) v = judge(*base, now, false);
-  const bool underCount = base == window_.end() || now.errors - base->errors < p_.threshold;
-  if (!v && pool && underCount && &window_.front() != &*base) v = judge(window_.front(), now, true);
+  // The window's base is its oldest sample within windowNs (`now` at least); the pool's, the
+  // oldest kept. The pool judges only a window under the count.
+  const Sample& base =
+      *std::find_if(window_.begin(), window_.end(), [&](const Sample& s) { return nowNs - s.ns <= p_.windowNs; });
+  std::optional<Verdict> v = judge(base, now, false);
+  if (!v && pool && now.errors - base.errors < p_.threshold) v = judge(window_.front(), now, true);
   if (!v) return std::nullopt;
   if (declared_ && nowNs - lastVerdictNs_ < kMinIntervalNs) return std::nullopt;
   declared_ = true;

@@ -24,7 +24,6 @@ struct Job {
   int fromRail = -1;     // the rail being left (-1: any)
   int toRail = -1;       // fail-back target (-1: choose)
   uint64_t faultNs = 0;  // first signal (CLOCK_MONOTONIC)
-  uint64_t knownNs = 0;  // when this rank learned of it, where that is later (the stall check's verdict)
   uint64_t emitNs = 0;   // in-process detector: its decision; the monitor read it at seenNs
   uint64_t seenNs = 0;
   uint64_t queuedNs = 0;
@@ -37,14 +36,14 @@ struct Job {
 };
 
 // How long a job may still try at nowNs, when it runs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS
-// (timeoutMs) from the fault's first signal; a job of the stall check's verdict (knownNs set) at
-// least one attempt (attemptMs). The verdict comes the stall time after the path fell quiet, and
-// faultNs (the timeline's signal) says when it fell quiet: with a stall time at or near the
-// failover timeout, counting from there alone would fail the connection without a try.
+// (timeoutMs) from the fault's first signal; a move of the stall check's verdict at least one
+// attempt (attemptMs). Its faultNs (the timeline's signal) is when the path fell quiet, the stall
+// time before the verdict: with a stall time at or near the failover timeout, counting from there
+// alone would fail the connection without a try.
 inline int64_t failoverBudgetMs(const Job& j, uint64_t nowNs, int64_t timeoutMs, int64_t attemptMs) noexcept {
   const int64_t since = j.faultNs ? static_cast<int64_t>((nowNs - std::min(j.faultNs, nowNs)) / 1'000'000) : 0;
   int64_t left = timeoutMs - since;
-  if (j.knownNs) left = std::max(left, attemptMs);
+  if (j.reason == MigrateReason::kStall) left = std::max(left, attemptMs);
   return std::max<int64_t>(1, left);
 }
 

@@ -178,15 +178,12 @@ VerbsPathFactory::~VerbsPathFactory() {
   stop();
   // The ports went before, their paths' QPs into the graveyard: the registrations and then the
   // devices follow them there, in that order.
-  for (auto& [port, reg] : regs_)
-    graveyard_->bury(std::move(reg), [](ConnRegistration& r) {
-      if (Status s = r.close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
-    });
+  auto closeWarning = [](auto& o) {
+    if (Status s = o.close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
+  };
+  for (auto& [port, reg] : regs_) graveyard_->bury(std::move(reg), closeWarning);
   regs_.clear();
-  for (auto& r : rails_)
-    graveyard_->bury(std::move(r), [](RailDevice& d) {
-      if (Status s = d.close(); !s.ok()) RECCL_WARN(kLogNet, "verbs: %s", s.message().c_str());
-    });
+  for (auto& r : rails_) graveyard_->bury(std::move(r), closeWarning);
   rails_.clear();
   if (size_t left = graveyard_->close(Deadline::afterMs(kDestroyWaitMs)); left > 0)
     RECCL_WARN(kLogNet,

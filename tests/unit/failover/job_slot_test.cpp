@@ -205,12 +205,10 @@ TEST(FailoverBudget, FromTheFirstSignalAtLeastOneAttemptForAStallVerdict) {
   // A kernel event 1 s ago: 4 s of the 5 s left.
   EXPECT_EQ(failoverBudgetMs(fault(0, 1'000 * kMs), 2'000 * kMs, 5000, 1000), 4000);
   // Quiet since 1 ms, the verdict 2 s later (the default stall time): 3 s left, more than one attempt.
-  Job stall = fault(0, 1 * kMs);
-  stall.knownNs = 2'001 * kMs;
+  Job stall = job(MigrateReason::kStall, 0, -1, nullptr, 1 * kMs);
   EXPECT_EQ(failoverBudgetMs(stall, 2'001 * kMs, 5000, 1000), 3000);
   // A 10 s stall time over a 5 s failover timeout: one attempt, not none, also when the job ran
   // late (deferred behind another of its connection).
-  stall.knownNs = 10'001 * kMs;
   EXPECT_EQ(failoverBudgetMs(stall, 10'001 * kMs, 5000, 1000), 1000);
   EXPECT_EQ(failoverBudgetMs(stall, 12'001 * kMs, 5000, 1000), 1000);
   // Any other fault's time spent: at least 1 ms (a Deadline that has passed).
