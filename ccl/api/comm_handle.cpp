@@ -213,7 +213,8 @@ recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk) {
         return recclSuccess;
       }
       return fail(recclInvalidUsage,
-                  "comm: revoked (recclCommRevoke); only recclCommShrink, recclCommDestroy, recclCommAbort and the "
+                  "comm: revoked (recclCommRevoke); only recclCommShrink, recclCommSplit, recclCommDestroy, recclCommAbort "
+                  "and the "
                   "inspecting calls (count, rank, stats, async error) may follow");
     case recclComm::kInitializing:
       return fail(recclInvalidUsage,

@@ -157,7 +157,8 @@ void bury(recclComm_t comm);
 int settle(recclComm_t comm);
 // The core communicator when comm can take work now; else an error naming why (NULL, init still
 // running, init failed, finalized, revoked). `revokedOk`: a revoked one is returned too (what
-// recclCommShrink needs of its parent is the listener, which a revoke leaves up).
+// recclCommShrink and a revoked comm's recclCommSplit need of it is the listener, which a revoke
+// leaves up).
 recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk = false);
 
 // Creates the communicator for `rank` of `nranks` at the rendezvous in `id`: at once (blocking

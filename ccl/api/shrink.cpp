@@ -1,16 +1,16 @@
 // recclCommShrink (NCCL's ncclCommShrink): a child of the parent's ranks but the excluded ones,
 // made without a collective over the parent (the excluded ranks may be dead, and the parent's
-// connections with them). The lowest rank left leads: it starts a rendezvous (recclGetUniqueId's
-// kind of root) and hands its unique id to every other rank left, each through a connection of
-// its own to that rank's data listener (core/comm_shrink.cpp); each member then joins the child
-// as recclCommInitRank does. The note carries a digest of the excluded list, so ranks that
-// passed different lists fail instead of forming different groups.
+// connections with them): the lowest rank left hands the others the child's rendezvous
+// (api/handover.h), and each member joins the child as recclCommInitRank does. The note carries a
+// digest of the excluded list, so ranks that passed different lists fail instead of forming
+// different groups.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/handover.h"
 #include "api/launch.h"
 #include "core/comm.h"
 #include "core/wire.h"
@@ -68,47 +68,16 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
       abortDevice(*comm);
       parent->abort();
     }
-    std::vector<int> left;
+    Handover h{{}, digest, serial, "recclCommShrink", "the ranks passed different exclude lists"};
     for (int r = 0; r < n; ++r)
-      if (!std::binary_search(excluded.begin(), excluded.end(), r)) left.push_back(r);
-    const int leader = left.front();
-    const int newRank = static_cast<int>(std::find(left.begin(), left.end(), me) - left.begin());
-    const auto nleft = static_cast<int32_t>(left.size());
-    const int64_t ms = cfg.bootstrapTimeoutMs != CommConfig::kUnset ? cfg.bootstrapTimeoutMs
-                                                                    : parent->options().bootstrapTimeoutMs;
-    // A recclCommAbort or recclCommDestroy of comm meanwhile ends the handover's waits at once.
-    const Deadline d = Deadline::afterMs(ms).cancellable(&comm->closing);
-    core::ShrinkNote note;
-    if (me == leader) {
-      auto id = startDetachedRoot();
-      if (!id.ok()) return fail(id.status().Wrap("recclCommShrink: starting the rendezvous"));
-      note.nranks = nleft;
-      note.excluded = digest;
-      note.id = *id;
-      core::wipeKey(id->bootKey);
-      for (int r : left) {
-        if (r == me) continue;
-        if (Status s = parent->sendShrinkNote(r, serial, note, d); !s.ok()) {
-          core::wipeKey(note.id.bootKey);
-          return fail(s.Wrap("recclCommShrink"));
-        }
-      }
-    } else {
-      auto got = parent->takeShrinkNote(digest, serial, leader, d);
-      if (!got.ok()) return fail(got.status().Wrap("recclCommShrink"));
-      note = *got;
-      core::wipeKey(got->id.bootKey);
-      if (note.nranks != nleft || note.excluded != digest) {
-        core::wipeKey(note.id.bootKey);
-        return fail(recclInvalidUsage, "recclCommShrink: rank " + std::to_string(leader) + " leaves " +
-                                           std::to_string(note.nranks) + " ranks, this rank's excludeRanksList " +
-                                           std::to_string(nleft) + ": the ranks passed different exclude lists");
-      }
-    }
+      if (!std::binary_search(excluded.begin(), excluded.end(), r)) h.members.push_back(r);
+    const int newRank = static_cast<int>(std::find(h.members.begin(), h.members.end(), me) - h.members.begin());
+    core::UniqueIdData id;
+    RECCL_CHECK(handOver(comm, *parent, h, cfg, &id));
     // The child's init needs nothing of the parent: a close of it meanwhile need not wait.
     held.release();
-    recclResult_t rc = startInit(newcomm, cfg, nleft, note.id, newRank);
-    core::wipeKey(note.id.bootKey);
+    recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(h.members.size()), id, newRank);
+    core::wipeKey(id.bootKey);
     return rc;
   });
 }

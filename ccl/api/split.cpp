@@ -2,7 +2,10 @@
 // each color's first rank (by key, then parent rank) starts a rendezvous, the parent gathers
 // those unique ids, and each member joins its color's communicator with recclCommInitRank's
 // machinery. The ids travel over the parent's connections, which every member already proved it
-// belongs to.
+// belongs to. A revoked parent's connections are failed (NCCL's split after ncclCommRevoke runs
+// over its bootstrap ring instead): there the ranks first make a communicator of all the
+// parent's ranks through recclCommShrink's handover (api/handover.h), which needs only the
+// parent's listeners, and the two exchanges run over it.
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -11,8 +14,10 @@
 #include "algo/collective.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/handover.h"
 #include "api/launch.h"
 #include "core/wire.h"
+#include "reccl/common/log.h"
 #include "reccl/reccl.h"
 
 using namespace reccl;
@@ -37,6 +42,73 @@ std::vector<Member> membersOf(const std::vector<int32_t>& colorKey, int32_t colo
   return out;
 }
 
+// The split's two exchanges over `over` (comm itself, or the exchange communicator of a revoked
+// comm) and this rank's child: *newcomm. `cfgStatus`: whether this rank's config was good.
+recclResult_t splitOver(recclComm& over, int n, int me, int color, int key, const Status& cfgStatus,
+                        const CommConfig& cfg, recclComm_t* newcomm, CallTicket& held) {
+  // Every rank takes part in both exchanges, so a rank with a bad config tells the others by
+  // the color it sends (-2) instead of leaving them waiting.
+  std::vector<int32_t> colorKey(2 * static_cast<size_t>(n));
+  int32_t mine[2] = {cfgStatus.ok() ? color : -2, key};
+  // Both exchanges go where a host call goes (api/launch.h): after work queued on streams.
+  const algo::Collective colorKeys{algo::CollKind::kAllGather, mine, colorKey.data(), 2, recclInt32, recclSum, 0, {}, {}};
+  RECCL_CHECK(finish(launch(over, colorKeys, nullptr)));
+  if (!cfgStatus.ok()) return fail(cfgStatus);
+  for (int r = 0; r < n; ++r)
+    if (colorKey[2 * static_cast<size_t>(r)] == -2)
+      return fail(recclInvalidUsage, "rank " + std::to_string(r) + " of comm passed a bad config to recclCommSplit");
+
+  std::vector<Member> group;
+  int newRank = -1;
+  if (color != RECCL_SPLIT_NOCOLOR) {
+    group = membersOf(colorKey, color);
+    for (size_t i = 0; i < group.size(); ++i)
+      if (group[i].parentRank == me) newRank = static_cast<int>(i);
+  }
+  // Each group's first member starts the rendezvous; a failure there is sent as an all-zero
+  // id, which every member of that group then reports.
+  std::vector<std::byte> ids(static_cast<size_t>(n) * core::kUniqueIdBytes);
+  std::vector<std::byte> myId(core::kUniqueIdBytes);
+  Status rootStatus;
+  if (newRank == 0) {
+    auto id = startDetachedRoot();
+    if (id.ok()) {
+      core::encodeUniqueId(*id, std::span<std::byte, core::kUniqueIdBytes>(myId.data(), core::kUniqueIdBytes));
+      core::wipeKey(id->bootKey);
+    } else {
+      rootStatus = id.status();
+    }
+  }
+  Status gathered = launch(over,
+                           {algo::CollKind::kAllGather, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8,
+                            recclSum, 0, {}, {}},
+                           nullptr);
+  std::fill(myId.begin(), myId.end(), std::byte{0});
+  if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));
+  if (color == RECCL_SPLIT_NOCOLOR) {
+    std::fill(ids.begin(), ids.end(), std::byte{0});
+    return recclSuccess;
+  }
+  if (!rootStatus.ok()) return fail(rootStatus.Wrap("recclCommSplit: color " + std::to_string(color)));
+  std::span<const std::byte> leaderId(ids.data() + static_cast<size_t>(group[0].parentRank) * core::kUniqueIdBytes,
+                                      core::kUniqueIdBytes);
+  auto id = core::decodeUniqueId(leaderId);
+  std::fill(ids.begin(), ids.end(), std::byte{0});
+  if (!id.ok())
+    return fail(recclInternalError, "recclCommSplit: color " + std::to_string(color) + ": rank " +
+                                        std::to_string(group[0].parentRank) + " could not start the rendezvous");
+  // The child's init (a blocking one waits for its whole rendezvous) needs nothing of comm: a
+  // close of comm meanwhile need not wait for it.
+  held.release();
+  recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(group.size()), *id, newRank);
+  core::wipeKey(id->bootKey);
+  return rc;
+}
+
+// What a revoked comm's split hands over: no shrink excludes rank -1, so no shrink's note is
+// taken for it, nor its note for a shrink's.
+std::array<std::byte, core::kShrinkDigestBytes> revokedSplitDigest() { return core::Comm::shrinkDigest({-1}); }
+
 }  // namespace
 
 extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm,
@@ -44,73 +116,47 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
   if (newcomm) *newcomm = nullptr;
   return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* parent = nullptr;
-    RECCL_CHECK(usable(comm, &parent));
+    RECCL_CHECK(usable(comm, &parent, /*revokedOk=*/true));
+    const bool revoked = settle(comm) == recclComm::kRevoked;
+    const int n = parent->nranks();
+    const int me = parent->rank();
+    // Counted before any check can fail, as recclCommShrink counts: a rank whose call is refused
+    // still counts this split, as the ranks whose calls go on do.
+    const uint32_t serial = revoked ? parent->nextShrinkSerial(revokedSplitDigest()) : 0;
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
     *newcomm = nullptr;
     if (color < 0 && color != RECCL_SPLIT_NOCOLOR)
       return fail(recclInvalidArgument,
                   "color: " + std::to_string(color) + " is negative and not RECCL_SPLIT_NOCOLOR (" +
                       std::to_string(RECCL_SPLIT_NOCOLOR) + ")");
-    // Every rank takes part in both exchanges, so a rank with a bad config tells the others by
-    // the color it sends (-2) instead of leaving them waiting.
     CommConfig cfg;
     Status cfgStatus = readConfig(config, comm->config, &cfg);
-    const int n = parent->nranks();
-    const int me = parent->rank();
-    std::vector<int32_t> colorKey(2 * static_cast<size_t>(n));
-    int32_t mine[2] = {cfgStatus.ok() ? color : -2, key};
-    // Both exchanges go where a host call goes (api/launch.h): after work queued on streams.
-    const algo::Collective colorKeys{algo::CollKind::kAllGather, mine, colorKey.data(), 2, recclInt32, recclSum, 0, {}, {}};
-    RECCL_CHECK(finish(launch(*comm, colorKeys, nullptr)));
-    if (!cfgStatus.ok()) return fail(cfgStatus);
-    for (int r = 0; r < n; ++r)
-      if (colorKey[2 * static_cast<size_t>(r)] == -2)
-        return fail(recclInvalidUsage, "rank " + std::to_string(r) + " of comm passed a bad config to recclCommSplit");
+    if (!revoked) return splitOver(*comm, n, me, color, key, cfgStatus, cfg, newcomm, held);
 
-    std::vector<Member> group;
-    int newRank = -1;
-    if (color != RECCL_SPLIT_NOCOLOR) {
-      group = membersOf(colorKey, color);
-      for (size_t i = 0; i < group.size(); ++i)
-        if (group[i].parentRank == me) newRank = static_cast<int>(i);
-    }
-    // Each group's first member starts the rendezvous; a failure there is sent as an all-zero
-    // id, which every member of that group then reports.
-    std::vector<std::byte> ids(static_cast<size_t>(n) * core::kUniqueIdBytes);
-    std::vector<std::byte> myId(core::kUniqueIdBytes);
-    Status rootStatus;
-    if (newRank == 0) {
-      auto id = startDetachedRoot();
-      if (id.ok()) {
-        core::encodeUniqueId(*id, std::span<std::byte, core::kUniqueIdBytes>(myId.data(), core::kUniqueIdBytes));
-        core::wipeKey(id->bootKey);
-      } else {
-        rootStatus = id.status();
+    // The exchange communicator: every rank of comm, comm's settings, blocking, closed when the
+    // split is done (the children need nothing of it).
+    Handover h{{}, revokedSplitDigest(), serial, "recclCommSplit",
+               "a rank called recclCommShrink where this one split the revoked communicator"};
+    for (int r = 0; r < n; ++r) h.members.push_back(r);
+    CommConfig xcfg = comm->config;
+    xcfg.blocking = true;
+    xcfg.name = (comm->config.name.empty() ? std::string("comm") : comm->config.name) + " (split exchange)";
+    core::UniqueIdData id;
+    RECCL_CHECK(handOver(comm, *parent, h, xcfg, &id));
+    recclComm_t exchange = nullptr;
+    recclResult_t rc = startInit(&exchange, xcfg, n, id, me);
+    core::wipeKey(id.bootKey);
+    struct Close {
+      recclComm_t c;
+      ~Close() {
+        if (!c) return;
+        const std::string split = lastError();  // the split's own error, if any, stays the last one
+        if (recclCommDestroy(c) != recclSuccess)
+          RECCL_WARN(kLogInit, "recclCommSplit: closing the exchange communicator: %s", lastError().c_str());
+        lastError() = split;
       }
-    }
-    Status gathered = launch(*comm,
-                             {algo::CollKind::kAllGather, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8,
-                              recclSum, 0, {}, {}},
-                             nullptr);
-    std::fill(myId.begin(), myId.end(), std::byte{0});
-    if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));
-    if (color == RECCL_SPLIT_NOCOLOR) {
-      std::fill(ids.begin(), ids.end(), std::byte{0});
-      return recclSuccess;
-    }
-    if (!rootStatus.ok()) return fail(rootStatus.Wrap("recclCommSplit: color " + std::to_string(color)));
-    std::span<const std::byte> leaderId(ids.data() + static_cast<size_t>(group[0].parentRank) * core::kUniqueIdBytes,
-                                        core::kUniqueIdBytes);
-    auto id = core::decodeUniqueId(leaderId);
-    std::fill(ids.begin(), ids.end(), std::byte{0});
-    if (!id.ok())
-      return fail(recclInternalError, "recclCommSplit: color " + std::to_string(color) + ": rank " +
-                                          std::to_string(group[0].parentRank) + " could not start the rendezvous");
-    // The child's init (a blocking one waits for its whole rendezvous) needs nothing of comm: a
-    // close of comm meanwhile need not wait for it.
-    held.release();
-    recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(group.size()), *id, newRank);
-    core::wipeKey(id->bootKey);
-    return rc;
+    } close{exchange};
+    if (rc != recclSuccess) return rc;
+    return splitOver(*exchange, n, me, color, key, cfgStatus, cfg, newcomm, held);
   });
 }

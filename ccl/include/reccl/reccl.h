@@ -244,7 +244,10 @@ RECCL_API recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int
 /* Splits comm (collective over all its ranks): ranks that pass one color form a new
  * communicator, ordered by key, then by rank in comm. RECCL_SPLIT_NOCOLOR: *newcomm = NULL.
  * config NULL: the child has comm's settings. The exchange over comm blocks; the child's init
- * follows config->blocking. */
+ * follows config->blocking. On a revoked comm (recclCommRevoke), whose connections are failed,
+ * the ranks first join a communicator of all comm's ranks through recclCommShrink's handover
+ * (lowest rank to each listener) and exchange over that one, closed before the call returns;
+ * every rank of comm must call it then too (a dead one: recclCommShrink). */
 RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, recclComm_t* newcomm, recclConfig_t* config);
 /* recclCommShrink's flags (NCCL's NCCL_SHRINK_*): DEFAULT leaves comm as it is; ABORT first
  * aborts comm's operations in flight (their calls return with an error, and comm takes no more
@@ -268,9 +271,9 @@ RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList,
  * takes no more work, without freeing comm. recclCommGetAsyncError then reports recclInProgress
  * until comm is quiet (no other call inside it, no stream work queued), then recclSuccess, as
  * NCCL's does. What may follow: recclCommShrink (either flag: its handover needs none of comm's
- * connections), recclCommDestroy, recclCommAbort, and the inspecting calls (async error, count,
- * rank, stats, peer lost, recclRedOpDestroy); anything else, recclCommFinalize and
- * recclCommSplit (which runs over comm) included, is refused with recclInvalidUsage. Local: each
+ * connections), recclCommSplit (over the same handover), recclCommDestroy, recclCommAbort, and the
+ * inspecting calls (async error, count, rank, stats, peer lost, recclRedOpDestroy); anything
+ * else, recclCommFinalize included, is refused with recclInvalidUsage. Local: each
  * rank revokes its own comm (its connections fail: a peer's call waiting on one of them fails,
  * one waiting on another rank needs its own revoke). From any thread at any time, as
  * recclCommAbort (a watchdog's way to end a collective that waits for a dead rank); a second

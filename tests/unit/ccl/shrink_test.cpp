@@ -1,6 +1,6 @@
 // recclCommShrink (NCCL's ncclCommShrink) on ranks as threads: healthy shrinks (the excluded ranks
 // not calling), the argument checks, ranks that disagree on the list, and recclCommRevoke (NCCL's
-// ncclCommRevoke) before a shrink. Run under ASan and TSan too (the handover crosses the leader's
+// ncclCommRevoke) before a shrink or a split. Run under ASan and TSan too (the handover crosses the leader's
 // call, the survivors' listener threads and their calls; a revoke crosses a call on another thread).
 // After a rank's death, as processes: CclErrors.SurvivorsOfAKilledRankShrinkAndGoOn.
 #include <gtest/gtest.h>
@@ -163,7 +163,7 @@ TEST(Shrink, AbortFromAnotherThreadEndsAHungCallAndGoesOn) {
 // revoke); rank 1's revokes after it (its call then ends with an error: its own revoke's, or
 // rank 0's close where that arrived first). On each,
 // recclCommGetAsyncError then comes to recclSuccess (NCCL's ncclCommRevoke: quiet), everything
-// but a shrink, a close and the inspecting calls is refused, and recclCommShrink
+// but a shrink, a split, a close and the inspecting calls is refused, and recclCommShrink
 // (RECCL_SHRINK_DEFAULT) on the revoked parent hands over a child whose allreduce is exact.
 TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
   ScopedEnv timeout("RECCL_TIMEOUT_MS", "60000");
@@ -211,7 +211,6 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
       errs[r] = std::string(what) + ": " + recclGetErrorString(got) + " (" + msg + ")";
       return false;
     };
-    recclComm_t split = nullptr;
     recclRedOp_t mulsum{};
     float half = 0.5f;
     int cn = 0;
@@ -222,7 +221,6 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
         !refused(recclRedOpCreatePreMulSum(&mulsum, &half, recclFloat32, recclScalarHostImmediate, c),
                  recclInvalidUsage, "revoked", "a PreMulSum op after the revoke") ||
         !refused(recclCommFinalize(c), recclInvalidUsage, "revoked", "finalize after the revoke") ||
-        !refused(recclCommSplit(c, 0, r, &split, nullptr), recclInvalidUsage, "revoked", "split after the revoke") ||
         !refused(recclCommRevoke(c, 1), recclInvalidArgument, "revokeFlags: 1", "revoke with flag 1"))
       return recclInternalError;
     if (recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) return failWith(recclInternalError, "second revoke");
@@ -249,6 +247,84 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
     EXPECT_EQ(recclCommDestroy(world[r]), recclSuccess) << "rank " << r << ": " << recclGetLastError(nullptr);
     world.forget(r);
   }
+}
+
+// NCCL's way on after ncclCommRevoke: a split of the revoked communicator. Its connections are
+// failed, so the exchange runs over a communicator of all its ranks made through the shrink's
+// handover. Two splits in a row (colors by parity, keys reversed; then one rank without a color),
+// each child's ranks in key order and its allreduce exact; a split where one rank's config is bad
+// fails on every rank, naming it; a later shrink of the same parent still works.
+TEST(Shrink, RevokedParentSplits) {
+  const int n = 4;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    auto failWith = [&](recclResult_t rc, const std::string& why) {
+      errs[r] = why;
+      return rc == recclSuccess ? recclInternalError : rc;
+    };
+    if (recclResult_t rc = recclCommRevoke(c, RECCL_REVOKE_DEFAULT); rc)
+      return failWith(rc, std::string("revoke: ") + recclGetLastError(nullptr));
+    // One child: checks its size, this rank's place in key order, and an allreduce of parent ranks.
+    auto check = [&](recclComm_t child, const std::vector<int>& members, const char* what) -> recclResult_t {
+      int cn = 0, cr = -1;
+      recclCommCount(child, &cn);
+      recclCommUserRank(child, &cr);
+      const auto at = std::find(members.begin(), members.end(), r) - members.begin();
+      if (cn != static_cast<int>(members.size()) || cr != at)
+        return failWith(recclInternalError, std::string(what) + ": rank " + std::to_string(cr) + " of " +
+                                                std::to_string(cn) + ", want " + std::to_string(at) + " of " +
+                                                std::to_string(members.size()));
+      std::vector<int64_t> v(3001, r + 1);
+      recclResult_t rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt64, recclSum, child, nullptr);
+      int64_t want = 0;
+      for (int m : members) want += m + 1;
+      if (rc != recclSuccess) return failWith(rc, std::string(what) + ": allreduce: " + recclGetLastError(child));
+      if (std::count(v.begin(), v.end(), want) != static_cast<long>(v.size()))
+        return failWith(recclInternalError, std::string(what) + ": allreduce gave " + std::to_string(v[0]) +
+                                                ", want " + std::to_string(want));
+      return recclSuccess;
+    };
+    recclComm_t child = nullptr;
+    if (recclResult_t rc = recclCommSplit(c, r % 2, -r, &child, nullptr); rc)
+      return failWith(rc, std::string("first split: ") + recclGetLastError(nullptr));
+    recclResult_t rc = check(child, r % 2 ? std::vector<int>{3, 1} : std::vector<int>{2, 0}, "first split");
+    recclCommDestroy(child);
+    if (rc) return rc;
+
+    child = nullptr;
+    if (rc = recclCommSplit(c, r == 1 ? RECCL_SPLIT_NOCOLOR : 7, r, &child, nullptr); rc)
+      return failWith(rc, std::string("second split: ") + recclGetLastError(nullptr));
+    if (r == 1) {
+      if (child) return failWith(recclInternalError, "second split: a communicator for RECCL_SPLIT_NOCOLOR");
+    } else {
+      rc = check(child, {0, 2, 3}, "second split");
+      recclCommDestroy(child);
+      if (rc) return rc;
+    }
+
+    // Rank 2's config is bad: every rank's call fails, the others naming rank 2.
+    recclConfig_t bad = RECCL_CONFIG_INITIALIZER;
+    bad.nChannels = 99;
+    child = nullptr;
+    rc = recclCommSplit(c, 0, r, &child, r == 2 ? &bad : nullptr);
+    std::string msg = recclGetLastError(nullptr);
+    if (child) recclCommDestroy(child);
+    if (rc == recclSuccess) return failWith(recclInternalError, "a split with rank 2's bad config succeeded");
+    if (r == 2 ? msg.find("nChannels") == std::string::npos : msg.find("rank 2 of comm passed a bad config") == std::string::npos)
+      return failWith(recclInternalError, "the bad-config split's message: " + msg);
+
+    child = nullptr;
+    int three = 3;
+    if (r == 3) return recclSuccess;  // excluded from the shrink that follows
+    if (rc = recclCommShrink(c, &three, 1, &child, nullptr, RECCL_SHRINK_DEFAULT); rc)
+      return failWith(rc, std::string("shrink after the splits: ") + recclGetLastError(c));
+    rc = check(child, {0, 1, 2}, "shrink after the splits");
+    recclCommDestroy(child);
+    return rc;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
 }
 
 // The revoke's refusals on one rank: a flag other than RECCL_REVOKE_DEFAULT, a null
