@@ -229,8 +229,37 @@ recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk) {
   }
 }
 
-recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
-                        std::shared_ptr<core::BootstrapRoot> root) {
+namespace {
+
+// A non-blocking init's thread: the rendezvous (from `idFrom`, which lets go of what it holds
+// once it returned), then the communicator, handed to `op` (or freed, when the handle was
+// abandoned meanwhile).
+void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts, IdSource idFrom, int nranks, int rank,
+                    std::shared_ptr<core::BootstrapRoot> root, const std::string& who) {
+  pthread_setname_np(pthread_self(), "reccl-init");
+  auto id = idFrom(op->cancel.get());
+  idFrom = nullptr;
+  Result<std::unique_ptr<core::Comm>> c =
+      id.ok() ? core::Comm::create(opts, *id, nranks, rank, std::move(root)) : Result<std::unique_ptr<core::Comm>>(id.status());
+  if (id.ok()) core::wipeKey(id->bootKey);
+  std::unique_ptr<core::Comm> orphan;
+  {
+    std::lock_guard lk(op->mu);
+    op->status = c.ok() ? Status::Ok() : c.status().Wrap(who);
+    if (c.ok()) {
+      if (op->abandoned) orphan = std::move(c).value();
+      else op->made = std::move(c).value();
+    }
+    op->done = true;
+  }
+  op->cv.notify_all();
+  if (orphan) orphan->abort();
+}
+
+}  // namespace
+
+recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdSource idFrom,
+                             std::shared_ptr<core::BootstrapRoot> root) {
   core::CommOptions opts;
   if (Status s = commOptions(cfg, &opts); !s.ok()) return fail(s);
   const std::string who = (cfg.name.empty() ? std::string() : "comm " + cfg.name + ": ") + "rank " +
@@ -238,7 +267,11 @@ recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, co
   auto handle = std::make_unique<recclComm>();
   handle->config = cfg;
   if (cfg.blocking) {
-    auto c = core::Comm::create(opts, id, nranks, rank, std::move(root));
+    auto id = idFrom(nullptr);
+    idFrom = nullptr;
+    if (!id.ok()) return fail(id.status());
+    auto c = core::Comm::create(opts, *id, nranks, rank, std::move(root));
+    core::wipeKey(id->bootKey);
     if (!c.ok()) return fail(c.status().Wrap(who));
     handle->impl = std::move(c).value();
     *comm = handle.release();
@@ -249,25 +282,22 @@ recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, co
   handle->pending = op;
   handle->state.store(recclComm::kInitializing, std::memory_order_release);
   // Detached: recclCommAbort returns without waiting for it, and it releases what it made then.
-  std::thread([op, opts, id = core::UniqueIdData(id), nranks, rank, root = std::move(root), who]() mutable {
-    pthread_setname_np(pthread_self(), "reccl-init");
-    auto c = core::Comm::create(opts, id, nranks, rank, std::move(root));
-    core::wipeKey(id.bootKey);
-    std::unique_ptr<core::Comm> orphan;
-    {
-      std::lock_guard lk(op->mu);
-      op->status = c.ok() ? Status::Ok() : c.status().Wrap(who);
-      if (c.ok()) {
-        if (op->abandoned) orphan = std::move(c).value();
-        else op->made = std::move(c).value();
-      }
-      op->done = true;
-    }
-    op->cv.notify_all();
-    if (orphan) orphan->abort();
-  }).detach();
+  std::thread(runPendingInit, op, opts, std::move(idFrom), nranks, rank, std::move(root), who).detach();
   *comm = handle.release();
   return recclInProgress;
+}
+
+recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
+                        std::shared_ptr<core::BootstrapRoot> root) {
+  // The source's copy of the id, wiped when the source is let go (after use, or unused).
+  struct Held {
+    core::UniqueIdData id;
+    ~Held() { core::wipeKey(id.bootKey); }
+  };
+  auto held = std::make_shared<Held>();
+  held->id = id;
+  return startInitAfter(comm, cfg, nranks, rank, [held](const std::atomic<bool>*) -> Result<core::UniqueIdData> { return held->id; },
+                        std::move(root));
 }
 
 Result<uint32_t> bootstrapAddress() {

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <climits>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -166,6 +167,16 @@ recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk = false)
 // bootstrap root this rank holds for the communicator's lifetime.
 recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
                         std::shared_ptr<core::BootstrapRoot> root = nullptr);
+// Where the rendezvous comes from when it is not known yet (recclCommShrink's handover): called
+// once, on the init's thread when the config is non-blocking (its failure is then the init's,
+// reported by recclCommGetAsyncError), and destroyed right after, so what it captured (a hold on
+// the parent) is let go before the communicator is made. `cancel`: set when the new handle is
+// aborted meanwhile (null for a blocking config, whose handle does not exist yet).
+using IdSource = std::function<Result<core::UniqueIdData>(const std::atomic<bool>* cancel)>;
+// startInit with the rendezvous from `idFrom`: a non-blocking config returns recclInProgress at
+// once and runs `idFrom` too on the init's thread.
+recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdSource idFrom,
+                             std::shared_ptr<core::BootstrapRoot> root = nullptr);
 
 // The address ranks reach this host's bootstrap root at (network order): RECCL_BOOTSTRAP_IFNAME's,
 // else the first non-loopback interface's, else loopback.

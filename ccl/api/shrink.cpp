@@ -72,12 +72,14 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
     for (int r = 0; r < n; ++r)
       if (!std::binary_search(excluded.begin(), excluded.end(), r)) h.members.push_back(r);
     const int newRank = static_cast<int>(std::find(h.members.begin(), h.members.end(), me) - h.members.begin());
-    core::UniqueIdData id;
-    RECCL_CHECK(handOver(comm, *parent, h, cfg, &id));
-    // The child's init needs nothing of the parent: a close of it meanwhile need not wait.
-    held.release();
-    recclResult_t rc = startInit(newcomm, cfg, static_cast<int>(h.members.size()), id, newRank);
-    core::wipeKey(id.bootKey);
-    return rc;
+    const int nmembers = static_cast<int>(h.members.size());
+    // The handover needs the parent (its listener, its key) and so holds it; the child's init
+    // needs nothing of it: the hold ends with the handover. A non-blocking config runs both on
+    // the child's init thread.
+    auto hold = std::make_shared<CallTicket>(std::move(held));
+    return startInitAfter(newcomm, cfg, nmembers, newRank,
+                          [comm, parent, h = std::move(h), cfg, hold](const std::atomic<bool>* cancel) {
+                            return handOver(comm, *parent, h, cfg, cancel);
+                          });
   });
 }

@@ -6,7 +6,10 @@
 // over its bootstrap ring instead): there the ranks first make a communicator of all the
 // parent's ranks through recclCommShrink's handover (api/handover.h), which needs only the
 // parent's listeners, and the two exchanges run over it.
+#include <sodium.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -67,8 +70,17 @@ recclResult_t splitOver(recclComm& over, int n, int me, int color, int key, cons
   }
   // Each group's first member starts the rendezvous; a failure there is sent as an all-zero
   // id, which every member of that group then reports.
+  // Both hold rendezvous secrets: wiped on every way out.
   std::vector<std::byte> ids(static_cast<size_t>(n) * core::kUniqueIdBytes);
   std::vector<std::byte> myId(core::kUniqueIdBytes);
+  struct Wipe {
+    std::vector<std::byte>& a;
+    std::vector<std::byte>& b;
+    ~Wipe() {
+      sodium_memzero(a.data(), a.size());
+      sodium_memzero(b.data(), b.size());
+    }
+  } wipe{ids, myId};
   Status rootStatus;
   if (newRank == 0) {
     auto id = startDetachedRoot();
@@ -83,17 +95,12 @@ recclResult_t splitOver(recclComm& over, int n, int me, int color, int key, cons
                            {algo::CollKind::kAllGather, myId.data(), ids.data(), core::kUniqueIdBytes, recclUint8,
                             recclSum, 0, {}, {}},
                            nullptr);
-  std::fill(myId.begin(), myId.end(), std::byte{0});
   if (!gathered.ok()) return fail(gathered.Wrap("recclCommSplit: exchanging unique ids"));
-  if (color == RECCL_SPLIT_NOCOLOR) {
-    std::fill(ids.begin(), ids.end(), std::byte{0});
-    return recclSuccess;
-  }
+  if (color == RECCL_SPLIT_NOCOLOR) return recclSuccess;
   if (!rootStatus.ok()) return fail(rootStatus.Wrap("recclCommSplit: color " + std::to_string(color)));
   std::span<const std::byte> leaderId(ids.data() + static_cast<size_t>(group[0].parentRank) * core::kUniqueIdBytes,
                                       core::kUniqueIdBytes);
   auto id = core::decodeUniqueId(leaderId);
-  std::fill(ids.begin(), ids.end(), std::byte{0});
   if (!id.ok())
     return fail(recclInternalError, "recclCommSplit: color " + std::to_string(color) + ": rank " +
                                         std::to_string(group[0].parentRank) + " could not start the rendezvous");
@@ -106,8 +113,11 @@ recclResult_t splitOver(recclComm& over, int n, int me, int color, int key, cons
 }
 
 // What a revoked comm's split hands over: no shrink excludes rank -1, so no shrink's note is
-// taken for it, nor its note for a shrink's.
+// taken for it, nor its note for a shrink's. Its serials have the top bit set: a leader's note is
+// also matched by serial alone (takeShrinkNote: "leads this shrink with another list"), and a
+// shrink's serial never reaches it.
 std::array<std::byte, core::kShrinkDigestBytes> revokedSplitDigest() { return core::Comm::shrinkDigest({-1}); }
+constexpr uint32_t kSplitSerialBit = 0x80000000u;
 
 }  // namespace
 
@@ -117,12 +127,14 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
   return guardedOn(comm, [&](CallTicket& held) -> recclResult_t {
     core::Comm* parent = nullptr;
     RECCL_CHECK(usable(comm, &parent, /*revokedOk=*/true));
+    // Counted on every split, revoked or not, before any check can fail (as recclCommShrink
+    // counts): a rank whose call is refused, or whose comm a revoke on another thread reached
+    // just after this split began, counts it as the ranks whose calls go on do, and the next
+    // split pairs the same calls on every rank.
+    const uint32_t serial = parent->nextShrinkSerial(revokedSplitDigest()) | kSplitSerialBit;
     const bool revoked = settle(comm) == recclComm::kRevoked;
     const int n = parent->nranks();
     const int me = parent->rank();
-    // Counted before any check can fail, as recclCommShrink counts: a rank whose call is refused
-    // still counts this split, as the ranks whose calls go on do.
-    const uint32_t serial = revoked ? parent->nextShrinkSerial(revokedSplitDigest()) : 0;
     if (!newcomm) return fail(recclInvalidArgument, "newcomm: null pointer");
     *newcomm = nullptr;
     if (color < 0 && color != RECCL_SPLIT_NOCOLOR)
@@ -133,19 +145,22 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     Status cfgStatus = readConfig(config, comm->config, &cfg);
     if (!revoked) return splitOver(*comm, n, me, color, key, cfgStatus, cfg, newcomm, held);
 
-    // The exchange communicator: every rank of comm, comm's settings, blocking, closed when the
-    // split is done (the children need nothing of it).
-    Handover h{{}, revokedSplitDigest(), serial, "recclCommSplit",
-               "a rank called recclCommShrink where this one split the revoked communicator"};
+    // The exchange communicator: every rank of comm, comm's settings but one channel (two small
+    // all-gathers) and config's bootstrap timeout, blocking, closed when the split is done. Only its handover needs comm; an
+    // abort or destroy of comm after it need not wait for the rest.
+    Handover h{{}, revokedSplitDigest(), serial, "recclCommSplit", "the ranks' calls differ"};
     for (int r = 0; r < n; ++r) h.members.push_back(r);
     CommConfig xcfg = comm->config;
     xcfg.blocking = true;
-    xcfg.name = (comm->config.name.empty() ? std::string("comm") : comm->config.name) + " (split exchange)";
-    core::UniqueIdData id;
-    RECCL_CHECK(handOver(comm, *parent, h, xcfg, &id));
+    xcfg.nChannels = 1;
+    if (cfgStatus.ok() && cfg.bootstrapTimeoutMs != CommConfig::kUnset) xcfg.bootstrapTimeoutMs = cfg.bootstrapTimeoutMs;
+    xcfg.name = (comm->config.name.empty() ? std::string() : comm->config.name + " ") + "split exchange";
     recclComm_t exchange = nullptr;
-    recclResult_t rc = startInit(&exchange, xcfg, n, id, me);
-    core::wipeKey(id.bootKey);
+    recclResult_t rc = startInitAfter(&exchange, xcfg, n, me, [&](const std::atomic<bool>*) {
+      auto id = handOver(comm, *parent, h, xcfg);
+      held.release();
+      return id;
+    });
     struct Close {
       recclComm_t c;
       ~Close() {

@@ -153,7 +153,7 @@ Result<ShrinkNote> Comm::takeShrinkNote(const std::array<std::byte, kShrinkDiges
     if (d.cancelled()) return Status(Errc::kAborted, "the communicator is being closed");
     if (d.expired())
       return Status(Errc::kTimeout, "no word from rank " + std::to_string(leader) +
-                                        " (the shrink's leader: the lowest rank not excluded) before the deadline");
+                                        " (the handover's leader: the lowest rank taking part) before the deadline");
     shrinkCv_.wait_for(lk, std::chrono::milliseconds(std::clamp(d.pollSliceMs(), 1, 100)));
   }
 }

@@ -260,8 +260,11 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * no collective over comm: the lowest rank left starts the new rendezvous and hands it to each
  * of the others on a connection of its own to their listeners, so it runs on a comm that a dead
  * rank broke. Ranks that pass different lists fail (recclInvalidUsage naming it, or the
- * rendezvous's timeout). config NULL: comm's settings. The handover blocks (up to the bootstrap
- * timeout); the child's init follows config->blocking. */
+ * rendezvous's timeout). config NULL: comm's settings. A blocking config waits for the handover
+ * (up to the bootstrap timeout) and the child's init; a non-blocking one checks the arguments,
+ * returns recclInProgress with *newcomm set, and runs both on the child's init thread, whose
+ * result (a disagreeing list included) recclCommGetAsyncError(*newcomm) reports, as NCCL's
+ * non-blocking shrink does. An abort of comm or of the child ends the handover at once. */
 RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
 /* recclCommRevoke's flags (NCCL's NCCL_REVOKE_*): only DEFAULT. */

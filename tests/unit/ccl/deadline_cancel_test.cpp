@@ -45,6 +45,21 @@ TEST(DeadlineCancel, TheFlagEndsTheDeadlineAndWithinKeepsIt) {
   EXPECT_FALSE(plain.expired());
 }
 
+// Two owners: either flag ends a deadline made cancellable twice; within() keeps both.
+TEST(DeadlineCancel, EitherOfTwoFlagsEndsIt) {
+  for (int which : {0, 1}) {
+    std::atomic<bool> a{false}, b{false};
+    const Deadline d = Deadline::afterMs(60000).cancellable(&a).cancellable(&b);
+    const Deadline shorter = d.within(30000);
+    EXPECT_FALSE(d.cancelled());
+    EXPECT_EQ(d.pollSliceMs(), Deadline::kCancelPollMs);
+    (which ? b : a).store(true);
+    EXPECT_TRUE(d.cancelled()) << "flag " << which;
+    EXPECT_TRUE(shorter.cancelled()) << "flag " << which;
+    EXPECT_EQ(d.pollSliceMs(), 0) << "flag " << which;
+  }
+}
+
 // Sets `flag` after `ms` on a thread of its own.
 std::thread setLater(std::atomic<bool>& flag, std::chrono::milliseconds ms) {
   return std::thread([&flag, ms] {

@@ -249,6 +249,126 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
   }
 }
 
+// The child's state after a non-blocking call: polled until it is no longer in progress (30 s at
+// most); its message, when it failed, in *msg.
+recclResult_t settled(recclComm_t child, std::string* msg) {
+  recclResult_t async = recclInProgress;
+  for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       async == recclInProgress && std::chrono::steady_clock::now() < until;) {
+    if (recclResult_t rc = recclCommGetAsyncError(child, &async); rc) return rc;
+    if (async == recclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  if (async != recclSuccess) *msg = recclGetLastError(child);
+  return async;
+}
+
+// A non-blocking config (NCCL's ncclCommShrink with blocking = 0): the call returns
+// recclInProgress with the child's handle before the handover, which goes on on the child's init
+// thread; the child reports it through recclCommGetAsyncError.
+// - Rank 1's call returns before the leader (rank 0) even calls: rank 0 waits for it, so a call
+//   that waited for the leader's note would never return (rank 0 gives up after 10 s).
+// - A handover whose leader never comes fails on the child (the parent's shrink serials go on).
+// - A parent destroyed while its non-blocking handover waits ends the handover at once; so does an
+//   abort of the child, which lets the parent go.
+TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::atomic<bool> rank1Returned{false};
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    auto failWith = [&](recclResult_t rc, const std::string& why) {
+      errs[r] = why;
+      return rc == recclSuccess ? recclInternalError : rc;
+    };
+    if (r == 2) return recclSuccess;  // excluded
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    int two = 2;
+    if (r == 0)
+      for (int i = 0; i < 1000 && !rank1Returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    recclComm_t child = nullptr;
+    recclResult_t rc = recclCommShrink(c, &two, 1, &child, &cfg, RECCL_SHRINK_DEFAULT);
+    if (r == 1) rank1Returned.store(true);
+    if (rc != recclInProgress || !child)
+      return failWith(rc == recclInProgress ? recclInternalError : rc,
+                      std::string("shrink returned ") + recclGetErrorString(rc) + " (" + recclGetLastError(c) + ")");
+    if (r == 0 && !rank1Returned.load()) return failWith(recclInternalError, "rank 1's shrink did not return");
+    std::string msg;
+    if (rc = settled(child, &msg); rc) {
+      recclCommDestroy(child);
+      return failWith(rc, "the child: " + msg);
+    }
+    std::vector<int32_t> v(1000, r + 1);
+    rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, child, nullptr);
+    if (rc == recclSuccess && std::count(v.begin(), v.end(), 3) != static_cast<long>(v.size()))
+      rc = failWith(recclInternalError, "child allreduce: " + std::to_string(v[999]));
+    recclCommDestroy(child);
+    return rc;
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+
+  // Rank 0, the leader of a shrink that leaves rank 2 out, never calls: ranks 1's child fails
+  // with the handover's timeout, naming the leader.
+  {
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.bootstrapTimeoutMs = 1000;
+    int two = 2;
+    recclComm_t child = nullptr;
+    ASSERT_EQ(recclCommShrink(world[1], &two, 1, &child, &cfg, RECCL_SHRINK_DEFAULT), recclInProgress)
+        << recclGetLastError(nullptr);
+    std::string msg;
+    EXPECT_EQ(settled(child, &msg), recclTimeout) << msg;
+    EXPECT_NE(msg.find("no word from rank 0"), std::string::npos) << msg;
+    EXPECT_EQ(recclCommDestroy(child), recclSuccess) << recclGetLastError(nullptr);
+  }
+  // The same with a deadline far off: destroying the parent ends the handover, and the child
+  // fails at once.
+  {
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.bootstrapTimeoutMs = 120000;
+    int two = 2;
+    recclComm_t child = nullptr;
+    ASSERT_EQ(recclCommShrink(world[1], &two, 1, &child, &cfg, RECCL_SHRINK_DEFAULT), recclInProgress)
+        << recclGetLastError(nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // waiting for the note by then
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(recclCommDestroy(world[1]), recclSuccess) << recclGetLastError(nullptr);
+    world.forget(1);
+    std::string msg;
+    EXPECT_EQ(settled(child, &msg), recclAborted) << msg;
+    EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0)
+        << "the parent's destroy did not end its child's handover";
+    EXPECT_EQ(recclCommDestroy(child), recclSuccess) << recclGetLastError(nullptr);
+  }
+  // Aborting the child instead ends its handover too, and with it the handover's hold on the
+  // parent: a revoked parent is quiet again (recclCommGetAsyncError: recclSuccess) at once, not
+  // after the handover's deadline.
+  {
+    ASSERT_EQ(recclCommRevoke(world[2], RECCL_REVOKE_DEFAULT), recclSuccess) << recclGetLastError(nullptr);
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    cfg.bootstrapTimeoutMs = 120000;
+    int one = 1;
+    recclComm_t child = nullptr;
+    ASSERT_EQ(recclCommShrink(world[2], &one, 1, &child, &cfg, RECCL_SHRINK_DEFAULT), recclInProgress)
+        << recclGetLastError(nullptr);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    recclResult_t async = recclInternalError;
+    ASSERT_EQ(recclCommGetAsyncError(world[2], &async), recclSuccess);
+    EXPECT_EQ(async, recclInProgress) << "the parent is quiet while its child's handover holds it";
+    EXPECT_EQ(recclCommAbort(child), recclSuccess) << recclGetLastError(nullptr);
+    for (auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+         async == recclInProgress && std::chrono::steady_clock::now() < until;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      ASSERT_EQ(recclCommGetAsyncError(world[2], &async), recclSuccess);
+    }
+    EXPECT_EQ(async, recclSuccess) << "the child's abort left its handover holding the parent";
+  }
+}
+
 // NCCL's way on after ncclCommRevoke: a split of the revoked communicator. Its connections are
 // failed, so the exchange runs over a communicator of all its ranks made through the shrink's
 // handover. Two splits in a row (colors by parity, keys reversed; then one rank without a color),
@@ -325,6 +445,114 @@ TEST(Shrink, RevokedParentSplits) {
     return rc;
   });
   for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+}
+
+// Revoked splits that fail leave nothing that a later shrink takes for its own, and pair the same
+// calls on every rank afterwards. Rank 0 revokes, rank 1 not (yet):
+// - rank 1's split is refused at once (null newcomm) while rank 0's waits and fails: rank 0's note
+//   stays with rank 1's listener, and the shrink that follows, of the same serial, is not taken
+//   for that split;
+// - both split: both calls fail (rank 1's exchange runs over the comm rank 0's revoke broke, rank
+//   0 waits for rank 1 at the exchange's rendezvous); after rank 1's revoke, the next split pairs
+//   up on both.
+TEST(Shrink, RevokedSplitsPairTheSameCallsAfterAFailedOne) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", "3000");
+  const int n = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::atomic<int> met[2] = {0, 0};
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    auto failWith = [&](recclResult_t rc, const std::string& why) {
+      errs[r] = why;
+      return rc == recclSuccess ? recclInternalError : rc;
+    };
+    // Both ranks past a failed call before the next one (30 s at most): its waits have ended.
+    auto meet = [&](int phase) {
+      met[phase].fetch_add(1);
+      for (int i = 0; i < 3000 && met[phase].load() < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    };
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.bootstrapTimeoutMs = 1500;
+    auto splitAndCheck = [&](const char* what) -> recclResult_t {
+      recclComm_t child = nullptr;
+      if (recclResult_t rc = recclCommSplit(c, 0, r, &child, &cfg); rc)
+        return failWith(rc, std::string(what) + ": " + recclGetLastError(nullptr));
+      std::vector<int32_t> v(777, r + 1);
+      recclResult_t rc = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, child, nullptr);
+      if (rc == recclSuccess && std::count(v.begin(), v.end(), 3) != static_cast<long>(v.size()))
+        rc = failWith(recclInternalError, std::string(what) + ": allreduce gave " + std::to_string(v[0]));
+      else if (rc)
+        rc = failWith(rc, std::string(what) + ": allreduce: " + recclGetLastError(child));
+      recclCommDestroy(child);
+      return rc;
+    };
+    if (r == 0 && recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) return failWith(recclInternalError, "revoke");
+    // Rank 1's call refused, rank 0's waits for it in vain; the shrink after it has the same
+    // serial as that split (each the first of its kind).
+    recclComm_t child = nullptr;
+    recclResult_t rc = recclCommSplit(c, 0, r, r == 1 ? nullptr : &child, &cfg);
+    if (child) recclCommDestroy(child);
+    if (rc == recclSuccess) return failWith(recclInternalError, "a split that rank 1 never joined succeeded");
+    meet(0);
+    child = nullptr;
+    if (rc = recclCommShrink(c, nullptr, 0, &child, &cfg, RECCL_SHRINK_DEFAULT); rc)
+      return failWith(rc, std::string("the shrink after a failed split: ") + recclGetLastError(c));
+    recclCommDestroy(child);
+
+    // Rank 0 revoked, rank 1 not.
+    child = nullptr;
+    if (recclCommSplit(c, 0, r, &child, &cfg) == recclSuccess) {
+      recclCommDestroy(child);
+      return failWith(recclInternalError, "a split with one rank revoked and one not succeeded");
+    }
+    meet(1);
+    if (r == 1 && recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) return failWith(recclInternalError, "revoke");
+    return splitAndCheck("the split after both revoked");
+  });
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+}
+
+// Only a revoked comm's split's handover needs the comm: an abort of the comm from a watchdog
+// thread while the split waits at its exchange's rendezvous (for rank 2, which took its note but
+// never calls) returns at once, where it would wait for the split to end (8 s).
+TEST(Shrink, AbortOfTheRevokedParentDoesNotWaitForTheSplitsExchange) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::vector<double> abortSeconds(n, 0);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    if (recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) {
+      errs[r] = "revoke";
+      return recclInternalError;
+    }
+    if (r == 2) return recclSuccess;  // its listener takes the note; it never calls
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.bootstrapTimeoutMs = 8000;
+    recclResult_t abortRc = recclInternalError;
+    std::thread watchdog([&, c, r] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the handover by then
+      auto t0 = std::chrono::steady_clock::now();
+      abortRc = recclCommAbort(c);
+      abortSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    recclComm_t child = nullptr;
+    recclResult_t rc = recclCommSplit(c, 0, r, &child, &cfg);
+    watchdog.join();
+    if (child) recclCommDestroy(child);
+    if (rc == recclSuccess) {
+      errs[r] = "the split succeeded without rank 2";
+      return recclInternalError;
+    }
+    if (abortRc != recclSuccess) errs[r] = std::string("abort: ") + recclGetErrorString(abortRc);
+    return abortRc;
+  });
+  for (int r : {0, 1}) {
+    world.forget(r);  // aborted
+    EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+    EXPECT_LT(abortSeconds[r], 4.0) << "rank " << r << ": the abort waited for the split's exchange";
+  }
 }
 
 // The revoke's refusals on one rank: a flag other than RECCL_REVOKE_DEFAULT, a null

@@ -19,7 +19,9 @@ inline uint64_t monotonicNs() noexcept {
 // A deadline may also end early: cancellable(flag) gives one that counts as expired once `flag`
 // is set (an abort of the wait's owner; the flag outlives every wait on the deadline). A wait
 // that polls looks at the flag every pollSliceMs(): rc 0 from such a poll is a timeout only once
-// expired(), and cancelled() tells an abort from a timeout.
+// expired(), and cancelled() tells an abort from a timeout. A wait with two owners (a child
+// communicator's handover, ended by an abort of the parent or of the child) makes a cancellable
+// deadline cancellable again: either flag ends it.
 class Deadline {
  public:
   static Deadline after(std::chrono::nanoseconds d) { return Deadline(Clock::now() + d); }
@@ -27,9 +29,10 @@ class Deadline {
   static Deadline never() { return Deadline(Clock::time_point::max()); }
   static constexpr int kCancelPollMs = 50;
 
+  // Cancellable by `flag` too; at most two flags (a third replaces the second).
   Deadline cancellable(const std::atomic<bool>* flag) const {
     Deadline d = *this;
-    d.cancel_ = flag;
+    (d.cancel_ ? d.cancel2_ : d.cancel_) = flag;
     return d;
   }
   // This deadline or `ms` from now, whichever comes first; cancellable as this one is.
@@ -39,7 +42,10 @@ class Deadline {
     if (t < d.at_) d.at_ = t;
     return d;
   }
-  bool cancelled() const { return cancel_ && cancel_->load(std::memory_order_acquire); }
+  bool cancelled() const {
+    return (cancel_ && cancel_->load(std::memory_order_acquire)) ||
+           (cancel2_ && cancel2_->load(std::memory_order_acquire));
+  }
   bool expired() const { return cancelled() || (at_ != Clock::time_point::max() && Clock::now() >= at_); }
   Clock::time_point at() const { return at_; }
   // Milliseconds left, clamped to [0, INT32_MAX]; -1 for never (poll/epoll convention); 0 once
@@ -53,6 +59,7 @@ class Deadline {
   explicit Deadline(Clock::time_point at) : at_(at) {}
   Clock::time_point at_;
   const std::atomic<bool>* cancel_ = nullptr;
+  const std::atomic<bool>* cancel2_ = nullptr;
 };
 
 inline int Deadline::remainingMsForPoll() const {
