@@ -271,6 +271,7 @@ void Monitor::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReas
              named ? sources_.lastSignalSource().c_str() : "");
   ctx_.relay->railDown(rail);       // pipes this rank forwards over the rail break; their origins move them
   ctx_.standbys->dropRail(rail);    // standby paths on the rail are as dead as the rail
+  ctx_.standbys->retryFailedNow();
   standbyDueNs_ = 0;                // and the upkeep replaces them (and those the migrations take) soon
 }
 
@@ -286,6 +287,7 @@ void Monitor::railBackUp(int rail, uint64_t signalNs, FaultSource src) {
   rs.bumpEpoch(rail);
   RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up again after hold-down; failing back (source %s)", ctx_.cfg.rank,
              rail, ctx_.nicName(rail), faultSourceName(src));
+  ctx_.standbys->retryFailedNow();
   standbyDueNs_ = 0;  // standbys on the rail that is back, and for the connections that leave it
   // Fail-back first: a connection that prefers this rail goes back to it even when it sits on a
   // gray rail. One job per connection at a time (enqueue): moved by weight first it would leave

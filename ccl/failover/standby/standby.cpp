@@ -20,7 +20,6 @@ namespace {
 constexpr int64_t kStandbyConnectMs = 1000;
 constexpr uint64_t kTendPeriodNs = 20'000'000;    // upkeep every 20 ms while standbys are being made
 constexpr uint64_t kCheckPeriodNs = 300'000'000;  // else a look at the standbys in place (3 stall-check ticks)
-constexpr uint64_t kRetryNs = 500'000'000;        // after a failed standby, wait before the next
 constexpr uint64_t kNotReadyRetryNs = 50'000'000; // the peer has not set the connection up yet
 constexpr uint64_t kRefusedRetryNs = 10'000'000'000;  // the peer refused (standby paths off there)
 // A standby in place is made anew on the best rail when its own rail costs more than this times
@@ -36,6 +35,12 @@ void discard(std::unique_ptr<transport::Link>& link) noexcept {
 }
 
 }  // namespace
+
+uint64_t standbyBackoffNs(uint32_t failures) {
+  if (failures <= 1) return kStandbyRetryNs;
+  const uint32_t doublings = std::min<uint32_t>(failures - 1, 16);
+  return std::min(kStandbyRetryNs << doublings, kStandbyRetryMaxNs);
+}
 
 Standbys::~Standbys() { stop(); }
 
@@ -161,13 +166,24 @@ void Standbys::make(Conn& c) {
   auto retryAfter = [&](uint64_t ns, const Status& why) {
     std::lock_guard lk(c.sbMu);
     c.standbyRetryNs = monotonicNs() + ns;
-    if (ns >= kRetryNs)
+    if (ns >= kStandbyRetryNs)
       RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d: %s", ctx_.cfg.rank, connName(c.id).c_str(), rail,
                  why.message().c_str());
   };
+  // A try that failed on the way (connect, hello, the peer's answer): the next one waits longer
+  // each time in a row.
+  auto failed = [&](const Status& why) {
+    uint32_t n;
+    {
+      std::lock_guard lk(c.sbMu);
+      n = ++c.standbyFailures;
+    }
+    const uint64_t ns = standbyBackoffNs(n);
+    retryAfter(ns, why.Wrap("try " + std::to_string(n) + ", next in " + std::to_string(ns / 1'000'000) + " ms"));
+  };
   auto dl = Deadline::afterMs(kStandbyConnectMs);
   auto made = ctx_.paths.connect(peer, rail, dl);
-  if (!made.ok()) return retryAfter(kRetryNs, made.status());
+  if (!made.ok()) return failed(made.status());
   std::unique_ptr<transport::Link> link = std::move(made).value();
 
   // Authenticated like any data connection; the request says it is a standby (nothing commits).
@@ -185,16 +201,20 @@ void Standbys::make(Conn& c) {
   if (s.ok()) s = core::readProof(io, key, *session);
   std::array<std::byte, kMigrateReplyBytes> rb;
   if (s.ok()) s = io.recv(rb);
-  if (!s.ok()) return retryAfter(kRetryNs, s);
+  if (!s.ok()) return failed(s);
   auto rep = decodeMigrateReply(rb);
-  if (!rep.ok()) return retryAfter(kRetryNs, rep.status());
+  if (!rep.ok()) return failed(rep.status());
   ctx_.monitor->peerReported(peer, rep->railsUp);
   if (rep->status == MigrateStatus::kNotReady) return retryAfter(kNotReadyRetryNs, Status::Ok());
   if (rep->status != MigrateStatus::kOk)  // standby paths off there, or its communicator failed
     return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
-  if (s = link->takePeerRecord(io, end); !s.ok()) return retryAfter(kRetryNs, s);
+  if (s = link->takePeerRecord(io, end); !s.ok()) return failed(s);
   link->keepIdle();
   std::lock_guard lk(c.sbMu);
+  if (c.standbyFailures > 0)
+    RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d (%s) after %u failed tries", ctx_.cfg.rank,
+               connName(c.id).c_str(), rail, ctx_.nicName(rail), c.standbyFailures);
+  c.standbyFailures = 0;
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
   // A standby already there stays unless this one was made to replace it.
   const bool replace = c.standbyReplace.exchange(false);
@@ -256,6 +276,15 @@ void Standbys::dropRail(int rail) {
   wakeWatcher();
 }
 
+void Standbys::retryFailedNow(int peer) {
+  if (!ctx_.cfg.standbyOn) return;
+  for (auto& c : ctx_.conns.snapshot()) {
+    if (peer >= 0 && c->peer != peer) continue;
+    std::lock_guard lk(c->sbMu);
+    if (c->standbyFailures > 0) c->standbyRetryNs = 0;
+  }
+}
+
 void Standbys::registerPassive(std::unique_ptr<transport::Link> link, const ConnId& id, int peer, int rail) {
   link->keepIdle();
   RECCL_TRACE(kLogFailover, "rank %d: standby of %s from rank %d on rail %d", ctx_.cfg.rank, connName(id).c_str(),
@@ -266,6 +295,9 @@ void Standbys::registerPassive(std::unique_ptr<transport::Link> link, const Conn
     std::erase_if(passive_, [&](const Passive& p) { return p.id == id && p.peer == peer; });
     passive_.push_back(Passive{std::move(link), id, peer, rail});
   }
+  // The peer reached this rank on a new connection: what failed this end's tries to it (a fault
+  // at the peer's end, which this rank's rails never showed) may be over.
+  retryFailedNow(peer);
   wakeWatcher();
 }
 

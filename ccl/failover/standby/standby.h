@@ -26,6 +26,14 @@ namespace reccl::failover {
 
 struct FailoverContext;
 
+// The wait after a connection's `failures`-th failed standby try in a row (>= 1): 0.5 s,
+// doubling, at most kStandbyRetryMaxNs. A rail whose carrier is up but that carries nothing
+// (a blackhole, a stalled NIC queue) fails every try by the connect's deadline, and nothing else
+// says so to the standby upkeep.
+inline constexpr uint64_t kStandbyRetryNs = 500'000'000;
+inline constexpr uint64_t kStandbyRetryMaxNs = 16'000'000'000;
+uint64_t standbyBackoffNs(uint32_t failures);
+
 // Lock rule: a connection's own standby is under its Conn::sbMu; psMu_ guards the passive
 // standbys (the watcher polls a copy of their descriptors, never holding psMu_ while it waits).
 // The rail picker's lock may be taken with Conn::sbMu held, never the other way round.
@@ -56,6 +64,12 @@ class Standbys {
   std::unique_ptr<transport::Link> take(Conn& c, const Job& j, uint64_t tried, int* rail);
   // A rail went down here: its standbys (both kinds) are as dead as the rail.
   void dropRail(int rail);
+  // The connections (to `peer`; -1: all) whose standby tries failed try again at the next upkeep
+  // instead of at the end of their back-off; a try that fails again backs off further. Called
+  // when a rail here went down or came back (the rail they failed on may be the one back, or no
+  // longer the one picked), and when the peer made a standby to this rank (a fault at its end,
+  // which no rail here showed, may be over).
+  void retryFailedNow(int peer = -1);
   // The passive end of a standby the peer opened: this rank answers on it when the peer uses it.
   void registerPassive(std::unique_ptr<transport::Link> link, const ConnId& id, int peer, int rail);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <memory>
 #include <regex>
 #include <set>
@@ -112,6 +113,75 @@ TEST_F(Failover, StallTimeLongerThanTheFailoverTimeoutStillMoves) {
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
   EXPECT_GE(countMatches(t, "source stall"), 1) << t;
   EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
+// Standby tries on a rail that carries nothing back off. A 100 % drop on host 0's rail 1 keeps its
+// carrier, so nothing but the stall check sees it (the detector reads rtnetlink): rail 1's connections move to rail 0, and the
+// standbys, which can only go to rail 1, fail there at the connect's deadline (1 s), one try
+// after another. A connection's tries come 1.5, 2, 3, 5 s apart (the deadline plus 0.5, 1, 2,
+// 4 s of back-off), where without the back-off they came every 1.5 s for as long as the rail
+// stayed so. Then the drop ends and the cable is pulled and put back: the rail's return ends the
+// back-off, and every connection that failed its tries has a standby again within 3.5 s of the
+// cable's return (1 s of hold-down), not at the end of its 8 s wait.
+TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=netlink RECCL_FAILOVER_STANDBY=1 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "WORKER_SECONDS=22"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  struct Clear {
+    std::string ns;
+    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
+  } clear{netns(0)};
+  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  // Until a connection waits 8 s after its fifth try.
+  ASSERT_TRUE(j.waitFor("try 5, next in 8000 ms", 1, std::chrono::seconds(20))) << j.text();
+  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", false, nullptr), 0);
+  link(false, 0, 1, true);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  link(true, 0, 1, true);
+  const double backAt =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();  // the log's clock
+  expectAllOk(j, 2);
+  const std::string t = j.text();
+  EXPECT_GE(countMatches(t, "source stall"), 1) << t;
+  // Each connection's failed tries on rail 1, in order (log time, try, announced wait), and when
+  // it had a standby again.
+  struct Try {
+    double at;
+    int n;
+    long waitMs;
+  };
+  std::map<std::string, std::vector<Try>> tries;
+  std::map<std::string, double> madeAt;
+  const std::regex fail(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: (rank [0-9]+): standby of (.*) on rail 1: try ([0-9]+), next in ([0-9]+) ms)");
+  const std::regex made(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: (rank [0-9]+): standby of (.*) on rail [0-9]+ \(.*\) after [0-9]+ failed tries)");
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), fail); it != std::sregex_iterator(); ++it)
+    tries[(*it)[2].str() + " " + (*it)[3].str()].push_back(
+        {std::stod((*it)[1].str()), std::stoi((*it)[4].str()), std::stol((*it)[5].str())});
+  for (auto it = std::sregex_iterator(t.begin(), t.end(), made); it != std::sregex_iterator(); ++it)
+    madeAt.emplace((*it)[2].str() + " " + (*it)[3].str(), std::stod((*it)[1].str()));
+  ASSERT_FALSE(tries.empty()) << "no standby try failed on rail 1\n" << t;
+  int checked = 0;
+  for (const auto& [conn, v] : tries) {
+    std::string gaps;
+    for (size_t i = 1; i < v.size(); ++i) gaps += " " + std::to_string(v[i].at - v[i - 1].at).substr(0, 4);
+    auto m = madeAt.find(conn);
+    printf("@@standby tries on rail 1, %s: %zu, seconds apart:%s; standby again %.2f s after the cable's return\n",
+           conn.c_str(), v.size(), gaps.c_str(), m == madeAt.end() ? -1.0 : m->second - backAt);
+    for (size_t i = 0; i < v.size(); ++i) {
+      EXPECT_EQ(v[i].n, static_cast<int>(i) + 1) << conn;
+      EXPECT_EQ(v[i].waitMs, 500L << std::min<size_t>(i, 5)) << conn << " try " << v[i].n;
+    }
+    ASSERT_NE(m, madeAt.end()) << conn << ": no standby after the rail came back\n" << t;
+    EXPECT_LT(m->second - backAt, 3.5) << conn << ": the rail's return did not end the back-off\n" << t;
+    if (v.size() < 4) continue;
+    ++checked;
+    // The third wait is 2 s, the first 0.5 s; each gap adds the same connect deadline.
+    EXPECT_GE(v[3].at - v[2].at, v[1].at - v[0].at + 1.0) << conn << ": the tries did not back off\n" << t;
+  }
+  EXPECT_GE(checked, 1) << "no connection failed four tries in a row on rail 1\n" << t;
 }
 
 // Each detection source on its own: the in-process detector with rtnetlink only (unprivileged

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "failover/rebalance/rebalance.h"
+#include "failover/standby/standby.h"
 
 namespace reccl::failover {
 namespace {
@@ -25,6 +26,20 @@ std::vector<int> loadByWalking(const std::vector<ConnPlacement>& conns, size_t s
       ++load[static_cast<size_t>(d.standbyTarget)];
   }
   return load;
+}
+
+// Failed tries in a row wait 0.5 s, then twice as long each time, up to 16 s.
+TEST(StandbyChoice, FailedTriesBackOffToTheCap) {
+  const uint64_t s = 1'000'000'000;
+  EXPECT_EQ(standbyBackoffNs(0), s / 2);
+  EXPECT_EQ(standbyBackoffNs(1), s / 2);
+  EXPECT_EQ(standbyBackoffNs(2), 1 * s);
+  EXPECT_EQ(standbyBackoffNs(3), 2 * s);
+  EXPECT_EQ(standbyBackoffNs(4), 4 * s);
+  EXPECT_EQ(standbyBackoffNs(5), 8 * s);
+  EXPECT_EQ(standbyBackoffNs(6), 16 * s);
+  EXPECT_EQ(standbyBackoffNs(7), 16 * s);
+  EXPECT_EQ(standbyBackoffNs(UINT32_MAX), 16 * s);
 }
 
 TEST(StandbyChoice, OneCountGivesEachConnectionTheLoadsOfItsOwnWalk) {
