@@ -58,6 +58,7 @@ struct Conn {
   int standbyRail = -1;
   uint64_t standbyRetryNs = 0;  // after a failed try, not before this (CLOCK_MONOTONIC)
   uint32_t standbyFailures = 0; // failed tries in a row since its last standby
+  int standbyFailedRail = -1;   // the rail of the last of them
   // The rail of its standby, made or being made (-1: none). The connections that share a rail
   // land on their standbys together when it fails: the next standby's rail counts these
   // (RailPicker::standbyRailFor), so that they spread over the other rails.

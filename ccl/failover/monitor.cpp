@@ -302,10 +302,10 @@ namespace {
 bool awayFromPreferred(const Conn& c, int rail) { return c.preferredRail == rail && c.rail.load() != rail; }
 }  // namespace
 
-int Monitor::enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs) {
+int Monitor::enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs, int peer) {
   int n = 0;
   for (auto& c : ctx_.conns.snapshot()) {
-    if (!awayFromPreferred(*c, rail)) continue;
+    if (!awayFromPreferred(*c, rail) || (peer >= 0 && c->peer != peer)) continue;
     Job j;
     j.id = c->id;
     j.reason = MigrateReason::kFailBack;
@@ -362,6 +362,17 @@ void Monitor::peerReported(int peer, uint64_t railsUp) {
   uint64_t gained = ctx_.rails.setPeerRails(peer, railsUp, now);
   // A rail back at the peer and up here: a healthy route for what stayed on a gray rail.
   if (gained & ctx_.rails.upMask()) moveOffGrayRails(peer, FaultSource::kPeer, now);
+}
+
+void Monitor::railCarriesAgain(int peer, int rail, uint32_t failedTries) {
+  if (ctx_.stopping() || ctx_.broken() || rail < 0 || rail >= ctx_.cfg.nrails) return;
+  if (!ctx_.rails.up(rail) || !((ctx_.rails.peerRails(peer) >> rail) & 1u)) return;
+  const int n = enqueueFailBacks(rail, FaultSource::kStandby, monotonicNs(), peer);
+  if (n > 0)
+    RECCL_INFO(kLogFailover,
+               "rank %d: rail %d (%s) carries to rank %d again (a standby after %u failed tries): fail-back of %d "
+               "connection(s)",
+               ctx_.cfg.rank, rail, ctx_.nicName(rail), peer, failedTries, n);
 }
 
 void Monitor::moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs) {

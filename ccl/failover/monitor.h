@@ -59,6 +59,11 @@ class Monitor {
   // Any thread: a peer's healthy rails, from its migration request or reply; a rail back there
   // moves what stayed on a gray rail for want of one.
   void peerReported(int peer, uint64_t railsUp);
+  // Any thread: a standby to `peer` was made on `rail` after tries there had failed, so the rail
+  // carries to the peer again although no rail event said it stopped or came back (a blackhole
+  // with its carrier up, which only the stall check saw, has ended). The connections to the peer
+  // that prefer the rail, moved off it meanwhile, fail back when it is up at both ends.
+  void railCarriesAgain(int peer, int rail, uint32_t failedTries);
   // The path-failure hook (progress thread and other path threads): decide and queue, never block.
   // `self`: the failing path (nullptr: not the port's own path).
   bool onPathFailure(const channel::PortId& id, const channel::Path* self, bool isSender, const Status& s);
@@ -74,8 +79,9 @@ class Monitor {
   // Connections that stayed on a DEGRADED rail for want of a healthy one move as soon as one
   // appears: a rail up again here (railBackUp) or at the peer (peerReported). peer -1: all.
   void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);
-  // Fail-back jobs for the connections that prefer `rail` and are elsewhere; how many.
-  int enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs);
+  // Fail-back jobs for the connections (to `peer`; -1: all) that prefer `rail` and are
+  // elsewhere; how many.
+  int enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs, int peer = -1);
   // A fail-back's one try can fail on a rail that is up but does not carry yet (a switch port
   // still learning after the link came up, a path that drops until a neighbour settles); the
   // connections would then stay off the repaired rail until its next up event, and a later fault

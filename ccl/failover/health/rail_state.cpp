@@ -12,6 +12,7 @@ const char* faultSourceName(FaultSource s) noexcept {
     case FaultSource::kStall: return "stall";
     case FaultSource::kPeer: return "peer";
     case FaultSource::kDaemon: return "daemon";
+    case FaultSource::kStandby: return "standby";
   }
   return "?";
 }

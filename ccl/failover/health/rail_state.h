@@ -17,7 +17,7 @@ namespace reccl::failover {
 inline constexpr int kMaxRails = 64;
 
 // Where a fault was first seen.
-enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer, kDaemon };
+enum class FaultSource : uint8_t { kDetector, kPoll, kSocketError, kStall, kPeer, kDaemon, kStandby };
 const char* faultSourceName(FaultSource s) noexcept;
 
 // A DEGRADED held because a known fault explains it (gray.h), and the rail's last hard fault.

@@ -177,6 +177,7 @@ void Standbys::make(Conn& c) {
     {
       std::lock_guard lk(c.sbMu);
       n = ++c.standbyFailures;
+      c.standbyFailedRail = rail;
     }
     const uint64_t ns = standbyBackoffNs(n);
     retryAfter(ns, why.Wrap("try " + std::to_string(n) + ", next in " + std::to_string(ns / 1'000'000) + " ms"));
@@ -210,11 +211,23 @@ void Standbys::make(Conn& c) {
     return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
   if (s = link->takePeerRecord(io, end); !s.ok()) return failed(s);
   link->keepIdle();
+  uint32_t failedHere = 0;  // tries on this rail that failed before this one
+  struct Tell {
+    FailoverContext& ctx;
+    int peer, rail;
+    const uint32_t& failed;
+    ~Tell() {
+      if (failed) ctx.monitor->railCarriesAgain(peer, rail, failed);  // after sbMu is let go
+    }
+  } tell{ctx_, peer, rail, failedHere};
   std::lock_guard lk(c.sbMu);
-  if (c.standbyFailures > 0)
+  if (c.standbyFailures > 0) {
     RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d (%s) after %u failed tries", ctx_.cfg.rank,
                connName(c.id).c_str(), rail, ctx_.nicName(rail), c.standbyFailures);
+    if (c.standbyFailedRail == rail) failedHere = c.standbyFailures;
+  }
   c.standbyFailures = 0;
+  c.standbyFailedRail = -1;
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
   // A standby already there stays unless this one was made to replace it.
   const bool replace = c.standbyReplace.exchange(false);

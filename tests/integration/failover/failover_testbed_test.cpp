@@ -184,6 +184,44 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   EXPECT_GE(checked, 1) << "no connection failed four tries in a row on rail 1\n" << t;
 }
 
+// A blackhole that ends without a rail event: the stall check moved rail 1's connections to
+// rail 0, and nothing says rail 1 is back (its carrier never went). The first standby made on
+// rail 1 after failed tries there shows it carries again, and the connections that prefer it
+// fail back (source standby); without that they stayed on rail 0 for good.
+TEST_F(Failover, ConnectionsReturnToARailWhoseBlackholeEnded) {
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=netlink RECCL_FAILOVER_STANDBY=1 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
+            "WORKER_SECONDS=12"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
+  struct Clear {
+    std::string ns;
+    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
+  } clear{netns(0)};
+  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  ASSERT_TRUE(j.waitForMatch("reason stall", 2, std::chrono::seconds(20))) << j.text();
+  ASSERT_TRUE(j.waitFor("on rail 1: try 2,", 1, std::chrono::seconds(20))) << j.text();
+  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", false, nullptr), 0);
+  const double endedAt =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();  // the log's clock
+  const bool back = j.waitForMatch("carries to rank [01] again", 1, std::chrono::seconds(20));
+  expectAllOk(j, 2);
+  const std::string t = j.text();
+  EXPECT_TRUE(back) << t;
+  std::smatch m;
+  if (std::regex_search(t, m, std::regex(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: rank [01]: rail 1 \(rail1\) carries)")))
+    printf("@@blackhole ended: rail 1 carries again by a standby %.2f s later\n", std::stod(m[1].str()) - endedAt);
+  // Both directions of channel 1 (rail 1's) are home again.
+  for (const char* conn : {"0->1", "1->0"})
+    EXPECT_GE(countMatches(t, std::string("fail-back of rank ") + conn +
+                                  " ch 1 rail 0 \\(rail0\\) -> rail 1 \\(rail1\\) epoch [0-9]+: reason fail-back, "
+                                  "source standby"),
+              1)
+        << conn << "\n" << t;
+  EXPECT_EQ(countMatches(t, "rail 1 \\(rail1\\) down"), 0) << "a rail event said it\n" << t;
+}
+
 // Each detection source on its own: the in-process detector with rtnetlink only (unprivileged
 // fallback), and the NIC poll (no detector).
 TEST_F(Failover, RtnetlinkDetectorSource) {
