@@ -112,6 +112,7 @@ Closer beginClose(recclComm_t comm, Closer who) noexcept {
   int before = kNoClose;
   comm->closer.compare_exchange_strong(before, who);
   comm->closing.store(true, std::memory_order_release);
+  if (who == kAborting) comm->aborting.store(true, std::memory_order_release);
   return static_cast<Closer>(before);
 }
 
@@ -124,6 +125,7 @@ int waitCallsOut(recclComm_t comm, std::chrono::milliseconds limit, bool untilAb
 }
 
 void requestAbort(recclComm_t comm) noexcept {
+  comm->aborting.store(true, std::memory_order_release);
   {
     std::lock_guard lk(comm->callsMu);
     comm->abortRequested.store(true);
@@ -237,11 +239,19 @@ namespace {
 void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts, IdSource idFrom, int nranks, int rank,
                     std::shared_ptr<core::BootstrapRoot> root, const std::string& who) {
   pthread_setname_np(pthread_self(), "reccl-init");
-  auto id = idFrom(op->cancel.get());
-  idFrom = nullptr;
-  Result<std::unique_ptr<core::Comm>> c =
-      id.ok() ? core::Comm::create(opts, *id, nranks, rank, std::move(root)) : Result<std::unique_ptr<core::Comm>>(id.status());
-  if (id.ok()) core::wipeKey(id->bootKey);
+  // No exception leaves a detached thread: it becomes the init's error (as guarded() does for a
+  // call). The source is let go on every way (its hold on a parent with it).
+  Result<std::unique_ptr<core::Comm>> c = Status(Errc::kInternal, "init did not run");
+  try {
+    auto id = idFrom(op->cancel.get());
+    idFrom = nullptr;
+    c = id.ok() ? core::Comm::create(opts, *id, nranks, rank, std::move(root))
+                : Result<std::unique_ptr<core::Comm>>(id.status());
+    if (id.ok()) core::wipeKey(id->bootKey);
+  } catch (...) {
+    idFrom = nullptr;
+    c = caughtException();
+  }
   std::unique_ptr<core::Comm> orphan;
   {
     std::lock_guard lk(op->mu);

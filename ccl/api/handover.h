@@ -32,9 +32,9 @@ struct Handover {
 
 // The child's rendezvous for this rank of the parent (comm, whose core communicator is parent):
 // started and handed over by the leader, taken from the leader's note by the others. Waits up to
-// cfg's bootstrap timeout (else the parent's), and ends at once when comm is being closed or
-// `alsoCancel` (the child's abort, on a non-blocking init's thread) is set. The caller holds comm
-// (a CallTicket) throughout.
+// cfg's bootstrap timeout (else the parent's), and ends at once when comm is aborted or
+// `alsoCancel` (the child's abort, on a non-blocking init's thread) is set; a destroy of comm
+// waits for it, as for any call inside. The caller holds comm (a CallTicket) throughout.
 Result<core::UniqueIdData> handOver(recclComm_t comm, core::Comm& parent, const Handover& h, const CommConfig& cfg,
                                     const std::atomic<bool>* alsoCancel = nullptr);
 

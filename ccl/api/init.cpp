@@ -242,6 +242,7 @@ recclResult_t recclCommDestroy(recclComm_t comm) {
     // Calls other threads still have inside (a destroy beside them is the caller's mistake, but
     // never a crash): each ends by its own deadline, and an abort ends those that do not.
     if (waitCallsOut(comm, std::chrono::milliseconds(limit), true) > 0 || comm->abortRequested.load()) {
+      comm->aborting.store(true, std::memory_order_release);
       abortDevice(*comm);
       if (comm->impl) comm->impl->abort();
       if (int left = waitCallsOut(comm, kAbortWait); left > 0)

@@ -76,10 +76,9 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
     // The handover needs the parent (its listener, its key) and so holds it; the child's init
     // needs nothing of it: the hold ends with the handover. A non-blocking config runs both on
     // the child's init thread.
-    auto hold = std::make_shared<CallTicket>(std::move(held));
+    // The hold lives in the source alone: let go when the source is, right after the handover.
     return startInitAfter(newcomm, cfg, nmembers, newRank,
-                          [comm, parent, h = std::move(h), cfg, hold](const std::atomic<bool>* cancel) {
-                            return handOver(comm, *parent, h, cfg, cancel);
-                          });
+                          [comm, parent, h = std::move(h), cfg, hold = std::make_shared<CallTicket>(std::move(held))](
+                              const std::atomic<bool>* cancel) { return handOver(comm, *parent, h, cfg, cancel); });
   });
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -224,6 +225,9 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::condition_variable shrinkCv_;
   std::vector<HeldShrinkNote> shrinkNotes_;
   std::map<std::array<std::byte, kShrinkDigestBytes>, uint32_t> shrinkSerials_;
+  // The (list, serial) of each takeShrinkNote waiting now: its note is not one a later serial's
+  // take drops as given up (a non-blocking shrink's handover runs beside the next shrink's).
+  std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>> shrinkTaking_;
   void dropShrinkNotes();  // in ~Comm
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> shmSerial_{0};

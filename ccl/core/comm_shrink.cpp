@@ -123,10 +123,17 @@ Status Comm::acceptShrinkNote(UniqueFd fd, const Hello& h) {
 Result<ShrinkNote> Comm::takeShrinkNote(const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial,
                                         int leader, Deadline d) {
   std::unique_lock lk(shrinkMu_);
+  const auto taking = shrinkTaking_.emplace(digest, serial);
+  struct Done {
+    std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>>& set;
+    decltype(taking) it;
+    ~Done() { set.erase(it); }  // under shrinkMu_: `lk` is declared before, so unlocked after
+  } done{shrinkTaking_, taking};
   for (;;) {
-    // Notes of this list from shrinks before this one were meant for calls this rank gave up.
+    // Notes of this list from shrinks before this one were meant for calls this rank gave up,
+    // unless a take of theirs still waits (a non-blocking shrink's handover beside this one).
     std::erase_if(shrinkNotes_, [&](HeldShrinkNote& k) {
-      if (k.note.excluded != digest || k.serial >= serial) return false;
+      if (k.note.excluded != digest || k.serial >= serial || shrinkTaking_.count({digest, k.serial})) return false;
       wipeKey(k.note.id.bootKey);
       return true;
     });

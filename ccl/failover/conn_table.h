@@ -59,6 +59,8 @@ struct Conn {
   uint64_t standbyRetryNs = 0;  // after a failed try, not before this (CLOCK_MONOTONIC)
   uint32_t standbyFailures = 0; // failed tries in a row since its last standby
   int standbyFailedRail = -1;   // the rail of the last of them
+  uint32_t standbyBackoffStep = 0;  // of the back-off after them (a rail change here restarts it)
+  uint32_t standbyRetryGen = 0; // bumped by Standbys::retryFailedNow: a try under way then retries at once
   // The rail of its standby, made or being made (-1: none). The connections that share a rail
   // land on their standbys together when it fails: the next standby's rail counts these
   // (RailPicker::standbyRailFor), so that they spread over the other rails.

@@ -163,6 +163,11 @@ void Standbys::make(Conn& c) {
   } claim{c};
   if (rail < 0) return;
   const int peer = c.peer;
+  uint32_t gen;  // a retryFailedNow during this try asks for the next try at once
+  {
+    std::lock_guard lk(c.sbMu);
+    gen = c.standbyRetryGen;
+  }
   auto retryAfter = [&](uint64_t ns, const Status& why) {
     std::lock_guard lk(c.sbMu);
     c.standbyRetryNs = monotonicNs() + ns;
@@ -173,14 +178,13 @@ void Standbys::make(Conn& c) {
   // A try that failed on the way (connect, hello, the peer's answer): the next one waits longer
   // each time in a row.
   auto failed = [&](const Status& why) {
-    uint32_t n;
-    {
-      std::lock_guard lk(c.sbMu);
-      n = ++c.standbyFailures;
-      c.standbyFailedRail = rail;
-    }
-    const uint64_t ns = standbyBackoffNs(n);
-    retryAfter(ns, why.Wrap("try " + std::to_string(n) + ", next in " + std::to_string(ns / 1'000'000) + " ms"));
+    std::lock_guard lk(c.sbMu);
+    const uint32_t n = ++c.standbyFailures;
+    c.standbyFailedRail = rail;
+    const uint64_t ns = c.standbyRetryGen != gen ? 0 : standbyBackoffNs(++c.standbyBackoffStep);
+    c.standbyRetryNs = monotonicNs() + ns;
+    RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d: try %u, next in %llu ms: %s", ctx_.cfg.rank,
+               connName(c.id).c_str(), rail, n, static_cast<unsigned long long>(ns / 1'000'000), why.message().c_str());
   };
   auto dl = Deadline::afterMs(kStandbyConnectMs);
   auto made = ctx_.paths.connect(peer, rail, dl);
@@ -228,6 +232,7 @@ void Standbys::make(Conn& c) {
   }
   c.standbyFailures = 0;
   c.standbyFailedRail = -1;
+  c.standbyBackoffStep = 0;
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
   // A standby already there stays unless this one was made to replace it.
   const bool replace = c.standbyReplace.exchange(false);
@@ -289,12 +294,24 @@ void Standbys::dropRail(int rail) {
   wakeWatcher();
 }
 
-void Standbys::retryFailedNow(int peer) {
+void Standbys::retryFailedNow() {
   if (!ctx_.cfg.standbyOn) return;
   for (auto& c : ctx_.conns.snapshot()) {
-    if (peer >= 0 && c->peer != peer) continue;
     std::lock_guard lk(c->sbMu);
-    if (c->standbyFailures > 0) c->standbyRetryNs = 0;
+    ++c->standbyRetryGen;
+    c->standbyBackoffStep = 0;
+    c->standbyRetryNs = 0;
+  }
+}
+
+void Standbys::retryFailedNow(int peer, int rail) {
+  if (!ctx_.cfg.standbyOn) return;
+  for (auto& c : ctx_.conns.snapshot()) {
+    if (c->peer != peer) continue;
+    std::lock_guard lk(c->sbMu);
+    if (c->standbyFailedRail != rail) continue;
+    ++c->standbyRetryGen;
+    c->standbyRetryNs = 0;
   }
 }
 
@@ -308,9 +325,9 @@ void Standbys::registerPassive(std::unique_ptr<transport::Link> link, const Conn
     std::erase_if(passive_, [&](const Passive& p) { return p.id == id && p.peer == peer; });
     passive_.push_back(Passive{std::move(link), id, peer, rail});
   }
-  // The peer reached this rank on a new connection: what failed this end's tries to it (a fault
-  // at the peer's end, which this rank's rails never showed) may be over.
-  retryFailedNow(peer);
+  // The peer reached this rank on a new connection on `rail`: what failed this end's tries to it
+  // there (a fault at the peer's end, which this rank's rails never showed) may be over.
+  retryFailedNow(peer, rail);
   wakeWatcher();
 }
 

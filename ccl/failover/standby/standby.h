@@ -64,12 +64,15 @@ class Standbys {
   std::unique_ptr<transport::Link> take(Conn& c, const Job& j, uint64_t tried, int* rail);
   // A rail went down here: its standbys (both kinds) are as dead as the rail.
   void dropRail(int rail);
-  // The connections (to `peer`; -1: all) whose standby tries failed try again at the next upkeep
-  // instead of at the end of their back-off; a try that fails again backs off further. Called
-  // when a rail here went down or came back (the rail they failed on may be the one back, or no
-  // longer the one picked), and when the peer made a standby to this rank (a fault at its end,
-  // which no rail here showed, may be over).
-  void retryFailedNow(int peer = -1);
+  // A rail here went down or came back: every connection's next standby try is at the next
+  // upkeep (the rail they failed on may be the one back, or no longer the one picked), and its
+  // back-off starts again from its first step. A try under way when this is called is followed by
+  // the next at once if it fails.
+  void retryFailedNow();
+  // The peer made a standby to this rank on `rail`: the connections to it whose tries failed on
+  // that rail (a fault at the peer's end, which no rail here showed, may be over) try again at the
+  // next upkeep; one that fails again backs off further.
+  void retryFailedNow(int peer, int rail);
   // The passive end of a standby the peer opened: this rank answers on it when the peer uses it.
   void registerPassive(std::unique_ptr<transport::Link> link, const ConnId& id, int peer, int rail);
 

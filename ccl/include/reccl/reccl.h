@@ -264,7 +264,9 @@ RECCL_API recclResult_t recclCommSplit(recclComm_t comm, int color, int key, rec
  * (up to the bootstrap timeout) and the child's init; a non-blocking one checks the arguments,
  * returns recclInProgress with *newcomm set, and runs both on the child's init thread, whose
  * result (a disagreeing list included) recclCommGetAsyncError(*newcomm) reports, as NCCL's
- * non-blocking shrink does. An abort of comm or of the child ends the handover at once. */
+ * non-blocking shrink does. An abort of comm or of the child ends the handover at once; a
+ * destroy of comm waits for it (as for any call inside comm), so comm may be destroyed as soon as
+ * a non-blocking shrink returned. */
 RECCL_API recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList, int excludeRanksCount,
                               recclComm_t* newcomm, recclConfig_t* config, int shrinkFlags);
 /* recclCommRevoke's flags (NCCL's NCCL_REVOKE_*): only DEFAULT. */

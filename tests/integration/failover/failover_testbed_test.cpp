@@ -126,7 +126,7 @@ TEST_F(Failover, StallTimeLongerThanTheFailoverTimeoutStillMoves) {
 TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=netlink RECCL_FAILOVER_STANDBY=1 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
-            "WORKER_SECONDS=22"),
+            "WORKER_SECONDS=28"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();

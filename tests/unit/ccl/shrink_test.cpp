@@ -268,7 +268,7 @@ recclResult_t settled(recclComm_t child, std::string* msg) {
 // - Rank 1's call returns before the leader (rank 0) even calls: rank 0 waits for it, so a call
 //   that waited for the leader's note would never return (rank 0 gives up after 10 s).
 // - A handover whose leader never comes fails on the child (the parent's shrink serials go on).
-// - A parent destroyed while its non-blocking handover waits ends the handover at once; so does an
+// - A parent aborted while its non-blocking handover waits ends the handover at once; so does an
 //   abort of the child, which lets the parent go.
 TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
   const int n = 3;
@@ -323,8 +323,8 @@ TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
     EXPECT_NE(msg.find("no word from rank 0"), std::string::npos) << msg;
     EXPECT_EQ(recclCommDestroy(child), recclSuccess) << recclGetLastError(nullptr);
   }
-  // The same with a deadline far off: destroying the parent ends the handover, and the child
-  // fails at once.
+  // The same with a deadline far off: aborting the parent ends the handover, and the child fails
+  // at once.
   {
     recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
@@ -335,12 +335,12 @@ TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
         << recclGetLastError(nullptr);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // waiting for the note by then
     auto t0 = std::chrono::steady_clock::now();
-    EXPECT_EQ(recclCommDestroy(world[1]), recclSuccess) << recclGetLastError(nullptr);
+    EXPECT_EQ(recclCommAbort(world[1]), recclSuccess) << recclGetLastError(nullptr);
     world.forget(1);
     std::string msg;
     EXPECT_EQ(settled(child, &msg), recclAborted) << msg;
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0)
-        << "the parent's destroy did not end its child's handover";
+        << "the parent's abort did not end its child's handover";
     EXPECT_EQ(recclCommDestroy(child), recclSuccess) << recclGetLastError(nullptr);
   }
   // Aborting the child instead ends its handover too, and with it the handover's hold on the
@@ -368,6 +368,106 @@ TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
     EXPECT_EQ(async, recclSuccess) << "the child's abort left its handover holding the parent";
   }
 }
+
+// A parent destroyed right after a non-blocking shrink returned: the destroy waits for the
+// handover under way, as for any call inside the parent, so the child still forms (the leader
+// calls only after the destroy began). Two such shrinks of the same list on one parent, the
+// second while the first's handover waits, both form too: a take that still waits keeps its
+// note from the later one's sweep of given-up notes.
+TEST(Shrink, NonBlockingHandoversOutliveADestroyAndEachOther) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::atomic<bool> rank1Destroying{false};
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    auto failWith = [&](recclResult_t rc, const std::string& why) {
+      errs[r] = why;
+      return rc == recclSuccess ? recclInternalError : rc;
+    };
+    if (r == 2) return recclSuccess;  // excluded
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    int two = 2;
+    if (r == 0) {
+      for (int i = 0; i < 1000 && !rank1Destroying.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside rank 1's destroy by then
+    }
+    recclComm_t child[2] = {nullptr, nullptr};
+    for (recclComm_t& ch : child)
+      if (recclResult_t rc = recclCommShrink(c, &two, 1, &ch, &cfg, RECCL_SHRINK_DEFAULT); rc != recclInProgress)
+        return failWith(rc, std::string("shrink: ") + recclGetLastError(c));
+    if (r == 1) {
+      rank1Destroying.store(true);
+      if (recclResult_t rc = recclCommDestroy(c); rc)
+        return failWith(rc, std::string("destroy: ") + recclGetLastError(nullptr));
+    }
+    recclResult_t rc = recclSuccess;
+    for (int k = 0; k < 2 && rc == recclSuccess; ++k) {
+      std::string msg;
+      if (recclResult_t s = settled(child[k], &msg); s) {
+        rc = failWith(s, "child " + std::to_string(k) + ": " + msg);
+        break;
+      }
+      std::vector<int32_t> v(500, r + 1);
+      if (recclResult_t s = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, child[k], nullptr); s)
+        rc = failWith(s, "child " + std::to_string(k) + " allreduce: " + recclGetLastError(child[k]));
+      else if (v[499] != 3)
+        rc = failWith(recclInternalError, "child allreduce gave " + std::to_string(v[499]));
+    }
+    for (recclComm_t ch : child)
+      if (ch) recclCommDestroy(ch);
+    return rc;
+  });
+  world.forget(1);  // destroyed above
+  for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+}
+
+// Only the handover needs the parent: an abort of the parent from a watchdog thread while a
+// blocking shrink (or a revoked parent's split) waits at the child's rendezvous (for rank 2,
+// which took its note but never calls) returns at once, where it would wait for the call to end
+// (8 s).
+void abortDoesNotWaitForTheChildsInit(bool split) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<std::string> errs(n);
+  std::vector<double> abortSeconds(n, 0);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    if (split && recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) {
+      errs[r] = "revoke";
+      return recclInternalError;
+    }
+    if (r == 2) return recclSuccess;  // its listener takes the note; it never calls
+    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+    cfg.bootstrapTimeoutMs = 8000;
+    recclResult_t abortRc = recclInternalError;
+    std::thread watchdog([&, c, r] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the handover by then
+      auto t0 = std::chrono::steady_clock::now();
+      abortRc = recclCommAbort(c);
+      abortSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+    recclComm_t child = nullptr;
+    recclResult_t rc = split ? recclCommSplit(c, 0, r, &child, &cfg)
+                             : recclCommShrink(c, nullptr, 0, &child, &cfg, RECCL_SHRINK_DEFAULT);
+    watchdog.join();
+    if (child) recclCommDestroy(child);
+    if (rc == recclSuccess) {
+      errs[r] = "the call succeeded without rank 2";
+      return recclInternalError;
+    }
+    if (abortRc != recclSuccess) errs[r] = std::string("abort: ") + recclGetErrorString(abortRc);
+    return abortRc;
+  });
+  for (int r : {0, 1}) {
+    world.forget(r);  // aborted
+    EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+    EXPECT_LT(abortSeconds[r], 4.0) << "rank " << r << ": the abort waited for the child's init";
+  }
+}
+
+TEST(Shrink, AbortOfTheParentDoesNotWaitForTheChildsInit) { abortDoesNotWaitForTheChildsInit(false); }
 
 // NCCL's way on after ncclCommRevoke: a split of the revoked communicator. Its connections are
 // failed, so the exchange runs over a communicator of all its ranks made through the shrink's
@@ -513,47 +613,7 @@ TEST(Shrink, RevokedSplitsPairTheSameCallsAfterAFailedOne) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
 }
 
-// Only a revoked comm's split's handover needs the comm: an abort of the comm from a watchdog
-// thread while the split waits at its exchange's rendezvous (for rank 2, which took its note but
-// never calls) returns at once, where it would wait for the split to end (8 s).
-TEST(Shrink, AbortOfTheRevokedParentDoesNotWaitForTheSplitsExchange) {
-  const int n = 3;
-  Comms world(n);
-  ASSERT_TRUE(world.ok()) << world.error();
-  std::vector<std::string> errs(n);
-  std::vector<double> abortSeconds(n, 0);
-  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
-    if (recclCommRevoke(c, RECCL_REVOKE_DEFAULT) != recclSuccess) {
-      errs[r] = "revoke";
-      return recclInternalError;
-    }
-    if (r == 2) return recclSuccess;  // its listener takes the note; it never calls
-    recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
-    cfg.bootstrapTimeoutMs = 8000;
-    recclResult_t abortRc = recclInternalError;
-    std::thread watchdog([&, c, r] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1000));  // past the handover by then
-      auto t0 = std::chrono::steady_clock::now();
-      abortRc = recclCommAbort(c);
-      abortSeconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    });
-    recclComm_t child = nullptr;
-    recclResult_t rc = recclCommSplit(c, 0, r, &child, &cfg);
-    watchdog.join();
-    if (child) recclCommDestroy(child);
-    if (rc == recclSuccess) {
-      errs[r] = "the split succeeded without rank 2";
-      return recclInternalError;
-    }
-    if (abortRc != recclSuccess) errs[r] = std::string("abort: ") + recclGetErrorString(abortRc);
-    return abortRc;
-  });
-  for (int r : {0, 1}) {
-    world.forget(r);  // aborted
-    EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
-    EXPECT_LT(abortSeconds[r], 4.0) << "rank " << r << ": the abort waited for the split's exchange";
-  }
-}
+TEST(Shrink, AbortOfTheRevokedParentDoesNotWaitForTheSplitsExchange) { abortDoesNotWaitForTheChildsInit(true); }
 
 // The revoke's refusals on one rank: a flag other than RECCL_REVOKE_DEFAULT, a null
 // communicator, a finalized communicator.
