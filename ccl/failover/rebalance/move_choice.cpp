@@ -31,11 +31,17 @@ MoveChoice chooseMoveRail(const MoveChoiceInput& in) {
     out.rail = in.fromRail;  // before any rail declared down: a gray one carries bytes
     return out;
   }
-  std::vector<double> any(nrails, 1.0);
-  for (int r = 0; r < nrails; ++r)
-    if (bit(in.tried, r)) any[r] = 0;
-  if (in.fromRail >= 0 && in.fromRail < nrails && !(inBand && bit(in.upHere, in.fromRail))) any[in.fromRail] = 0;
-  out.rail = pickRail(in.load, any, -1);
+  // The last resort: a rail up here first (the rail being left, after an in-band signal), then one
+  // declared down. A stall's move may have a single attempt (failoverBudgetMs): spent on a rail
+  // that is down here it would fail a connection whose own rail still works.
+  std::vector<double> up(nrails, 0.0), down(nrails, 0.0);
+  for (int r = 0; r < nrails; ++r) {
+    if (bit(in.tried, r)) continue;
+    if (r == in.fromRail && !(inBand && bit(in.upHere, r))) continue;
+    (bit(in.upHere, r) ? up : down)[r] = 1.0;
+  }
+  out.rail = pickRail(in.load, up, -1);
+  if (out.rail < 0) out.rail = pickRail(in.load, down, -1);
   return out;
 }
 

@@ -39,7 +39,7 @@ struct MoveChoice {
 // job within the failover timeout); else, as a last resort, any rail
 // not tried, also one declared down (it may be up again and held down by damping), and the rail
 // being left only after an in-band signal (a stall or socket error says nothing certain about
-// this end's NIC) while it is up here.
+// this end's NIC) while it is up here; among those, a rail up here before one declared down.
 MoveChoice chooseMoveRail(const MoveChoiceInput& in);
 
 }  // namespace reccl::failover

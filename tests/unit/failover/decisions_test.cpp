@@ -120,6 +120,8 @@ TEST(FailoverDecisions, AMovingConnectionsRail) {
        move(R::kDegraded, 0, -1, 1, 0b00, 0, {0, 0}, {1, 0}), {1}},
       {"a stall may retry the rail it left while that rail is up here",
        move(R::kStall, 0, -1, 0, 0b01, 0b10, {0, 0}, {1, 0}), {0}},
+      {"a stall retries the rail it left, up here, before a rail declared down, however loaded",
+       move(R::kStall, 0, -1, 0, 0b01, 0, {0, 0}, {5, 0}), {0}},
       {"a stall on a gray rail with nowhere healthy reconnects on it, before a rail declared down",
        move(R::kStall, 0, -1, 0, 0b00, 0, {0, 0}, {0, 0}, 0b01), {0}},
       {"a socket error on the only rail, gray: the same", move(R::kSocketError, 0, -1, 0, 0, 0, {0}, {1}, 0b1), {0}},
