@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 
 #include "failover/context.h"
@@ -26,6 +27,10 @@ constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
 // up to the cap: past one fail-back's own time (two connect attempts), and rare enough that a
 // rail which never carries costs a connect attempt a minute at most.
 constexpr uint64_t kFailBackRetryFirstNs = 1500 * kMsNs;
+// railCarriesAgain's hold-off (Monitor::carries_).
+constexpr uint64_t kCarriesHoldFirstNs = 4000 * kMsNs;
+constexpr uint64_t kCarriesHoldMaxNs = 64000 * kMsNs;
+constexpr uint64_t kCarriesWindowNs = 60000 * kMsNs;
 constexpr uint64_t kFailBackRetryMaxNs = 60'000 * kMsNs;
 constexpr uint64_t kEarlyReplyNs = static_cast<uint64_t>(Migration::kEarlyReplyMs) * kMsNs;
 }  // namespace
@@ -135,6 +140,11 @@ void Monitor::loop() {
       nextScan = now + scanPeriod;
     }
     tendGray(now);
+    for (uint64_t owed = standbyFailBacksOwed_.exchange(0, std::memory_order_acq_rel); owed; owed &= owed - 1) {
+      const int r = std::countr_zero(owed);
+      if (r < static_cast<int>(failBackRetry_.size()) && !failBackRetry_[r].dueNs)
+        failBackRetry_[r] = {now + kFailBackRetryFirstNs, 0, FaultSource::kStandby};
+    }
     tendFailBacks(now);
     ctx_.meter->meter(now);  // rail weights from measured throughput; cheap until due
     if (standbyOn && standbyDueNs_ <= soon) standbyDueNs_ = ctx_.standbys->tend(now);
@@ -365,14 +375,30 @@ void Monitor::peerReported(int peer, uint64_t railsUp) {
 }
 
 void Monitor::railCarriesAgain(int peer, int rail, uint32_t failedTries) {
-  if (ctx_.stopping() || ctx_.broken() || rail < 0 || rail >= ctx_.cfg.nrails) return;
+  if (ctx_.stopping() || ctx_.broken() || rail < 0 || rail >= ctx_.cfg.nrails || rail >= 64) return;
   if (!ctx_.rails.up(rail) || !((ctx_.rails.peerRails(peer) >> rail) & 1u)) return;
-  const int n = enqueueFailBacks(rail, FaultSource::kStandby, monotonicNs(), peer);
-  if (n > 0)
-    RECCL_INFO(kLogFailover,
-               "rank %d: rail %d (%s) carries to rank %d again (a standby after %u failed tries): fail-back of %d "
-               "connection(s)",
-               ctx_.cfg.rank, rail, ctx_.nicName(rail), peer, failedTries, n);
+  const uint64_t now = monotonicNs();
+  {
+    // Held off after acting lately: each time it acts again within kCarriesWindowNs of the last,
+    // the hold doubles (kCarriesHoldFirstNs .. kCarriesHoldMaxNs); a quiet window clears it.
+    std::lock_guard lk(carriesMu_);
+    CarriesHold& h = carries_[{peer, rail}];
+    if (h.lastNs && now - h.lastNs < h.holdNs) return;
+    h.holdNs = h.lastNs && now - h.lastNs < kCarriesWindowNs
+                   ? std::min(std::max(kCarriesHoldFirstNs, 2 * h.holdNs), kCarriesHoldMaxNs)
+                   : 0;
+    h.lastNs = now;
+  }
+  const int n = enqueueFailBacks(rail, FaultSource::kStandby, now, peer);
+  if (n == 0) return;
+  RECCL_INFO(kLogFailover,
+             "rank %d: rail %d (%s) carries to rank %d again (a standby after %u failed tries): fail-back of %d "
+             "connection(s)",
+             ctx_.cfg.rank, rail, ctx_.nicName(rail), peer, failedTries, n);
+  // A fail-back's one try can fail (the rail stops carrying again): the monitor thread offers it
+  // again while the rail stays up, as after an up event.
+  standbyFailBacksOwed_.fetch_or(1ull << rail, std::memory_order_acq_rel);
+  wake();
 }
 
 void Monitor::moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs) {

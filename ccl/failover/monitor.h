@@ -20,7 +20,9 @@
 
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
 #include <vector>
@@ -102,6 +104,17 @@ class Monitor {
     FaultSource src = FaultSource::kDetector;
   };
   std::vector<FailBackRetry> failBackRetry_;  // monitor thread, per rail
+  // railCarriesAgain (any thread): the rails whose standby-made fail-backs the monitor thread is
+  // to keep offering (failBackRetry_, as after an up event), and per (peer, rail) when it last
+  // acted and how long it holds off now: a rail that carries a connect but not a collective (the
+  // stall check moves the connections off again) would otherwise bounce them every few seconds.
+  std::atomic<uint64_t> standbyFailBacksOwed_{0};
+  struct CarriesHold {
+    uint64_t lastNs = 0;
+    uint64_t holdNs = 0;
+  };
+  std::mutex carriesMu_;
+  std::map<std::pair<int, int>, CarriesHold> carries_;  // under carriesMu_
   // Moves whose request this thread sent over a standby (Migration::beginEarly): their links'
   // descriptors are polled with the others, and each reply read as it comes (concludeEarly).
   std::vector<Job> early_;  // monitor thread

@@ -31,17 +31,27 @@ MoveChoice chooseMoveRail(const MoveChoiceInput& in) {
     out.rail = in.fromRail;  // before any rail declared down: a gray one carries bytes
     return out;
   }
-  // The last resort: a rail up here first (the rail being left, after an in-band signal), then one
-  // declared down. A stall's move may have a single attempt (failoverBudgetMs): spent on a rail
-  // that is down here it would fail a connection whose own rail still works.
-  std::vector<double> up(nrails, 0.0), down(nrails, 0.0);
+  // The last resort, in this order: after an in-band signal, the rail being left when it is up at
+  // both ends as far as known (the fault may be the path's, not a rail's); a rail DEGRADED here
+  // (it carries bytes); a rail up here that the peer last reported down (its word may be stale);
+  // a rail declared down here (it may be back, held down by damping). A stall's move may have a
+  // single attempt (failoverBudgetMs): spent on a rail down here it would fail a connection whose
+  // own rail still works.
+  const auto weight = [&](int r) { return r >= 0 && r < static_cast<int>(in.weights.size()) ? in.weights[r] : 0.0; };
+  if (inBand && in.fromRail >= 0 && in.fromRail < nrails && !bit(in.tried, in.fromRail) &&
+      bit(in.upHere, in.fromRail) && weight(in.fromRail) > 0) {
+    out.rail = in.fromRail;
+    return out;
+  }
+  std::vector<double> tiers[3] = {std::vector<double>(nrails, 0.0), std::vector<double>(nrails, 0.0),
+                                  std::vector<double>(nrails, 0.0)};
   for (int r = 0; r < nrails; ++r) {
     if (bit(in.tried, r)) continue;
     if (r == in.fromRail && !(inBand && bit(in.upHere, r))) continue;
-    (bit(in.upHere, r) ? up : down)[r] = 1.0;
+    tiers[bit(in.grayHere, r) ? 0 : bit(in.upHere, r) ? 1 : 2][r] = 1.0;
   }
-  out.rail = pickRail(in.load, up, -1);
-  if (out.rail < 0) out.rail = pickRail(in.load, down, -1);
+  for (const auto& t : tiers)
+    if ((out.rail = pickRail(in.load, t, -1)) >= 0) break;
   return out;
 }
 

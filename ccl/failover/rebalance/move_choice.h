@@ -39,7 +39,9 @@ struct MoveChoice {
 // job within the failover timeout); else, as a last resort, any rail
 // not tried, also one declared down (it may be up again and held down by damping), and the rail
 // being left only after an in-band signal (a stall or socket error says nothing certain about
-// this end's NIC) while it is up here; among those, a rail up here before one declared down.
+// this end's NIC) while it is up here; among those, the rail being left first when it is up at
+// both ends, then a rail DEGRADED here, then one up here that the peer reported down, then one
+// declared down here.
 MoveChoice chooseMoveRail(const MoveChoiceInput& in);
 
 }  // namespace reccl::failover

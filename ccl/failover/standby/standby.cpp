@@ -309,7 +309,7 @@ void Standbys::retryFailedNow(int peer, int rail) {
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->peer != peer) continue;
     std::lock_guard lk(c->sbMu);
-    if (c->standbyFailedRail != rail) continue;
+    if (c->standbyFailedRail != rail && c->standbyTarget.load() != rail) continue;
     ++c->standbyRetryGen;
     c->standbyRetryNs = 0;
   }
