@@ -111,7 +111,6 @@ recclResult_t refusedClosed() {
 Closer beginClose(recclComm_t comm, Closer who) noexcept {
   int before = kNoClose;
   comm->closer.compare_exchange_strong(before, who);
-  comm->closing.store(true, std::memory_order_release);
   if (who == kAborting) comm->aborting.store(true, std::memory_order_release);
   return static_cast<Closer>(before);
 }
@@ -244,10 +243,15 @@ void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts
   Result<std::unique_ptr<core::Comm>> c = Status(Errc::kInternal, "init did not run");
   try {
     auto id = idFrom(op->cancel.get());
+    struct Wipe {
+      Result<core::UniqueIdData>& id;
+      ~Wipe() {
+        if (id.ok()) core::wipeKey(id->bootKey);
+      }
+    } wipe{id};
     idFrom = nullptr;
     c = id.ok() ? core::Comm::create(opts, *id, nranks, rank, std::move(root))
                 : Result<std::unique_ptr<core::Comm>>(id.status());
-    if (id.ok()) core::wipeKey(id->bootKey);
   } catch (...) {
     idFrom = nullptr;
     c = caughtException();

@@ -93,7 +93,6 @@ struct recclComm {
   std::atomic<int> calls{0};
   std::atomic<int> closer{0};
   std::atomic<bool> abortRequested{false};  // a recclCommAbort met a destroy in progress
-  std::atomic<bool> closing{false};         // a close began (beginClose): waits of calls inside end
   // An abort began (recclCommAbort, or a destroy that gave up waiting): ends the waits that a
   // destroy lets finish (a shrink's or a revoked split's handover).
   std::atomic<bool> aborting{false};
