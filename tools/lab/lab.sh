@@ -26,8 +26,10 @@
 #   --retry-emulation-stall
 #                   when the command fails and a guest kernel reported a virtio NIC's transmit
 #                   queue stuck (NETDEV WATCHDOG: qemu stopped serving that NIC, which no guest
-#                   program can cause), boot everything again once and return that run's status;
-#                   said on stderr. For fault soaks whose plans never stall a queue themselves
+#                   program can cause), or a rank's same-host relay did not answer its control
+#                   handshake in time (a guest starved of host CPU under TCG), boot everything
+#                   again once and return that run's status; said on stderr. A real fault fails
+#                   the second run too. For fault soaks whose plans never stall a queue themselves
 #   -v, --verbose   print the whole console, kernel messages included
 #
 # In the guest: RECCL_TEST_LAB=1, LAB_INDEX (0..N-1), LAB_VMS, LAB_ADDR (eth0's address/prefix),
@@ -520,8 +522,13 @@ done
 echo "lab: wall $(((T2 - T0) / 1000)).$(((T2 - T0) % 1000 / 100)) s (initramfs $((T1 - T0)) ms), $VMS VM(s), $ACCEL" >&2
 if ((rc != 0 && rc != 77 && RETRY_STALL)); then
   stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o 'virtio_net .*NETDEV WATCHDOG: .*transmit queue [0-9]* timed out.*' || true)
+  what="a guest's virtio NIC stalled under qemu"
+  if [[ -z $stall ]]; then
+    stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o -E 'relay control: no challenge from @[^ ]*|relay rank [0-9]+ did not answer' || true)
+    what="a guest's same-host relay did not answer in time under emulation"
+  fi
   if [[ -n $stall ]]; then
-    echo "lab: a guest's virtio NIC stalled under qemu (\"$stall\"): booting again, once" >&2
+    echo "lab: $what (\"$stall\"): booting again, once" >&2
     set +e
     "${BASH_SOURCE[0]}" run "${RUN_ARGS[@]}"
     exit $?
