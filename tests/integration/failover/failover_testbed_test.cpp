@@ -90,6 +90,15 @@ TEST_F(Failover, InBandOnlyStallDetection) {
   EXPECT_GE(countMatches(t, "source stall"), 1) << t;
 }
 
+// Every frame on a host's rail 1 dropped at its switch port, carrier up; cleared when the test
+// ends, also when it fails.
+struct Rail1Blackhole {
+  std::string ns;
+  int on() const { return reccl::test::failover::dropOnRail(ns, "rail1", true, "1"); }
+  int off() const { return reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
+  ~Rail1Blackhole() { off(); }
+};
+
 // A stall time longer than the failover timeout: the path fell quiet more than
 // RECCL_FAILOVER_TIMEOUT_MS before the stall check could say so, and the move still has one
 // attempt when it runs (failoverBudgetMs, unit-tested in FailoverBudget: counted from the
@@ -103,11 +112,8 @@ TEST_F(Failover, StallTimeLongerThanTheFailoverTimeoutStillMoves) {
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   std::this_thread::sleep_for(std::chrono::milliseconds(400));
-  struct Clear {
-    std::string ns;
-    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
-  } clear{netns(0)};
-  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  Rail1Blackhole hole{netns(0)};
+  ASSERT_EQ(hole.on(), 0);
   expectAllOk(j, 2);
   std::string t = j.text();
   EXPECT_GE(sumField(t, "failovers"), 2u) << t;
@@ -130,14 +136,11 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
-  struct Clear {
-    std::string ns;
-    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
-  } clear{netns(0)};
-  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  Rail1Blackhole hole{netns(0)};
+  ASSERT_EQ(hole.on(), 0);
   // Until a connection waits 8 s after its fifth try.
   ASSERT_TRUE(j.waitFor("try 5, next in 8000 ms", 1, std::chrono::seconds(20))) << j.text();
-  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", false, nullptr), 0);
+  ASSERT_EQ(hole.off(), 0);
   link(false, 0, 1, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   link(true, 0, 1, true);
@@ -195,14 +198,11 @@ TEST_F(Failover, ConnectionsReturnToARailWhoseBlackholeEnded) {
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
-  struct Clear {
-    std::string ns;
-    ~Clear() { reccl::test::failover::dropOnRail(ns, "rail1", false, nullptr); }
-  } clear{netns(0)};
-  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", true, "1"), 0);
+  Rail1Blackhole hole{netns(0)};
+  ASSERT_EQ(hole.on(), 0);
   ASSERT_TRUE(j.waitForMatch("reason stall", 2, std::chrono::seconds(20))) << j.text();
   ASSERT_TRUE(j.waitFor("on rail 1: try 2,", 1, std::chrono::seconds(20))) << j.text();
-  ASSERT_EQ(reccl::test::failover::dropOnRail(netns(0), "rail1", false, nullptr), 0);
+  ASSERT_EQ(hole.off(), 0);
   const double endedAt =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();  // the log's clock
   const bool back = j.waitForMatch("carries to rank [01] again", 1, std::chrono::seconds(20));

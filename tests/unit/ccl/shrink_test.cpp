@@ -21,6 +21,20 @@ namespace {
 using reccl::test::Comms;
 using reccl::test::ScopedEnv;
 
+// A rank's failure: its message kept for the test's report, its code (never recclSuccess) returned.
+struct Failer {
+  std::string& err;
+  recclResult_t operator()(recclResult_t rc, const std::string& why) const {
+    err = why;
+    return rc == recclSuccess ? recclInternalError : rc;
+  }
+};
+
+// Waits for another rank's thread to set `flag`, 10 s at most (a missing flag fails later, not here).
+void waitUntil(const std::atomic<bool>& flag) {
+  for (int i = 0; i < 1000 && !flag.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+}
+
 // recclCommShrink on a healthy communicator (RECCL_SHRINK_DEFAULT): the excluded ranks do not
 // call it; the others get a child of their own ranks in order, gaps closed, whose allreduce is
 // exact; later shrinks of the same parent bring an excluded rank back as a caller (each list's
@@ -176,10 +190,7 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
   std::atomic<bool> rank0Revoked{false};
   auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
     if (r == 2) return recclSuccess;  // the rank that never comes
-    auto failWith = [&](recclResult_t rc, const std::string& why) {
-      errs[r] = why;
-      return rc == recclSuccess ? recclInternalError : rc;
-    };
+    const Failer failWith{errs[r]};
     std::vector<float> x(4096, 1.0f);
     std::thread call([&, c, r] {
       auto t0 = std::chrono::steady_clock::now();
@@ -189,7 +200,7 @@ TEST(Shrink, RevokeFromAnotherThreadEndsAHungCallAndTheParentShrinks) {
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside the allreduce by then
     if (r == 1)  // after rank 0's (bounded: a missing revoke fails below, not here)
-      for (int i = 0; i < 1000 && !rank0Revoked.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      waitUntil(rank0Revoked);
     recclResult_t rc = recclCommRevoke(c, RECCL_REVOKE_DEFAULT);
     if (r == 0) rank0Revoked.store(true);
     // Quiet once the stopped allreduce has returned: in progress until then, never an error.
@@ -277,16 +288,13 @@ TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
   std::vector<std::string> errs(n);
   std::atomic<bool> rank1Returned{false};
   auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
-    auto failWith = [&](recclResult_t rc, const std::string& why) {
-      errs[r] = why;
-      return rc == recclSuccess ? recclInternalError : rc;
-    };
+    const Failer failWith{errs[r]};
     if (r == 2) return recclSuccess;  // excluded
     recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     int two = 2;
     if (r == 0)
-      for (int i = 0; i < 1000 && !rank1Returned.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      waitUntil(rank1Returned);
     recclComm_t child = nullptr;
     recclResult_t rc = recclCommShrink(c, &two, 1, &child, &cfg, RECCL_SHRINK_DEFAULT);
     if (r == 1) rank1Returned.store(true);
@@ -381,16 +389,13 @@ TEST(Shrink, NonBlockingHandoversOutliveADestroyAndEachOther) {
   std::vector<std::string> errs(n);
   std::atomic<bool> rank1Destroying{false};
   auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
-    auto failWith = [&](recclResult_t rc, const std::string& why) {
-      errs[r] = why;
-      return rc == recclSuccess ? recclInternalError : rc;
-    };
+    const Failer failWith{errs[r]};
     if (r == 2) return recclSuccess;  // excluded
     recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
     cfg.blocking = 0;
     int two = 2;
     if (r == 0) {
-      for (int i = 0; i < 1000 && !rank1Destroying.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      waitUntil(rank1Destroying);
       std::this_thread::sleep_for(std::chrono::milliseconds(300));  // inside rank 1's destroy by then
     }
     recclComm_t child[2] = {nullptr, nullptr};
@@ -480,10 +485,7 @@ TEST(Shrink, RevokedParentSplits) {
   ASSERT_TRUE(world.ok()) << world.error();
   std::vector<std::string> errs(n);
   auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
-    auto failWith = [&](recclResult_t rc, const std::string& why) {
-      errs[r] = why;
-      return rc == recclSuccess ? recclInternalError : rc;
-    };
+    const Failer failWith{errs[r]};
     if (recclResult_t rc = recclCommRevoke(c, RECCL_REVOKE_DEFAULT); rc)
       return failWith(rc, std::string("revoke: ") + recclGetLastError(nullptr));
     // One child: checks its size, this rank's place in key order, and an allreduce of parent ranks.
@@ -563,10 +565,7 @@ TEST(Shrink, RevokedSplitsPairTheSameCallsAfterAFailedOne) {
   std::vector<std::string> errs(n);
   std::atomic<int> met[2] = {0, 0};
   auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
-    auto failWith = [&](recclResult_t rc, const std::string& why) {
-      errs[r] = why;
-      return rc == recclSuccess ? recclInternalError : rc;
-    };
+    const Failer failWith{errs[r]};
     // Both ranks past a failed call before the next one (30 s at most): its waits have ended.
     auto meet = [&](int phase) {
       met[phase].fetch_add(1);
