@@ -5,6 +5,7 @@
 // digest of the excluded list, so ranks that passed different lists fail instead of forming
 // different groups.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,8 +78,16 @@ extern "C" recclResult_t recclCommShrink(recclComm_t comm, int* excludeRanksList
     // needs nothing of it: the hold ends with the handover. A non-blocking config runs both on
     // the child's init thread.
     // The hold lives in the source alone: let go when the source is, right after the handover.
+    // With it the claim on this shrink's note, which a later shrink's take would otherwise drop
+    // when this one's take comes second (each non-blocking call's handover has a thread).
+    struct Hold {
+      Hold(CallTicket t, core::Comm& c, const Handover& h) : ticket(std::move(t)), claim(c, h.digest, h.serial) {}
+      CallTicket ticket;
+      core::Comm::ShrinkClaim claim;  // declared after: let go before the ticket
+    };
+    auto hold = std::make_shared<Hold>(std::move(held), *parent, h);
     return startInitAfter(newcomm, cfg, nmembers, newRank,
-                          [comm, parent, h = std::move(h), cfg, hold = std::make_shared<CallTicket>(std::move(held))](
+                          [comm, parent, h = std::move(h), cfg, hold = std::move(hold)](
                               const std::atomic<bool>* cancel) { return handOver(comm, *parent, h, cfg, cancel); });
   });
 }

@@ -157,7 +157,10 @@ extern "C" recclResult_t recclCommSplit(recclComm_t comm, int color, int key, re
     xcfg.name = (comm->config.name.empty() ? std::string() : comm->config.name + " ") + "split exchange";
     recclComm_t exchange = nullptr;
     recclResult_t rc = startInitAfter(&exchange, xcfg, n, me, [&](const std::atomic<bool>*) {
-      auto id = handOver(comm, *parent, h, xcfg);
+      auto id = [&] {
+        const core::Comm::ShrinkClaim claim(*parent, h.digest, h.serial);
+        return handOver(comm, *parent, h, xcfg);
+      }();
       held.release();
       return id;
     });

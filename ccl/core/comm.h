@@ -114,6 +114,21 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // took part in other shrinks, counts this list's shrinks alike with every other caller, so
   // (digest, serial) names one shrink job-wide.
   uint32_t nextShrinkSerial(const std::array<std::byte, kShrinkDigestBytes>& digest);
+  // A shrink this rank counted and will take the note of (a non-blocking one's take may come
+  // after a later shrink's): while the claim lives, that note outlives the later takes' sweep of
+  // notes meant for calls this rank gave up. Made when a call is past its refusals, kept until its
+  // take ends; it must not outlive the communicator.
+  class ShrinkClaim {
+   public:
+    ShrinkClaim(Comm& comm, const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial);
+    ~ShrinkClaim();
+    ShrinkClaim(const ShrinkClaim&) = delete;
+    ShrinkClaim& operator=(const ShrinkClaim&) = delete;
+
+   private:
+    Comm& comm_;
+    std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>>::iterator it_;
+  };
   // The leader's word to `peer`: `note`, on a connection of its own to the peer's data listener
   // (authenticated as every data connection), dialled on each rail in turn until one answers or
   // `d` passes. It needs none of this communicator's connections, which a dead rank may have
@@ -121,7 +136,8 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   Status sendShrinkNote(int peer, uint32_t serial, const ShrinkNote& note, Deadline d);
   // The note of shrink (digest, serial), once this rank's listener took it from `leader`; refused
   // when another rank sent it, or when the leader's note for this serial names other excluded
-  // ranks (the ranks disagree on who is left). Older notes of the same list are dropped.
+  // ranks (the ranks disagree on who is left). Older notes of the same list are dropped unless
+  // a ShrinkClaim holds them.
   Result<ShrinkNote> takeShrinkNote(const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial,
                                     int leader, Deadline d);
   // What a shrink note says of the excluded ranks (sorted, no repeats): a digest the survivors
@@ -225,9 +241,8 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::condition_variable shrinkCv_;
   std::vector<HeldShrinkNote> shrinkNotes_;
   std::map<std::array<std::byte, kShrinkDigestBytes>, uint32_t> shrinkSerials_;
-  // The (list, serial) of each takeShrinkNote waiting now: its note is not one a later serial's
-  // take drops as given up (a non-blocking shrink's handover runs beside the next shrink's).
-  std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>> shrinkTaking_;
+  // The (list, serial) of each ShrinkClaim alive.
+  std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>> shrinkClaims_;
   void dropShrinkNotes();  // in ~Comm
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> shmSerial_{0};

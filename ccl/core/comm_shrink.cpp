@@ -35,6 +35,17 @@ uint32_t Comm::nextShrinkSerial(const std::array<std::byte, kShrinkDigestBytes>&
   return ++shrinkSerials_[digest];
 }
 
+Comm::ShrinkClaim::ShrinkClaim(Comm& comm, const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial)
+    : comm_(comm) {
+  std::lock_guard lk(comm_.shrinkMu_);
+  it_ = comm_.shrinkClaims_.emplace(digest, serial);
+}
+
+Comm::ShrinkClaim::~ShrinkClaim() {
+  std::lock_guard lk(comm_.shrinkMu_);
+  comm_.shrinkClaims_.erase(it_);
+}
+
 void Comm::dropShrinkNotes() {
   std::lock_guard lk(shrinkMu_);
   for (auto& h : shrinkNotes_) wipeKey(h.note.id.bootKey);
@@ -123,17 +134,11 @@ Status Comm::acceptShrinkNote(UniqueFd fd, const Hello& h) {
 Result<ShrinkNote> Comm::takeShrinkNote(const std::array<std::byte, kShrinkDigestBytes>& digest, uint32_t serial,
                                         int leader, Deadline d) {
   std::unique_lock lk(shrinkMu_);
-  const auto taking = shrinkTaking_.emplace(digest, serial);
-  struct Done {
-    std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>>& set;
-    decltype(taking) it;
-    ~Done() { set.erase(it); }  // under shrinkMu_: `lk` is declared before, so unlocked after
-  } done{shrinkTaking_, taking};
   for (;;) {
     // Notes of this list from shrinks before this one were meant for calls this rank gave up,
-    // unless a take of theirs still waits (a non-blocking shrink's handover beside this one).
+    // unless a claim holds them (a non-blocking shrink whose take is still to come).
     std::erase_if(shrinkNotes_, [&](HeldShrinkNote& k) {
-      if (k.note.excluded != digest || k.serial >= serial || shrinkTaking_.count({digest, k.serial})) return false;
+      if (k.note.excluded != digest || k.serial >= serial || shrinkClaims_.count({digest, k.serial})) return false;
       wipeKey(k.note.id.bootKey);
       return true;
     });

@@ -13,7 +13,10 @@
 #include <thread>
 #include <vector>
 
+#include "api/comm_access.h"
 #include "ccl_test_util.h"
+#include "core/comm.h"
+#include "core/wire.h"
 #include "reccl/reccl.h"
 
 namespace {
@@ -426,6 +429,43 @@ TEST(Shrink, NonBlockingHandoversOutliveADestroyAndEachOther) {
   });
   world.forget(1);  // destroyed above
   for (int r = 0; r < n; ++r) EXPECT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+}
+
+// The order two non-blocking shrinks' takes come in is their threads' to choose: with both of a
+// list's notes arrived from the leader, the later serial's take may run first. Its sweep of
+// notes meant for calls this rank gave up must spare the earlier one's, claimed since its call
+// went on; a serial whose call was refused (no claim) has its note dropped. Ranks as threads,
+// at the notes' level: the order is set here, not left to the scheduler.
+TEST(Shrink, ALaterTakeSparesAClaimedNoteAndDropsAGivenUpOne) {
+  Comms world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  reccl::core::Comm* leader = reccl::api::commImpl(world[0]);
+  reccl::core::Comm* taker = reccl::api::commImpl(world[1]);
+  const auto digest = reccl::core::Comm::shrinkDigest({});
+  auto noteOf = [&](uint32_t serial) {
+    reccl::core::ShrinkNote n;
+    n.nranks = 2;
+    n.excluded = digest;
+    n.id.port = 1;
+    n.id.jobId = 1000 + serial;  // tells the notes apart
+    return n;
+  };
+  auto takeJob = [&](uint32_t serial, int64_t ms) -> uint64_t {
+    auto got = taker->takeShrinkNote(digest, serial, 0, reccl::Deadline::afterMs(ms));
+    return got.ok() ? got->id.jobId : 0;
+  };
+  const uint32_t kept = 1, givenUp = 2, later = 3;
+  const reccl::core::Comm::ShrinkClaim claimKept(*taker, digest, kept);
+  for (uint32_t s : {kept, givenUp, later}) {
+    const reccl::Status st = leader->sendShrinkNote(1, s, noteOf(s), reccl::Deadline::afterMs(10000));
+    ASSERT_TRUE(st.ok()) << "note " << s << ": " << st.message();
+  }
+  {
+    const reccl::core::Comm::ShrinkClaim claimLater(*taker, digest, later);
+    EXPECT_EQ(takeJob(later, 10000), 1000u + later);
+  }
+  EXPECT_EQ(takeJob(kept, 2000), 1000u + kept) << "the later take dropped a claimed note";
+  EXPECT_EQ(takeJob(givenUp, 300), 0u) << "the later take kept a given-up call's note";
 }
 
 // Only the handover needs the parent: an abort of the parent from a watchdog thread while a
