@@ -23,15 +23,6 @@ constexpr uint64_t kMsNs = 1'000'000ull;
 constexpr uint64_t kCoalesceNs = 2 * kMsNs;
 constexpr uint64_t kGrayTickNs = 50 * kMsNs;  // a held DEGRADED is re-judged this often
 constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
-// A fail-back owed is offered again this long after its rail came up, then at doubling intervals
-// up to the cap: past one fail-back's own time (two connect attempts), and rare enough that a
-// rail which never carries costs a connect attempt a minute at most.
-constexpr uint64_t kFailBackRetryFirstNs = 1500 * kMsNs;
-// railCarriesAgain's hold-off (Monitor::carries_).
-constexpr uint64_t kCarriesHoldFirstNs = 4000 * kMsNs;
-constexpr uint64_t kCarriesHoldMaxNs = 64000 * kMsNs;
-constexpr uint64_t kCarriesWindowNs = 60000 * kMsNs;
-constexpr uint64_t kFailBackRetryMaxNs = 60'000 * kMsNs;
 constexpr uint64_t kEarlyReplyNs = static_cast<uint64_t>(Migration::kEarlyReplyMs) * kMsNs;
 }  // namespace
 
@@ -362,8 +353,7 @@ void Monitor::tendFailBacks(uint64_t nowNs) {
     RECCL_INFO(kLogFailover, "rank %d: rail %d (%s) up, %d connection(s) that prefer it still elsewhere: fail-back again (try %d)",
                ctx_.cfg.rank, r, ctx_.nicName(r), owed, f.tries + 1);
     enqueueFailBacks(r, f.src, nowNs);
-    uint64_t wait = kFailBackRetryFirstNs << std::min(f.tries, 6);
-    f.dueNs = nowNs + std::min(wait, kFailBackRetryMaxNs);
+    f.dueNs = nowNs + failBackRetryWaitNs(f.tries);
   }
 }
 
@@ -379,15 +369,8 @@ void Monitor::railCarriesAgain(int peer, int rail, uint32_t failedTries) {
   if (!ctx_.rails.up(rail) || !((ctx_.rails.peerRails(peer) >> rail) & 1u)) return;
   const uint64_t now = monotonicNs();
   {
-    // Held off after acting lately: each time it acts again within kCarriesWindowNs of the last,
-    // the hold doubles (kCarriesHoldFirstNs .. kCarriesHoldMaxNs); a quiet window clears it.
     std::lock_guard lk(carriesMu_);
-    CarriesHold& h = carries_[{peer, rail}];
-    if (h.lastNs && now - h.lastNs < h.holdNs) return;
-    h.holdNs = h.lastNs && now - h.lastNs < kCarriesWindowNs
-                   ? std::min(std::max(kCarriesHoldFirstNs, 2 * h.holdNs), kCarriesHoldMaxNs)
-                   : 0;
-    h.lastNs = now;
+    if (!carriesHoldLets(carries_[{peer, rail}], now)) return;
   }
   const int n = enqueueFailBacks(rail, FaultSource::kStandby, now, peer);
   if (n == 0) return;

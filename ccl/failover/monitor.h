@@ -32,6 +32,7 @@
 #include "failover/health/fault_sources.h"
 #include "failover/migration/job.h"
 #include "failover/migration/migrate_wire.h"
+#include "failover/rebalance/fail_back_pacing.h"
 #include "reccl/common/status.h"
 
 namespace reccl::failover {
@@ -109,10 +110,6 @@ class Monitor {
   // acted and how long it holds off now: a rail that carries a connect but not a collective (the
   // stall check moves the connections off again) would otherwise bounce them every few seconds.
   std::atomic<uint64_t> standbyFailBacksOwed_{0};
-  struct CarriesHold {
-    uint64_t lastNs = 0;
-    uint64_t holdNs = 0;
-  };
   std::mutex carriesMu_;
   std::map<std::pair<int, int>, CarriesHold> carries_;  // under carriesMu_
   // Moves whose request this thread sent over a standby (Migration::beginEarly): their links'
