@@ -62,7 +62,7 @@ class Monitor {
   // Any thread: a peer's healthy rails, from its migration request or reply; a rail back there
   // moves what stayed on a gray rail for want of one.
   void peerReported(int peer, uint64_t railsUp);
-  // Any thread: a standby to `peer` was made on `rail` after tries there had failed, so the rail
+  // Any thread: a standby try to `peer` was answered on `rail` after tries there had failed, so the rail
   // carries to the peer again although no rail event said it stopped or came back (a blackhole
   // with its carrier up, which only the stall check saw, has ended). The connections to the peer
   // that prefer the rail, moved off it meanwhile, fail back when it is up at both ends.

@@ -210,29 +210,35 @@ void Standbys::make(Conn& c) {
   auto rep = decodeMigrateReply(rb);
   if (!rep.ok()) return failed(rep.status());
   ctx_.monitor->peerReported(peer, rep->railsUp);
-  if (rep->status == MigrateStatus::kNotReady) return retryAfter(kNotReadyRetryNs, Status::Ok());
-  if (rep->status != MigrateStatus::kOk)  // standby paths off there, or its communicator failed
-    return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
-  if (s = link->takePeerRecord(io, end); !s.ok()) return failed(s);
-  link->keepIdle();
-  uint32_t failedHere = 0;  // tries on this rail that failed before this one
+  // The peer's authenticated answer came over `rail`, whatever it says: the rail carries to the
+  // peer, and a streak of failed tries ends. Ended on this rail, the rail carries again: the
+  // monitor hears of it on the way out of this try (the standby in place by then, sbMu let go).
+  uint32_t failedHere = 0;
   struct Tell {
     FailoverContext& ctx;
     int peer, rail;
     const uint32_t& failed;
     ~Tell() {
-      if (failed) ctx.monitor->railCarriesAgain(peer, rail, failed);  // after sbMu is let go
+      if (failed) ctx.monitor->railCarriesAgain(peer, rail, failed);
     }
   } tell{ctx_, peer, rail, failedHere};
-  std::lock_guard lk(c.sbMu);
-  if (c.standbyFailures > 0) {
-    RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d (%s) after %u failed tries", ctx_.cfg.rank,
-               connName(c.id).c_str(), rail, ctx_.nicName(rail), c.standbyFailures);
-    if (c.standbyFailedRail == rail) failedHere = c.standbyFailures;
+  {
+    std::lock_guard lk(c.sbMu);
+    if (c.standbyFailures > 0) {
+      RECCL_INFO(kLogFailover, "rank %d: standby of %s on rail %d (%s) answered after %u failed tries", ctx_.cfg.rank,
+                 connName(c.id).c_str(), rail, ctx_.nicName(rail), c.standbyFailures);
+      if (c.standbyFailedRail == rail) failedHere = c.standbyFailures;
+    }
+    c.standbyFailures = 0;
+    c.standbyFailedRail = -1;
+    c.standbyBackoffStep = 0;
   }
-  c.standbyFailures = 0;
-  c.standbyFailedRail = -1;
-  c.standbyBackoffStep = 0;
+  if (rep->status == MigrateStatus::kNotReady) return retryAfter(kNotReadyRetryNs, Status::Ok());
+  if (rep->status != MigrateStatus::kOk)  // standby paths off there, or its communicator failed
+    return retryAfter(kRefusedRetryNs, Status(Errc::kPeerFailure, "refused by rank " + std::to_string(peer)));
+  if (s = link->takePeerRecord(io, end); !s.ok()) return failed(s);
+  link->keepIdle();
+  std::lock_guard lk(c.sbMu);
   // Meanwhile the connection may have moved onto that rail, or the rail gone down: not a standby.
   // A standby already there stays unless this one was made to replace it.
   const bool replace = c.standbyReplace.exchange(false);

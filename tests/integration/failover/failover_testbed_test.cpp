@@ -159,7 +159,7 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   std::map<std::string, std::vector<Try>> tries;
   std::map<std::string, double> madeAt;
   const std::regex fail(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: (rank [0-9]+): standby of (.*) on rail 1: try ([0-9]+), next in ([0-9]+) ms)");
-  const std::regex made(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: (rank [0-9]+): standby of (.*) on rail [0-9]+ \(.*\) after [0-9]+ failed tries)");
+  const std::regex made(R"(([0-9]+\.[0-9]+) reccl info FAILOVER: (rank [0-9]+): standby of (.*) on rail [0-9]+ \(.*\) answered after [0-9]+ failed tries)");
   for (auto it = std::sregex_iterator(t.begin(), t.end(), fail); it != std::sregex_iterator(); ++it)
     tries[(*it)[2].str() + " " + (*it)[3].str()].push_back(
         {std::stod((*it)[1].str()), std::stoi((*it)[4].str()), std::stol((*it)[5].str())});
