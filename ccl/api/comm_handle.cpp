@@ -235,23 +235,27 @@ namespace {
 // A non-blocking init's thread: the rendezvous (from `idFrom`, which lets go of what it holds
 // once it returned), then the communicator, handed to `op` (or freed, when the handle was
 // abandoned meanwhile).
-void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts, IdSource idFrom, int nranks, int rank,
+// The rendezvous's ids (one per root), wiped when it goes.
+struct WipedIds {
+  Result<std::vector<core::UniqueIdData>>& ids;
+  ~WipedIds() {
+    if (ids.ok())
+      for (auto& id : *ids) core::wipeKey(id.bootKey);
+  }
+};
+
+void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts, IdsSource idFrom, int nranks, int rank,
                     std::shared_ptr<core::BootstrapRoot> root, const std::string& who) {
   pthread_setname_np(pthread_self(), "reccl-init");
   // No exception leaves a detached thread: it becomes the init's error (as guarded() does for a
   // call). The source is let go on every way (its hold on a parent with it).
   Result<std::unique_ptr<core::Comm>> c = Status(Errc::kInternal, "init did not run");
   try {
-    auto id = idFrom(op->cancel.get());
-    struct Wipe {
-      Result<core::UniqueIdData>& id;
-      ~Wipe() {
-        if (id.ok()) core::wipeKey(id->bootKey);
-      }
-    } wipe{id};
+    auto ids = idFrom(op->cancel.get());
+    const WipedIds wipe{ids};
     idFrom = nullptr;
-    c = id.ok() ? core::Comm::create(opts, *id, nranks, rank, std::move(root))
-                : Result<std::unique_ptr<core::Comm>>(id.status());
+    c = ids.ok() ? core::Comm::create(opts, *ids, nranks, rank, std::move(root))
+                 : Result<std::unique_ptr<core::Comm>>(ids.status());
   } catch (...) {
     idFrom = nullptr;
     c = caughtException();
@@ -274,6 +278,20 @@ void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts
 
 recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdSource idFrom,
                              std::shared_ptr<core::BootstrapRoot> root) {
+  return startInitFrom(
+      comm, cfg, nranks, rank,
+      [idFrom = std::move(idFrom)](const std::atomic<bool>* cancel) -> Result<std::vector<core::UniqueIdData>> {
+        auto id = idFrom(cancel);
+        if (!id.ok()) return id.status();
+        std::vector<core::UniqueIdData> ids{*id};
+        core::wipeKey(id->bootKey);
+        return ids;
+      },
+      std::move(root));
+}
+
+recclResult_t startInitFrom(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdsSource idFrom,
+                            std::shared_ptr<core::BootstrapRoot> root) {
   core::CommOptions opts;
   if (Status s = commOptions(cfg, &opts); !s.ok()) return fail(s);
   const std::string who = (cfg.name.empty() ? std::string() : "comm " + cfg.name + ": ") + "rank " +
@@ -281,11 +299,11 @@ recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nrank
   auto handle = std::make_unique<recclComm>();
   handle->config = cfg;
   if (cfg.blocking) {
-    auto id = idFrom(nullptr);
+    auto ids = idFrom(nullptr);
+    const WipedIds wipe{ids};
     idFrom = nullptr;
-    if (!id.ok()) return fail(id.status());
-    auto c = core::Comm::create(opts, *id, nranks, rank, std::move(root));
-    core::wipeKey(id->bootKey);
+    if (!ids.ok()) return fail(ids.status());
+    auto c = core::Comm::create(opts, *ids, nranks, rank, std::move(root));
     if (!c.ok()) return fail(c.status().Wrap(who));
     handle->impl = std::move(c).value();
     *comm = handle.release();
@@ -303,15 +321,24 @@ recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nrank
 
 recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
                         std::shared_ptr<core::BootstrapRoot> root) {
-  // The source's copy of the id, wiped when the source is let go (after use, or unused).
+  return startInit(comm, cfg, nranks, std::span(&id, 1), rank, std::move(root));
+}
+
+recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, std::span<const core::UniqueIdData> ids,
+                        int rank, std::shared_ptr<core::BootstrapRoot> root) {
+  // The source's copy of the ids, wiped when the source is let go (after use, or unused).
   struct Held {
-    core::UniqueIdData id;
-    ~Held() { core::wipeKey(id.bootKey); }
+    std::vector<core::UniqueIdData> ids;
+    ~Held() {
+      for (auto& id : ids) core::wipeKey(id.bootKey);
+    }
   };
   auto held = std::make_shared<Held>();
-  held->id = id;
-  return startInitAfter(comm, cfg, nranks, rank, [held](const std::atomic<bool>*) -> Result<core::UniqueIdData> { return held->id; },
-                        std::move(root));
+  held->ids.assign(ids.begin(), ids.end());
+  return startInitFrom(
+      comm, cfg, nranks, rank,
+      [held](const std::atomic<bool>*) -> Result<std::vector<core::UniqueIdData>> { return held->ids; },
+      std::move(root));
 }
 
 Result<uint32_t> bootstrapAddress() {

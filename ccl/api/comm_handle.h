@@ -26,9 +26,11 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "api/api_result.h"
 #include "api/red_ops.h"
@@ -169,6 +171,9 @@ recclResult_t usable(recclComm_t comm, core::Comm** out, bool revokedOk = false)
 // bootstrap root this rank holds for the communicator's lifetime.
 recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, const core::UniqueIdData& id, int rank,
                         std::shared_ptr<core::BootstrapRoot> root = nullptr);
+// With one id per bootstrap root (recclCommInitRankScalable; core/bootstrap.h).
+recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, std::span<const core::UniqueIdData> ids,
+                        int rank, std::shared_ptr<core::BootstrapRoot> root = nullptr);
 // Where the rendezvous comes from when it is not known yet (recclCommShrink's handover): called
 // once, on the init's thread when the config is non-blocking (its failure is then the init's,
 // reported by recclCommGetAsyncError), and destroyed right after, so what it captured (a hold on
@@ -179,6 +184,10 @@ using IdSource = std::function<Result<core::UniqueIdData>(const std::atomic<bool
 // once and runs `idFrom` too on the init's thread.
 recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdSource idFrom,
                              std::shared_ptr<core::BootstrapRoot> root = nullptr);
+// The same with one id per bootstrap root.
+using IdsSource = std::function<Result<std::vector<core::UniqueIdData>>(const std::atomic<bool>* cancel)>;
+recclResult_t startInitFrom(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdsSource idFrom,
+                            std::shared_ptr<core::BootstrapRoot> root = nullptr);
 
 // The address ranks reach this host's bootstrap root at (network order): RECCL_BOOTSTRAP_IFNAME's,
 // else the first non-loopback interface's, else loopback.

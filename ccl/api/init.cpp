@@ -2,6 +2,7 @@
 // environment, all ranks as threads), finalize, destroy, abort and the async error.
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -42,7 +43,8 @@ recclResult_t leftToCalls(recclComm_t, int left, const char* who) {
                                 " s after the communicator was aborted; the handle is closed and its memory left to them");
 }
 
-recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId& commId, int rank,
+// `commIds`: one per bootstrap root (recclCommInitRankScalable), or one.
+recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId* commIds, int nIds, int rank,
                               const recclConfig_t* config) {
   if (!comm) return fail(recclInvalidArgument, "comm: null pointer");
   *comm = nullptr;
@@ -52,12 +54,21 @@ recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId
     return fail(recclInvalidArgument, "rank: " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
   CommConfig cfg;
   if (Status s = readConfig(config, CommConfig{}, &cfg); !s.ok()) return fail(s);
-  auto id = core::decodeUniqueId(
-      std::span<const std::byte>(reinterpret_cast<const std::byte*>(commId.internal), sizeof(commId.internal)));
-  if (!id.ok()) return fail(id.status());
-  recclResult_t rc = startInit(comm, cfg, nranks, *id, rank);
-  core::wipeKey(id->bootKey);
-  return rc;
+  std::vector<core::UniqueIdData> ids;
+  struct Wipe {
+    std::vector<core::UniqueIdData>& ids;
+    ~Wipe() {
+      for (auto& id : ids) core::wipeKey(id.bootKey);
+    }
+  } wipe{ids};
+  for (int i = 0; i < nIds; ++i) {
+    auto id = core::decodeUniqueId(std::span<const std::byte>(reinterpret_cast<const std::byte*>(commIds[i].internal),
+                                                              sizeof(commIds[i].internal)));
+    if (!id.ok()) return fail(nIds == 1 ? id.status() : id.status().Wrap("commIds[" + std::to_string(i) + "]"));
+    ids.push_back(*id);
+    core::wipeKey(id->bootKey);
+  }
+  return startInit(comm, cfg, nranks, ids, rank);
 }
 
 // Waits (bounded) for a pending operation; true when it finished.
@@ -99,12 +110,24 @@ recclResult_t recclGetUniqueId(recclUniqueId* uniqueId) {
 }
 
 recclResult_t recclCommInitRank(recclComm_t* comm, int nranks, recclUniqueId commId, int rank) {
-  return guarded([&] { return initRankChecked(comm, nranks, commId, rank, nullptr); });
+  return guarded([&] { return initRankChecked(comm, nranks, &commId, 1, rank, nullptr); });
 }
 
 recclResult_t recclCommInitRankConfig(recclComm_t* comm, int nranks, recclUniqueId commId, int rank,
                                       recclConfig_t* config) {
-  return guarded([&] { return initRankChecked(comm, nranks, commId, rank, config); });
+  return guarded([&] { return initRankChecked(comm, nranks, &commId, 1, rank, config); });
+}
+
+recclResult_t recclCommInitRankScalable(recclComm_t* comm, int nranks, int rank, int nId, recclUniqueId* commIds,
+                                        recclConfig_t* config) {
+  return guarded([&]() -> recclResult_t {
+    if (comm) *comm = nullptr;
+    if (nId < 1 || nId > std::min(nranks, core::kMaxRoots))
+      return fail(recclInvalidArgument, "nId: " + std::to_string(nId) + " is not in [1, min(nranks " +
+                                            std::to_string(nranks) + ", " + std::to_string(core::kMaxRoots) + ")]");
+    if (!commIds) return fail(recclInvalidArgument, "commIds: null pointer");
+    return initRankChecked(comm, nranks, commIds, nId, rank, config);
+  });
 }
 
 recclResult_t recclCommInitFromEnv(recclComm_t* comm) {

@@ -133,6 +133,17 @@ bool verifyTableTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& s
   return equalTag(tableTag(bootKey, clientNonce, serverNonce, body), tag);
 }
 
+Tag blockTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce, std::span<const std::byte> body) {
+  return mac(bootKey, "reccl-v3 block", {clientNonce, serverNonce, body});
+}
+
+Tag leaderTableTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce,
+                   std::span<const std::byte> body) {
+  return mac(bootKey, "reccl-v3 leader table", {clientNonce, serverNonce, body});
+}
+
+bool equalTags(std::span<const std::byte> a, const Tag& b) { return equalTag(b, a); }
+
 void sealCommSecret(const CommSecret& s, const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce,
                     std::span<std::byte, kSealedCommSecretBytes> out) {
   static_assert(kSealedCommSecretBytes == kKeyBytes + 8 + crypto_secretbox_MACBYTES);

@@ -71,6 +71,13 @@ Tag tableTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNo
 bool verifyTableTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce,
                     std::span<const std::byte> body, std::span<const std::byte> tag);
 
+// With several roots (core/bootstrap.h): a block's root's MAC over the block it sends the block's
+// leader, and the leader's MAC over the full table it brings back to that root.
+Tag blockTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce, std::span<const std::byte> body);
+Tag leaderTableTag(const Key& bootKey, const Nonce& clientNonce, const Nonce& serverNonce,
+                   std::span<const std::byte> body);
+bool equalTags(std::span<const std::byte> a, const Tag& b);
+
 // The communicator key and id sealed for one rank (XSalsa20-Poly1305 under a key derived from
 // the bootstrap key and that connection's two nonces).
 struct CommSecret {

@@ -3,10 +3,12 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cinttypes>
@@ -47,6 +49,10 @@ uint64_t randomNonzeroU64() {
   return v;
 }
 
+std::string rootName(int nroots, int index) {
+  return nroots == 0 ? "the only root" : "root " + std::to_string(index) + " of " + std::to_string(nroots);
+}
+
 }  // namespace
 
 struct BootstrapRoot::Client {
@@ -56,8 +62,11 @@ struct BootstrapRoot::Client {
   std::vector<std::byte> buf;
   Deadline helloBy = Deadline::never();
   bool helloDone = false;
-  int rank = -1;
-  std::vector<std::byte> info;  // its RankInfo record, once read
+  int rank = -1;  // its hello's source rank: the first of the ranks it brings
+  int count = 0;  // how many ranks' records it brings: 1, or a block's at root 0 from its leader
+  size_t maxBytes = kMaxHelloAndInfo;  // what it may send before its records are read
+  std::vector<RankInfo> infos;         // ranks rank .. rank + count - 1, once read
+  bool awaitingFull = false;           // a block's leader at its block's root: its block went out
 };
 
 uint64_t BootstrapRoot::refusedTotal() { return gRefused.load(); }
@@ -107,21 +116,34 @@ void BootstrapRoot::stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
+void BootstrapRoot::sendFrame(Client& c, RootFrame type, std::span<const std::byte> payload, Deadline by) {
+  std::vector<std::byte> out(kRootFrameHeaderBytes + payload.size());
+  encodeRootFrameHeader(RootFrameHeader{type, static_cast<uint32_t>(payload.size())},
+                        std::span<std::byte, kRootFrameHeaderBytes>(out.data(), kRootFrameHeaderBytes));
+  std::memcpy(out.data() + kRootFrameHeaderBytes, payload.data(), payload.size());
+  if (type == RootFrame::kRefused) {
+    (void)!::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
+    return;
+  }
+  Status s = transport::sendAll(c.fd.get(), out, by);
+  if (!s.ok()) RECCL_WARN(kLogBootstrap, "bootstrap: sending to rank %d: %s", c.rank, s.message().c_str());
+}
+
 void BootstrapRoot::refuse(Client& c, const std::string& why) {
   gRefused.fetch_add(1);
   RECCL_WARN(kLogBootstrap, "bootstrap refused connection from %s: %s", peerName(c.fd.get()).c_str(), why.c_str());
   // The reason goes to the peer (best effort: a new socket's buffer takes it whole).
   std::string text = why.substr(0, kMaxRefusalBytes);
-  std::vector<std::byte> out(kRootFrameHeaderBytes + text.size());
-  encodeRootFrameHeader(RootFrameHeader{RootFrame::kRefused, static_cast<uint32_t>(text.size())},
-                        std::span<std::byte, kRootFrameHeaderBytes>(out.data(), kRootFrameHeaderBytes));
-  std::memcpy(out.data() + kRootFrameHeaderBytes, text.data(), text.size());
-  (void)!::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (c.rank >= 0 && c.rank < static_cast<int>(owner_.size()) && owner_[c.rank] == &c) {
-    owner_[c.rank] = nullptr;
-    if (!c.info.empty()) --have_;
-  }
+  sendFrame(c, RootFrame::kRefused, std::as_bytes(std::span(text.data(), text.size())), Deadline::never());
+  for (int r = c.rank; r >= 0 && r < c.rank + c.count && r < static_cast<int>(owner_.size()); ++r)
+    if (owner_[r] == &c) {
+      owner_[r] = nullptr;
+      if (!c.infos.empty()) --have_;
+    }
   c.fd.reset();
+  if (c.awaitingFull && !failed_)
+    failAll("the leader of this root's block (rank " + std::to_string(c.rank) +
+            ") left before it brought back the table of every rank (" + why + ")");
 }
 
 void BootstrapRoot::failAll(const std::string& why) {
@@ -143,8 +165,15 @@ void BootstrapRoot::onAccept() {
   clients_.push_back(std::move(c));
 }
 
+int BootstrapRoot::expected() const {
+  // A block's root gathers its block; root 0 (and a single root) every rank, the other blocks'
+  // through their leaders.
+  return nroots_ > 0 && index_ > 0 ? rankBlock(nranks_, nroots_, index_).size() : nranks_;
+}
+
 void BootstrapRoot::onHello(Client& c, const Hello& h) {
-  if (h.kind != HelloKind::kBootstrap || h.dstRank != -1) return refuse(c, "not a bootstrap hello");
+  const bool block = h.kind == HelloKind::kBootstrapBlock;
+  if ((h.kind != HelloKind::kBootstrap && !block) || h.dstRank != -1) return refuse(c, "not a bootstrap hello");
   if (h.jobId != cfg_.jobId)
     return refuse(c, "this root serves another job (job id " + hex64(cfg_.jobId) + ", the rank's " + hex64(h.jobId) +
                          "): another job uses this rendezvous address, or the ranks disagree on the launcher's job "
@@ -165,22 +194,102 @@ void BootstrapRoot::onHello(Client& c, const Hello& h) {
   if (nranks_ != 0 && h.nranks != nranks_)
     return refuse(c, "world size " + std::to_string(h.nranks) + " differs from the other ranks' " +
                          std::to_string(nranks_));
+  const int nroots = block ? static_cast<int>(h.channel) : 0;
+  const int index = block ? static_cast<int>(h.epoch) : 0;
+  if (block && (nroots < 1 || nroots > std::min(h.nranks, kMaxRoots) || index >= nroots))
+    return refuse(c, "root " + std::to_string(index) + " of " + std::to_string(nroots) + ": not a root of " +
+                         std::to_string(h.nranks) + " ranks (1 to min(ranks, " + std::to_string(kMaxRoots) + ") roots)");
+  if (nranks_ != 0 && (nroots != nroots_ || index != index_))
+    return refuse(c, "rank " + std::to_string(h.srcRank) + " takes this root for " + rootName(nroots, index) +
+                         ", the ranks before it for " + rootName(nroots_, index_) +
+                         ": the ranks passed different unique ids, or in different orders");
+  // Which ranks it brings: its own; at root 0, a block's leader brings its block.
+  int count = 1;
+  if (block) {
+    const int k = blockOfRank(h.nranks, nroots, h.srcRank);
+    const RankBlock b = rankBlock(h.nranks, nroots, k);
+    if (index == 0 && k > 0) {
+      if (h.srcRank != b.first)
+        return refuse(c, "rank " + std::to_string(h.srcRank) + " belongs to root " + std::to_string(k) +
+                             "'s block; root 0 takes only that block's leader, rank " + std::to_string(b.first));
+      count = b.size();
+    } else if (k != index) {
+      return refuse(c, "rank " + std::to_string(h.srcRank) + " belongs to root " + std::to_string(k) + " of " +
+                           std::to_string(nroots) + ", not to this one (root " + std::to_string(index) +
+                           "): the ranks passed their unique ids in different orders");
+    }
+  }
   if (nranks_ == 0) {
     nranks_ = h.nranks;
+    nroots_ = nroots;
+    index_ = index;
     owner_.assign(nranks_, nullptr);
   }
-  if (owner_[h.srcRank]) {
-    // Two processes claim one rank with this job's id and key: two jobs share the address.
-    // Neither may go on with the other's ranks.
-    c.rank = h.srcRank;
-    return failAll("rank " + std::to_string(h.srcRank) +
-                   " was claimed twice: two jobs share this rendezvous address and world size (give each its own "
-                   "MASTER_PORT or RECCL_COMM_ID, or a RECCL_JOB_SECRET)");
-  }
+  for (int r = h.srcRank; r < h.srcRank + count; ++r)
+    if (owner_[r]) {
+      // Two processes claim one rank with this job's id and key: two jobs share the address.
+      // Neither may go on with the other's ranks.
+      c.rank = h.srcRank;
+      return failAll("rank " + std::to_string(r) +
+                     " was claimed twice: two jobs share this rendezvous address and world size (give each its own "
+                     "MASTER_PORT or RECCL_COMM_ID, or a RECCL_JOB_SECRET)");
+    }
   c.helloDone = true;
   c.rank = h.srcRank;
+  c.count = count;
   c.clientNonce = h.nonce;
-  owner_[c.rank] = &c;
+  c.maxBytes = kAuthHelloBytes + 4 + 8 + static_cast<size_t>(count) * (4 + kMaxRankInfoBytes);
+  for (int r = h.srcRank; r < h.srcRank + count; ++r) owner_[r] = &c;
+}
+
+void BootstrapRoot::onRecords(Client& c) {
+  if (c.buf.size() < 4) return;
+  const uint32_t len = get<uint32_t>(c.buf.data(), 0);
+  const size_t most = nroots_ > 0 ? 8 + static_cast<size_t>(c.count) * (4 + kMaxRankInfoBytes) : kMaxRankInfoBytes;
+  if (len == 0 || len > most) return refuse(c, "bad rank info length");
+  if (c.buf.size() < 4 + len) return;
+  const auto body = std::span<const std::byte>(c.buf.data() + 4, len);
+  if (nroots_ > 0) {
+    auto infos = decodeRankBlock(body, c.rank, c.count);
+    if (!infos.ok()) return refuse(c, infos.status().message());
+    c.infos = std::move(infos).value();
+  } else {
+    auto info = decodeRankInfo(body);
+    if (!info.ok() || info->rank != c.rank)
+      return refuse(c, info.ok() ? "rank info names another rank" : info.status().message());
+    c.infos.push_back(std::move(info).value());
+  }
+  c.buf.erase(c.buf.begin(), c.buf.begin() + 4 + len);
+  have_ += c.count;
+}
+
+void BootstrapRoot::onFull(Client& c) {
+  if (c.buf.size() < kRootFrameHeaderBytes) return;
+  auto h = decodeRootFrameHeader(std::span<const std::byte>(c.buf.data(), kRootFrameHeaderBytes), maxTableBytes());
+  if (!h.ok() || h->type != RootFrame::kFull)
+    return refuse(c, h.ok() ? "not the table of every rank" : h.status().message());
+  if (c.buf.size() < kRootFrameHeaderBytes + h->length) return;
+  const auto body = std::span<const std::byte>(c.buf.data() + kRootFrameHeaderBytes, h->length);
+  const auto signedPart = body.first(body.size() - kTagBytes);
+  if (!equalTags(body.last(kTagBytes), leaderTableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, signedPart)))
+    return refuse(c, "the table of every rank does not carry this job's secret");
+  const uint32_t tlen = get<uint32_t>(signedPart.data(), 0);
+  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return refuse(c, "bad table frame");
+  const auto blob = signedPart.subspan(4, tlen);
+  auto table = decodeRankTable(blob, nranks_);
+  if (!table.ok()) return refuse(c, table.status().message());
+  // What the leader brings back holds this block as this root gathered it.
+  const RankBlock b = rankBlock(nranks_, nroots_, index_);
+  for (int r = b.first; r < b.end; ++r) {
+    const Client* o = owner_[r];
+    if (o && encodeRankInfo((*table)[r]) != encodeRankInfo(o->infos[r - o->rank]))
+      return refuse(c, "the table of every rank differs from this root's block at rank " + std::to_string(r));
+  }
+  auto secret = openCommSecret(signedPart.subspan(4 + tlen), cfg_.bootKey, c.clientNonce, c.serverNonce);
+  if (!secret.ok()) return refuse(c, secret.status().message());
+  c.awaitingFull = false;
+  sendTables(blob, *secret, &c);
+  wipeKey(secret->key);
 }
 
 void BootstrapRoot::onReadable(Client& c) {
@@ -192,7 +301,9 @@ void BootstrapRoot::onReadable(Client& c) {
     return;
   }
   if (n < 0) return;
-  if (c.buf.size() + n > kMaxHelloAndInfo) return refuse(c, "sent more than a hello and a rank record");
+  const size_t most = c.awaitingFull ? kRootFrameHeaderBytes + maxTableBytes() : c.maxBytes;
+  if (c.buf.size() + n > most)
+    return refuse(c, c.infos.empty() ? "sent more than a hello and its rank records" : "sent more than its table");
   c.buf.insert(c.buf.end(), tmp, tmp + n);
   if (!c.helloDone) {
     if (c.buf.size() < kAuthHelloBytes) return;
@@ -208,46 +319,67 @@ void BootstrapRoot::onReadable(Client& c) {
     if (!c.fd || failed_) return;
     c.buf.erase(c.buf.begin(), c.buf.begin() + kAuthHelloBytes);
   }
-  if (c.info.empty() && c.buf.size() >= 4) {
-    uint32_t len = get<uint32_t>(c.buf.data(), 0);
-    if (len == 0 || len > kMaxRankInfoBytes) return refuse(c, "bad rank info length");
-    if (c.buf.size() < 4 + len) return;
-    auto info = decodeRankInfo(std::span<const std::byte>(c.buf.data() + 4, len));
-    if (!info.ok() || info->rank != c.rank)
-      return refuse(c, info.ok() ? "rank info names another rank" : info.status().message());
-    c.info.assign(c.buf.begin() + 4, c.buf.begin() + 4 + len);
-    ++have_;
-  }
+  if (c.infos.empty()) onRecords(c);
+  if (!c.fd || c.infos.empty() || c.buf.empty()) return;
+  if (c.awaitingFull) return onFull(c);
+  refuse(c, "sent more than a hello and its rank records");
 }
 
-void BootstrapRoot::sendTables() {
-  std::vector<RankInfo> table;
-  for (int r = 0; r < nranks_; ++r) table.push_back(decodeRankInfo(owner_[r]->info).value());
-  auto blob = encodeRankTable(table);
-  CommSecret secret{randomKey(), randomNonzeroU64()};
-  for (int r = 0; r < nranks_; ++r) {
-    Client& c = *owner_[r];
-    std::vector<std::byte> frame(kRootFrameHeaderBytes + 4 + blob.size() + kSealedCommSecretBytes + kTagBytes);
-    auto body = std::span<std::byte>(frame).subspan(kRootFrameHeaderBytes, 4 + blob.size() + kSealedCommSecretBytes);
-    put<uint32_t>(body.data(), 0, static_cast<uint32_t>(blob.size()));
-    std::memcpy(body.data() + 4, blob.data(), blob.size());
+size_t BootstrapRoot::maxTableBytes() const {
+  return kMaxRankInfoBytes * static_cast<size_t>(std::max(nranks_, 1)) + 4096;
+}
+
+std::vector<std::byte> BootstrapRoot::gathered(int first, int end) const {
+  std::vector<RankInfo> infos;
+  for (int r = first; r < end; ++r) infos.push_back(owner_[r]->infos[r - owner_[r]->rank]);
+  return encodeRankTable(infos);
+}
+
+void BootstrapRoot::sendBlock() {
+  // The block to its leader, who brings it to root 0 and the table of every rank back here.
+  const RankBlock b = rankBlock(nranks_, nroots_, index_);
+  Client& leader = *owner_[b.first];
+  std::vector<std::byte> body = gathered(b.first, b.end);
+  const Tag t = blockTag(cfg_.bootKey, leader.clientNonce, leader.serverNonce, body);
+  body.insert(body.end(), t.begin(), t.end());
+  sendFrame(leader, RootFrame::kBlock, body, sendBy());
+  blocksOut_.fetch_add(1);
+  leader.awaitingFull = true;
+  blockSent_ = true;
+}
+
+Deadline BootstrapRoot::sendBy() const {
+  // At least the grace from now: the table may go out after the root's deadline (a rank that
+  // joined late, within its own), and a table larger than a socket buffer needs its time.
+  return cfg_.deadline.at() - Clock::now() >= std::chrono::milliseconds(kRootGraceMs) ? cfg_.deadline
+                                                                                   : Deadline::afterMs(kRootGraceMs);
+}
+
+void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret& secret, const Client* skip) {
+  const Deadline by = sendBy();
+  for (auto& cp : clients_) {
+    Client& c = *cp;
+    if (!c.fd || c.infos.empty()) continue;
+    // Done with every rank that brought its records; a connection still in its hello stays
+    // (a lingering root's late claim).
+    struct Close {
+      Client& c;
+      ~Close() { c.fd.reset(); }
+    } close{c};
+    if (&c == skip) continue;
+    std::vector<std::byte> body(4 + blob.size() + kSealedCommSecretBytes + kTagBytes);
+    auto signedPart = std::span<std::byte>(body).first(4 + blob.size() + kSealedCommSecretBytes);
+    put<uint32_t>(signedPart.data(), 0, static_cast<uint32_t>(blob.size()));
+    std::memcpy(signedPart.data() + 4, blob.data(), blob.size());
     sealCommSecret(secret, cfg_.bootKey, c.clientNonce, c.serverNonce,
-                   std::span<std::byte, kSealedCommSecretBytes>(body.data() + 4 + blob.size(), kSealedCommSecretBytes));
-    Tag t = tableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, body);
-    std::memcpy(body.data() + body.size(), t.data(), t.size());
-    encodeRootFrameHeader(RootFrameHeader{RootFrame::kTable, static_cast<uint32_t>(body.size() + kTagBytes)},
-                          std::span<std::byte, kRootFrameHeaderBytes>(frame.data(), kRootFrameHeaderBytes));
-    // At least the grace from now: the table may go out after the root's deadline (a rank that
-    // joined late, within its own), and a table larger than a socket buffer needs its time.
-    const Deadline sendBy = cfg_.deadline.at() - Clock::now() >= std::chrono::milliseconds(kRootGraceMs)
-                                ? cfg_.deadline
-                                : Deadline::afterMs(kRootGraceMs);
-    Status s = transport::sendAll(c.fd.get(), frame, sendBy);
-    if (!s.ok()) RECCL_WARN(kLogBootstrap, "bootstrap: sending the table to rank %d: %s", r, s.message().c_str());
+                   std::span<std::byte, kSealedCommSecretBytes>(signedPart.data() + 4 + blob.size(),
+                                                                kSealedCommSecretBytes));
+    Tag t = tableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, signedPart);
+    std::memcpy(body.data() + signedPart.size(), t.data(), t.size());
+    sendFrame(c, RootFrame::kTable, body, by);
+    tablesOut_.fetch_add(1);
   }
-  wipeKey(secret.key);
   tableSent_ = true;
-  for (int r = 0; r < nranks_; ++r) owner_[r]->fd.reset();  // every rank has its table
   owner_.clear();
 }
 
@@ -260,7 +392,7 @@ void BootstrapRoot::run() {
         (have_ == 0 || Clock::now() - cfg_.deadline.at() >=
                            std::chrono::milliseconds(kRootWaitPastDeadlineMs))) {
       failAll("not every rank joined before the deadline (" + std::to_string(have_) + " of " +
-              std::to_string(nranks_) + ")");
+              std::to_string(nranks_ ? expected() : 0) + ")");
       return;
     }
     std::vector<pollfd> pfds;
@@ -285,59 +417,152 @@ void BootstrapRoot::run() {
       if (pfds[i + 2].revents & (POLLIN | POLLHUP | POLLERR)) onReadable(c);
     }
     std::erase_if(clients_, [](const std::unique_ptr<Client>& c) { return !c->fd; });
-    if (!failed_ && !tableSent_ && nranks_ > 0 && have_ == nranks_) sendTables();
+    if (failed_ || tableSent_ || blockSent_ || nranks_ == 0 || have_ != expected()) continue;
+    if (nroots_ > 0 && index_ > 0) {
+      sendBlock();
+    } else {
+      CommSecret secret{randomKey(), randomNonzeroU64()};
+      sendTables(gathered(0, nranks_), secret, nullptr);
+      wipeKey(secret.key);
+    }
   }
 }
 
-Result<BootstrapResult> bootstrapExchange(const transport::Endpoint& root, const UniqueIdData& id, int rank,
-                                          int nranks, const std::function<Result<RankInfo>(uint32_t)>& makeInfo,
-                                          Deadline deadline) {
-  RECCL_ASSIGN_OR_RETURN(UniqueFd fd, transport::connectTcp(root, 0, "", deadline));
+namespace {
+
+// The connecting side of one root connection: the hello sent with `records` behind it.
+struct RootLink {
+  UniqueFd fd;
+  Session session;
+  std::string where;
+};
+
+Result<RootLink> helloRoot(const UniqueIdData& id, Hello hello, const std::function<Result<std::vector<std::byte>>(uint32_t)>& records,
+                           Deadline deadline) {
+  RootLink l;
+  const transport::Endpoint root{id.addr, id.port};
+  l.where = "bootstrap root " + root.str();
+  RECCL_ASSIGN_OR_RETURN(l.fd, transport::connectTcp(root, 0, "", deadline));
   sockaddr_in local{};
   socklen_t len = sizeof(local);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &len);
-  RECCL_ASSIGN_OR_RETURN(RankInfo info, makeInfo(local.sin_addr.s_addr));
-  auto blob = encodeRankInfo(info);
+  getsockname(l.fd.get(), reinterpret_cast<sockaddr*>(&local), &len);
+  RECCL_ASSIGN_OR_RETURN(std::vector<std::byte> blob, records(local.sin_addr.s_addr));
   std::vector<std::byte> then(4 + blob.size());
   put<uint32_t>(then.data(), 0, static_cast<uint32_t>(blob.size()));
   std::memcpy(then.data() + 4, blob.data(), blob.size());
-
-  Hello hello;
-  hello.kind = HelloKind::kBootstrap;
   hello.jobId = id.jobId;
-  hello.srcRank = rank;
   hello.dstRank = -1;
-  hello.nranks = nranks;
-  ByteIo io = socketIo(fd.get(), deadline);
-  const std::string where = "bootstrap root " + root.str();
-  auto session = sendAuthHello(io, hello, id.bootKey, AuthPurpose::kBootstrap, then);
-  if (!session.ok()) return session.status().Wrap(where);
+  auto session = sendAuthHello(socketIo(l.fd.get(), deadline), hello, id.bootKey, AuthPurpose::kBootstrap, then);
+  if (!session.ok()) return session.status().Wrap(l.where);
+  l.session = *session;
+  return l;
+}
 
+// A frame from the root (header, then body), refusals turned into their reason.
+Result<std::vector<std::byte>> readRootFrame(const RootLink& l, RootFrame want, int rank, int nranks, Deadline deadline) {
+  ByteIo io = socketIo(l.fd.get(), deadline);
   std::array<std::byte, kRootFrameHeaderBytes> hb;
   Status s = io.recv(hb);
   if (!s.ok()) {
     if (s.code() == Errc::kTimeout)
       return Status(Errc::kTimeout, "bootstrap: not every rank joined before RECCL_BOOTSTRAP_TIMEOUT_MS");
-    return s.Wrap(where + ": waiting for the rank table");
+    return s.Wrap(l.where + ": waiting for the rank table");
   }
   RECCL_ASSIGN_OR_RETURN(RootFrameHeader h,
                          decodeRootFrameHeader(hb, kMaxRankInfoBytes * static_cast<size_t>(nranks) + 4096));
   std::vector<std::byte> body(h.length);
-  RECCL_TRY(io.recv(body).Wrap(where + ": rank table"));
+  RECCL_TRY(io.recv(body).Wrap(l.where + ": rank table"));
   if (h.type == RootFrame::kRefused)
-    return Status(Errc::kInvalidUsage, where + " refused rank " + std::to_string(rank) + ": " +
+    return Status(Errc::kInvalidUsage, l.where + " refused rank " + std::to_string(rank) + ": " +
                                            std::string(reinterpret_cast<const char*>(body.data()), body.size()));
+  if (h.type != want) return Status(Errc::kProtocol, l.where + ": an unexpected frame");
+  return body;
+}
+
+Result<BootstrapResult> readTable(const RootLink& l, const UniqueIdData& id, int rank, int nranks, Deadline deadline,
+                                  std::vector<std::byte>* blobOut = nullptr) {
+  RECCL_ASSIGN_OR_RETURN(std::vector<std::byte> body, readRootFrame(l, RootFrame::kTable, rank, nranks, deadline));
   auto signedPart = std::span<const std::byte>(body).first(body.size() - kTagBytes);
-  if (!verifyTableTag(id.bootKey, session->client, session->server, signedPart,
+  if (!verifyTableTag(id.bootKey, l.session.client, l.session.server, signedPart,
                       std::span<const std::byte>(body).last(kTagBytes)))
-    return Status(Errc::kPermission, where + ": the root does not hold this job's secret");
+    return Status(Errc::kPermission, l.where + ": the root does not hold this job's secret");
   uint32_t tlen = get<uint32_t>(body.data(), 0);
-  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return Status(Errc::kProtocol, where + ": bad table frame");
+  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return Status(Errc::kProtocol, l.where + ": bad table frame");
   BootstrapResult out;
   RECCL_ASSIGN_OR_RETURN(out.table, decodeRankTable(signedPart.subspan(4, tlen), nranks));
-  RECCL_ASSIGN_OR_RETURN(out.comm,
-                         openCommSecret(signedPart.subspan(4 + tlen), id.bootKey, session->client, session->server));
+  RECCL_ASSIGN_OR_RETURN(out.comm, openCommSecret(signedPart.subspan(4 + tlen), id.bootKey, l.session.client,
+                                                  l.session.server));
+  if (blobOut) blobOut->assign(signedPart.begin() + 4, signedPart.begin() + 4 + tlen);
   return out;
+}
+
+// A block's leader: its block from its root, to root 0 with it, the table of every rank back to
+// its root (which hands it to the rest of the block).
+Result<BootstrapResult> leadBlock(std::span<const UniqueIdData> ids, int k, const RootLink& mine, int rank, int nranks,
+                                  Deadline deadline) {
+  const RankBlock b = rankBlock(nranks, static_cast<int>(ids.size()), k);
+  RECCL_ASSIGN_OR_RETURN(std::vector<std::byte> body, readRootFrame(mine, RootFrame::kBlock, rank, nranks, deadline));
+  const auto block = std::span<const std::byte>(body).first(body.size() - kTagBytes);
+  if (!equalTags(std::span<const std::byte>(body).last(kTagBytes),
+                 blockTag(ids[k].bootKey, mine.session.client, mine.session.server, block)))
+    return Status(Errc::kPermission, mine.where + ": the root does not hold this job's secret");
+  RECCL_TRY(decodeRankBlock(block, b.first, b.size()).status().Wrap(mine.where + ": its block"));
+
+  Hello hello;
+  hello.kind = HelloKind::kBootstrapBlock;
+  hello.srcRank = rank;
+  hello.nranks = nranks;
+  hello.channel = static_cast<uint32_t>(ids.size());
+  hello.epoch = 0;
+  RECCL_ASSIGN_OR_RETURN(RootLink zero, helloRoot(ids[0], hello, [&](uint32_t) -> Result<std::vector<std::byte>> {
+                           return std::vector<std::byte>(block.begin(), block.end());
+                         }, deadline));
+  std::vector<std::byte> blob;
+  RECCL_ASSIGN_OR_RETURN(BootstrapResult out, readTable(zero, ids[0], rank, nranks, deadline, &blob));
+
+  std::vector<std::byte> full(4 + blob.size() + kSealedCommSecretBytes);
+  put<uint32_t>(full.data(), 0, static_cast<uint32_t>(blob.size()));
+  std::memcpy(full.data() + 4, blob.data(), blob.size());
+  sealCommSecret(out.comm, ids[k].bootKey, mine.session.client, mine.session.server,
+                 std::span<std::byte, kSealedCommSecretBytes>(full.data() + 4 + blob.size(), kSealedCommSecretBytes));
+  const Tag t = leaderTableTag(ids[k].bootKey, mine.session.client, mine.session.server, full);
+  full.insert(full.end(), t.begin(), t.end());
+  std::vector<std::byte> frame(kRootFrameHeaderBytes + full.size());
+  encodeRootFrameHeader(RootFrameHeader{RootFrame::kFull, static_cast<uint32_t>(full.size())},
+                        std::span<std::byte, kRootFrameHeaderBytes>(frame.data(), kRootFrameHeaderBytes));
+  std::memcpy(frame.data() + kRootFrameHeaderBytes, full.data(), full.size());
+  sodium_memzero(full.data(), full.size());
+  Status s = transport::sendAll(mine.fd.get(), frame, deadline);
+  sodium_memzero(frame.data(), frame.size());
+  RECCL_TRY(s.Wrap(mine.where + ": bringing back the table of every rank"));
+  return out;
+}
+
+}  // namespace
+
+Result<BootstrapResult> bootstrapExchange(std::span<const UniqueIdData> ids, int rank, int nranks,
+                                          const std::function<Result<RankInfo>(uint32_t)>& makeInfo, Deadline deadline) {
+  if (ids.empty() || static_cast<int>(ids.size()) > std::min(nranks, kMaxRoots))
+    return Status(Errc::kInvalidArgument, "bootstrap: " + std::to_string(ids.size()) + " roots for " +
+                                              std::to_string(nranks) + " ranks");
+  const bool blocks = ids.size() > 1;
+  const int nroots = static_cast<int>(ids.size());
+  const int k = blocks ? blockOfRank(nranks, nroots, rank) : 0;
+  Hello hello;
+  hello.kind = blocks ? HelloKind::kBootstrapBlock : HelloKind::kBootstrap;
+  hello.srcRank = rank;
+  hello.nranks = nranks;
+  if (blocks) {
+    hello.channel = static_cast<uint32_t>(nroots);
+    hello.epoch = static_cast<uint32_t>(k);
+  }
+  auto records = [&](uint32_t localAddr) -> Result<std::vector<std::byte>> {
+    RECCL_ASSIGN_OR_RETURN(RankInfo info, makeInfo(localAddr));
+    return blocks ? encodeRankTable({info}) : encodeRankInfo(info);
+  };
+  RECCL_ASSIGN_OR_RETURN(RootLink mine, helloRoot(ids[k], hello, records, deadline));
+  if (k > 0 && rank == rankBlock(nranks, nroots, k).first) return leadBlock(ids, k, mine, rank, nranks, deadline);
+  return readTable(mine, ids[k], rank, nranks, deadline);
 }
 
 }  // namespace reccl::core

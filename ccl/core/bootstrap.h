@@ -15,6 +15,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -65,6 +67,9 @@ class BootstrapRoot {
   void stop();
   // Process-wide count of refused connections (for tests).
   static uint64_t refusedTotal();
+  // How many rank tables (and blocks, to a block's leader) this root sent (for tests).
+  int tablesSent() const { return tablesOut_.load(); }
+  int blocksSent() const { return blocksOut_.load(); }
 
  private:
   struct Client;
@@ -73,9 +78,19 @@ class BootstrapRoot {
   void onAccept();
   void onReadable(Client& c);
   void onHello(Client& c, const Hello& h);
+  void onRecords(Client& c);
+  void onFull(Client& c);
   void refuse(Client& c, const std::string& why);
   void failAll(const std::string& why);
-  void sendTables();
+  void sendFrame(Client& c, RootFrame type, std::span<const std::byte> payload, Deadline by);
+  // How many ranks' records this root gathers; the gathered ones, [first, end), as a rank table.
+  int expected() const;
+  std::vector<std::byte> gathered(int first, int end) const;
+  size_t maxTableBytes() const;
+  Deadline sendBy() const;
+  void sendBlock();
+  // The table and the communicator's secret, sealed for each client but `skip`; then done.
+  void sendTables(std::span<const std::byte> blob, const CommSecret& secret, const Client* skip);
 
   BootstrapConfig cfg_;
   UniqueFd listen_;
@@ -88,7 +103,12 @@ class BootstrapRoot {
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Client*> owner_;  // rank -> its client
   int nranks_ = 0;
-  int have_ = 0;
+  int nroots_ = 0;  // recclCommInitRankScalable's roots; 0: this is the only root
+  int index_ = 0;   // which of them this one is
+  int have_ = 0;    // ranks whose records are here
+  bool blockSent_ = false;
+  std::atomic<int> tablesOut_{0};
+  std::atomic<int> blocksOut_{0};
   bool tableSent_ = false;
   bool failed_ = false;
 };
@@ -96,12 +116,22 @@ class BootstrapRoot {
 // Client side: connects to the root, authenticates, sends this rank's info, returns the table
 // and the communicator's key and id. makeInfo gets the local address used towards the root (to
 // exclude the bootstrap NIC).
+//
+// Several roots (recclCommInitRankScalable: `ids` holds one unique id per root, in the same order
+// on every rank) split the ranks into consecutive blocks, one per root (rankBlock), so no root
+// holds a connection per rank or sends the table to every rank. A rank joins its block's root. A
+// block's root, once its block is complete, sends the block to the block's leader (its first
+// rank; kBlock); the leader joins root 0 with the whole block, takes the table of every rank and
+// the communicator's secret from it as root 0's own ranks do, and brings both back to its root
+// (kFull, sealed and MACed under that root's key and connection), which hands them to the rest of
+// its block. Root 0 sees its own block's ranks and one leader per other block. A missing leader
+// fails its block at the bootstrap timeout, as a missing rank does.
 struct BootstrapResult {
   std::vector<RankInfo> table;
   CommSecret comm;
 };
-Result<BootstrapResult> bootstrapExchange(const transport::Endpoint& root, const UniqueIdData& id, int rank,
-                                          int nranks, const std::function<Result<RankInfo>(uint32_t localAddr)>& makeInfo,
+Result<BootstrapResult> bootstrapExchange(std::span<const UniqueIdData> ids, int rank, int nranks,
+                                          const std::function<Result<RankInfo>(uint32_t localAddr)>& makeInfo,
                                           Deadline deadline);
 
 }  // namespace reccl::core

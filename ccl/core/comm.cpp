@@ -41,12 +41,12 @@ Status CommOptions::fromEnv(CommOptions* o) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank,
-                                            std::shared_ptr<BootstrapRoot> root) {
+Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, std::span<const UniqueIdData> ids, int nranks,
+                                            int rank, std::shared_ptr<BootstrapRoot> root) {
   std::unique_ptr<Comm> c(new Comm());
   c->opts_ = opts;
   c->root_ = std::move(root);
-  Status s = c->init(id, nranks, rank);
+  Status s = c->init(ids, nranks, rank);
   if (!s.ok()) {
     c->env_.aborted.store(true);
     c->broken_.store(true);
@@ -56,7 +56,7 @@ Result<std::unique_ptr<Comm>> Comm::create(const CommOptions& opts, const Unique
   return c;
 }
 
-Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
+Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
   rank_ = rank;
   nranks_ = nranks;
   env_.waitSpinNs = std::max<int64_t>(0, params::WaitSpinUs()) * 1000;
@@ -92,8 +92,7 @@ Status Comm::init(const UniqueIdData& id, int nranks, int rank) {
     RECCL_TRY(fillTransportReport(&info, myNics_));
     return info;
   };
-  transport::Endpoint root{id.addr, id.port};
-  RECCL_ASSIGN_OR_RETURN(BootstrapResult boot, bootstrapExchange(root, id, rank, nranks, makeInfo, deadline));
+  RECCL_ASSIGN_OR_RETURN(BootstrapResult boot, bootstrapExchange(ids, rank, nranks, makeInfo, deadline));
   table_ = std::move(boot.table);
   key_ = boot.comm.key;
   commId_ = boot.comm.commId;

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,8 +71,9 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // Joins the communicator described by `id` as `rank` of `nranks`. `root`, when given, is the
   // bootstrap root this rank started at a launcher's fixed address: the communicator keeps it
   // (the address stays taken) and fails when it reports a late claim (two jobs on one address).
-  static Result<std::unique_ptr<Comm>> create(const CommOptions& opts, const UniqueIdData& id, int nranks, int rank,
-                                              std::shared_ptr<BootstrapRoot> root = nullptr);
+  // `ids`: one rendezvous, or recclCommInitRankScalable's one per bootstrap root (core/bootstrap.h).
+  static Result<std::unique_ptr<Comm>> create(const CommOptions& opts, std::span<const UniqueIdData> ids, int nranks,
+                                              int rank, std::shared_ptr<BootstrapRoot> root = nullptr);
   ~Comm() override;
 
   // channel::ChannelSet
@@ -168,7 +170,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   static constexpr uint32_t kFlagShmDisable = 1;  // RankInfo::flags: this rank takes no shared memory
 
   Comm() = default;
-  Status init(const UniqueIdData& id, int nranks, int rank);
+  Status init(std::span<const UniqueIdData> ids, int nranks, int rank);
   // The socket of a new data connection to `peer`, from this rank's NIC on a rail to the peer's
   // NIC on the same rail: `preferred` first, then (with failover) the other rails known healthy,
   // each dialled for the failover's per-rail time in turn. *rail: the rail it was made on.

@@ -104,7 +104,7 @@ Result<Hello> decodeHello(std::span<const std::byte> in) {
     return bad("hello: protocol version " + std::to_string(get<uint16_t>(p, 4)) + " unsupported");
   Hello h;
   uint16_t kind = get<uint16_t>(p, 6);
-  if (kind < 1 || kind > 4) return bad("hello: unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 5) return bad("hello: unknown kind " + std::to_string(kind));
   h.kind = static_cast<HelloKind>(kind);
   h.jobId = get<uint64_t>(p, 8);
   h.commId = get<uint64_t>(p, 16);
@@ -204,9 +204,12 @@ Result<RootFrameHeader> decodeRootFrameHeader(std::span<const std::byte> in, siz
   h.length = get<uint32_t>(p, 8);
   if (type == static_cast<uint16_t>(RootFrame::kRefused)) {
     if (h.length > kMaxRefusalBytes) return bad("bootstrap frame: refusal too long");
-  } else if (type == static_cast<uint16_t>(RootFrame::kTable)) {
+  } else if (type == static_cast<uint16_t>(RootFrame::kTable) || type == static_cast<uint16_t>(RootFrame::kFull)) {
     if (h.length < 4 + kSealedCommSecretBytes + kTagBytes || h.length > maxTable)
       return bad("bootstrap frame: bad table length " + std::to_string(h.length));
+  } else if (type == static_cast<uint16_t>(RootFrame::kBlock)) {
+    if (h.length < 8 + kTagBytes || h.length > maxTable)
+      return bad("bootstrap frame: bad block length " + std::to_string(h.length));
   } else {
     return bad("bootstrap frame: unknown type " + std::to_string(type));
   }
@@ -332,21 +335,38 @@ std::vector<std::byte> encodeRankTable(const std::vector<RankInfo>& table) {
 }
 
 Result<std::vector<RankInfo>> decodeRankTable(std::span<const std::byte> in, int nranks) {
+  return decodeRankBlock(in, 0, nranks);
+}
+
+Result<std::vector<RankInfo>> decodeRankBlock(std::span<const std::byte> in, int first, int count) {
   Reader rd(in);
   uint32_t magic, n;
   if (!rd.num(&magic) || magic != kRankTableMagic) return bad("rank table: bad magic");
-  if (!rd.num(&n) || static_cast<int>(n) != nranks) return bad("rank table: wrong rank count");
+  if (!rd.num(&n) || static_cast<int64_t>(n) != count) return bad("rank table: wrong rank count");
   std::vector<RankInfo> out;
   for (uint32_t i = 0; i < n; ++i) {
     uint32_t len;
     std::span<const std::byte> blob;
     if (!rd.num(&len) || len > kMaxRankInfoBytes || !rd.take(len, &blob)) return bad("rank table: truncated");
     RECCL_ASSIGN_OR_RETURN(RankInfo r, decodeRankInfo(blob));
-    if (r.rank != static_cast<int32_t>(i)) return bad("rank table: out of order");
+    if (static_cast<int64_t>(r.rank) != static_cast<int64_t>(first) + i) return bad("rank table: out of order");
     out.push_back(std::move(r));
   }
   if (!rd.done()) return bad("rank table: trailing bytes");
   return out;
+}
+
+RankBlock rankBlock(int nranks, int nroots, int index) {
+  auto at = [&](int k) { return static_cast<int>(static_cast<int64_t>(k) * nranks / nroots); };
+  return {at(index), at(index + 1)};
+}
+
+int blockOfRank(int nranks, int nroots, int rank) {
+  // The last block whose first rank is at or below `rank` (blocks are never empty: nroots <= nranks).
+  int k = static_cast<int>((static_cast<int64_t>(rank) * nroots + nroots - 1) / nranks);
+  while (k > 0 && rankBlock(nranks, nroots, k).first > rank) --k;
+  while (k + 1 < nroots && rankBlock(nranks, nroots, k + 1).first <= rank) ++k;
+  return k;
 }
 
 }  // namespace reccl::core

@@ -27,7 +27,10 @@ inline constexpr int kMaxRanks = 1 << 16;
 
 // kShrink: recclCommShrink's leader handing a surviving rank the new communicator's rendezvous
 // (a ShrinkNote right behind the hello; the hello's epoch is the parent's shrink serial).
-enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3, kShrink = 4 };
+// kBootstrapBlock: recclCommInitRankScalable's bootstrap hello (core/bootstrap.h): the hello's
+// channel is the number of roots, its epoch the index of the root it goes to.
+enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3, kShrink = 4, kBootstrapBlock = 5 };
+inline constexpr int kMaxRoots = 1024;
 
 struct Hello {
   HelloKind kind = HelloKind::kBootstrap;
@@ -71,8 +74,10 @@ Result<HelloReply> decodeHelloReply(std::span<const std::byte> in);
 
 // Root → rank messages after the challenge: 0 magic "RBTF" u32 | 4 type u16 | 6 zero u16 |
 // 8 length u32 | payload. A refusal's payload is its reason (text); a table's is
-// [u32 table length][rank table][sealed communicator secret][table tag].
-enum class RootFrame : uint16_t { kTable = 1, kRefused = 2 };
+// [u32 table length][rank table][sealed communicator secret][table tag]. With several roots
+// (core/bootstrap.h): a block's (root → the block's leader) is [rank block][block tag]; the
+// leader's full table (leader → its block's root) is a table's layout under the leader's tag.
+enum class RootFrame : uint16_t { kTable = 1, kRefused = 2, kBlock = 3, kFull = 4 };
 inline constexpr size_t kRootFrameHeaderBytes = 12;
 inline constexpr size_t kMaxRefusalBytes = 512;
 struct RootFrameHeader {
@@ -146,5 +151,17 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in);
 // The root's answer: every rank's RankInfo, in rank order.
 std::vector<std::byte> encodeRankTable(const std::vector<RankInfo>& table);
 Result<std::vector<RankInfo>> decodeRankTable(std::span<const std::byte> in, int nranks);
+// A block of consecutive ranks' RankInfo in the table's layout: `count` ranks from rank `first`.
+Result<std::vector<RankInfo>> decodeRankBlock(std::span<const std::byte> in, int first, int count);
+
+// recclCommInitRankScalable's blocks: root `index` of `nroots` serves ranks [first, end) of
+// `nranks`, consecutive and as even as can be; the first of a block leads it.
+struct RankBlock {
+  int first = 0;
+  int end = 0;
+  int size() const { return end - first; }
+};
+RankBlock rankBlock(int nranks, int nroots, int index);
+int blockOfRank(int nranks, int nroots, int rank);
 
 }  // namespace reccl::core

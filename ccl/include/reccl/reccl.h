@@ -232,6 +232,14 @@ RECCL_API recclResult_t recclCommInitRank(recclComm_t* comm, int nranks, recclUn
  * non-blocking (recclInProgress; see recclConfig_t). */
 RECCL_API recclResult_t recclCommInitRankConfig(recclComm_t* comm, int nranks, recclUniqueId commId, int rank,
                                       recclConfig_t* config);
+/* recclCommInitRankConfig with the bootstrap spread over nId roots (NCCL's
+ * ncclCommInitRankScalable): commIds holds nId unique ids, each from recclGetUniqueId on its own
+ * rank (spread them over the hosts), broadcast to every rank in the same order. Root i serves ranks
+ * [i * nranks / nId, (i + 1) * nranks / nId); only the first rank of each other block reaches root
+ * 0, so no root holds a connection per rank or sends the rank table to every rank. nId = 1 is
+ * recclCommInitRankConfig. 1 <= nId <= nranks (and 1024). */
+RECCL_API recclResult_t recclCommInitRankScalable(recclComm_t* comm, int nranks, int rank, int nId,
+                                                 recclUniqueId* commIds, recclConfig_t* config);
 /* Initializes from the launcher's environment, with no address to set by hand where the
  * launcher knows one: torchrun (RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT), Slurm's srun
  * (SLURM_PROCID/SLURM_NTASKS; the step's first node and a port from the job and step ids),

@@ -1,4 +1,5 @@
-// libFuzzer target: bootstrap records (one rank's info, the root's table).
+// libFuzzer target: bootstrap records (one rank's info, the root's table, a block of ranks) and
+// the root frames' header.
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -14,5 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!again.ok() || again->nics.size() != r->nics.size()) __builtin_trap();
   }
   if (size > 0) (void)reccl::core::decodeRankTable(in.subspan(1), 1 + data[0] % 8);
+  if (size > 1) (void)reccl::core::decodeRankBlock(in.subspan(2), data[0], 1 + data[1] % 8);
+  if (size >= reccl::core::kRootFrameHeaderBytes)
+    (void)reccl::core::decodeRootFrameHeader(in.first(reccl::core::kRootFrameHeaderBytes), 1 << 20);
   return 0;
 }

@@ -2,6 +2,7 @@
 // launcher environment, topology; and the channel ports' slot/step/ack rules without a transport.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <thread>
 #include <vector>
@@ -96,7 +97,7 @@ TEST(CclWire, ShrinkNoteRoundTripAndRejects) {
   EXPECT_EQ(dh->kind, core::HelloKind::kShrink);
   EXPECT_EQ(dh->epoch, 7u);
   EXPECT_TRUE(core::acceptHello(*dh, 5, 4, 2).ok());
-  hb[6] = std::byte{5};  // kind 5
+  hb[6] = std::byte{6};  // kind 6
   EXPECT_FALSE(core::decodeHello(hb).ok());
   // Two lists that differ differ in their digest; one list, one digest.
   EXPECT_NE(core::Comm::shrinkDigest({1}), core::Comm::shrinkDigest({2}));
@@ -220,6 +221,29 @@ TEST(CclWire, RankInfoAndTable) {
   EXPECT_TRUE(core::decodeRankTable(t, 2).ok());
   EXPECT_FALSE(core::decodeRankTable(t, 3).ok());
   EXPECT_FALSE(core::decodeRankTable(core::encodeRankTable({r, r0}), 2).ok());  // out of order
+}
+
+// recclCommInitRankScalable's blocks: consecutive, never empty, covering every rank once, sizes
+// within one of each other; blockOfRank finds each rank's.
+TEST(CclWire, RankBlocksPartitionTheRanks) {
+  for (int n = 1; n <= 130; ++n)
+    for (int roots = 1; roots <= std::min(n, 40); ++roots) {
+      int next = 0, smallest = n, largest = 0;
+      for (int k = 0; k < roots; ++k) {
+        const reccl::core::RankBlock b = reccl::core::rankBlock(n, roots, k);
+        ASSERT_EQ(b.first, next) << n << " ranks, " << roots << " roots, block " << k;
+        ASSERT_GT(b.size(), 0) << n << " ranks, " << roots << " roots, block " << k;
+        smallest = std::min(smallest, b.size());
+        largest = std::max(largest, b.size());
+        for (int r = b.first; r < b.end; ++r) ASSERT_EQ(reccl::core::blockOfRank(n, roots, r), k) << n << "/" << roots;
+        next = b.end;
+      }
+      ASSERT_EQ(next, n);
+      ASSERT_LE(largest - smallest, 1) << n << " ranks, " << roots << " roots";
+    }
+  const reccl::core::RankBlock big = reccl::core::rankBlock(reccl::core::kMaxRanks, reccl::core::kMaxRoots, 1023);
+  EXPECT_EQ(big.end, reccl::core::kMaxRanks);
+  EXPECT_EQ(reccl::core::blockOfRank(reccl::core::kMaxRanks, reccl::core::kMaxRoots, reccl::core::kMaxRanks - 1), 1023);
 }
 
 TEST(CclTopology, NicListSyntax) {

@@ -1,0 +1,181 @@
+// recclCommInitRankScalable (NCCL's ncclCommInitRankScalable): the bootstrap spread over several
+// roots (core/bootstrap.h). Ranks are threads. The roots' own counts show the load is spread:
+// root 0 sends the table to its block and one leader per other block, each other root to its own
+// block, never one root to every rank.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ccl_test_util.h"
+#include "core/bootstrap.h"
+#include "core/wire.h"
+#include "reccl/reccl.h"
+
+namespace reccl::test {
+namespace {
+
+// A rank's record as the bootstrap carries it (what Comm::init would make, less the NIC search).
+Result<core::RankInfo> infoOf(int rank) {
+  core::RankInfo i;
+  i.rank = rank;
+  i.hostId = "host-" + std::to_string(rank / 2);
+  i.hostName = i.hostId;
+  i.pid = 1000 + static_cast<uint32_t>(rank);
+  i.dataPort = static_cast<uint16_t>(20000 + rank);
+  i.chunkBytes = 4096;
+  i.slots = 8;
+  i.nchannels = 2;
+  i.nics = {{"lo", htonl(INADDR_LOOPBACK)}};
+  return i;
+}
+
+struct Roots {
+  std::vector<std::shared_ptr<core::BootstrapRoot>> roots;
+  std::vector<core::UniqueIdData> ids;
+};
+
+Roots startRoots(int n, int64_t deadlineMs) {
+  Roots out;
+  for (int k = 0; k < n; ++k) {
+    core::BootstrapConfig cfg;
+    cfg.addr = htonl(INADDR_LOOPBACK);
+    cfg.jobId = 0x5ca1ab1e00ull + static_cast<uint64_t>(k);
+    cfg.bootKey = core::randomKey();
+    cfg.deadline = Deadline::afterMs(deadlineMs);
+    transport::Endpoint ep;
+    auto root = core::BootstrapRoot::start(cfg, &ep);
+    EXPECT_TRUE(root.ok()) << root.status().message();
+    if (!root.ok()) return out;
+    out.roots.push_back(*root);
+    out.ids.push_back({ep.addr, ep.port, cfg.jobId, cfg.bootKey});
+  }
+  return out;
+}
+
+// 7 ranks over 3 roots: blocks [0, 2), [2, 4), [4, 7). Every rank gets the same table and
+// secret; root 0 sends 2 + 2 tables, root 1 one block (to rank 2) and 1 table (rank 3), root 2
+// one block and 2 tables.
+TEST(ScalableInit, RootsServeTheirBlocksAndLeadersCarryTheRest) {
+  const int n = 7, nroots = 3;
+  Roots r = startRoots(nroots, 20000);
+  ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
+  std::vector<Result<core::BootstrapResult>> got(n, Status(Errc::kInternal, "not run"));
+  std::vector<std::thread> ts;
+  for (int rank = 0; rank < n; ++rank)
+    ts.emplace_back([&, rank] {
+      got[rank] = core::bootstrapExchange(r.ids, rank, n, [rank](uint32_t) { return infoOf(rank); },
+                                          Deadline::afterMs(20000));
+    });
+  for (auto& t : ts) t.join();
+  for (int rank = 0; rank < n; ++rank) {
+    ASSERT_TRUE(got[rank].ok()) << "rank " << rank << ": " << got[rank].status().message();
+    ASSERT_EQ(got[rank]->table.size(), static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) {
+      EXPECT_EQ(got[rank]->table[i].rank, i);
+      EXPECT_EQ(got[rank]->table[i].dataPort, 20000 + i) << "rank " << rank << "'s table, rank " << i;
+    }
+    EXPECT_EQ(got[rank]->comm.key, got[0]->comm.key) << "rank " << rank;
+    EXPECT_EQ(got[rank]->comm.commId, got[0]->comm.commId) << "rank " << rank;
+  }
+  EXPECT_FALSE(core::isZeroKey(got[0]->comm.key));
+  EXPECT_EQ(r.roots[0]->tablesSent(), 4);
+  EXPECT_EQ(r.roots[0]->blocksSent(), 0);
+  EXPECT_EQ(r.roots[1]->tablesSent(), 1);
+  EXPECT_EQ(r.roots[1]->blocksSent(), 1);
+  EXPECT_EQ(r.roots[2]->tablesSent(), 2);
+  EXPECT_EQ(r.roots[2]->blocksSent(), 1);
+}
+
+// A rank that passes the ids in another order reaches a root that serves another block: refused
+// with a message naming the ids, and the bootstrap fails for everyone (no rank gets a table),
+// within the deadline.
+TEST(ScalableInit, IdsInAnotherOrderAreRefusedByName) {
+  const int n = 4, nroots = 2;
+  Roots r = startRoots(nroots, 3000);
+  ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
+  std::vector<Result<core::BootstrapResult>> got(n, Status(Errc::kInternal, "not run"));
+  std::vector<std::thread> ts;
+  for (int rank = 0; rank < n; ++rank)
+    ts.emplace_back([&, rank] {
+      std::vector<core::UniqueIdData> ids = r.ids;
+      if (rank == 1) std::swap(ids[0], ids[1]);
+      got[rank] = core::bootstrapExchange(ids, rank, n, [rank](uint32_t) { return infoOf(rank); },
+                                          Deadline::afterMs(4000));
+    });
+  for (auto& t : ts) t.join();
+  int named = 0;
+  for (int rank = 0; rank < n; ++rank) {
+    EXPECT_FALSE(got[rank].ok()) << "rank " << rank << " formed a communicator";
+    if (!got[rank].ok() && got[rank].status().message().find("unique ids") != std::string::npos) ++named;
+  }
+  EXPECT_GE(named, 1) << got[1].status().message();
+}
+
+// The C API: ranks as threads, every block layout from one root to a root per rank; the
+// communicator's allreduce is exact.
+TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
+  ScopedEnv shm("RECCL_SHM_DISABLE", "1");
+  for (auto [n, nId] : std::vector<std::pair<int, int>>{{5, 2}, {5, 3}, {4, 4}, {3, 1}}) {
+    SCOPED_TRACE(std::to_string(n) + " ranks, " + std::to_string(nId) + " roots");
+    std::vector<recclUniqueId> ids(nId);
+    for (auto& id : ids) ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+    std::vector<recclComm_t> comms(n, nullptr);
+    std::vector<recclResult_t> rcs(n, recclInternalError);
+    std::vector<std::string> errs(n);
+    std::vector<std::thread> ts;
+    for (int rank = 0; rank < n; ++rank)
+      ts.emplace_back([&, rank] {
+        recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
+        std::vector<recclUniqueId> mine = ids;
+        rcs[rank] = recclCommInitRankScalable(&comms[rank], n, rank, nId, mine.data(), &cfg);
+        if (rcs[rank] != recclSuccess) {
+          errs[rank] = recclGetLastError(nullptr);
+          return;
+        }
+        int count = 0, me = -1;
+        recclCommCount(comms[rank], &count);
+        recclCommUserRank(comms[rank], &me);
+        std::vector<int32_t> v(1000, rank + 1);
+        rcs[rank] = recclAllReduce(v.data(), v.data(), v.size(), recclInt32, recclSum, comms[rank], nullptr);
+        if (rcs[rank] == recclSuccess && (count != n || me != rank || v[999] != n * (n + 1) / 2)) {
+          rcs[rank] = recclInternalError;
+          errs[rank] = "count " + std::to_string(count) + ", rank " + std::to_string(me) + ", sum " +
+                       std::to_string(v[999]);
+        }
+      });
+    for (auto& t : ts) t.join();
+    for (int rank = 0; rank < n; ++rank) EXPECT_EQ(rcs[rank], recclSuccess) << "rank " << rank << ": " << errs[rank];
+    ts.clear();
+    for (recclComm_t c : comms)
+      if (c) ts.emplace_back([c] { recclCommDestroy(c); });
+    for (auto& t : ts) t.join();
+  }
+}
+
+TEST(ScalableInit, BadArgumentsAreRefusedByName) {
+  recclUniqueId ids[2];
+  ASSERT_EQ(recclGetUniqueId(&ids[0]), recclSuccess);
+  recclComm_t c = reinterpret_cast<recclComm_t>(0x1);
+  auto refused = [&](recclResult_t rc, const char* what) {
+    EXPECT_EQ(rc, recclInvalidArgument) << what;
+    EXPECT_NE(std::string(recclGetLastError(nullptr)).find(what), std::string::npos) << recclGetLastError(nullptr);
+    EXPECT_EQ(c, nullptr) << what;
+    c = reinterpret_cast<recclComm_t>(0x1);
+  };
+  refused(recclCommInitRankScalable(&c, 2, 0, 0, ids, nullptr), "nId: 0");
+  refused(recclCommInitRankScalable(&c, 2, 0, 3, ids, nullptr), "nId: 3");
+  refused(recclCommInitRankScalable(&c, 2, 0, 2, nullptr, nullptr), "commIds: null");
+  std::fill(std::begin(ids[1].internal), std::end(ids[1].internal), 0x33);
+  refused(recclCommInitRankScalable(&c, 2, 0, 2, ids, nullptr), "commIds[1]");
+  refused(recclCommInitRankScalable(&c, 2, 2, 1, ids, nullptr), "rank: 2");
+  EXPECT_EQ(recclCommInitRankScalable(nullptr, 2, 0, 1, ids, nullptr), recclInvalidArgument);
+}
+
+}  // namespace
+}  // namespace reccl::test
