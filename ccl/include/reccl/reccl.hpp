@@ -103,6 +103,15 @@ class Communicator {
     if (c) *out = Communicator(c);  // also when recclInProgress (non-blocking config)
     return r;
   }
+  // The same with the bootstrap spread over ids.size() roots (recclCommInitRankScalable): every
+  // rank passes the same ids in the same order.
+  static recclResult_t init(Communicator* out, int nranks, std::span<recclUniqueId> ids, int rank,
+                            recclConfig_t* config = nullptr) {
+    recclComm_t c = nullptr;
+    recclResult_t r = recclCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config);
+    if (c) *out = Communicator(c);
+    return r;
+  }
   // Collective over this communicator's ranks; *out is empty for RECCL_SPLIT_NOCOLOR.
   recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
     recclComm_t c = nullptr;

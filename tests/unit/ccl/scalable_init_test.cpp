@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "core/bootstrap.h"
 #include "core/wire.h"
 #include "reccl/reccl.h"
+#include "reccl/reccl.hpp"
 
 namespace reccl::test {
 namespace {
@@ -117,8 +119,8 @@ TEST(ScalableInit, IdsInAnotherOrderAreRefusedByName) {
   EXPECT_GE(named, 1) << got[1].status().message();
 }
 
-// The C API: ranks as threads, every block layout from one root to a root per rank; the
-// communicator's allreduce is exact.
+// The C API (odd ranks through the C++ layer): ranks as threads, every block layout from one
+// root to a root per rank; the communicator's allreduce is exact.
 TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
   ScopedEnv shm("RECCL_SHM_DISABLE", "1");
   for (auto [n, nId] : std::vector<std::pair<int, int>>{{5, 2}, {5, 3}, {4, 4}, {3, 1}}) {
@@ -126,6 +128,7 @@ TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
     std::vector<recclUniqueId> ids(nId);
     for (auto& id : ids) ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
     std::vector<recclComm_t> comms(n, nullptr);
+    std::vector<reccl::Communicator> owned(n);  // the odd ranks' handles
     std::vector<recclResult_t> rcs(n, recclInternalError);
     std::vector<std::string> errs(n);
     std::vector<std::thread> ts;
@@ -133,7 +136,12 @@ TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
       ts.emplace_back([&, rank] {
         recclConfig_t cfg = RECCL_CONFIG_INITIALIZER;
         std::vector<recclUniqueId> mine = ids;
-        rcs[rank] = recclCommInitRankScalable(&comms[rank], n, rank, nId, mine.data(), &cfg);
+        if (rank % 2 == 0) {
+          rcs[rank] = recclCommInitRankScalable(&comms[rank], n, rank, nId, mine.data(), &cfg);
+        } else {  // the C++ layer's spelling
+          rcs[rank] = reccl::Communicator::init(&owned[rank], n, std::span<recclUniqueId>(mine), rank, &cfg);
+          comms[rank] = owned[rank].get();
+        }
         if (rcs[rank] != recclSuccess) {
           errs[rank] = recclGetLastError(nullptr);
           return;
@@ -152,8 +160,11 @@ TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
     for (auto& t : ts) t.join();
     for (int rank = 0; rank < n; ++rank) EXPECT_EQ(rcs[rank], recclSuccess) << "rank " << rank << ": " << errs[rank];
     ts.clear();
-    for (recclComm_t c : comms)
-      if (c) ts.emplace_back([c] { recclCommDestroy(c); });
+    for (int rank = 0; rank < n; ++rank)
+      ts.emplace_back([&, rank] {
+        if (owned[rank]) owned[rank] = reccl::Communicator();
+        else if (comms[rank]) recclCommDestroy(comms[rank]);
+      });
     for (auto& t : ts) t.join();
   }
 }
