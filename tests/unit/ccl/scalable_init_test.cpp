@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,6 +61,20 @@ Roots startRoots(int n, int64_t deadlineMs) {
   return out;
 }
 
+// Every rank's exchange at once, each rank with the ids `idsOf` gives it.
+std::vector<Result<core::BootstrapResult>> exchange(int n, const std::function<std::vector<core::UniqueIdData>(int)>& idsOf,
+                                                    int64_t deadlineMs) {
+  std::vector<Result<core::BootstrapResult>> got(n, Status(Errc::kInternal, "not run"));
+  std::vector<std::thread> ts;
+  for (int rank = 0; rank < n; ++rank)
+    ts.emplace_back([&, rank] {
+      got[rank] = core::bootstrapExchange(idsOf(rank), rank, n, [rank](uint32_t) { return infoOf(rank); },
+                                          Deadline::afterMs(deadlineMs));
+    });
+  for (auto& t : ts) t.join();
+  return got;
+}
+
 // 7 ranks over 3 roots: blocks [0, 2), [2, 4), [4, 7). Every rank gets the same table and
 // secret; root 0 sends 2 + 2 tables, root 1 one block (to rank 2) and 1 table (rank 3), root 2
 // one block and 2 tables.
@@ -67,14 +82,7 @@ TEST(ScalableInit, RootsServeTheirBlocksAndLeadersCarryTheRest) {
   const int n = 7, nroots = 3;
   Roots r = startRoots(nroots, 20000);
   ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
-  std::vector<Result<core::BootstrapResult>> got(n, Status(Errc::kInternal, "not run"));
-  std::vector<std::thread> ts;
-  for (int rank = 0; rank < n; ++rank)
-    ts.emplace_back([&, rank] {
-      got[rank] = core::bootstrapExchange(r.ids, rank, n, [rank](uint32_t) { return infoOf(rank); },
-                                          Deadline::afterMs(20000));
-    });
-  for (auto& t : ts) t.join();
+  auto got = exchange(n, [&](int) { return r.ids; }, 20000);
   for (int rank = 0; rank < n; ++rank) {
     ASSERT_TRUE(got[rank].ok()) << "rank " << rank << ": " << got[rank].status().message();
     ASSERT_EQ(got[rank]->table.size(), static_cast<size_t>(n));
@@ -101,16 +109,14 @@ TEST(ScalableInit, IdsInAnotherOrderAreRefusedByName) {
   const int n = 4, nroots = 2;
   Roots r = startRoots(nroots, 3000);
   ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
-  std::vector<Result<core::BootstrapResult>> got(n, Status(Errc::kInternal, "not run"));
-  std::vector<std::thread> ts;
-  for (int rank = 0; rank < n; ++rank)
-    ts.emplace_back([&, rank] {
-      std::vector<core::UniqueIdData> ids = r.ids;
-      if (rank == 1) std::swap(ids[0], ids[1]);
-      got[rank] = core::bootstrapExchange(ids, rank, n, [rank](uint32_t) { return infoOf(rank); },
-                                          Deadline::afterMs(4000));
-    });
-  for (auto& t : ts) t.join();
+  auto got = exchange(
+      n,
+      [&](int rank) {
+        std::vector<core::UniqueIdData> ids = r.ids;
+        if (rank == 1) std::swap(ids[0], ids[1]);
+        return ids;
+      },
+      4000);
   int named = 0;
   for (int rank = 0; rank < n; ++rank) {
     EXPECT_FALSE(got[rank].ok()) << "rank " << rank << " formed a communicator";
