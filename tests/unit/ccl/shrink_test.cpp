@@ -383,8 +383,8 @@ TEST(Shrink, NonBlockingReturnsBeforeTheHandover) {
 // A parent destroyed right after a non-blocking shrink returned: the destroy waits for the
 // handover under way, as for any call inside the parent, so the child still forms (the leader
 // calls only after the destroy began). Two such shrinks of the same list on one parent, the
-// second while the first's handover waits, both form too: a take that still waits keeps its
-// note from the later one's sweep of given-up notes.
+// second while the first's handover waits, both form too: a call that went on claims its note,
+// which the later one's sweep of given-up notes leaves (Shrink.ALaterTakeSparesAClaimedNote...).
 TEST(Shrink, NonBlockingHandoversOutliveADestroyAndEachOther) {
   const int n = 3;
   Comms world(n);
