@@ -561,8 +561,13 @@ Result<BootstrapResult> bootstrapExchange(std::span<const UniqueIdData> ids, int
     return blocks ? encodeRankTable({info}) : encodeRankInfo(info);
   };
   RECCL_ASSIGN_OR_RETURN(RootLink mine, helloRoot(ids[k], hello, records, deadline));
-  if (k > 0 && rank == rankBlock(nranks, nroots, k).first) return leadBlock(ids, k, mine, rank, nranks, deadline);
-  return readTable(mine, ids[k], rank, nranks, deadline);
+  const RankBlock b = rankBlock(nranks, nroots, k);
+  const bool leads = k > 0 && rank == b.first;
+  auto out = leads ? leadBlock(ids, k, mine, rank, nranks, deadline) : readTable(mine, ids[k], rank, nranks, deadline);
+  if (out.ok() && blocks)
+    RECCL_INFO(kLogBootstrap, "rank %d: bootstrap over %d roots, block %d (ranks %d-%d)%s", rank, nroots, k, b.first,
+               b.end - 1, leads ? ", its leader" : "");
+  return out;
 }
 
 }  // namespace reccl::core

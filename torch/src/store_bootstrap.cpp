@@ -12,6 +12,7 @@
 #include <c10/util/Exception.h>
 
 #include "comm_worker.h"
+#include "reccl/common/params.h"
 
 namespace reccl_torch {
 
@@ -125,17 +126,26 @@ std::string openPairCommOrThrow(c10d::Store& store, const std::string& key, bool
 }  // namespace
 
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
-  recclUniqueId id{};
-  if (rank == 0) {
-    std::string error = publishId(store, kIdKey, "init", 0, &id);
-    TORCH_CHECK(error.empty(), error);
-  } else {
-    std::string error = parseId(store.get(kIdKey), 0, &id);
-    TORCH_CHECK(error.empty(), "reccl: init: ", error);
-  }
+  // ceil(size / RECCL_RANKS_PER_ROOT) roots (recclCommInitRankScalable), root k's id made by the
+  // first rank of its block; each creator publishes before it reads the others' ids.
+  const int64_t perRoot = reccl::params::RanksPerRoot();
+  const int nroots = perRoot <= 0 ? 1 : static_cast<int>(std::clamp<int64_t>((size + perRoot - 1) / perRoot, 1, std::min(size, 1024)));
+  auto creatorOf = [&](int k) { return static_cast<int>(static_cast<int64_t>(k) * size / nroots); };
+  auto keyOf = [&](int k) { return k == 0 ? std::string(kIdKey) : std::string(kIdKey) + "/" + std::to_string(k); };
+  std::vector<recclUniqueId> ids(nroots);
+  for (int k = 0; k < nroots; ++k)
+    if (creatorOf(k) == rank) {
+      std::string error = publishId(store, keyOf(k), "init", rank, &ids[k]);
+      TORCH_CHECK(error.empty(), error);
+    }
+  for (int k = 0; k < nroots; ++k)
+    if (creatorOf(k) != rank) {
+      std::string error = parseId(store.get(keyOf(k)), creatorOf(k), &ids[k]);
+      TORCH_CHECK(error.empty(), "reccl: init: ", error);
+    }
   recclComm_t comm = nullptr;
   recclConfig_t cfg = groupConfig(timeout, /*lane=*/false);
-  recclResult_t r = recclCommInitRankConfig(&comm, size, id, rank, &cfg);
+  recclResult_t r = recclCommInitRankScalable(&comm, size, rank, nroots, ids.data(), &cfg);
   TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
   return comm;
 }

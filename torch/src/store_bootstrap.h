@@ -1,6 +1,9 @@
 // Creates a process group's communicator the way ProcessGroupNCCL does: rank 0 makes a unique id
 // (a random secret and communicator id, its bootstrap root listening) and publishes it in the
-// group's c10d store; the other ranks read it there and all call recclCommInitRank. The store
+// group's c10d store; the other ranks read it there and all call recclCommInitRank. A group
+// larger than RECCL_RANKS_PER_ROOT (128) bootstraps over several roots, as ProcessGroupNCCL's
+// TORCH_NCCL_RANKS_PER_ROOT: the first rank of each block makes and publishes one, every rank
+// reads them all and calls recclCommInitRankScalable. The store
 // torch hands the backend is already private to the group, so nothing else is needed from the
 // environment.
 #pragma once

@@ -11,8 +11,11 @@ integers, so every reduction order gives the same bits and any difference is a r
 """
 
 import argparse
-import sys
 import os
+import re
+import shutil
+import sys
+import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_ranks import require_backend, run_ranks  # noqa: E402
@@ -313,17 +316,36 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--world", type=int, default=2, help="ranks (processes on this host)")
     ap.add_argument("--tcp", action="store_true", help="TCP between the ranks (RECCL_SHM_DISABLE=1), not shared memory")
+    ap.add_argument("--ranks-per-root", type=int, default=None,
+                    help="RECCL_RANKS_PER_ROOT: the group's bootstrap over ceil(world / this) roots")
     args = ap.parse_args()
     require_backend()
     env = {"RECCL_SHM_DISABLE": "1"} if args.tcp else {}
-    results = run_ranks(args.world, _check_ranks, env=env, timeout=600)
+    logs = None
+    if args.ranks_per_root is not None:
+        # Each rank's bootstrap log line says how many roots its group's communicator used.
+        logs = tempfile.mkdtemp(prefix="reccl-torch-roots-")
+        env.update({"RECCL_RANKS_PER_ROOT": str(args.ranks_per_root), "RECCL_DEBUG": "INFO",
+                    "RECCL_DEBUG_SUBSYS": "BOOTSTRAP", "RECCL_DEBUG_FILE": os.path.join(logs, "rank.%p.log")})
+    try:
+        results = run_ranks(args.world, _check_ranks, env=env, timeout=600)
+        if logs is not None:
+            roots = -(-args.world // args.ranks_per_root) if args.ranks_per_root > 0 else 1
+            text = "".join(open(os.path.join(logs, f)).read() for f in sorted(os.listdir(logs)))
+            said = len(re.findall(rf"bootstrap over {roots} roots", text))
+            if roots > 1:
+                assert said >= args.world, f"{said} rank(s) bootstrapped over {roots} roots, expected {args.world}:\n{text}"
+    finally:
+        if logs is not None:
+            shutil.rmtree(logs, ignore_errors=True)
     cases = list(_cases(args.world))
     rooted = sum(1 for c in cases if c[0] in ("reduce", "gather"))  # checked on the root only
     for rank, r in enumerate(results):
         want = len(cases) + 4 - (0 if rank == args.world - 1 else rooted)  # + 4 asynchronous
         assert r["checked"] == want, f"rank {rank} checked {r['checked']} cases, expected {want}"
         assert r["collectives"] > 0, (rank, r)
-    print(f"ok: {args.world} ranks{' over tcp' if args.tcp else ''}, {results[0]['checked']} cases on rank 0 "
+    roots = "" if args.ranks_per_root is None else f", {args.ranks_per_root} rank(s) per bootstrap root"
+    print(f"ok: {args.world} ranks{' over tcp' if args.tcp else ''}{roots}, {results[0]['checked']} cases on rank 0 "
           f"equal to gloo bit for bit, {results[0]['collectives']} reccl calls")
 
 
