@@ -173,7 +173,7 @@ int BootstrapRoot::expected() const {
 
 void BootstrapRoot::onHello(Client& c, const Hello& h) {
   const bool block = h.kind == HelloKind::kBootstrapBlock;
-  if ((h.kind != HelloKind::kBootstrap && !block) || h.dstRank != -1) return refuse(c, "not a bootstrap hello");
+  if (!isBootstrapHello(h.kind) || h.dstRank != -1) return refuse(c, "not a bootstrap hello");
   if (h.jobId != cfg_.jobId)
     return refuse(c, "this root serves another job (job id " + hex64(cfg_.jobId) + ", the rank's " + hex64(h.jobId) +
                          "): another job uses this rendezvous address, or the ranks disagree on the launcher's job "

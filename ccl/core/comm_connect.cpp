@@ -281,7 +281,7 @@ void Comm::listenLoop() {
       if (p.buf.size() < kAuthHelloBytes) continue;
       auto h = openAuthHello(p.buf, key_, p.serverNonce);
       Status s = h.ok() ? acceptHello(*h, commId_, nranks_, rank_) : h.status();
-      if (s.ok() && h->kind == HelloKind::kBootstrap) s = Status(Errc::kProtocol, "bootstrap hello on a data port");
+      if (s.ok() && isBootstrapHello(h->kind)) s = Status(Errc::kProtocol, "bootstrap hello on a data port");
       // The proof goes before anything else the connecting side reads (reply, migration reply).
       if (s.ok()) s = sendProof(p.fd.get(), key_, h->nonce, p.serverNonce, Deadline::after(kHelloGrace));
       if (s.ok()) s = handleHello(std::move(p.fd), *h);

@@ -134,12 +134,12 @@ Status acceptHello(const Hello& h, uint64_t commId, int nranks, int myRank) {
   if (h.commId != commId) return Status(Errc::kPermission, "hello: foreign communicator");
   if (h.nranks != nranks)
     return Status(Errc::kProtocol, "hello: nranks " + std::to_string(h.nranks) + " != " + std::to_string(nranks));
-  if (h.kind == HelloKind::kBootstrap) {
+  if (isBootstrapHello(h.kind)) {
     if (h.dstRank != -1) return Status(Errc::kProtocol, "hello: bootstrap hello names a destination");
   } else if (h.dstRank != myRank) {
     return Status(Errc::kProtocol, "hello: meant for rank " + std::to_string(h.dstRank));
   }
-  if (h.kind != HelloKind::kBootstrap && h.srcRank == myRank)
+  if (!isBootstrapHello(h.kind) && h.srcRank == myRank)
     return Status(Errc::kProtocol, "hello: from myself");
   return Status::Ok();
 }

@@ -31,6 +31,7 @@ inline constexpr int kMaxRanks = 1 << 16;
 // channel is the number of roots, its epoch the index of the root it goes to.
 enum class HelloKind : uint16_t { kBootstrap = 1, kTcpData = 2, kShmData = 3, kShrink = 4, kBootstrapBlock = 5 };
 inline constexpr int kMaxRoots = 1024;
+inline constexpr bool isBootstrapHello(HelloKind k) { return k == HelloKind::kBootstrap || k == HelloKind::kBootstrapBlock; }
 
 struct Hello {
   HelloKind kind = HelloKind::kBootstrap;
