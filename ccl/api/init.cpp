@@ -81,14 +81,15 @@ bool waitPending(const std::shared_ptr<PendingOp>& op, std::chrono::milliseconds
 }
 
 // "a.b.c.d:port" as rank 0 shared it.
-Result<transport::Endpoint> parseShared(const std::string& text) {
+Result<transport::Endpoint> parseShared(const std::string& text, int fromRank) {
   auto colon = text.rfind(':');
   uint32_t addr = 0;
   char* end = nullptr;
   long port = colon == std::string::npos ? 0 : std::strtol(text.c_str() + colon + 1, &end, 10);
   if (colon == std::string::npos || *end != '\0' || port < 1 || port > 65535 ||
       inet_pton(AF_INET, text.substr(0, colon).c_str(), &addr) != 1)
-    return Status(Errc::kProtocol, "rank 0 shared '" + text + "' as its address, not a.b.c.d:port");
+    return Status(Errc::kProtocol, "rank " + std::to_string(fromRank) + " shared '" + text +
+                                       "' as its bootstrap root's address, not a.b.c.d:port");
   return transport::Endpoint{addr, static_cast<uint16_t>(port)};
 }
 
@@ -360,60 +361,78 @@ core::Comm* commImpl(recclComm_t comm) noexcept {
 recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
   return guarded([&]() -> recclResult_t {
     *comm = nullptr;
+    struct Wipe {
+      core::Key& k;
+      ~Wipe() { core::wipeKey(k); }
+    } wipe{env.bootKey};
     const int64_t bootMs = params::BootstrapTimeoutMs();
+    // Under PMIx the launcher shares every root's address, so a large job bootstraps over
+    // ceil(nranks / RECCL_RANKS_PER_ROOT) roots (recclCommInitRankScalable's blocks), each
+    // started by the first rank of its block; at a fixed address (MASTER_ADDR, srun's derived
+    // port) there is one root, rank 0's.
+    const bool pmix = env.rendezvous == core::Rendezvous::kPmix;
+    const int64_t perRoot = params::RanksPerRoot();
+    const int nroots =
+        !pmix || perRoot <= 0
+            ? 1
+            : static_cast<int>(std::clamp<int64_t>((env.nranks + perRoot - 1) / perRoot, 1,
+                                                   std::min(env.nranks, core::kMaxRoots)));
+    std::vector<int> rootRanks;
+    for (int k = 0; k < nroots; ++k) rootRanks.push_back(core::rankBlock(env.nranks, nroots, k).first);
+    const bool startsRoot = std::find(rootRanks.begin(), rootRanks.end(), env.rank) != rootRanks.end();
     std::shared_ptr<core::BootstrapRoot> root;
     transport::Endpoint rootEp;
-    if (env.rank == 0) {
-      // Rank 0 holds the root for its communicator's lifetime: at a launcher's fixed address the
+    if (startsRoot) {
+      // A root's rank holds it for its communicator's lifetime: at a launcher's fixed address the
       // address stays taken, so a second job on it fails at once and a rank of one that reaches
       // this root fails both.
       core::BootstrapConfig cfg;
       cfg.addr = htonl(INADDR_ANY);
-      cfg.port = env.rendezvous == core::Rendezvous::kPmix ? 0 : env.rootPort;
+      cfg.port = pmix ? 0 : env.rootPort;
       cfg.jobId = env.jobId;
       cfg.bootKey = env.bootKey;
       cfg.deadline = Deadline::afterMs(bootMs + core::kRootGraceMs);
       cfg.lingerUntilStopped = true;
       auto r = core::BootstrapRoot::start(cfg, &rootEp);
-      if (!r.ok()) {
-        core::wipeKey(env.bootKey);
-        return fail(r.status().Wrap("rank 0: bootstrap root on port " + std::to_string(cfg.port)));
-      }
+      if (!r.ok())
+        return fail(r.status().Wrap("rank " + std::to_string(env.rank) + ": bootstrap root on port " +
+                                    std::to_string(cfg.port)));
       root = std::move(r).value();
     }
-    if (env.rendezvous == core::Rendezvous::kPmix) {
-      // Rank 0's root listens on every address; the others are told the one ranks reach.
+    std::vector<core::UniqueIdData> ids;
+    struct WipeIds {
+      std::vector<core::UniqueIdData>& ids;
+      ~WipeIds() {
+        for (auto& id : ids) core::wipeKey(id.bootKey);
+      }
+    } wipeIds{ids};
+    if (pmix) {
+      // A root listens on every address; the others are told the one ranks reach.
       std::string mine;
-      if (env.rank == 0) {
+      if (startsRoot) {
         auto a = bootstrapAddress();
-        if (!a.ok()) {
-          core::wipeKey(env.bootKey);
-          return fail(a.status());
-        }
+        if (!a.ok()) return fail(a.status());
         mine = transport::Endpoint{*a, rootEp.port}.str();
       }
-      auto shared = pmixShareRootAddress(env.rank, mine, bootMs);
-      Result<transport::Endpoint> ep = shared.ok() ? parseShared(*shared) : Result<transport::Endpoint>(shared.status());
-      if (!ep.ok()) {
-        core::wipeKey(env.bootKey);
-        return fail(ep.status());
+      auto shared = pmixShareRootAddresses(env.rank, rootRanks, mine, bootMs);
+      if (!shared.ok()) return fail(shared.status());
+      for (size_t k = 0; k < shared->size(); ++k) {
+        auto ep = parseShared((*shared)[k], rootRanks[k]);
+        if (!ep.ok()) return fail(ep.status());
+        ids.push_back({ep->addr, ep->port, env.jobId, env.bootKey});
       }
-      env.rootHost = shared->substr(0, shared->rfind(':'));
-      env.rootPort = ep->port;
+      env.rootHost = (*shared)[0].substr(0, (*shared)[0].rfind(':'));
+      env.rootPort = ids[0].port;
+    } else {
+      auto addr = transport::resolveIpv4(env.rootHost);
+      if (!addr.ok()) return fail(addr.status().Wrap("rendezvous host from " + env.addressFrom));
+      ids.push_back({*addr, env.rootPort, env.jobId, env.bootKey});
     }
-    auto addr = transport::resolveIpv4(env.rootHost);
-    if (!addr.ok()) {
-      core::wipeKey(env.bootKey);
-      return fail(addr.status().Wrap("rendezvous host from " + env.addressFrom));
-    }
-    core::UniqueIdData id{*addr, env.rootPort, env.jobId, env.bootKey};
-    RECCL_INFO(kLogInit, "init from %s environment: rank %d of %d, root %s:%u (from %s), job secret %s",
+    RECCL_INFO(kLogInit, "init from %s environment: rank %d of %d, root %s:%u (from %s)%s, job secret %s",
                env.source.c_str(), env.rank, env.nranks, env.rootHost.c_str(), env.rootPort, env.addressFrom.c_str(),
+               nroots > 1 ? (" and " + std::to_string(nroots - 1) + " more").c_str() : "",
                env.secretFrom.empty() ? "none (open bootstrap)" : env.secretFrom.c_str());
-    core::wipeKey(env.bootKey);
-    recclResult_t rc = startInit(comm, CommConfig{}, env.nranks, id, env.rank, std::move(root));
-    core::wipeKey(id.bootKey);
-    return rc;
+    return startInit(comm, CommConfig{}, env.nranks, ids, env.rank, std::move(root));
   });
 }
 

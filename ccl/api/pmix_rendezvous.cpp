@@ -12,11 +12,14 @@
 #include <mutex>
 #endif
 
+#include <string>
+#include <vector>
+
 namespace reccl::api {
 
 #ifndef RECCL_HAVE_PMIX
 
-Result<std::string> pmixShareRootAddress(int, const std::string&, int64_t) {
+Result<std::vector<std::string>> pmixShareRootAddresses(int, const std::vector<int>&, const std::string&, int64_t) {
   return Status(Errc::kInvalidUsage,
                 "the launcher offers PMIx, but this libreccl was built without it (libpmix-dev): set RECCL_COMM_ID=host:port "
                 "(a host every rank reaches, a free port) or MASTER_ADDR and MASTER_PORT");
@@ -106,7 +109,8 @@ std::atomic<int> gRound{0};
 
 }  // namespace
 
-Result<std::string> pmixShareRootAddress(int rank, const std::string& rootAddress, int64_t timeoutMs) {
+Result<std::vector<std::string>> pmixShareRootAddresses(int rank, const std::vector<int>& rootRanks,
+                                                        const std::string& mine, int64_t timeoutMs) {
   const Pmix& p = pmix();
   if (!p.loadError.empty())
     return Status(Errc::kInvalidUsage, std::string("the launcher offers PMIx (PMIX_NAMESPACE is set), but ") + kLibName +
@@ -135,11 +139,11 @@ Result<std::string> pmixShareRootAddress(int rank, const std::string& rootAddres
     return Status(Errc::kInvalidUsage, "PMIx says this process is rank " + std::to_string(me.rank) +
                                            " but the launcher's environment says " + std::to_string(rank));
   const std::string key = "reccl.bootstrap.root." + std::to_string(gRound.fetch_add(1));
-  if (rank == 0) {
+  if (!mine.empty()) {
     pmix_value_t v;
     std::memset(&v, 0, sizeof v);
     v.type = PMIX_STRING;
-    v.data.string = const_cast<char*>(rootAddress.c_str());
+    v.data.string = const_cast<char*>(mine.c_str());
     if (pmix_status_t rc = p.put(PMIX_GLOBAL, key.c_str(), &v); rc != PMIX_SUCCESS)
       return Status(Errc::kSystem, "PMIx_Put(" + key + ") failed: " + pmixError(p, rc));
     if (pmix_status_t rc = p.commit(); rc != PMIX_SUCCESS)
@@ -170,20 +174,25 @@ Result<std::string> pmixShareRootAddress(int rank, const std::string& rootAddres
     if (wait->status != PMIX_SUCCESS)
       return Status(Errc::kPeerFailure, "PMIx fence failed: " + pmixError(p, wait->status));
   }
-  if (rank == 0) return rootAddress;
-  pmix_proc_t root;
-  std::memset(&root, 0, sizeof root);
-  std::memcpy(root.nspace, me.nspace, sizeof root.nspace);
-  root.rank = 0;
-  pmix_value_t* val = nullptr;
-  if (pmix_status_t rc = p.get(&root, key.c_str(), nullptr, 0, &val); rc != PMIX_SUCCESS || !val)
-    return Status(Errc::kPeerFailure, "PMIx_Get(" + key + ") of rank 0 failed: " + pmixError(p, rc));
-  std::string out;
-  bool isString = val->type == PMIX_STRING && val->data.string;
-  if (isString) out = val->data.string;
-  p.valueDestruct(val);
-  std::free(val);
-  if (!isString) return Status(Errc::kProtocol, "PMIx: rank 0's " + key + " is not a string");
+  std::vector<std::string> out;
+  for (int r : rootRanks) {
+    if (r == rank) {
+      out.push_back(mine);
+      continue;
+    }
+    pmix_proc_t root;
+    std::memset(&root, 0, sizeof root);
+    std::memcpy(root.nspace, me.nspace, sizeof root.nspace);
+    root.rank = static_cast<pmix_rank_t>(r);
+    pmix_value_t* val = nullptr;
+    if (pmix_status_t rc = p.get(&root, key.c_str(), nullptr, 0, &val); rc != PMIX_SUCCESS || !val)
+      return Status(Errc::kPeerFailure, "PMIx_Get(" + key + ") of rank " + std::to_string(r) + " failed: " + pmixError(p, rc));
+    const bool isString = val->type == PMIX_STRING && val->data.string;
+    if (isString) out.emplace_back(val->data.string);
+    p.valueDestruct(val);
+    std::free(val);
+    if (!isString) return Status(Errc::kProtocol, "PMIx: rank " + std::to_string(r) + "'s " + key + " is not a string");
+  }
   return out;
 }
 

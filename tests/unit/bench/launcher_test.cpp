@@ -100,6 +100,25 @@ TEST_F(Launchers, MpirunRunsACApplicationWithSplitAndFinalize) {
     EXPECT_NE(out.find("api_worker: rank " + std::to_string(r) + " of 3: ok"), std::string::npos) << out;
 }
 
+// Under PMIx a job bootstraps over ceil(n / RECCL_RANKS_PER_ROOT) roots (recclCommInitRankScalable):
+// with 1 rank per root, each of the 3 ranks starts a root, shares its address through the
+// launcher, and bootstraps over all 3; the application's split and collectives check out.
+TEST_F(Launchers, MpirunSpreadsTheBootstrapOverSeveralRoots) {
+  needMpirun();
+  auto argv = mpirun(3);
+  argv.insert(argv.end(), {"-x", "RECCL_RANKS_PER_ROOT=1", "-x", "RECCL_DEBUG=INFO", "-x",
+                           "RECCL_DEBUG_SUBSYS=BOOTSTRAP,INIT", RECCL_API_WORKER_PATH, "env"});
+  ASSERT_EQ(run(argv, "roots.txt"), 0) << slurp(dir_ / "roots.txt");
+  const std::string out = slurp(dir_ / "roots.txt");
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_NE(out.find("api_worker: rank " + std::to_string(r) + " of 3: ok"), std::string::npos) << out;
+    EXPECT_NE(out.find("rank " + std::to_string(r) + ": bootstrap over 3 roots, block " + std::to_string(r)),
+              std::string::npos)
+        << out;
+  }
+  EXPECT_NE(out.find("and 2 more"), std::string::npos) << out;
+}
+
 // nccl-tests' README multi-node line, `mpirun -np 64 -N 8 ./build/all_reduce_perf -b 8 -e 8G -f 2
 // -g 1`, with the process count and the largest size this one machine holds.
 TEST_F(Launchers, ReadmeMpirunLineOnOneMachine) {
