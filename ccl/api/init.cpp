@@ -371,12 +371,7 @@ recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
     // started by the first rank of its block; at a fixed address (MASTER_ADDR, srun's derived
     // port) there is one root, rank 0's.
     const bool pmix = env.rendezvous == core::Rendezvous::kPmix;
-    const int64_t perRoot = params::RanksPerRoot();
-    const int nroots =
-        !pmix || perRoot <= 0
-            ? 1
-            : static_cast<int>(std::clamp<int64_t>((env.nranks + perRoot - 1) / perRoot, 1,
-                                                   std::min(env.nranks, core::kMaxRoots)));
+    const int nroots = pmix ? params::bootstrapRootsFor(env.nranks, core::kMaxRoots) : 1;
     std::vector<int> rootRanks;
     for (int k = 0; k < nroots; ++k) rootRanks.push_back(core::rankBlock(env.nranks, nroots, k).first);
     const bool startsRoot = std::find(rootRanks.begin(), rootRanks.end(), env.rank) != rootRanks.end();

@@ -194,6 +194,12 @@ Status checkValue(std::string_view env, std::string_view kind, std::string_view 
 
 std::span<const ParamInfo> table() { return kTable; }
 
+int bootstrapRootsFor(int nranks, int maxRoots) {
+  const int64_t perRoot = RanksPerRoot();
+  if (perRoot <= 0 || nranks <= 1) return 1;
+  return static_cast<int>(std::clamp<int64_t>((nranks + perRoot - 1) / perRoot, 1, std::min(nranks, maxRoots)));
+}
+
 Status validateAll() {
   for (const ParamInfo& e : kTable) {
     const char* v = std::getenv(e.env);

@@ -128,8 +128,8 @@ std::string openPairCommOrThrow(c10d::Store& store, const std::string& key, bool
 recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chrono::milliseconds timeout) {
   // ceil(size / RECCL_RANKS_PER_ROOT) roots (recclCommInitRankScalable), root k's id made by the
   // first rank of its block; each creator publishes before it reads the others' ids.
-  const int64_t perRoot = reccl::params::RanksPerRoot();
-  const int nroots = perRoot <= 0 ? 1 : static_cast<int>(std::clamp<int64_t>((size + perRoot - 1) / perRoot, 1, std::min(size, 1024)));
+  const int nroots = reccl::params::bootstrapRootsFor(size, 1024);
+  // The first rank of block k, as reccl.h gives recclCommInitRankScalable's blocks.
   auto creatorOf = [&](int k) { return static_cast<int>(static_cast<int64_t>(k) * size / nroots); };
   auto keyOf = [&](int k) { return k == 0 ? std::string(kIdKey) : std::string(kIdKey) + "/" + std::to_string(k); };
   std::vector<recclUniqueId> ids(nroots);

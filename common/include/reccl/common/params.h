@@ -31,6 +31,10 @@ Result<int64_t> parseSize(std::string_view text);
 Status checkValue(std::string_view env, std::string_view kind, std::string_view allowed, std::string_view value);
 // Every RECCL_* variable that is set, checked: the first invalid one as recclInvalidUsage.
 Status validateAll();
+// How many bootstrap roots a launcher-made communicator of `nranks` ranks uses:
+// ceil(nranks / RECCL_RANKS_PER_ROOT), at least 1, at most min(nranks, maxRoots); 1 when the
+// variable is 0.
+int bootstrapRootsFor(int nranks, int maxRoots);
 // One row of the table, as params.def spells it.
 struct ParamInfo {
   const char* kind;  // "Int", "Str" or "Bool"
