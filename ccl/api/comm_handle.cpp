@@ -283,7 +283,8 @@ recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nrank
       [idFrom = std::move(idFrom)](const std::atomic<bool>* cancel) -> Result<std::vector<core::UniqueIdData>> {
         auto id = idFrom(cancel);
         if (!id.ok()) return id.status();
-        std::vector<core::UniqueIdData> ids{*id};
+        std::vector<core::UniqueIdData> ids;
+        ids.push_back(*id);  // not through an initializer list, whose copy nobody wipes
         core::wipeKey(id->bootKey);
         return ids;
       },
@@ -334,6 +335,7 @@ recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, st
     }
   };
   auto held = std::make_shared<Held>();
+  held->ids.reserve(ids.size());
   held->ids.assign(ids.begin(), ids.end());
   return startInitFrom(
       comm, cfg, nranks, rank,

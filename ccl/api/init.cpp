@@ -61,12 +61,18 @@ recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId
       for (auto& id : ids) core::wipeKey(id.bootKey);
     }
   } wipe{ids};
+  ids.reserve(static_cast<size_t>(nIds));  // no reallocation leaves a key behind
   for (int i = 0; i < nIds; ++i) {
     auto id = core::decodeUniqueId(std::span<const std::byte>(reinterpret_cast<const std::byte*>(commIds[i].internal),
                                                               sizeof(commIds[i].internal)));
     if (!id.ok()) return fail(nIds == 1 ? id.status() : id.status().Wrap("commIds[" + std::to_string(i) + "]"));
     ids.push_back(*id);
     core::wipeKey(id->bootKey);
+    for (int j = 0; j < i; ++j)
+      if (ids[j].addr == ids[i].addr && ids[j].port == ids[i].port)
+        return fail(recclInvalidArgument, "commIds[" + std::to_string(j) + "] and commIds[" + std::to_string(i) +
+                                              "] name one root (" + transport::Endpoint{ids[i].addr, ids[i].port}.str() +
+                                              "): each needs its own recclGetUniqueId");
   }
   return startInit(comm, cfg, nranks, ids, rank);
 }
@@ -395,6 +401,7 @@ recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
       root = std::move(r).value();
     }
     std::vector<core::UniqueIdData> ids;
+    ids.reserve(static_cast<size_t>(nroots));  // no reallocation leaves a key behind
     struct WipeIds {
       std::vector<core::UniqueIdData>& ids;
       ~WipeIds() {

@@ -140,10 +140,15 @@ void BootstrapRoot::refuse(Client& c, const std::string& why) {
       owner_[r] = nullptr;
       if (!c.infos.empty()) --have_;
     }
+  const bool hadRecords = !c.infos.empty() && !tableSent_;
   c.fd.reset();
-  if (c.awaitingFull && !failed_)
+  if (failed_) return;
+  if (c.awaitingFull)
     failAll("the leader of this root's block (rank " + std::to_string(c.rank) +
             ") left before it brought back the table of every rank (" + why + ")");
+  else if (blockSent_ && hadRecords)
+    // Its record is on its way to root 0 in the block: it cannot be replaced now.
+    failAll("rank " + std::to_string(c.rank) + " left after this root's block went to its leader (" + why + ")");
 }
 
 void BootstrapRoot::failAll(const std::string& why) {
@@ -219,6 +224,7 @@ void BootstrapRoot::onHello(Client& c, const Hello& h) {
                            "): the ranks passed their unique ids in different orders");
     }
   }
+  if (blockSent_) return refuse(c, "rank " + std::to_string(h.srcRank) + " came after this root's block went to its leader");
   if (nranks_ == 0) {
     nranks_ = h.nranks;
     nroots_ = nroots;
@@ -356,7 +362,6 @@ Deadline BootstrapRoot::sendBy() const {
 }
 
 void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret& secret, const Client* skip) {
-  const Deadline by = sendBy();
   for (auto& cp : clients_) {
     Client& c = *cp;
     if (!c.fd || c.infos.empty()) continue;
@@ -376,7 +381,7 @@ void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret
                                                                 kSealedCommSecretBytes));
     Tag t = tableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, signedPart);
     std::memcpy(body.data() + signedPart.size(), t.data(), t.size());
-    sendFrame(c, RootFrame::kTable, body, by);
+    sendFrame(c, RootFrame::kTable, body, sendBy());  // each its own grace past the deadline
     tablesOut_.fetch_add(1);
   }
   tableSent_ = true;

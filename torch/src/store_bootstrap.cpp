@@ -146,6 +146,7 @@ recclComm_t initCommFromStore(c10d::Store& store, int rank, int size, std::chron
   recclComm_t comm = nullptr;
   recclConfig_t cfg = groupConfig(timeout, /*lane=*/false);
   recclResult_t r = recclCommInitRankScalable(&comm, size, rank, nroots, ids.data(), &cfg);
+  explicit_bzero(ids.data(), ids.size() * sizeof(recclUniqueId));  // each holds its root's key
   TORCH_CHECK(r == recclSuccess, describeFailure("init", rank, r, recclGetLastError(nullptr)));
   return comm;
 }

@@ -188,6 +188,8 @@ TEST(ScalableInit, BadArgumentsAreRefusedByName) {
   refused(recclCommInitRankScalable(&c, 2, 0, 0, ids, nullptr), "nId: 0");
   refused(recclCommInitRankScalable(&c, 2, 0, 3, ids, nullptr), "nId: 3");
   refused(recclCommInitRankScalable(&c, 2, 0, 2, nullptr, nullptr), "commIds: null");
+  ids[1] = ids[0];
+  refused(recclCommInitRankScalable(&c, 2, 0, 2, ids, nullptr), "commIds[0] and commIds[1] name one root");
   std::fill(std::begin(ids[1].internal), std::end(ids[1].internal), 0x33);
   refused(recclCommInitRankScalable(&c, 2, 0, 2, ids, nullptr), "commIds[1]");
   refused(recclCommInitRankScalable(&c, 2, 2, 1, ids, nullptr), "rank: 2");
