@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <span>
@@ -16,6 +19,7 @@
 
 #include "ccl_test_util.h"
 #include "core/bootstrap.h"
+#include "core/handshake.h"
 #include "core/wire.h"
 #include "reccl/reccl.h"
 #include "reccl/reccl.hpp"
@@ -123,6 +127,45 @@ TEST(ScalableInit, IdsInAnotherOrderAreRefusedByName) {
     if (!got[rank].ok() && got[rank].status().message().find("unique ids") != std::string::npos) ++named;
   }
   EXPECT_GE(named, 1) << got[1].status().message();
+}
+
+// A block's leader that dies once it holds its block (here: a hand-made rank 2 that takes the
+// block from root 1 and hangs up) fails the rest of its block at once, naming the leader, not at
+// the bootstrap deadline.
+TEST(ScalableInit, ALeaderThatLeavesFailsItsBlockAtOnce) {
+  const int n = 4, nroots = 2;
+  Roots r = startRoots(nroots, 8000);
+  ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
+  std::thread leader([&] {
+    auto fd = transport::connectTcp(transport::Endpoint{r.ids[1].addr, r.ids[1].port}, 0, "", Deadline::afterMs(5000));
+    ASSERT_TRUE(fd.ok()) << fd.status().message();
+    core::Hello h;
+    h.kind = core::HelloKind::kBootstrapBlock;
+    h.jobId = r.ids[1].jobId;
+    h.srcRank = 2;
+    h.dstRank = -1;
+    h.nranks = n;
+    h.channel = nroots;
+    h.epoch = 1;
+    auto block = core::encodeRankTable({infoOf(2).value()});
+    std::vector<std::byte> then(4 + block.size());
+    const auto len = static_cast<uint32_t>(block.size());
+    std::memcpy(then.data(), &len, 4);
+    std::memcpy(then.data() + 4, block.data(), block.size());
+    const core::ByteIo io = core::socketIo(fd->get(), Deadline::afterMs(5000));
+    ASSERT_TRUE(core::sendAuthHello(io, h, r.ids[1].bootKey, core::AuthPurpose::kBootstrap, then).ok());
+    std::array<std::byte, core::kRootFrameHeaderBytes> hb;
+    ASSERT_TRUE(io.recv(hb).ok());  // its block: now it leaves
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<core::BootstrapResult> rank3 = core::bootstrapExchange(r.ids, 3, n, [](uint32_t) { return infoOf(3); },
+                                                               Deadline::afterMs(8000));
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  leader.join();
+  ASSERT_FALSE(rank3.ok());
+  EXPECT_NE(rank3.status().message().find("leader of this root's block (rank 2) left"), std::string::npos)
+      << rank3.status().message();
+  EXPECT_LT(s, 4.0) << "rank 3 waited for the deadline";
 }
 
 // The C API (odd ranks through the C++ layer): ranks as threads, every block layout from one
