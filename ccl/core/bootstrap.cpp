@@ -524,6 +524,12 @@ Result<BootstrapResult> leadBlock(std::span<const UniqueIdData> ids, int k, cons
                          }, deadline));
   std::vector<std::byte> blob;
   RECCL_ASSIGN_OR_RETURN(BootstrapResult out, readTable(zero, ids[0], rank, nranks, deadline, &blob));
+  // The block may have failed while this rank was at root 0 (a member left): its root said so
+  // and closed. Read that rather than send into a closed connection.
+  if (pollfd p{mine.fd.get(), POLLIN, 0}; poll(&p, 1, 0) > 0) {
+    auto early = readRootFrame(mine, RootFrame::kRefused, rank, nranks, deadline);
+    return early.ok() ? Status(Errc::kProtocol, mine.where + ": an empty refusal") : early.status();
+  }
 
   std::vector<std::byte> full(4 + blob.size() + kSealedCommSecretBytes);
   put<uint32_t>(full.data(), 0, static_cast<uint32_t>(blob.size()));
@@ -539,6 +545,13 @@ Result<BootstrapResult> leadBlock(std::span<const UniqueIdData> ids, int k, cons
   sodium_memzero(full.data(), full.size());
   Status s = transport::sendAll(mine.fd.get(), frame, deadline);
   sodium_memzero(frame.data(), frame.size());
+  // The root closes the connection once it handed the table to its block, or refuses it (the
+  // block failed meanwhile, or what came back does not check out): this rank's communicator is
+  // only as good as its block's.
+  // A refusal comes back as its reason; the close as a peer failure, which is the root's yes.
+  auto answer = readRootFrame(mine, RootFrame::kRefused, rank, nranks, deadline);
+  if (answer.ok()) return Status(Errc::kProtocol, mine.where + ": an empty refusal");
+  if (answer.status().code() != Errc::kPeerFailure) return answer.status();
   RECCL_TRY(s.Wrap(mine.where + ": bringing back the table of every rank"));
   return out;
 }

@@ -124,8 +124,10 @@ class BootstrapRoot {
 // rank; kBlock); the leader joins root 0 with the whole block, takes the table of every rank and
 // the communicator's secret from it as root 0's own ranks do, and brings both back to its root
 // (kFull, sealed and MACed under that root's key and connection), which hands them to the rest of
-// its block. Root 0 sees its own block's ranks and one leader per other block. A missing leader
-// fails its block at the bootstrap timeout, as a missing rank does.
+// its block and closes the leader's connection: the leader's yes (a refusal says why instead).
+// Root 0 sees its own block's ranks and one leader per other block. A missing leader fails its
+// block at the bootstrap timeout, as a missing rank does; one that leaves, or a member that
+// leaves after the block went out, fails the block at once.
 struct BootstrapResult {
   std::vector<RankInfo> table;
   CommSecret comm;

@@ -65,6 +65,35 @@ Roots startRoots(int n, int64_t deadlineMs) {
   return out;
 }
 
+// A rank of a block made by hand, to leave at a chosen moment: its hello and its record sent to
+// the block's root; the connection closes with the object.
+struct HandMadeRank {
+  UniqueFd fd;
+  core::ByteIo io;
+  HandMadeRank(const core::UniqueIdData& id, int rank, int n, int nroots, int index)
+      : fd(connect(id)), io(core::socketIo(fd.get(), Deadline::afterMs(8000))) {
+    core::Hello h;
+    h.kind = core::HelloKind::kBootstrapBlock;
+    h.jobId = id.jobId;
+    h.srcRank = rank;
+    h.dstRank = -1;
+    h.nranks = n;
+    h.channel = static_cast<uint32_t>(nroots);
+    h.epoch = static_cast<uint32_t>(index);
+    auto block = core::encodeRankTable({infoOf(rank).value()});
+    std::vector<std::byte> then(4 + block.size());
+    const auto len = static_cast<uint32_t>(block.size());
+    std::memcpy(then.data(), &len, 4);
+    std::memcpy(then.data() + 4, block.data(), block.size());
+    EXPECT_TRUE(core::sendAuthHello(io, h, id.bootKey, core::AuthPurpose::kBootstrap, then).ok());
+  }
+  static UniqueFd connect(const core::UniqueIdData& id) {
+    auto fd = transport::connectTcp(transport::Endpoint{id.addr, id.port}, 0, "", Deadline::afterMs(5000));
+    EXPECT_TRUE(fd.ok()) << fd.status().message();
+    return fd.ok() ? std::move(fd).value() : UniqueFd();
+  }
+};
+
 // Every rank's exchange at once, each rank with the ids `idsOf` gives it.
 std::vector<Result<core::BootstrapResult>> exchange(int n, const std::function<std::vector<core::UniqueIdData>(int)>& idsOf,
                                                     int64_t deadlineMs) {
@@ -137,25 +166,9 @@ TEST(ScalableInit, ALeaderThatLeavesFailsItsBlockAtOnce) {
   Roots r = startRoots(nroots, 8000);
   ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
   std::thread leader([&] {
-    auto fd = transport::connectTcp(transport::Endpoint{r.ids[1].addr, r.ids[1].port}, 0, "", Deadline::afterMs(5000));
-    ASSERT_TRUE(fd.ok()) << fd.status().message();
-    core::Hello h;
-    h.kind = core::HelloKind::kBootstrapBlock;
-    h.jobId = r.ids[1].jobId;
-    h.srcRank = 2;
-    h.dstRank = -1;
-    h.nranks = n;
-    h.channel = nroots;
-    h.epoch = 1;
-    auto block = core::encodeRankTable({infoOf(2).value()});
-    std::vector<std::byte> then(4 + block.size());
-    const auto len = static_cast<uint32_t>(block.size());
-    std::memcpy(then.data(), &len, 4);
-    std::memcpy(then.data() + 4, block.data(), block.size());
-    const core::ByteIo io = core::socketIo(fd->get(), Deadline::afterMs(5000));
-    ASSERT_TRUE(core::sendAuthHello(io, h, r.ids[1].bootKey, core::AuthPurpose::kBootstrap, then).ok());
+    HandMadeRank two(r.ids[1], 2, n, nroots, 1);
     std::array<std::byte, core::kRootFrameHeaderBytes> hb;
-    ASSERT_TRUE(io.recv(hb).ok());  // its block: now it leaves
+    EXPECT_TRUE(two.io.recv(hb).ok());  // its block: now it leaves
   });
   const auto t0 = std::chrono::steady_clock::now();
   Result<core::BootstrapResult> rank3 = core::bootstrapExchange(r.ids, 3, n, [](uint32_t) { return infoOf(3); },
@@ -166,6 +179,35 @@ TEST(ScalableInit, ALeaderThatLeavesFailsItsBlockAtOnce) {
   EXPECT_NE(rank3.status().message().find("leader of this root's block (rank 2) left"), std::string::npos)
       << rank3.status().message();
   EXPECT_LT(s, 4.0) << "rank 3 waited for the deadline";
+}
+
+// The other way round: a block's member that leaves once its block went to the leader fails the
+// block, and the leader, back from root 0 with the table, is told so by its root rather than
+// going on with a communicator whose rank 3 is gone. Rank 1 comes only once rank 3 left, so
+// the leader is held at root 0 meanwhile.
+TEST(ScalableInit, ALeaderHearsItsBlockFailedWhileItWasAtRootZero) {
+  const int n = 4, nroots = 2;
+  Roots r = startRoots(nroots, 8000);
+  ASSERT_EQ(static_cast<int>(r.ids.size()), nroots);
+  auto three = std::make_unique<HandMadeRank>(r.ids[1], 3, n, nroots, 1);
+  std::vector<Result<core::BootstrapResult>> got(3, Status(Errc::kInternal, "not run"));
+  auto rank = [&](int k) {
+    return std::thread([&, k] {
+      got[k] = core::bootstrapExchange(r.ids, k, n, [k](uint32_t) { return infoOf(k); }, Deadline::afterMs(8000));
+    });
+  };
+  std::thread zero = rank(0), two = rank(2);
+  for (int i = 0; i < 500 && r.roots[1]->blocksSent() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(r.roots[1]->blocksSent(), 1);
+  three.reset();  // rank 3 leaves: its block is on its way to root 0
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  std::thread one = rank(1);
+  for (auto* t : {&zero, &one, &two}) t->join();
+  EXPECT_TRUE(got[0].ok()) << got[0].status().message();  // root 0's ranks formed (rank 3 fails them later)
+  EXPECT_TRUE(got[1].ok()) << got[1].status().message();
+  ASSERT_FALSE(got[2].ok()) << "the leader went on with a block that failed";
+  EXPECT_NE(got[2].status().message().find("rank 3 left after this root's block went to its leader"), std::string::npos)
+      << got[2].status().message();
 }
 
 // The C API (odd ranks through the C++ layer): ranks as threads, every block layout from one
