@@ -53,6 +53,54 @@ std::string rootName(int nroots, int index) {
   return nroots == 0 ? "the only root" : "root " + std::to_string(index) + " of " + std::to_string(nroots);
 }
 
+// The largest table frame `nranks` ranks make (what a root frame's header may announce).
+size_t maxTableBytes(int nranks) { return kMaxRankInfoBytes * static_cast<size_t>(std::max(nranks, 1)) + 4096; }
+
+// A root frame: its header, then `payload`.
+std::vector<std::byte> rootFrame(RootFrame type, std::span<const std::byte> payload) {
+  std::vector<std::byte> out(kRootFrameHeaderBytes + payload.size());
+  encodeRootFrameHeader(RootFrameHeader{type, static_cast<uint32_t>(payload.size())},
+                        std::span<std::byte, kRootFrameHeaderBytes>(out.data(), kRootFrameHeaderBytes));
+  std::memcpy(out.data() + kRootFrameHeaderBytes, payload.data(), payload.size());
+  return out;
+}
+
+// A table's payload ([u32 table length][rank table][sealed secret][tag]) for one connection, and
+// its reading: the root's table to a rank (tableTag) and a leader's back to its root
+// (leaderTableTag) differ only in the tag's label.
+using TableTagFn = Tag (*)(const Key&, const Nonce&, const Nonce&, std::span<const std::byte>);
+
+std::vector<std::byte> sealedTable(std::span<const std::byte> blob, const CommSecret& secret, const Key& bootKey,
+                                   const Nonce& client, const Nonce& server, TableTagFn tagOf) {
+  std::vector<std::byte> body(4 + blob.size() + kSealedCommSecretBytes);
+  put<uint32_t>(body.data(), 0, static_cast<uint32_t>(blob.size()));
+  std::memcpy(body.data() + 4, blob.data(), blob.size());
+  sealCommSecret(secret, bootKey, client, server,
+                 std::span<std::byte, kSealedCommSecretBytes>(body.data() + 4 + blob.size(), kSealedCommSecretBytes));
+  const Tag t = tagOf(bootKey, client, server, body);
+  body.insert(body.end(), t.begin(), t.end());
+  return body;
+}
+
+struct OpenedTable {
+  std::span<const std::byte> blob;  // the rank table's bytes, inside the payload
+  std::vector<RankInfo> table;
+  CommSecret secret;
+};
+Result<OpenedTable> openTable(std::span<const std::byte> body, int nranks, const Key& bootKey, const Nonce& client,
+                              const Nonce& server, TableTagFn tagOf) {
+  const auto signedPart = body.first(body.size() - kTagBytes);  // the header's length check leaves room
+  if (!equalTags(body.last(kTagBytes), tagOf(bootKey, client, server, signedPart)))
+    return Status(Errc::kPermission, "the table does not carry this job's secret (the sender lacks its key)");
+  const uint32_t tlen = get<uint32_t>(signedPart.data(), 0);
+  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return Status(Errc::kProtocol, "bad table frame");
+  OpenedTable out;
+  out.blob = signedPart.subspan(4, tlen);
+  RECCL_ASSIGN_OR_RETURN(out.table, decodeRankTable(out.blob, nranks));
+  RECCL_ASSIGN_OR_RETURN(out.secret, openCommSecret(signedPart.subspan(4 + tlen), bootKey, client, server));
+  return out;
+}
+
 }  // namespace
 
 struct BootstrapRoot::Client {
@@ -64,7 +112,6 @@ struct BootstrapRoot::Client {
   bool helloDone = false;
   int rank = -1;  // its hello's source rank: the first of the ranks it brings
   int count = 0;  // how many ranks' records it brings: 1, or a block's at root 0 from its leader
-  size_t maxBytes = kMaxHelloAndInfo;  // what it may send before its records are read
   std::vector<RankInfo> infos;         // ranks rank .. rank + count - 1, once read
   bool awaitingFull = false;           // a block's leader at its block's root: its block went out
 };
@@ -117,10 +164,7 @@ void BootstrapRoot::stop() {
 }
 
 void BootstrapRoot::sendFrame(Client& c, RootFrame type, std::span<const std::byte> payload, Deadline by) {
-  std::vector<std::byte> out(kRootFrameHeaderBytes + payload.size());
-  encodeRootFrameHeader(RootFrameHeader{type, static_cast<uint32_t>(payload.size())},
-                        std::span<std::byte, kRootFrameHeaderBytes>(out.data(), kRootFrameHeaderBytes));
-  std::memcpy(out.data() + kRootFrameHeaderBytes, payload.data(), payload.size());
+  const std::vector<std::byte> out = rootFrame(type, payload);
   if (type == RootFrame::kRefused) {
     (void)!::send(c.fd.get(), out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);  // best effort
     return;
@@ -244,15 +288,18 @@ void BootstrapRoot::onHello(Client& c, const Hello& h) {
   c.rank = h.srcRank;
   c.count = count;
   c.clientNonce = h.nonce;
-  c.maxBytes = kAuthHelloBytes + 4 + 8 + static_cast<size_t>(count) * (4 + kMaxRankInfoBytes);
   for (int r = h.srcRank; r < h.srcRank + count; ++r) owner_[r] = &c;
+}
+
+size_t BootstrapRoot::recordsMost(const Client& c) const {
+  // One record; with several roots a block of c.count in the table's layout.
+  return nroots_ > 0 ? 8 + static_cast<size_t>(c.count) * (4 + kMaxRankInfoBytes) : kMaxRankInfoBytes;
 }
 
 void BootstrapRoot::onRecords(Client& c) {
   if (c.buf.size() < 4) return;
   const uint32_t len = get<uint32_t>(c.buf.data(), 0);
-  const size_t most = nroots_ > 0 ? 8 + static_cast<size_t>(c.count) * (4 + kMaxRankInfoBytes) : kMaxRankInfoBytes;
-  if (len == 0 || len > most) return refuse(c, "bad rank info length");
+  if (len == 0 || len > recordsMost(c)) return refuse(c, "bad rank info length");
   if (c.buf.size() < 4 + len) return;
   const auto body = std::span<const std::byte>(c.buf.data() + 4, len);
   if (nroots_ > 0) {
@@ -271,31 +318,23 @@ void BootstrapRoot::onRecords(Client& c) {
 
 void BootstrapRoot::onFull(Client& c) {
   if (c.buf.size() < kRootFrameHeaderBytes) return;
-  auto h = decodeRootFrameHeader(std::span<const std::byte>(c.buf.data(), kRootFrameHeaderBytes), maxTableBytes());
+  auto h = decodeRootFrameHeader(std::span<const std::byte>(c.buf.data(), kRootFrameHeaderBytes), maxTableBytes(nranks_));
   if (!h.ok() || h->type != RootFrame::kFull)
     return refuse(c, h.ok() ? "not the table of every rank" : h.status().message());
   if (c.buf.size() < kRootFrameHeaderBytes + h->length) return;
-  const auto body = std::span<const std::byte>(c.buf.data() + kRootFrameHeaderBytes, h->length);
-  const auto signedPart = body.first(body.size() - kTagBytes);
-  if (!equalTags(body.last(kTagBytes), leaderTableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, signedPart)))
-    return refuse(c, "the table of every rank does not carry this job's secret");
-  const uint32_t tlen = get<uint32_t>(signedPart.data(), 0);
-  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return refuse(c, "bad table frame");
-  const auto blob = signedPart.subspan(4, tlen);
-  auto table = decodeRankTable(blob, nranks_);
-  if (!table.ok()) return refuse(c, table.status().message());
+  auto full = openTable(std::span<const std::byte>(c.buf.data() + kRootFrameHeaderBytes, h->length), nranks_,
+                        cfg_.bootKey, c.clientNonce, c.serverNonce, leaderTableTag);
+  if (!full.ok()) return refuse(c, "the table of every rank: " + full.status().message());
   // What the leader brings back holds this block as this root gathered it.
   const RankBlock b = rankBlock(nranks_, nroots_, index_);
   for (int r = b.first; r < b.end; ++r) {
     const Client* o = owner_[r];
-    if (o && encodeRankInfo((*table)[r]) != encodeRankInfo(o->infos[r - o->rank]))
+    if (o && encodeRankInfo(full->table[r]) != encodeRankInfo(o->infos[r - o->rank]))
       return refuse(c, "the table of every rank differs from this root's block at rank " + std::to_string(r));
   }
-  auto secret = openCommSecret(signedPart.subspan(4 + tlen), cfg_.bootKey, c.clientNonce, c.serverNonce);
-  if (!secret.ok()) return refuse(c, secret.status().message());
   c.awaitingFull = false;
-  sendTables(blob, *secret, &c);
-  wipeKey(secret->key);
+  sendTables(full->blob, full->secret, &c);
+  wipeKey(full->secret.key);
 }
 
 void BootstrapRoot::onReadable(Client& c) {
@@ -307,7 +346,9 @@ void BootstrapRoot::onReadable(Client& c) {
     return;
   }
   if (n < 0) return;
-  const size_t most = c.awaitingFull ? kRootFrameHeaderBytes + maxTableBytes() : c.maxBytes;
+  const size_t most = c.awaitingFull ? kRootFrameHeaderBytes + maxTableBytes(nranks_)
+                      : c.helloDone  ? 4 + recordsMost(c)
+                                     : kMaxHelloAndInfo;
   if (c.buf.size() + n > most)
     return refuse(c, c.infos.empty() ? "sent more than a hello and its rank records" : "sent more than its table");
   c.buf.insert(c.buf.end(), tmp, tmp + n);
@@ -329,10 +370,6 @@ void BootstrapRoot::onReadable(Client& c) {
   if (!c.fd || c.infos.empty() || c.buf.empty()) return;
   if (c.awaitingFull) return onFull(c);
   refuse(c, "sent more than a hello and its rank records");
-}
-
-size_t BootstrapRoot::maxTableBytes() const {
-  return kMaxRankInfoBytes * static_cast<size_t>(std::max(nranks_, 1)) + 4096;
 }
 
 std::vector<std::byte> BootstrapRoot::gathered(int first, int end) const {
@@ -372,15 +409,7 @@ void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret
       ~Close() { c.fd.reset(); }
     } close{c};
     if (&c == skip) continue;
-    std::vector<std::byte> body(4 + blob.size() + kSealedCommSecretBytes + kTagBytes);
-    auto signedPart = std::span<std::byte>(body).first(4 + blob.size() + kSealedCommSecretBytes);
-    put<uint32_t>(signedPart.data(), 0, static_cast<uint32_t>(blob.size()));
-    std::memcpy(signedPart.data() + 4, blob.data(), blob.size());
-    sealCommSecret(secret, cfg_.bootKey, c.clientNonce, c.serverNonce,
-                   std::span<std::byte, kSealedCommSecretBytes>(signedPart.data() + 4 + blob.size(),
-                                                                kSealedCommSecretBytes));
-    Tag t = tableTag(cfg_.bootKey, c.clientNonce, c.serverNonce, signedPart);
-    std::memcpy(body.data() + signedPart.size(), t.data(), t.size());
+    const auto body = sealedTable(blob, secret, cfg_.bootKey, c.clientNonce, c.serverNonce, tableTag);
     sendFrame(c, RootFrame::kTable, body, sendBy());  // each its own grace past the deadline
     tablesOut_.fetch_add(1);
   }
@@ -474,7 +503,7 @@ Result<std::vector<std::byte>> readRootFrame(const RootLink& l, RootFrame want, 
     return s.Wrap(l.where + ": waiting for the rank table");
   }
   RECCL_ASSIGN_OR_RETURN(RootFrameHeader h,
-                         decodeRootFrameHeader(hb, kMaxRankInfoBytes * static_cast<size_t>(nranks) + 4096));
+                         decodeRootFrameHeader(hb, maxTableBytes(nranks)));
   std::vector<std::byte> body(h.length);
   RECCL_TRY(io.recv(body).Wrap(l.where + ": rank table"));
   if (h.type == RootFrame::kRefused)
@@ -487,18 +516,17 @@ Result<std::vector<std::byte>> readRootFrame(const RootLink& l, RootFrame want, 
 Result<BootstrapResult> readTable(const RootLink& l, const UniqueIdData& id, int rank, int nranks, Deadline deadline,
                                   std::vector<std::byte>* blobOut = nullptr) {
   RECCL_ASSIGN_OR_RETURN(std::vector<std::byte> body, readRootFrame(l, RootFrame::kTable, rank, nranks, deadline));
-  auto signedPart = std::span<const std::byte>(body).first(body.size() - kTagBytes);
-  if (!verifyTableTag(id.bootKey, l.session.client, l.session.server, signedPart,
-                      std::span<const std::byte>(body).last(kTagBytes)))
-    return Status(Errc::kPermission, l.where + ": the root does not hold this job's secret");
-  uint32_t tlen = get<uint32_t>(body.data(), 0);
-  if (tlen != signedPart.size() - 4 - kSealedCommSecretBytes) return Status(Errc::kProtocol, l.where + ": bad table frame");
-  BootstrapResult out;
-  RECCL_ASSIGN_OR_RETURN(out.table, decodeRankTable(signedPart.subspan(4, tlen), nranks));
-  RECCL_ASSIGN_OR_RETURN(out.comm, openCommSecret(signedPart.subspan(4 + tlen), id.bootKey, l.session.client,
-                                                  l.session.server));
-  if (blobOut) blobOut->assign(signedPart.begin() + 4, signedPart.begin() + 4 + tlen);
-  return out;
+  auto opened = openTable(body, nranks, id.bootKey, l.session.client, l.session.server, tableTag);
+  if (!opened.ok()) return opened.status().Wrap(l.where);
+  if (blobOut) blobOut->assign(opened->blob.begin(), opened->blob.end());
+  return BootstrapResult{std::move(opened->table), opened->secret};
+}
+
+// The root's word on what this rank sent last: a refusal (its reason), or its close (Ok).
+Status rootsWord(const RootLink& l, int rank, int nranks, Deadline deadline) {
+  auto answer = readRootFrame(l, RootFrame::kRefused, rank, nranks, deadline);
+  if (answer.ok()) return Status(Errc::kProtocol, l.where + ": an empty refusal");  // never: a refusal is an error
+  return answer.status().code() == Errc::kPeerFailure ? Status::Ok() : answer.status();
 }
 
 // A block's leader: its block from its root, to root 0 with it, the table of every rank back to
@@ -527,31 +555,18 @@ Result<BootstrapResult> leadBlock(std::span<const UniqueIdData> ids, int k, cons
   // The block may have failed while this rank was at root 0 (a member left): its root said so
   // and closed. Read that rather than send into a closed connection.
   if (pollfd p{mine.fd.get(), POLLIN, 0}; poll(&p, 1, 0) > 0) {
-    auto early = readRootFrame(mine, RootFrame::kRefused, rank, nranks, deadline);
-    return early.ok() ? Status(Errc::kProtocol, mine.where + ": an empty refusal") : early.status();
+    RECCL_TRY(rootsWord(mine, rank, nranks, deadline));
+    return Status(Errc::kPeerFailure, mine.where + ": closed before the table of every rank came back");
   }
-
-  std::vector<std::byte> full(4 + blob.size() + kSealedCommSecretBytes);
-  put<uint32_t>(full.data(), 0, static_cast<uint32_t>(blob.size()));
-  std::memcpy(full.data() + 4, blob.data(), blob.size());
-  sealCommSecret(out.comm, ids[k].bootKey, mine.session.client, mine.session.server,
-                 std::span<std::byte, kSealedCommSecretBytes>(full.data() + 4 + blob.size(), kSealedCommSecretBytes));
-  const Tag t = leaderTableTag(ids[k].bootKey, mine.session.client, mine.session.server, full);
-  full.insert(full.end(), t.begin(), t.end());
-  std::vector<std::byte> frame(kRootFrameHeaderBytes + full.size());
-  encodeRootFrameHeader(RootFrameHeader{RootFrame::kFull, static_cast<uint32_t>(full.size())},
-                        std::span<std::byte, kRootFrameHeaderBytes>(frame.data(), kRootFrameHeaderBytes));
-  std::memcpy(frame.data() + kRootFrameHeaderBytes, full.data(), full.size());
+  auto full = sealedTable(blob, out.comm, ids[k].bootKey, mine.session.client, mine.session.server, leaderTableTag);
+  auto frame = rootFrame(RootFrame::kFull, full);
   sodium_memzero(full.data(), full.size());
   Status s = transport::sendAll(mine.fd.get(), frame, deadline);
   sodium_memzero(frame.data(), frame.size());
   // The root closes the connection once it handed the table to its block, or refuses it (the
   // block failed meanwhile, or what came back does not check out): this rank's communicator is
   // only as good as its block's.
-  // A refusal comes back as its reason; the close as a peer failure, which is the root's yes.
-  auto answer = readRootFrame(mine, RootFrame::kRefused, rank, nranks, deadline);
-  if (answer.ok()) return Status(Errc::kProtocol, mine.where + ": an empty refusal");
-  if (answer.status().code() != Errc::kPeerFailure) return answer.status();
+  RECCL_TRY(rootsWord(mine, rank, nranks, deadline));
   RECCL_TRY(s.Wrap(mine.where + ": bringing back the table of every rank"));
   return out;
 }

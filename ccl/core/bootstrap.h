@@ -86,7 +86,7 @@ class BootstrapRoot {
   // How many ranks' records this root gathers; the gathered ones, [first, end), as a rank table.
   int expected() const;
   std::vector<std::byte> gathered(int first, int end) const;
-  size_t maxTableBytes() const;
+  size_t recordsMost(const Client& c) const;  // the longest records c may send
   Deadline sendBy() const;
   void sendBlock();
   // The table and the communicator's secret, sealed for each client but `skip`; then done.

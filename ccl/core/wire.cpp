@@ -362,11 +362,8 @@ RankBlock rankBlock(int nranks, int nroots, int index) {
 }
 
 int blockOfRank(int nranks, int nroots, int rank) {
-  // The last block whose first rank is at or below `rank` (blocks are never empty: nroots <= nranks).
-  int k = static_cast<int>((static_cast<int64_t>(rank) * nroots + nroots - 1) / nranks);
-  while (k > 0 && rankBlock(nranks, nroots, k).first > rank) --k;
-  while (k + 1 < nroots && rankBlock(nranks, nroots, k + 1).first <= rank) ++k;
-  return k;
+  // The largest k with floor(k * nranks / nroots) <= rank, i.e. k * nranks < (rank + 1) * nroots.
+  return static_cast<int>((static_cast<int64_t>(rank + 1) * nroots - 1) / nranks);
 }
 
 }  // namespace reccl::core
