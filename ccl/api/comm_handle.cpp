@@ -235,15 +235,6 @@ namespace {
 // A non-blocking init's thread: the rendezvous (from `idFrom`, which lets go of what it holds
 // once it returned), then the communicator, handed to `op` (or freed, when the handle was
 // abandoned meanwhile).
-// The rendezvous's ids (one per root), wiped when it goes.
-struct WipedIds {
-  Result<std::vector<core::UniqueIdData>>& ids;
-  ~WipedIds() {
-    if (ids.ok())
-      for (auto& id : *ids) core::wipeKey(id.bootKey);
-  }
-};
-
 void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts, IdsSource idFrom, int nranks, int rank,
                     std::shared_ptr<core::BootstrapRoot> root, const std::string& who) {
   pthread_setname_np(pthread_self(), "reccl-init");
@@ -252,9 +243,8 @@ void runPendingInit(const std::shared_ptr<PendingOp>& op, core::CommOptions opts
   Result<std::unique_ptr<core::Comm>> c = Status(Errc::kInternal, "init did not run");
   try {
     auto ids = idFrom(op->cancel.get());
-    const WipedIds wipe{ids};
     idFrom = nullptr;
-    c = ids.ok() ? core::Comm::create(opts, *ids, nranks, rank, std::move(root))
+    c = ids.ok() ? core::Comm::create(opts, ids->ids, nranks, rank, std::move(root))
                  : Result<std::unique_ptr<core::Comm>>(ids.status());
   } catch (...) {
     idFrom = nullptr;
@@ -280,11 +270,10 @@ recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nrank
                              std::shared_ptr<core::BootstrapRoot> root) {
   return startInitFrom(
       comm, cfg, nranks, rank,
-      [idFrom = std::move(idFrom)](const std::atomic<bool>* cancel) -> Result<std::vector<core::UniqueIdData>> {
+      [idFrom = std::move(idFrom)](const std::atomic<bool>* cancel) -> Result<core::RendezvousIds> {
         auto id = idFrom(cancel);
         if (!id.ok()) return id.status();
-        std::vector<core::UniqueIdData> ids;
-        ids.push_back(*id);  // not through an initializer list, whose copy nobody wipes
+        core::RendezvousIds ids(std::span(&*id, 1));
         core::wipeKey(id->bootKey);
         return ids;
       },
@@ -301,10 +290,9 @@ recclResult_t startInitFrom(recclComm_t* comm, const CommConfig& cfg, int nranks
   handle->config = cfg;
   if (cfg.blocking) {
     auto ids = idFrom(nullptr);
-    const WipedIds wipe{ids};
     idFrom = nullptr;
     if (!ids.ok()) return fail(ids.status());
-    auto c = core::Comm::create(opts, *ids, nranks, rank, std::move(root));
+    auto c = core::Comm::create(opts, ids->ids, nranks, rank, std::move(root));
     if (!c.ok()) return fail(c.status().Wrap(who));
     handle->impl = std::move(c).value();
     *comm = handle.release();
@@ -328,18 +316,9 @@ recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, co
 recclResult_t startInit(recclComm_t* comm, const CommConfig& cfg, int nranks, std::span<const core::UniqueIdData> ids,
                         int rank, std::shared_ptr<core::BootstrapRoot> root) {
   // The source's copy of the ids, wiped when the source is let go (after use, or unused).
-  struct Held {
-    std::vector<core::UniqueIdData> ids;
-    ~Held() {
-      for (auto& id : ids) core::wipeKey(id.bootKey);
-    }
-  };
-  auto held = std::make_shared<Held>();
-  held->ids.reserve(ids.size());
-  held->ids.assign(ids.begin(), ids.end());
+  auto held = std::make_shared<core::RendezvousIds>(ids);
   return startInitFrom(
-      comm, cfg, nranks, rank,
-      [held](const std::atomic<bool>*) -> Result<std::vector<core::UniqueIdData>> { return held->ids; },
+      comm, cfg, nranks, rank, [held](const std::atomic<bool>*) -> Result<core::RendezvousIds> { return *held; },
       std::move(root));
 }
 

@@ -185,7 +185,7 @@ using IdSource = std::function<Result<core::UniqueIdData>(const std::atomic<bool
 recclResult_t startInitAfter(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdSource idFrom,
                              std::shared_ptr<core::BootstrapRoot> root = nullptr);
 // The same with one id per bootstrap root.
-using IdsSource = std::function<Result<std::vector<core::UniqueIdData>>(const std::atomic<bool>* cancel)>;
+using IdsSource = std::function<Result<core::RendezvousIds>(const std::atomic<bool>* cancel)>;
 recclResult_t startInitFrom(recclComm_t* comm, const CommConfig& cfg, int nranks, int rank, IdsSource idFrom,
                             std::shared_ptr<core::BootstrapRoot> root = nullptr);
 

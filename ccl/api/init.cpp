@@ -54,14 +54,9 @@ recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId
     return fail(recclInvalidArgument, "rank: " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
   CommConfig cfg;
   if (Status s = readConfig(config, CommConfig{}, &cfg); !s.ok()) return fail(s);
-  std::vector<core::UniqueIdData> ids;
-  struct Wipe {
-    std::vector<core::UniqueIdData>& ids;
-    ~Wipe() {
-      for (auto& id : ids) core::wipeKey(id.bootKey);
-    }
-  } wipe{ids};
-  ids.reserve(static_cast<size_t>(nIds));  // no reallocation leaves a key behind
+  core::RendezvousIds rendezvous;
+  auto& ids = rendezvous.ids;
+  ids.reserve(static_cast<size_t>(nIds));
   for (int i = 0; i < nIds; ++i) {
     auto id = core::decodeUniqueId(std::span<const std::byte>(reinterpret_cast<const std::byte*>(commIds[i].internal),
                                                               sizeof(commIds[i].internal)));
@@ -400,14 +395,9 @@ recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {
                                     std::to_string(cfg.port)));
       root = std::move(r).value();
     }
-    std::vector<core::UniqueIdData> ids;
-    ids.reserve(static_cast<size_t>(nroots));  // no reallocation leaves a key behind
-    struct WipeIds {
-      std::vector<core::UniqueIdData>& ids;
-      ~WipeIds() {
-        for (auto& id : ids) core::wipeKey(id.bootKey);
-      }
-    } wipeIds{ids};
+    core::RendezvousIds rendezvous;
+    auto& ids = rendezvous.ids;
+    ids.reserve(static_cast<size_t>(nroots));
     if (pmix) {
       // A root listens on every address; the others are told the one ranks reach.
       std::string mine;

@@ -99,6 +99,18 @@ struct UniqueIdData {
 };
 inline constexpr size_t kUniqueIdBytes = 128;
 void encodeUniqueId(const UniqueIdData& u, std::span<std::byte, kUniqueIdBytes> out) noexcept;
+// One rendezvous's unique ids (one per bootstrap root: recclCommInitRankScalable), every copy's
+// keys wiped when it goes. Filled whole or after a reserve: a reallocation would leave a key behind.
+struct RendezvousIds {
+  std::vector<UniqueIdData> ids;
+  RendezvousIds() = default;
+  explicit RendezvousIds(std::span<const UniqueIdData> from) : ids(from.begin(), from.end()) {}
+  RendezvousIds(const RendezvousIds&) = default;
+  RendezvousIds& operator=(const RendezvousIds&) = default;
+  ~RendezvousIds() {
+    for (auto& id : ids) wipeKey(id.bootKey);
+  }
+};
 Result<UniqueIdData> decodeUniqueId(std::span<const std::byte> in);
 
 // recclCommShrink's note: 0 nranks i32 | 4 digest of the excluded ranks (kShrinkDigestBytes) |
