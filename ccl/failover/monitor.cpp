@@ -168,18 +168,14 @@ void Monitor::concludeReplied(std::span<const pollfd> polled, uint64_t nowNs) {
 void Monitor::scanStalls(uint64_t nowNs) {
   for (auto& c : ctx_.conns.snapshot()) {
     if (c->busy.load() || c->jobs.busy() || c->port->failed()) continue;
+    const int rail = c->rail.load();
     channel::Path* path = c->port->path();
     if (!path) continue;
     // Something outstanding and no answer from the peer for the stall time: the path is dead,
     // whichever end of it failed (the transport's verdict: transport/tcp_health.h for TCP).
     transport::PathSample s = ctx_.paths.sample(*path, ctx_.cfg.stallMs);
     if (!s.known || !s.stalled) continue;
-    Job j;
-    j.id = c->id;
-    j.reason = MigrateReason::kStall;
-    j.source = FaultSource::kStall;
-    j.fromRail = c->rail.load();
-    j.faultNs = nowNs - static_cast<uint64_t>(s.quietMs) * 1000000ull;
+    Job j = stallMove(c->id, rail, path, s.quietMs, nowNs);
     RECCL_WARN(kLogFailover, "rank %d: no %s ack for %u ms on rank %d->%d ch %u (rail %d): path stalled",
                ctx_.cfg.rank, ctx_.paths.name(), s.quietMs, c->id.sender, c->id.receiver, c->id.channel, j.fromRail);
     ctx_.migration->enqueue(j);

@@ -35,6 +35,22 @@ struct Job {
   std::shared_ptr<EarlyRequest> early;
 };
 
+// The move of the stall check's verdict on `path`, which a connection ran on `rail` when the
+// check read it (the rail read first: a commit sets the path, then the rail), quiet for quietMs
+// at nowNs. Only while the port still runs that path: the sample and the verdict take time, and
+// a move the peer committed meanwhile (its own stall check saw the same silence) has replaced
+// the path; moving the new one would take the connection back onto the stalled rail.
+inline Job stallMove(ConnId id, int rail, const channel::Path* path, uint32_t quietMs, uint64_t nowNs) noexcept {
+  Job j;
+  j.id = id;
+  j.reason = MigrateReason::kStall;
+  j.source = FaultSource::kStall;
+  j.fromRail = rail;
+  j.ifPath = path;
+  j.faultNs = nowNs - std::min<uint64_t>(nowNs, static_cast<uint64_t>(quietMs) * 1000000ull);
+  return j;
+}
+
 // How long a job may still try at nowNs, when it runs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS
 // (timeoutMs) from the fault's first signal; a move of the stall check's verdict at least one
 // attempt (attemptMs). Its faultNs (the timeline's signal) is when the path fell quiet, the stall

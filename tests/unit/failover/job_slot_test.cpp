@@ -198,6 +198,24 @@ TEST(FailoverJobSlot, ConcurrentClaimsNeverRunTwoAtOnceAndNoneIsLost) {
   EXPECT_FALSE(s.busy());
 }
 
+// Both ends' stall checks see one silence. When the peer's move of the connection commits while
+// this end's check is between its sample of the old path and its job, the job must not move the
+// new path: with the rail that the connection runs on by then, it would take the connection back
+// onto the stalled rail (and fail it there).
+TEST(FailoverJobSlot, AStallVerdictIsMootOnceThePeersMoveReplacedThePath) {
+  TwoPaths p;
+  constexpr uint64_t kMs = 1'000'000;
+  const Job j = stallMove(ConnId{1, 0, 1}, 1, p.a(), 3092, 10'000 * kMs);
+  EXPECT_EQ(j.reason, MigrateReason::kStall);
+  EXPECT_EQ(j.faultNs, (10'000 - 3092) * kMs) << "the fault's signal is when the path fell quiet";
+  EXPECT_FALSE(jobMoot(j, p.a(), 1)) << "the stalled path still runs: it must move";
+  EXPECT_TRUE(jobMoot(j, p.b(), 0)) << "the peer moved the connection to rail 0 meanwhile";
+  EXPECT_TRUE(jobMoot(j, p.b(), 1)) << "the peer moved the connection to a new path on the same rail";
+  // The rail read before the commit, the path after it: moot too.
+  EXPECT_TRUE(jobMoot(stallMove(ConnId{1, 0, 1}, 1, p.b(), 3092, 10'000 * kMs), p.b(), 0));
+  EXPECT_EQ(stallMove(ConnId{1, 0, 1}, 1, p.a(), 3092, 1 * kMs).faultNs, 0u) << "no time before the clock's start";
+}
+
 // RECCL_FAILOVER_TIMEOUT_MS runs from the fault's first signal, but a move of the stall check's
 // verdict (a stall time after the path fell quiet) has at least one attempt when it runs.
 TEST(FailoverBudget, FromTheFirstSignalAtLeastOneAttemptForAStallVerdict) {
