@@ -437,11 +437,18 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
     // Taken for a dead peer (PortBase::pathFailed still spares a path that was replaced while
     // this ran). The state it was judged by, for the log of a failed run:
     // the failed path names its epoch, the port's current path the one in force.
-    // A peer's orderly teardown looks the same (its recclCommDestroy while this rank, done
-    // first or last, holds its communicator idle): said at INFO then, as nothing failed; a later
-    // call on it fails with the close's error all the same.
+    // A peer's orderly teardown looks the same: its recclCommDestroy while this rank, done first
+    // or last, holds its communicator idle, or is still in the last collective, waiting on other
+    // peers, with every step it sent this peer acknowledged (the peer flushes its acks before it
+    // closes). Said at INFO then, as nothing failed; a later call that needs the connection
+    // fails with the close's error all the same.
+    const bool nothingOwed =
+        c->role == Role::kSender && [&] {
+          auto* sp = static_cast<channel::SendPort*>(c->port);
+          return sp->acked() >= sp->posted();
+        }();
     channel::Path* cur = c->port->path();
-    RECCL_LOG_AT_(ctx_.host.idle() ? LogLevel::kInfo : LogLevel::kWarn, kLogFailover,
+    RECCL_LOG_AT_(ctx_.host.idle() || nothingOwed ? LogLevel::kInfo : LogLevel::kWarn, kLogFailover,
                   "rank %d: peer close on %s with no migration in progress here: port epoch %u (path %s), queued %d, "
                   "last epoch accepted from the peer %u, rail %d (%s)",
                   ctx_.cfg.rank, connName(cid).c_str(), c->port->epoch(), cur ? cur->describe().c_str() : "none",
