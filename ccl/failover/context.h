@@ -49,6 +49,8 @@ struct Settings {
   bool nicAffinity = false;    // RECCL_NIC_AFFINITY
   int64_t retransWindowMs = 500;  // RECCL_RETRANS_WINDOW_MS (gray-failure holds)
   int64_t retransPoolWindows = 8; // RECCL_RETRANS_POOL (gray-failure holds)
+  int64_t retransThreshold = 12;  // RECCL_RETRANS_THRESHOLD (whose retransmits a held one is)
+  int64_t retransPerMille = 3;    // RECCL_RETRANS_RATE (the same)
   int64_t rdmaLossWindowMs = 1000; // RECCL_RDMA_LOSS_WINDOW_MS (gray-failure holds)
   int64_t rdmaLossPoolWindows = 4; // RECCL_RDMA_LOSS_POOL (gray-failure holds)
   int64_t degradedClearMs = 5000; // RECCL_DEGRADED_CLEAR_MS

@@ -40,6 +40,8 @@ Result<Settings> readSettings(const core::FailoverHost& host) {
     return Status(Errc::kInvalidArgument, "RECCL_FAILOVER_ROUTE=" + s.route + " is not auto, direct or relay");
   s.nicAffinity = params::NicAffinity();
   s.retransWindowMs = params::RetransWindowMs();
+  s.retransThreshold = params::RetransThreshold();
+  s.retransPerMille = params::RetransRate();
   s.rdmaLossWindowMs = params::RdmaLossWindowMs();
   // The detector pools an RDMA port's windows only with the share on (rdma_loss.h).
   s.rdmaLossPoolWindows = params::RdmaLossPpm() == 0 ? 0 : std::max<int64_t>(0, params::RdmaLossPool());

@@ -26,8 +26,16 @@ constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
 constexpr uint64_t kEarlyReplyNs = static_cast<uint64_t>(Migration::kEarlyReplyMs) * kMsNs;
 }  // namespace
 
+namespace {
+// The span the detector's retransmit evidence reaches, in its windows (grayFactsNow).
+int evidenceWindows(const Settings& cfg) { return static_cast<int>(std::max<int64_t>(2, cfg.retransPoolWindows + 1)); }
+}  // namespace
+
 Monitor::Monitor(FailoverContext& ctx)
-    : ctx_(ctx), sources_(ctx, *this), failBackRetry_(static_cast<size_t>(std::max(0, ctx.cfg.nrails))) {}
+    : ctx_(ctx), sources_(ctx, *this), failBackRetry_(static_cast<size_t>(std::max(0, ctx.cfg.nrails))) {
+  const uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, ctx.cfg.retransWindowMs)) * 1'000'000ull;
+  for (int r = 0; r < ctx.cfg.nrails; ++r) peerLoss_.push_back({PeerLossWindows(windowNs, evidenceWindows(ctx.cfg)), 0});
+}
 
 Monitor::~Monitor() { stop(); }
 
@@ -182,28 +190,72 @@ void Monitor::scanStalls(uint64_t nowNs) {
   }
 }
 
-bool Monitor::grayExplainedNow(int rail, uint64_t nowNs) {
+GrayFacts Monitor::grayFactsNow(int rail, uint64_t nowNs) {
   // As far back as the detector's evidence reaches: the running window and the one before it,
   // or, pooling, the pool's closed windows and the running one (gray.h); an RDMA port's
   // sequence errors, its sliding window (or its pool's windows) and the sample before it (a
   // tenth of the window, 10..100 ms: detector/rdma_loss.h).
-  const int64_t windows = std::max<int64_t>(2, ctx_.cfg.retransPoolWindows + 1);
+  const int64_t windows = evidenceWindows(ctx_.cfg);
   uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, ctx_.cfg.retransWindowMs)) * 1'000'000ull *
                       static_cast<uint64_t>(windows);
   const int64_t rdmaMs = std::max<int64_t>(0, ctx_.cfg.rdmaLossWindowMs);
   const int64_t rdmaSpanMs = rdmaMs * std::max<int64_t>(1, ctx_.cfg.rdmaLossPoolWindows);
   windowNs = std::max<uint64_t>(
       windowNs, static_cast<uint64_t>(rdmaSpanMs + std::clamp<int64_t>(rdmaMs / 10, 10, 100)) * 1'000'000ull);
-  return grayExplained(ctx_.rails.grayFacts(rail, nowNs, windowNs));
+  return ctx_.rails.grayFacts(rail, nowNs, windowNs);
+}
+
+bool Monitor::healthyPeersLose(int rail, const GrayFacts& facts) {
+  const uint64_t nowNs = facts.nowNs;
+  PeerLoss& pl = peerLoss_[static_cast<size_t>(rail)];
+  if (nowNs < pl.dueNs) return false;
+  const int64_t windowMs = std::max<int64_t>(1, ctx_.cfg.retransWindowMs);
+  pl.dueNs = nowNs + static_cast<uint64_t>(std::clamp<int64_t>(windowMs / 5, 20, 100)) * 1'000'000ull;
+  pl.windows.beginRound(nowNs);
+  for (auto& c : ctx_.conns.snapshot()) {
+    if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
+    // The known fault's own retransmits: a peer with the rail down, or back within the evidence's
+    // reach (its new sockets may still resend what the fault held up).
+    if (!ctx_.rails.peerHealthy(c->peer, rail, nowNs, facts.windowNs)) continue;
+    const channel::Path* path = c->port->path();
+    if (!path) continue;
+    const transport::LossSample s = ctx_.paths.loss(*path);
+    if (s.known) pl.windows.add(s.pathId, c->peer, s.lost, s.sent);
+  }
+  pl.windows.endRound();
+  const LossCount sum = pl.windows.sum();
+  const LossRule rule{static_cast<uint64_t>(std::max<int64_t>(1, ctx_.cfg.retransThreshold)),
+                      static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.retransPerMille))};
+  if (!lossIsGray(sum, rule)) return false;
+  std::string peers;
+  for (int p : pl.windows.losingPeers()) peers += (peers.empty() ? "" : ",") + std::to_string(p);
+  RECCL_WARN(kLogFailover,
+             "rank %d: rail %d (%s) degraded, held for a peer's fault, but its connections to rank(s) %s, which have it "
+             "up, lost %llu of %llu segments in the last %lld ms: a gray failure of the rail, not the peer's fault",
+             ctx_.cfg.rank, rail, ctx_.nicName(rail), peers.c_str(), static_cast<unsigned long long>(sum.lost),
+             static_cast<unsigned long long>(sum.sent), static_cast<long long>(windowMs * evidenceWindows(ctx_.cfg)));
+  return true;
 }
 
 void Monitor::tendGray(uint64_t nowNs) {
   const uint64_t clearNs = static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.degradedClearMs)) * 1'000'000ull;
   for (int r = 0; r < ctx_.rails.nrails(); ++r) {
     GrayHold& h = ctx_.rails.hold(r);
-    if (h.sinceNs == 0) continue;
-    if (grayExplainedNow(r, nowNs)) {
-      h.explainedNs = nowNs;
+    PeerLoss& pl = peerLoss_[static_cast<size_t>(r)];
+    if (h.sinceNs == 0) {
+      pl.windows.reset();
+      pl.dueNs = 0;
+      continue;
+    }
+    const GrayFacts facts = grayFactsNow(r, nowNs);
+    if (grayExplained(facts)) {
+      if (!onlyAPeerExplainsGray(facts) || !healthyPeersLose(r, facts)) {
+        h.explainedNs = nowNs;
+        continue;
+      }
+      const FaultSource src = h.src;
+      h.sinceNs = 0;
+      takeRailDown(r, src, nowNs, MigrateReason::kDegraded, 0, 0);
       continue;
     }
     if (!heldGrayIsReal(nowNs, h.explainedNs, clearNs)) continue;
@@ -235,6 +287,12 @@ void Monitor::railDown(int rail, FaultSource src, uint64_t signalNs, MigrateReas
       return;
     }
   }
+  takeRailDown(rail, src, signalNs, reason, emitNs, seenNs);
+}
+
+void Monitor::takeRailDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason, uint64_t emitNs,
+                           uint64_t seenNs) {
+  RailState& rs = ctx_.rails;
   rs.hold(rail).sinceNs = 0;
   if (rail >= 0 && rail < static_cast<int>(failBackRetry_.size())) failBackRetry_[rail] = {};  // the next up event owes it
   const bool hard = reason != MigrateReason::kDegraded;

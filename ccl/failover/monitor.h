@@ -30,6 +30,8 @@
 #include "channel/port.h"
 #include "core/comm_stats.h"
 #include "failover/health/fault_sources.h"
+#include "failover/health/gray.h"
+#include "failover/health/peer_loss.h"
 #include "failover/migration/job.h"
 #include "failover/migration/migrate_wire.h"
 #include "failover/rebalance/fail_back_pacing.h"
@@ -78,7 +80,14 @@ class Monitor {
   uint64_t stallScanPeriodNs() const;
   void scanStalls(uint64_t nowNs);
   void tendGray(uint64_t nowNs);
-  bool grayExplainedNow(int rail, uint64_t nowNs);
+  GrayFacts grayFactsNow(int rail, uint64_t nowNs);
+  bool grayExplainedNow(int rail, uint64_t nowNs) { return grayExplained(grayFactsNow(rail, nowNs)); }
+  // A held DEGRADED's rail: do its connections to peers that have it up lose segments at the
+  // detector's rule (health/peer_loss.h)? Samples them at most every few tens of ms.
+  bool healthyPeersLose(int rail, const GrayFacts& facts);
+  // railDown past its hold of an explained DEGRADED.
+  void takeRailDown(int rail, FaultSource src, uint64_t signalNs, MigrateReason reason, uint64_t emitNs,
+                    uint64_t seenNs);
   // Connections that stayed on a DEGRADED rail for want of a healthy one move as soon as one
   // appears: a rail up again here (railBackUp) or at the peer (peerReported). peer -1: all.
   void moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs);
@@ -105,6 +114,11 @@ class Monitor {
     FaultSource src = FaultSource::kDetector;
   };
   std::vector<FailBackRetry> failBackRetry_;  // monitor thread, per rail
+  struct PeerLoss {
+    PeerLossWindows windows;
+    uint64_t dueNs = 0;  // next sample
+  };
+  std::vector<PeerLoss> peerLoss_;  // monitor thread, per rail, while its DEGRADED is held
   // railCarriesAgain (any thread): the rails whose standby-made fail-backs the monitor thread is
   // to keep offering (failBackRetry_, as after an up event), and per (peer, rail) when it last
   // acted and how long it holds off now: a rail that carries a connect but not a collective (the

@@ -90,6 +90,15 @@ struct PathSample {
   uint64_t pathId = 0;   // the transport connection under it (a migrated path has a new one)
 };
 
+// What a path's transport counted of lost segments (failover/health/peer_loss.h: whose retransmits
+// a held gray failure's are). Cumulative over the transport connection under the path.
+struct LossSample {
+  bool known = false;   // false: the transport keeps no such count (a QP), or not a path of this factory
+  uint64_t lost = 0;    // TCP: retransmitted, less those the receiver reported as duplicates (D-SACK)
+  uint64_t sent = 0;    // TCP: data segments sent, retransmits included
+  uint64_t pathId = 0;  // the transport connection (PathSample::pathId)
+};
+
 class PathFactory {
  public:
   virtual ~PathFactory() = default;
@@ -118,6 +127,11 @@ class PathFactory {
   // is armed, and a path fault fails the communicator.
   virtual void watch(const channel::Path& path, int64_t stallMs) const = 0;
   virtual PathSample sample(const channel::Path& path, int64_t stallMs) const = 0;
+  // Reads counters only (sample() may post a probe).
+  virtual LossSample loss(const channel::Path& path) const {
+    (void)path;
+    return {};
+  }
   // Stops what the transport runs on its own (a progress thread, a reaper): after failover
   // stopped, before the ports and their paths go. Idempotent.
   virtual void stop() noexcept {}

@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 
 #include "transport/socket_paths.h"
@@ -105,6 +106,17 @@ PathSample SocketPathFactory::sample(const channel::Path& path, int64_t stallMs)
   out.stalled = tcpStalled(s, stallMs);
   out.quietMs = s.lastAckRecvMs;
   out.bytes = s.bytesAcked + s.bytesReceived;
+  out.pathId = reinterpret_cast<uintptr_t>(&path);
+  return out;
+}
+
+LossSample SocketPathFactory::loss(const channel::Path& path) const {
+  LossSample out;
+  TcpSample s = sampleTcp(socketOf(path));
+  if (!s.ok) return out;
+  out.known = true;
+  out.lost = s.totalRetrans - std::min(s.dsackDups, s.totalRetrans);
+  out.sent = s.dataSegsOut;
   out.pathId = reinterpret_cast<uintptr_t>(&path);
   return out;
 }

@@ -35,6 +35,7 @@ class SocketPathFactory final : public PathFactory {
   int railOf(const channel::Path& path) const override;
   void watch(const channel::Path& path, int64_t stallMs) const override;
   PathSample sample(const channel::Path& path, int64_t stallMs) const override;
+  LossSample loss(const channel::Path& path) const override;
 
  private:
   SocketPathFactoryConfig cfg_;

@@ -26,6 +26,9 @@ TcpSample sampleTcp(int fd) noexcept {
   s.probes = ti.tcpi_probes;
   s.bytesAcked = ti.tcpi_bytes_acked;
   s.bytesReceived = ti.tcpi_bytes_received;
+  s.totalRetrans = ti.tcpi_total_retrans;
+  s.dsackDups = ti.tcpi_dsack_dups;
+  s.dataSegsOut = ti.tcpi_data_segs_out;
   return s;
 }
 

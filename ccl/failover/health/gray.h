@@ -25,8 +25,11 @@
 // clear time after the last one; still degraded that long after the explanation ended means the
 // retransmits went on with both ends healthy, a real gray failure, routed around then (late by
 // the clear time). A held DEGRADED that clears costs the rail nothing: no migration, no hold-down.
-// Cost: with more than two hosts, a real gray failure on r that starts while another peer's r is
-// down is seen only once that fault is over.
+// While the only explanation is a peer's (its rail down, or its report within the evidence's
+// reach), the connections still on the rail, all to peers with it up, say whose retransmits they
+// are: when they lose segments at the detector's rule, the DEGRADED is the rail's own and acts at
+// once (peer_loss.h). Without such counts (an RDMA port's QPs) a real gray failure on r that
+// starts while another peer's r is down is seen only once that fault is over.
 // The rule sits in the library, not in the detector: only the communicator knows what its peers
 // reported, and it covers the in-process detector and the node daemon alike.
 #pragma once
@@ -46,6 +49,9 @@ struct GrayFacts {
 };
 // True when the retransmits of a known hard fault or move explain a DEGRADED on the rail.
 bool grayExplained(const GrayFacts& f) noexcept;
+// True when what explains it is a peer's fault alone (nothing of this end's own: its hard fault
+// just over, or a move off the rail): the connections to the other peers can tell.
+bool onlyAPeerExplainsGray(const GrayFacts& f) noexcept;
 
 // A held DEGRADED whose explanation ended at explainedNs: the detector's clear (and its LinkUp,
 // which ends the hold) is due by then + clearNs; still held a quarter second after that, it is a

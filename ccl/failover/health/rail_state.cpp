@@ -26,6 +26,7 @@ void RailState::setRanks(int nranks, int self) {
   std::lock_guard lk(peerMu_);
   self_ = self;
   peerUp_.assign(static_cast<size_t>(std::max(nranks, 0)), up_.load());
+  peerFaultNs_.assign(peerUp_.size(), 0);
 }
 
 bool RailState::markDown(int rail) noexcept {
@@ -46,9 +47,11 @@ uint64_t RailState::peerRails(int peer) {
 uint64_t RailState::setPeerRails(int peer, uint64_t mask, uint64_t nowNs) {
   uint64_t gained = 0;
   std::lock_guard lk(peerMu_);
+  const uint64_t all = nrails_ >= 64 ? ~0ull : ((1ull << nrails_) - 1);
   if (peer >= 0 && static_cast<size_t>(peer) < peerUp_.size()) {
     gained = mask & ~peerUp_[peer];
     peerUp_[peer] = mask;
+    if ((all & ~mask) || gained) peerFaultNs_[peer] = nowNs;
   }
   // A rail the peer reports up again was down there until now: its fault ends now, not at the
   // last report that said down (the sockets that backed off meanwhile retransmit once it is
@@ -56,6 +59,14 @@ uint64_t RailState::setPeerRails(int peer, uint64_t mask, uint64_t nowNs) {
   for (int r = 0; r < nrails_; ++r)
     if (!((mask >> r) & 1u) || ((gained >> r) & 1u)) peerDownNs_[r].store(nowNs, std::memory_order_release);
   return gained;
+}
+
+bool RailState::peerHealthy(int peer, int rail, uint64_t nowNs, uint64_t windowNs) {
+  std::lock_guard lk(peerMu_);
+  if (peer < 0 || static_cast<size_t>(peer) >= peerUp_.size() || rail < 0 || rail >= nrails_) return false;
+  if (!((peerUp_[peer] >> rail) & 1u)) return false;
+  const uint64_t t = peerFaultNs_[peer];
+  return t == 0 || nowNs - std::min(t, nowNs) >= windowNs;
 }
 
 bool RailState::anyHeld() const {

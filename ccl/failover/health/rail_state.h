@@ -64,6 +64,9 @@ class RailState {
   uint64_t peerRails(int peer);
   // Records a peer's report; returns the rails it has up again (they were down there until now).
   uint64_t setPeerRails(int peer, uint64_t mask, uint64_t nowNs);
+  // The peer has `rail` up, and none of its reports within windowNs had any of its rails down or
+  // up again: what this rank's connections to it lose is no fault of the peer's that it told.
+  bool peerHealthy(int peer, int rail, uint64_t nowNs, uint64_t windowNs);
   // A fail-back or rebalance moved a connection off `rail` while healthy at both ends.
   void markLeft(int rail, uint64_t nowNs) noexcept { leftNs_[rail].store(nowNs, std::memory_order_release); }
 
@@ -83,6 +86,7 @@ class RailState {
   std::array<std::atomic<uint64_t>, kMaxRails> epoch_{};
   std::mutex peerMu_;
   std::vector<uint64_t> peerUp_;  // under peerMu_
+  std::vector<uint64_t> peerFaultNs_;  // under peerMu_: a report had a rail down, or up again (0: never)
   // Last time a peer's railsUp had each rail down, or first had it up again after down.
   std::array<std::atomic<uint64_t>, kMaxRails> peerDownNs_{};
   // Last time a fail-back or rebalance moved a connection off each rail while the rail was

@@ -247,6 +247,12 @@ PathSample VerbsPathFactory::sample(const channel::Path& path, int64_t stallMs) 
   return out;
 }
 
+LossSample VerbsPathFactory::loss(const channel::Path& path) const {
+  // A QP's losses show only in its port's counters, which the detector reads (rdma_loss.h).
+  if (dynamic_cast<const VerbsPath*>(&path)) return {};
+  return cfg_.sideChannel->loss(path);
+}
+
 Result<const ConnRegistration*> VerbsPathFactory::registration(channel::PortBase& port, bool isSender) {
   std::lock_guard lk(regMu_);
   if (auto it = regs_.find(&port); it != regs_.end()) return static_cast<const ConnRegistration*>(it->second.get());

@@ -61,6 +61,7 @@ class VerbsPathFactory final : public PathFactory {
   int railOf(const channel::Path& path) const override;
   void watch(const channel::Path& path, int64_t stallMs) const override;
   PathSample sample(const channel::Path& path, int64_t stallMs) const override;
+  LossSample loss(const channel::Path& path) const override;
   void stop() noexcept override;
 
   // The registration of `port`'s slots on every rail (made on first use).

@@ -234,16 +234,16 @@ inline bool waitFailovers(Job& j, int n, std::chrono::seconds limit = std::chron
   return j.waitForMatch("failover (of|by peer of) rank", n, limit);
 }
 
-// 2 hosts x Rails rails, one testbed per suite (see testbed_fixture.h: removed even when the test
-// process is killed).
-template <int Rails>
-class FailoverTest : public TestbedTest<2, Rails> {
+// Hosts hosts (2 unless told) x Rails rails, one testbed per suite (see testbed_fixture.h: removed
+// even when the test process is killed).
+template <int Rails, int Hosts = 2>
+class FailoverTest : public TestbedTest<Hosts, Rails> {
  protected:
-  using Base = TestbedTest<2, Rails>;
+  using Base = TestbedTest<Hosts, Rails>;
   void TearDown() override {
     if (!Base::skipReason_.empty() || !Base::tb_) return;
     // Every rail back up for the next test, and time for the carrier to settle.
-    for (int h = 0; h < 2; ++h)
+    for (int h = 0; h < Hosts; ++h)
       for (int r = 0; r < Rails; ++r) {
         link(true, h, r, true);
         link(true, h, r, false);

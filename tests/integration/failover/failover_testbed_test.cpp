@@ -30,6 +30,7 @@ using reccl::test::failover::sumField;
 using reccl::test::failover::waitFailovers;
 using Failover = reccl::test::failover::FailoverTest<2>;
 using FailoverThreeRails = reccl::test::failover::FailoverTest<3>;
+using FailoverThreeHosts = reccl::test::failover::FailoverTest<2, 3>;
 
 // A switch port dies mid-allreduce: host 0's rail 0 (its connections' sender and receiver ends).
 TEST_F(Failover, SwitchSideLinkDownRail0MidAllreduce) {
@@ -752,6 +753,43 @@ TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
   expectAllOk(j, 2);
   std::string t = j.text();
   EXPECT_TRUE(moved) << t;
+  EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
+}
+
+// A gray failure while another peer has the rail down. Host 2's rail 1 is pulled at the switch
+// (rank 2 moves off it and tells ranks 0 and 1 so), then host 0's rail 1 drops 5 % both ways.
+// Rank 0's detector marks rail 1 DEGRADED, which a peer's fault would explain (rank 2 has it
+// down), so the signal is held; but rank 0's connection to rank 1, whose rail 1 is up, loses
+// segments itself: the rail's own gray failure, routed around while rank 2's rail is still out.
+// Before, it waited for rank 2's rail to come back. Results exact.
+TEST_F(FailoverThreeHosts, AGrayRailWhileAPeerHasItDownMovesWhenTheOtherPeersLose) {
+  Job j(testbed().name(),
+        env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
+            "WORKER_SECONDS=14"),
+        120);
+  ASSERT_TRUE(j.waitFor("started rank", 3, std::chrono::seconds(30))) << j.text();
+  ASSERT_TRUE(j.waitFor("fault source: in-process detector", 3, std::chrono::seconds(20))) << j.text();
+  link(false, 2, 1, true);
+  // Rank 2's moves carry its rails to ranks 0 and 1.
+  const bool told = j.waitForMatch("rank [01]: failover (by peer )?of rank [0-9]->[0-9] ch [0-9]+ rail 1 .*-> rail 0", 1,
+                                   std::chrono::seconds(20));
+  const int dropped = told ? reccl::test::failover::dropOnRail(netns(0), "rail1", true, "0.05") : -1;
+  const bool own = dropped == 0 && j.waitForMatch("rank [01]: rail 1 \\(rail1\\) degraded, held for a peer's fault, but",
+                                                  1, std::chrono::seconds(30));
+  const bool moved = own && j.waitForMatch("-> rail 0 \\(rail0\\) epoch [0-9]+: reason degraded", 1,
+                                           std::chrono::seconds(10));
+  // Cleared before any assertion: the testbed serves the suite's next tests.
+  const int cleared = dropped == 0 ? reccl::test::failover::dropOnRail(netns(0), "rail1", false, "0") : 0;
+  link(true, 2, 1, true);
+  expectAllOk(j, 3);
+  const std::string t = j.text();
+  ASSERT_TRUE(told) << t;
+  ASSERT_EQ(dropped, 0);
+  EXPECT_EQ(cleared, 0);
+  EXPECT_TRUE(own) << "the held DEGRADED was not acted on while rank 2's rail 1 was down\n" << t;
+  EXPECT_TRUE(moved) << t;
+  // The held signal came first: the subject is the hold, not a DEGRADED that nothing explained.
+  EXPECT_GE(countMatches(t, "rank [01]: rail 1 \\(rail1\\) degraded signal held"), 1) << t;
   EXPECT_EQ(countMatches(t, "no path for"), 0) << t;
 }
 
