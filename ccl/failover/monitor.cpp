@@ -34,7 +34,7 @@ int evidenceWindows(const Settings& cfg) { return static_cast<int>(std::max<int6
 Monitor::Monitor(FailoverContext& ctx)
     : ctx_(ctx), sources_(ctx, *this), failBackRetry_(static_cast<size_t>(std::max(0, ctx.cfg.nrails))) {
   const uint64_t windowNs = static_cast<uint64_t>(std::max<int64_t>(1, ctx.cfg.retransWindowMs)) * 1'000'000ull;
-  for (int r = 0; r < ctx.cfg.nrails; ++r) peerLoss_.push_back({PeerLossWindows(windowNs, evidenceWindows(ctx.cfg)), 0});
+  for (int r = 0; r < ctx.rails.nrails(); ++r) peerLoss_.push_back({PeerLossWindows(windowNs, evidenceWindows(ctx.cfg))});
 }
 
 Monitor::~Monitor() { stop(); }
@@ -211,24 +211,30 @@ bool Monitor::healthyPeersLose(int rail, const GrayFacts& facts) {
   if (nowNs < pl.dueNs) return false;
   const int64_t windowMs = std::max<int64_t>(1, ctx_.cfg.retransWindowMs);
   pl.dueNs = nowNs + static_cast<uint64_t>(std::clamp<int64_t>(windowMs / 5, 20, 100)) * 1'000'000ull;
+  // The known fault's own retransmits: a peer with the rail down, or that told of a fault of its
+  // own within the evidence's reach (its new sockets may still resend what the fault held up).
+  // Judged again at every verdict: a peer that tells of one later leaves the sums it was in.
+  const PeerLossWindows::Witness witness = [&](int peer) {
+    return ctx_.rails.peerHealthy(peer, rail, nowNs, facts.windowNs);
+  };
   pl.windows.beginRound(nowNs);
   for (auto& c : ctx_.conns.snapshot()) {
-    if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
-    // The known fault's own retransmits: a peer with the rail down, or back within the evidence's
-    // reach (its new sockets may still resend what the fault held up).
-    if (!ctx_.rails.peerHealthy(c->peer, rail, nowNs, facts.windowNs)) continue;
+    if (c->rail.load() != rail || c->relayVia.load() >= 0 || !witness(c->peer)) continue;
     const channel::Path* path = c->port->path();
     if (!path) continue;
     const transport::LossSample s = ctx_.paths.loss(*path);
     if (s.known) pl.windows.add(s.pathId, c->peer, s.lost, s.sent);
   }
   pl.windows.endRound();
-  const LossCount sum = pl.windows.sum();
   const LossRule rule{static_cast<uint64_t>(std::max<int64_t>(1, ctx_.cfg.retransThreshold)),
-                      static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.retransPerMille))};
-  if (!lossIsGray(sum, rule)) return false;
+                      static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.retransPerMille)) * 1000};
+  // Two readings in a row (at least 20 ms apart): a clump of spurious fast retransmits is taken
+  // back by its D-SACKs within about two round trips, as the detector's settle time allows.
+  pl.crossings = pl.windows.gray(rule, witness) ? pl.crossings + 1 : 0;
+  if (pl.crossings < 2) return false;
+  const LossCount sum = pl.windows.kept(witness);
   std::string peers;
-  for (int p : pl.windows.losingPeers()) peers += (peers.empty() ? "" : ",") + std::to_string(p);
+  for (int p : pl.windows.losingPeers(witness)) peers += (peers.empty() ? "" : ",") + std::to_string(p);
   RECCL_WARN(kLogFailover,
              "rank %d: rail %d (%s) degraded, held for a peer's fault, but its connections to rank(s) %s, which have it "
              "up, lost %llu of %llu segments in the last %lld ms: a gray failure of the rail, not the peer's fault",
@@ -242,22 +248,32 @@ void Monitor::tendGray(uint64_t nowNs) {
   for (int r = 0; r < ctx_.rails.nrails(); ++r) {
     GrayHold& h = ctx_.rails.hold(r);
     PeerLoss& pl = peerLoss_[static_cast<size_t>(r)];
-    if (h.sinceNs == 0) {
+    // The readings count only while they run without a break: a gap's counter changes are no
+    // evidence of this span (this end's own fault or move in reach, or nothing held).
+    auto stopReading = [&pl] {
       pl.windows.reset();
       pl.dueNs = 0;
+      pl.crossings = 0;
+    };
+    if (h.sinceNs == 0) {
+      stopReading();
       continue;
     }
     const GrayFacts facts = grayFactsNow(r, nowNs);
     if (grayExplained(facts)) {
-      if (!onlyAPeerExplainsGray(facts) || !healthyPeersLose(r, facts)) {
+      const bool peersTell = onlyAPeerExplainsGray(facts);
+      if (!peersTell) stopReading();
+      if (!peersTell || !healthyPeersLose(r, facts)) {
         h.explainedNs = nowNs;
         continue;
       }
+      stopReading();
       const FaultSource src = h.src;
       h.sinceNs = 0;
       takeRailDown(r, src, nowNs, MigrateReason::kDegraded, 0, 0);
       continue;
     }
+    stopReading();
     if (!heldGrayIsReal(nowNs, h.explainedNs, clearNs)) continue;
     RECCL_WARN(kLogFailover, "rank %d: rail %d (%s) still degraded %llu ms after the known fault ended: gray failure",
                ctx_.cfg.rank, r, ctx_.nicName(r), static_cast<unsigned long long>((nowNs - h.explainedNs) / 1'000'000ull));

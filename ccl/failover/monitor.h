@@ -116,7 +116,8 @@ class Monitor {
   std::vector<FailBackRetry> failBackRetry_;  // monitor thread, per rail
   struct PeerLoss {
     PeerLossWindows windows;
-    uint64_t dueNs = 0;  // next sample
+    uint64_t dueNs = 0;  // next reading
+    int crossings = 0;   // readings in a row whose verdict was gray
   };
   std::vector<PeerLoss> peerLoss_;  // monitor thread, per rail, while its DEGRADED is held
   // railCarriesAgain (any thread): the rails whose standby-made fail-backs the monitor thread is

@@ -113,7 +113,7 @@ PathSample SocketPathFactory::sample(const channel::Path& path, int64_t stallMs)
 LossSample SocketPathFactory::loss(const channel::Path& path) const {
   LossSample out;
   TcpSample s = sampleTcp(socketOf(path));
-  if (!s.ok) return out;
+  if (!s.ok || !s.lossCounted) return out;
   out.known = true;
   out.lost = s.totalRetrans - std::min(s.dsackDups, s.totalRetrans);
   out.sent = s.dataSegsOut;

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstddef>
 
 namespace reccl::transport {
 namespace {
@@ -26,6 +27,7 @@ TcpSample sampleTcp(int fd) noexcept {
   s.probes = ti.tcpi_probes;
   s.bytesAcked = ti.tcpi_bytes_acked;
   s.bytesReceived = ti.tcpi_bytes_received;
+  s.lossCounted = len >= offsetof(tcp_info, tcpi_dsack_dups) + sizeof(ti.tcpi_dsack_dups);
   s.totalRetrans = ti.tcpi_total_retrans;
   s.dsackDups = ti.tcpi_dsack_dups;
   s.dataSegsOut = ti.tcpi_data_segs_out;

@@ -1,12 +1,28 @@
 #include "failover/health/peer_loss.h"
 
 #include <algorithm>
+#include <map>
 
 namespace reccl::failover {
 
-bool lossIsGray(const LossCount& c, const LossRule& rule) noexcept {
+bool lostRateCrossed(const LossCount& c, uint64_t ratePpm) noexcept {
+  // More lost than sent: segments without data (SYN, FIN) retransmitted alone.
+  const uint64_t ppm = c.lost >= c.sent ? (c.lost ? 1'000'000 : 0) : c.lost * 1'000'000 / c.sent;
+  const uint64_t due = c.sent * ratePpm / 1'000'000;
+  const uint64_t excess = c.lost > due ? c.lost - due : 0;
+  return ppm >= ratePpm && excess * excess >= 9 * c.lost;
+}
+
+bool windowIsGray(const LossCount& c, const LossRule& rule) noexcept {
   if (c.lost < std::max<uint64_t>(1, rule.threshold)) return false;
-  return rule.perMille == 0 || c.lost * 1000 >= rule.perMille * c.sent;
+  return rule.ratePpm == 0 || lostRateCrossed(c, rule.ratePpm);
+}
+
+bool poolIsGray(const LossCount& c, int windows, const LossRule& rule) noexcept {
+  if (rule.ratePpm == 0 || windows < 2 || c.lost < std::max<uint64_t>(1, rule.threshold)) return false;
+  // Thin: sent / windows < threshold / rate, in integers.
+  if (c.sent * rule.ratePpm >= rule.threshold * 1'000'000 * static_cast<uint64_t>(windows)) return false;
+  return lostRateCrossed(c, rule.ratePpm);
 }
 
 PeerLossWindows::PeerLossWindows(uint64_t windowNs, int windows)
@@ -14,16 +30,9 @@ PeerLossWindows::PeerLossWindows(uint64_t windowNs, int windows)
 
 void PeerLossWindows::beginRound(uint64_t nowNs) {
   index_ = nowNs / windowNs_ + 1;
-  // A window older than the kept span holds nothing of it.
   for (Window& w : windows_)
-    if (w.index != 0 && w.index + windows_.size() <= index_) w = Window{};
+    if (w.index != 0 && !live(w)) w = Window{};
   for (auto& [id, seen] : paths_) seen.inRound = false;
-}
-
-PeerLossWindows::Window& PeerLossWindows::current() {
-  Window& w = windows_[index_ % windows_.size()];
-  if (w.index != index_) w = Window{index_, 0, 0, {}};
-  return w;
 }
 
 void PeerLossWindows::add(uint64_t pathId, int peer, uint64_t lost, uint64_t sent) {
@@ -31,42 +40,79 @@ void PeerLossWindows::add(uint64_t pathId, int peer, uint64_t lost, uint64_t sen
   Seen& s = it->second;
   s.inRound = true;
   if (fresh) return;
-  if (sent < s.sent) {  // the 32-bit counter wrapped: counts from here
-    s.lost = lost;
-    s.sent = sent;
-    return;
-  }
-  Window& w = current();
+  // A 32-bit counter that wrapped (sent never falls; lost falls by a late D-SACK's few): counts
+  // from here.
+  const bool wrapped = sent < s.sent || s.lost - std::min(lost, s.lost) > (1ull << 31);
   const int64_t dl = static_cast<int64_t>(lost) - static_cast<int64_t>(s.lost);
-  w.lost += dl;
-  w.sent += static_cast<int64_t>(sent) - static_cast<int64_t>(s.sent);
-  if (dl > 0 && std::find(w.peers.begin(), w.peers.end(), peer) == w.peers.end()) w.peers.push_back(peer);
+  const int64_t ds = static_cast<int64_t>(sent) - static_cast<int64_t>(s.sent);
   s.lost = lost;
   s.sent = sent;
+  if (wrapped) return;
+  Window& w = windows_[index_ % windows_.size()];
+  if (w.index != index_) w = Window{index_, {}};
+  auto p = std::find_if(w.peers.begin(), w.peers.end(), [&](const PeerSums& x) { return x.peer == peer; });
+  if (p == w.peers.end()) p = w.peers.insert(w.peers.end(), PeerSums{peer});
+  p->lost += dl;
+  p->sent += ds;
 }
 
 void PeerLossWindows::endRound() {
   std::erase_if(paths_, [](const auto& kv) { return !kv.second.inRound; });
 }
 
-LossCount PeerLossWindows::sum() const {
-  int64_t lost = 0, sent = 0;
-  for (const Window& w : windows_) {
-    if (w.index == 0 || w.index + windows_.size() <= index_) continue;
-    lost += w.lost;
-    sent += w.sent;
+PeerLossWindows::Net PeerLossWindows::sums(const Window& w, const Witness& witness, bool* any) {
+  Net n;
+  for (const PeerSums& p : w.peers) {
+    if (!witness(p.peer)) continue;
+    n.lost += p.lost;
+    n.sent += p.sent;
+    if (any) *any = true;
   }
+  return n;
+}
+
+LossCount PeerLossWindows::Net::count() const noexcept {
   return {static_cast<uint64_t>(std::max<int64_t>(0, lost)), static_cast<uint64_t>(std::max<int64_t>(0, sent))};
 }
 
-std::vector<int> PeerLossWindows::losingPeers() const {
-  std::vector<int> out;
+LossCount PeerLossWindows::running(const Witness& witness) const {
+  if (index_ == 0) return {};
+  const Window& w = windows_[index_ % windows_.size()];
+  return w.index == index_ ? sums(w, witness, nullptr).count() : LossCount{};
+}
+
+LossCount PeerLossWindows::kept(const Witness& witness, int* windows) const {
+  // Net over the windows: a late D-SACK in one takes back a retransmit counted in an earlier one.
+  Net total;
+  int n = 0;
   for (const Window& w : windows_) {
-    if (w.index == 0 || w.index + windows_.size() <= index_) continue;
-    out.insert(out.end(), w.peers.begin(), w.peers.end());
+    if (!live(w)) continue;
+    bool any = false;
+    const Net c = sums(w, witness, &any);
+    total.lost += c.lost;
+    total.sent += c.sent;
+    n += any ? 1 : 0;
   }
-  std::sort(out.begin(), out.end());
-  out.erase(std::unique(out.begin(), out.end()), out.end());
+  if (windows) *windows = n;
+  return total.count();
+}
+
+bool PeerLossWindows::gray(const LossRule& rule, const Witness& witness) const {
+  if (windowIsGray(running(witness), rule)) return true;
+  int n = 0;
+  const LossCount pool = kept(witness, &n);
+  return poolIsGray(pool, n, rule);
+}
+
+std::vector<int> PeerLossWindows::losingPeers(const Witness& witness) const {
+  std::map<int, int64_t> lost;
+  for (const Window& w : windows_)
+    if (live(w))
+      for (const PeerSums& p : w.peers)
+        if (witness(p.peer)) lost[p.peer] += p.lost;
+  std::vector<int> out;
+  for (const auto& [peer, n] : lost)
+    if (n > 0) out.push_back(peer);
   return out;
 }
 

@@ -758,10 +758,11 @@ TEST_F(Failover, GrayFailureWithNoHealthyRailMovesWhenOneComesBack) {
 
 // A gray failure while another peer has the rail down. Host 2's rail 1 is pulled at the switch
 // (rank 2 moves off it and tells ranks 0 and 1 so), then host 0's rail 1 drops 5 % both ways.
-// Rank 0's detector marks rail 1 DEGRADED, which a peer's fault would explain (rank 2 has it
-// down), so the signal is held; but rank 0's connection to rank 1, whose rail 1 is up, loses
-// segments itself: the rail's own gray failure, routed around while rank 2's rail is still out.
-// Before, it waited for rank 2's rail to come back. Results exact.
+// Rank 0's detector (or rank 1's: both ends of their connection retransmit) marks rail 1
+// DEGRADED, which a peer's fault would explain (rank 2 has it down), so the signal is held; but
+// the connection between ranks 0 and 1, whose rails 1 are up, loses segments itself: the rail's
+// own gray failure, routed around while rank 2's rail is still out. Before, it waited for rank
+// 2's rail to come back (the test fails so). Results exact.
 TEST_F(FailoverThreeHosts, AGrayRailWhileAPeerHasItDownMovesWhenTheOtherPeersLose) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=bpf RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER RECCL_DEGRADED_CLEAR_MS=60000 "
