@@ -86,8 +86,6 @@ Run once(int nranks, int nroots, int ranksPerHost) {
       out.error = "rank " + std::to_string(r) + ": " + got[r].message();
       break;
     }
-  // A rank may be done before its root counted the table it sent: the roots' threads end first.
-  for (auto& root : roots) root->stop();
   out.root0Tables = roots[0]->tablesSent();
   for (auto& root : roots) out.busiestTables = std::max(out.busiestTables, root->tablesSent() + root->blocksSent());
   return out;

@@ -385,8 +385,8 @@ void BootstrapRoot::sendBlock() {
   std::vector<std::byte> body = gathered(b.first, b.end);
   const Tag t = blockTag(cfg_.bootKey, leader.clientNonce, leader.serverNonce, body);
   body.insert(body.end(), t.begin(), t.end());
+  blocksOut_.fetch_add(1);  // counted first, as a table (sendTables)
   sendFrame(leader, RootFrame::kBlock, body, sendBy());
-  blocksOut_.fetch_add(1);
   leader.awaitingFull = true;
   blockSent_ = true;
 }
@@ -410,8 +410,9 @@ void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret
     } close{c};
     if (&c == skip) continue;
     const auto body = sealedTable(blob, secret, cfg_.bootKey, c.clientNonce, c.serverNonce, tableTag);
-    sendFrame(c, RootFrame::kTable, body, sendBy());  // each its own grace past the deadline
+    // Counted first: the rank may be done with the table before this thread runs again.
     tablesOut_.fetch_add(1);
+    sendFrame(c, RootFrame::kTable, body, sendBy());  // each its own grace past the deadline
   }
   tableSent_ = true;
   owner_.clear();

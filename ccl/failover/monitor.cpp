@@ -210,7 +210,13 @@ bool Monitor::healthyPeersLose(int rail, const GrayFacts& facts) {
   PeerLoss& pl = peerLoss_[static_cast<size_t>(rail)];
   if (nowNs < pl.dueNs) return false;
   const int64_t windowMs = std::max<int64_t>(1, ctx_.cfg.retransWindowMs);
-  pl.dueNs = nowNs + static_cast<uint64_t>(std::clamp<int64_t>(windowMs / 5, 20, 100)) * 1'000'000ull;
+  const uint64_t everyNs = static_cast<uint64_t>(std::clamp<int64_t>(windowMs / 5, 20, 100)) * 1'000'000ull;
+  // A reading long overdue (this thread held up) would put the whole gap's counts in one window.
+  if (pl.dueNs && nowNs > pl.dueNs + 2 * everyNs) {
+    pl.windows.reset();
+    pl.crossings = 0;
+  }
+  pl.dueNs = nowNs + everyNs;
   // The known fault's own retransmits: a peer with the rail down, or that told of a fault of its
   // own within the evidence's reach (its new sockets may still resend what the fault held up).
   // Judged again at every verdict: a peer that tells of one later leaves the sums it was in.
@@ -227,7 +233,8 @@ bool Monitor::healthyPeersLose(int rail, const GrayFacts& facts) {
   }
   pl.windows.endRound();
   const LossRule rule{static_cast<uint64_t>(std::max<int64_t>(1, ctx_.cfg.retransThreshold)),
-                      static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.retransPerMille)) * 1000};
+                      static_cast<uint64_t>(std::max<int64_t>(0, ctx_.cfg.retransPerMille)) * 1000,
+                      ctx_.cfg.retransPoolWindows > 0};
   // Two readings in a row (at least 20 ms apart): a clump of spurious fast retransmits is taken
   // back by its D-SACKs within about two round trips, as the detector's settle time allows.
   pl.crossings = pl.windows.gray(rule, witness) ? pl.crossings + 1 : 0;

@@ -18,7 +18,7 @@ struct TcpSample {
   uint32_t probes = 0;       // keepalive (or zero-window) probes unanswered
   uint64_t bytesAcked = 0;
   uint64_t bytesReceived = 0;
-  bool lossCounted = false;   // the kernel's TCP_INFO has the three counts below (5.8 on)
+  bool lossCounted = false;   // the kernel's TCP_INFO has the three counts below (4.19 on)
   uint32_t totalRetrans = 0;  // segments retransmitted over the connection's life
   uint32_t dsackDups = 0;     // of those, the ones the receiver reported as duplicates (D-SACK)
   uint32_t dataSegsOut = 0;   // data segments sent, retransmits included

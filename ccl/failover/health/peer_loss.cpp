@@ -19,7 +19,7 @@ bool windowIsGray(const LossCount& c, const LossRule& rule) noexcept {
 }
 
 bool poolIsGray(const LossCount& c, int windows, const LossRule& rule) noexcept {
-  if (rule.ratePpm == 0 || windows < 2 || c.lost < std::max<uint64_t>(1, rule.threshold)) return false;
+  if (!rule.pool || rule.ratePpm == 0 || windows < 2 || c.lost < std::max<uint64_t>(1, rule.threshold)) return false;
   // Thin: sent / windows < threshold / rate, in integers.
   if (c.sent * rule.ratePpm >= rule.threshold * 1'000'000 * static_cast<uint64_t>(windows)) return false;
   return lostRateCrossed(c, rule.ratePpm);
@@ -98,7 +98,8 @@ LossCount PeerLossWindows::kept(const Witness& witness, int* windows) const {
 }
 
 bool PeerLossWindows::gray(const LossRule& rule, const Witness& witness) const {
-  if (windowIsGray(running(witness), rule)) return true;
+  const LossCount run = running(witness);
+  if (run.lost >= std::max<uint64_t>(1, rule.threshold)) return windowIsGray(run, rule);
   int n = 0;
   const LossCount pool = kept(witness, &n);
   return poolIsGray(pool, n, rule);

@@ -25,6 +25,7 @@ namespace reccl::failover {
 struct LossRule {
   uint64_t threshold = 12;  // RECCL_RETRANS_THRESHOLD: lost segments, at least
   uint64_t ratePpm = 3000;  // RECCL_RETRANS_RATE (per mille) in ppm; 0: the count alone, no pool
+  bool pool = true;         // RECCL_RETRANS_POOL > 0: a thin link's windows are pooled
 };
 
 struct LossCount {
@@ -65,7 +66,8 @@ class PeerLossWindows {
   // the running window, and every kept window with how many hold anything.
   LossCount running(const Witness& w) const;
   LossCount kept(const Witness& w, int* windows = nullptr) const;
-  // windowIsGray on the running window, else poolIsGray on the kept ones.
+  // windowIsGray on the running window; one under the count, poolIsGray on the kept ones (a
+  // window that reaches the count is judged alone, as the detector does).
   bool gray(const LossRule& rule, const Witness& w) const;
   // The witnesses whose connections lost segments (net) in the kept windows, in rank order.
   std::vector<int> losingPeers(const Witness& w) const;

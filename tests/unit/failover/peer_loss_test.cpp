@@ -41,6 +41,7 @@ TEST(PeerLoss, TheDetectorsRule) {
       {"a thin link's pool at a low share", {13, 5000}, 3, rule, false},
       {"a busy link is never pooled", {200, 20000}, 2, rule, false},
       {"no pool without the share", {200, 1000}, 3, countOnly, false},
+      {"no pool with RECCL_RETRANS_POOL=0", {20, 1000}, 3, {12, 3000, false}, false},
       {"a thin window alone, judged as one", {20, 1000}, 1, rule, true},
   };
   for (const auto& c : cases) {
@@ -157,6 +158,16 @@ TEST(PeerLoss, TheVerdictCountsOnlyTheWitnessesOfNow) {
   round(busy, 600 * kMs, {{1, 1, 14, 10'000}});
   round(busy, 1'100 * kMs, {{1, 1, 21, 15'000}});
   EXPECT_FALSE(busy.gray(rule, kAll));
+  // A window that reaches the count is judged alone, as the detector does: 12 of 4000 is at the
+  // rate but not above chance, though pooled with the thin windows before it (32 of 4200) it
+  // would pass.
+  PeerLossWindows alone(500 * kMs, 3);
+  round(alone, 0, {{1, 1, 0, 0}});
+  round(alone, 100 * kMs, {{1, 1, 10, 100}});
+  round(alone, 600 * kMs, {{1, 1, 20, 200}});
+  round(alone, 1'100 * kMs, {{1, 1, 32, 4'200}});
+  EXPECT_TRUE(poolIsGray(alone.kept(kAll), 3, rule)) << "the pool alone would say gray";
+  EXPECT_FALSE(alone.gray(rule, kAll)) << "12 of 4000 in the running window: judged alone";
 }
 
 // Only a peer that told of no fault within the evidence's span is a witness: one with the rail
