@@ -133,19 +133,23 @@ TEST(DetectordRdmaMetrics, AWatchedPortsCountersAndVerdicts) {
     std::string dir;
     ~Cleanup() { (void)std::system(("rm -rf '" + dir + "'").c_str()); }
   } cleanup{root};
+  // Each file replaced whole (a rename), so the daemon never reads one half-written.
   auto put = [&](const std::string& rel, uint64_t v) {
     std::string path = root + "/rxe_lo/ports/1/" + rel;
     (void)std::system(("mkdir -p '" + path.substr(0, path.rfind('/')) + "'").c_str());
-    FILE* f = std::fopen(path.c_str(), "w");
-    ASSERT_NE(f, nullptr) << path;
+    const std::string tmp = root + ".next";  // beside the tree: the daemon lists what is in it
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    ASSERT_NE(f, nullptr) << tmp;
     std::fprintf(f, "%llu\n", static_cast<unsigned long long>(v));
     std::fclose(f);
+    ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0) << path;
   };
+  // The errors last: a read that sees them sees the packets they came with.
   auto counters = [&](uint64_t oos, uint64_t pkts) {
-    put("hw_counters/out_of_seq_request", oos);
-    put("hw_counters/rcvd_seq_err", 0);
     put("hw_counters/sent_pkts", pkts);
     put("hw_counters/rcvd_pkts", pkts);
+    put("hw_counters/rcvd_seq_err", 0);
+    put("hw_counters/out_of_seq_request", oos);
   };
   {
     std::string ndev = root + "/rxe_lo/ports/1/gid_attrs/ndevs";

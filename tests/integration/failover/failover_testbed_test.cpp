@@ -141,6 +141,10 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   ASSERT_EQ(hole.on(), 0);
   // Until a connection waits 8 s after its fifth try.
   ASSERT_TRUE(j.waitFor("try 5, next in 8000 ms", 1, std::chrono::seconds(20))) << j.text();
+  // A try still in flight when the cable is pulled ends after the rail event, which ends the
+  // back-off: it announces no wait. Only the tries that ended before are checked for theirs.
+  const double pulledAt =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();  // the log's clock
   ASSERT_EQ(hole.off(), 0);
   link(false, 0, 1, true);
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -176,7 +180,9 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
            conn.c_str(), v.size(), gaps.c_str(), m == madeAt.end() ? -1.0 : m->second - backAt);
     for (size_t i = 0; i < v.size(); ++i) {
       EXPECT_EQ(v[i].n, static_cast<int>(i) + 1) << conn;
-      EXPECT_EQ(v[i].waitMs, 500L << std::min<size_t>(i, 5)) << conn << " try " << v[i].n;
+      if (v[i].at < pulledAt) {
+        EXPECT_EQ(v[i].waitMs, 500L << std::min<size_t>(i, 5)) << conn << " try " << v[i].n;
+      }
     }
     ASSERT_NE(m, madeAt.end()) << conn << ": no standby after the rail came back\n" << t;
     EXPECT_LT(m->second - backAt, 3.5) << conn << ": the rail's return did not end the back-off\n" << t;
