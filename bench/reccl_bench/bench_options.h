@@ -40,6 +40,7 @@ struct BenchOptions {
   bool reportCputime = false;     // -C: the column says cputime (the same host time: calls are synchronous)
   bool reportTimestamps = false;  // -S: a timestamp ends each row
   int unalign = 0;                // -u: buffers start this many elements past an aligned address
+  int localRegister = 0;          // -R: 1 (or 2) the buffers registered with recclCommRegister
   bool perIterTiming = false;     // -I: per-iteration min/max/p99/cv columns and JSON samples
   int perIterSkip = 0;            // -K: leading iterations left out of those statistics
   int timeoutSec = 0;             // -T: RECCL_TIMEOUT_MS for this run (when not set already)

@@ -65,10 +65,24 @@ bool RankRunner::gatherDevices() {
 
 bool RankRunner::run() {
   const size_t pad = size_t(o_.unalign) * 8 + 64;
+  const size_t rounded = (size_t(o_.maxBytes) + pad + 63) / 64 * 64;
   for (Buffer* b : {&send_, &recv_}) {
-    size_t rounded = (size_t(o_.maxBytes) + pad + 63) / 64 * 64;
     b->reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
     if (!*b) return fail("cannot allocate two buffers of " + std::to_string(o_.maxBytes) + " bytes");
+  }
+  // -R: registered for the whole run, every row's buffers lie inside; ended on every way out.
+  struct Registered {
+    recclComm_t comm;
+    void* handle = nullptr;
+    ~Registered() {
+      if (handle) recclCommDeregister(comm, handle);
+    }
+  } regs[2] = {{comm_}, {comm_}};
+  if (o_.localRegister > 0) {
+    for (int i = 0; i < 2; ++i)
+      if (recclResult_t r = recclCommRegister(comm_, (i ? recv_ : send_).get(), rounded, &regs[i].handle);
+          r != recclSuccess)
+        return callFailed("recclCommRegister", r);
   }
   const SourceWait sw = waitFaultSourceReady(comm_);
   if (!gatherDevices()) return false;
@@ -80,6 +94,7 @@ bool RankRunner::run() {
     for (const DeviceInfo& d : devices_) out += formatDeviceLine(d.rank, d.group, d.pid, d.hostname, d.device, d.info);
     out += "# nRanks " + std::to_string(nranks_) + ": " + (processes_ ? "one per process" : "threads of one process") + "\n";
     out += formatSourceLine(sw);
+    if (o_.localRegister > 0) out += "# Buffers registered with each communicator (recclCommRegister, -R)\n";
     std::printf("%s", out.c_str());
   }
   const TableStyle style = TableStyle::of(o_);

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "api/api_result.h"
+#include "api/launch.h"
 #include "core/auth.h"
 #include "core/bootstrap.h"
 #include "core/topology.h"
@@ -69,6 +70,7 @@ Status readConfig(const recclConfig_t* config, const CommConfig& inherit, CommCo
     if (name.size() > 128) return Status(Errc::kInvalidArgument, "config.commName: longer than 128 characters");
     c.name = std::move(name);
   }
+  c.cudaDevice = inherit.cudaDevice;
   *out = std::move(c);
   return Status::Ok();
 }
@@ -158,6 +160,7 @@ void bury(recclComm_t comm) {
     comm->device.reset();  // the stream layer runs collectives on impl: it goes first
   }
   comm->impl.reset();
+  comm->registrations.clear();
   {
     std::lock_guard lk(comm->settleMu);
     comm->pending.reset();
@@ -288,6 +291,7 @@ recclResult_t startInitFrom(recclComm_t* comm, const CommConfig& cfg, int nranks
                           std::to_string(rank) + " init";
   auto handle = std::make_unique<recclComm>();
   handle->config = cfg;
+  if (handle->config.cudaDevice < 0) handle->config.cudaDevice = callerDevice();  // this thread's, not init's
   if (cfg.blocking) {
     auto ids = idFrom(nullptr);
     idFrom = nullptr;

@@ -34,6 +34,7 @@
 
 #include "api/api_result.h"
 #include "api/red_ops.h"
+#include "api/registrations.h"
 #include "core/comm.h"
 #include "core/wire.h"
 #include "reccl/common/status.h"
@@ -50,6 +51,9 @@ struct CommConfig {
   int timeoutMs = kUnset;
   int bootstrapTimeoutMs = kUnset;
   std::string name;
+  // Not a recclConfig_t field: the CUDA device current on the thread that made the communicator
+  // (-1: none, host ranks; recclCommCuDevice). A split's or shrink's children keep the parent's.
+  int cudaDevice = -1;
 };
 
 // Reads and checks a caller's recclConfig_t (NULL: `inherit`); the message names the field.
@@ -87,6 +91,7 @@ struct recclComm {
   std::shared_ptr<reccl::api::PendingOp> pending;
   reccl::Status failure;  // kFailed: the init's error; kFinalized: finalize's, if it failed
   reccl::api::RedOpTable redOps;  // recclRedOpCreatePreMulSum's ops on this communicator
+  reccl::api::Registrations registrations;  // recclCommRegister's
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;

@@ -146,7 +146,7 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
   return guarded([&]() -> recclResult_t {
     if (!comms) return fail(recclInvalidArgument, "comms: null pointer");
     if (ndev < 1 || ndev > 1024) return fail(recclInvalidArgument, "ndev: " + std::to_string(ndev) + " is out of range");
-    (void)devlist;  // host build: ranks are threads, there are no devices to pick
+    if (devlist) RECCL_CHECK(finish(checkDeviceList(devlist, ndev)));
     recclUniqueId id;
     RECCL_CHECK(recclGetUniqueId(&id));
     std::vector<recclResult_t> rcs(ndev, recclSuccess);
@@ -158,6 +158,7 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
     for (int i = 0; i < ndev; ++i) {
       try {
         threads.emplace_back([&, i] {
+          if (devlist) useDevice(devlist[i]);  // the rank's device is the one current at its init
           rcs[i] = recclCommInitRank(&comms[i], ndev, id, i);
           if (rcs[i] != recclSuccess) errs[i] = lastError();
         });

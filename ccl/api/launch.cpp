@@ -77,6 +77,22 @@ void useDevice([[maybe_unused]] int device) noexcept {
 #endif
 }
 
+Status checkDeviceList([[maybe_unused]] const int* devlist, [[maybe_unused]] int n) {
+#if RECCL_HAVE_CUDA
+  const int have = cuda::deviceCount();
+  if (have == 0) return Status(Errc::kInvalidArgument, "devlist: given, but this process has " + cuda::noDeviceReason());
+  for (int i = 0; i < n; ++i)
+    if (devlist[i] < 0 || devlist[i] >= have)
+      return Status(Errc::kInvalidArgument, "devlist[" + std::to_string(i) + "]: device " + std::to_string(devlist[i]) +
+                                                " is not one of this process's " + std::to_string(have));
+  return Status::Ok();
+#else
+  return Status(Errc::kInvalidUsage,
+                "devlist: this build of reccl has no CUDA path (RECCL_CUDA=off); pass NULL (the ranks are threads on "
+                "the host)");
+#endif
+}
+
 Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream) {
   core::Comm& impl = *comm.impl;
   RECCL_TRY(checkStream(stream));

@@ -247,7 +247,9 @@ RECCL_API recclResult_t recclCommInitRankScalable(recclComm_t* comm, int nranks,
  * PMIx), PMI_*. RECCL_COMM_ID=host:port or MASTER_ADDR/MASTER_PORT override the address. A
  * setting that is missing is recclInvalidUsage with a message naming what to set. */
 RECCL_API recclResult_t recclCommInitFromEnv(recclComm_t* comm);
-/* Creates ndev communicators in this process (one per rank, ranks as threads): for tests. */
+/* Creates ndev communicators in this process (one per rank, ranks as threads): for tests.
+ * devlist: NULL, or the CUDA device of each rank (made current on its thread before its init;
+ * recclCommCuDevice); a build without CUDA takes only NULL. */
 RECCL_API recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist);
 /* Splits comm (collective over all its ranks): ranks that pass one color form a new
  * communicator, ordered by key, then by rank in comm. RECCL_SPLIT_NOCOLOR: *newcomm = NULL.
@@ -317,6 +319,31 @@ RECCL_API recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats
  * lostConnections), else 0. From any thread, as recclCommGetStats: a watchdog's way to tell
  * which peer went while the communicator was idle. */
 RECCL_API recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost);
+/* The CUDA device comm was made on: the one current on the thread that called the init (a
+ * split's or shrink's children keep their parent's; recclCommInitAll: devlist[i]).
+ * recclInvalidUsage for a communicator made with no CUDA device current (its ranks run on the
+ * host) and in a build without CUDA. */
+RECCL_API recclResult_t recclCommCuDevice(const recclComm_t comm, int* device);
+
+/* Registers [buff, buff + size) with comm (NCCL's ncclCommRegister); *handle names the
+ * registration for recclCommDeregister. No transport of reccl needs one to move a buffer (TCP
+ * sends from it in place; verbs and the CUDA path stage through slots registered when a
+ * connection is made), so a registration changes nothing about how data moves: code written for
+ * NCCL's registration runs unchanged, and a wrong handle is refused, not ignored. A range may be
+ * registered more than once (a handle each) and overlap others. Registrations still live when
+ * comm is destroyed or aborted go with it. */
+RECCL_API recclResult_t recclCommRegister(const recclComm_t comm, void* buff, size_t size, void** handle);
+/* Ends a registration made on comm, in any state comm is in until it is closed;
+ * recclInvalidArgument for a handle that is not live on comm (ended already, or another
+ * communicator's). */
+RECCL_API recclResult_t recclCommDeregister(const recclComm_t comm, void* handle);
+/* size bytes of device memory on the calling thread's current device (NCCL's ncclMemAlloc;
+ * cudaMalloc here), for buffers; free it with recclMemFree. recclUnhandledCudaError naming why
+ * where the process has no usable device; recclInvalidUsage in a build without CUDA. */
+RECCL_API recclResult_t recclMemAlloc(void** ptr, size_t size);
+/* Frees memory recclMemAlloc returned (NULL: nothing, recclSuccess). Any other pointer is
+ * refused with recclInvalidArgument and left alone. */
+RECCL_API recclResult_t recclMemFree(void* ptr);
 
 RECCL_API recclResult_t recclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              recclDataType_t datatype, recclRedOp_t op, recclComm_t comm,

@@ -162,9 +162,11 @@ TEST_F(NcclTestsCompat, FlagsPassedByHabitAreAcceptedAndGpuOnlyOnesNoted) {
             0)
       << slurp(dir_ / "out.txt");
   const std::string out = slurp(dir_ / "out.txt");
-  for (const char* note : {"-G,--cudagraph 4", "-R,--local_register 1", "-M,--memory 1", "-y,--stream_null 1",
-                           "-V,--device_cta_count 16"})
+  for (const char* note : {"-G,--cudagraph 4", "-M,--memory 1", "-y,--stream_null 1", "-V,--device_cta_count 16"})
     EXPECT_NE(out.find(std::string("reccl-bench: ") + note), std::string::npos) << note << "\n" << out;
+  // -R 1 registers the buffers (recclCommRegister), as nccl-tests' does: no note, a header line.
+  EXPECT_EQ(out.find("--local_register"), std::string::npos) << out;
+  EXPECT_NE(out.find("# Buffers registered with each communicator"), std::string::npos) << out;
   EXPECT_EQ(out.find("--cta_policy 0"), std::string::npos) << "a flag left at 0 is not noted";
   EXPECT_EQ(bench({"-a", "4"}, "usage.txt"), 64);
   EXPECT_NE(slurp(dir_ / "usage.txt").find("-a/--average"), std::string::npos);

@@ -1,6 +1,7 @@
 // NCCL's API as reccl offers it: recclCommInitRankConfig with a versioned config and non-blocking
 // init, recclCommSplit, recclCommFinalize, recclBcast, recclAlltoAll (and its old spelling),
-// recclGather and recclScatter, and recclGetUniqueId + recclCommInitRank across processes. Ranks are threads unless said otherwise.
+// recclGather and recclScatter, recclGetUniqueId + recclCommInitRank across processes, buffer
+// registration, recclMemAlloc and recclCommCuDevice. Ranks are threads unless said otherwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <cstdio>
 #include <numeric>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -18,6 +20,9 @@
 #include "ccl_test_util.h"
 #include "reccl/reccl.h"
 #include "reccl/reccl.hpp"
+#if RECCL_HAVE_CUDA
+#include "transport/cuda/device_probe.h"
+#endif
 
 namespace reccl::test {
 namespace {
@@ -445,6 +450,132 @@ TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
     });
   for (auto& t : ranks) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+// ---- registration, device memory, the communicator's device --------------------------------
+
+std::string lastError() { return recclGetLastError(nullptr); }
+
+#define OR_RETURN(call)                      \
+  do {                                       \
+    recclResult_t rc_ = (call);              \
+    if (rc_ != recclSuccess) return rc_;     \
+  } while (0)
+
+// Registered buffers carry collectives bit for bit; every handle ends once, on its own
+// communicator only; the arguments are checked by name.
+TEST(NcclApi, RegistrationsEndOnceAndOnlyOnTheirCommunicator) {
+  const int n = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  const size_t count = 1 << 16;
+  std::vector<std::vector<float>> send(n, std::vector<float>(count)), recv(n, std::vector<float>(count, -1));
+  std::vector<void*> hs(n), hr(n), again(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    for (size_t i = 0; i < count; ++i) send[r][i] = static_cast<float>((r + 1) * 1000 + i % 977);
+    OR_RETURN(recclCommRegister(c, send[r].data(), count * sizeof(float), &hs[r]));
+    OR_RETURN(recclCommRegister(c, recv[r].data(), count * sizeof(float), &hr[r]));
+    // The same range again (and overlapping the first): a handle of its own.
+    OR_RETURN(recclCommRegister(c, send[r].data() + 8, 64, &again[r]));
+    return recclAllReduce(send[r].data(), recv[r].data(), count, recclFloat32, recclSum, c, nullptr);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << lastError();
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(recv[r][i], static_cast<float>(1000 + i % 977) + static_cast<float>(2000 + i % 977))
+          << "rank " << r << " element " << i;
+  std::set<void*> distinct{hs[0], hr[0], again[0], hs[1], hr[1], again[1]};
+  EXPECT_EQ(distinct.size(), 6u) << "a handle was handed out twice";
+  EXPECT_EQ(distinct.count(nullptr), 0u);
+
+  // Rank 0's handle is nothing on rank 1's communicator, and stays live on rank 0's.
+  EXPECT_EQ(recclCommDeregister(world[1], hs[0]), recclInvalidArgument);
+  EXPECT_NE(lastError().find("handle: no live registration"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommDeregister(world[0], hs[0]), recclSuccess) << lastError();
+  EXPECT_EQ(recclCommDeregister(world[0], hs[0]), recclInvalidArgument) << "a handle ended twice";
+  EXPECT_EQ(recclCommDeregister(world[0], nullptr), recclInvalidArgument);
+  EXPECT_NE(lastError().find("handle"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommDeregister(world[0], again[0]), recclSuccess) << lastError();
+  EXPECT_EQ(recclCommDeregister(world[1], hr[1]), recclSuccess) << lastError();
+  // hr[0], hs[1], again[1] stay registered: they go with their communicators.
+
+  void* h = reinterpret_cast<void*>(0x1);
+  float x[4];
+  EXPECT_EQ(recclCommRegister(world[0], nullptr, 16, &h), recclInvalidArgument);
+  EXPECT_NE(lastError().find("buff"), std::string::npos) << lastError();
+  EXPECT_EQ(h, nullptr) << "a refused registration left a handle behind";
+  EXPECT_EQ(recclCommRegister(world[0], x, 0, &h), recclInvalidArgument);
+  EXPECT_NE(lastError().find("size"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommRegister(world[0], x, SIZE_MAX, &h), recclInvalidArgument);
+  EXPECT_NE(lastError().find("address space"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommRegister(world[0], x, sizeof x, nullptr), recclInvalidArgument);
+  EXPECT_NE(lastError().find("handle"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommRegister(nullptr, x, sizeof x, &h), recclInvalidArgument);
+  EXPECT_NE(lastError().find("comm"), std::string::npos) << lastError();
+}
+
+// A finalized communicator takes no new registration, and its registrations still end.
+TEST(NcclApi, RegistrationsEndAfterFinalize) {
+  const int n = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<float> buf(256);
+  std::vector<void*> h(n, nullptr);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    OR_RETURN(recclCommRegister(c, buf.data(), buf.size() * sizeof(float), &h[r]));
+    return recclCommFinalize(c);
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << lastError();
+  void* late = nullptr;
+  EXPECT_EQ(recclCommRegister(world[0], buf.data(), 4, &late), recclInvalidUsage);
+  EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(recclCommDeregister(world[r], h[r]), recclSuccess) << lastError();
+}
+
+// Device memory and a communicator's device, in a process without a GPU (here, and on CI) or a
+// build without CUDA: refused with the reason, nothing allocated; a pointer recclMemAlloc did not
+// return is never freed. (On a GPU: tests/unit/cuda's stream worker allocates, registers, runs
+// and frees.)
+TEST(NcclApi, DeviceMemoryAndDeviceWithoutAGpuAreRefusedWithTheReason) {
+#if RECCL_HAVE_CUDA
+  if (reccl::cuda::deviceCount() > 0) GTEST_SKIP() << "a CUDA device is here: cuda_device_test covers it";
+  const recclResult_t allocRefused = recclUnhandledCudaError;
+  const char* allocWhy = "no CUDA device";
+  const char* commWhy = "no CUDA device current";
+  const recclResult_t devlistRefused = recclInvalidArgument;
+#else
+  const recclResult_t allocRefused = recclInvalidUsage;
+  const char* allocWhy = "no CUDA path";
+  const char* commWhy = "no CUDA path";
+  const recclResult_t devlistRefused = recclInvalidUsage;
+#endif
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(recclMemAlloc(&p, 1 << 20), allocRefused);
+  EXPECT_NE(lastError().find(allocWhy), std::string::npos) << lastError();
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(recclMemAlloc(nullptr, 1 << 20), recclInvalidArgument);
+  EXPECT_NE(lastError().find("ptr"), std::string::npos) << lastError();
+  EXPECT_EQ(recclMemAlloc(&p, 0), recclInvalidArgument);
+  EXPECT_NE(lastError().find("size"), std::string::npos) << lastError();
+  EXPECT_EQ(recclMemFree(nullptr), recclSuccess);
+  std::vector<char> mine(64);
+  EXPECT_EQ(recclMemFree(mine.data()), recclInvalidArgument);
+  EXPECT_NE(lastError().find("not from recclMemAlloc"), std::string::npos) << lastError();
+
+  Comms world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  int device = 77;
+  EXPECT_EQ(recclCommCuDevice(world[0], &device), recclInvalidUsage);
+  EXPECT_NE(lastError().find(commWhy), std::string::npos) << lastError();
+  EXPECT_EQ(device, 77);
+  EXPECT_EQ(recclCommCuDevice(world[0], nullptr), recclInvalidArgument);
+  EXPECT_NE(lastError().find("device"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommCuDevice(nullptr, &device), recclInvalidArgument);
+
+  recclComm_t comms[2] = {reinterpret_cast<recclComm_t>(0x1), reinterpret_cast<recclComm_t>(0x1)};
+  const int devlist[2] = {0, 0};
+  EXPECT_EQ(recclCommInitAll(comms, 2, devlist), devlistRefused);
+  EXPECT_NE(lastError().find("devlist"), std::string::npos) << lastError();
 }
 
 // recclGetUniqueId here; the ranks are other processes (api_worker, linked with libreccl.so as an

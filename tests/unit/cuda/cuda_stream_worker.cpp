@@ -5,7 +5,8 @@
 //
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (or reccl testbed run), and WORKER_MODE:
 //   matrix (default)  every collective x buffer placement (device, pinned, managed or pageable
-//                     host memory on a stream; device memory with a NULL stream) x in place or
+//                     host memory on a stream; device memory with a NULL stream; recclMemAlloc's
+//                     memory registered with recclCommRegister, on a stream) x in place or
 //                     not x a few types and ops. On the stream, the input copy sits behind a
 //                     kernel that holds the stream for 2 ms and the output copy right after the
 //                     collective, with no host synchronization between: a collective that did
@@ -16,6 +17,7 @@
 //   async-error       rank 0 enqueues an allreduce that rank 1 never joins (it aborts its
 //                     communicator): rank 0 must see recclCommGetAsyncError report it, its stream
 //                     must complete, and its next call must fail.
+// Every mode first checks that recclCommCuDevice names the device the init ran on.
 // Output: "started rank R", "done rank R iters N failovers F cases C", "worker rank R: <what>".
 // Exit: 0 all correct, 1 wrong result, 2 set-up failed, 3 CUDA error, 10 + recclResult_t of the
 // first failing call.
@@ -68,7 +70,8 @@ int envInt(const char* name, int def) {
     }                                                                                             \
   } while (0)
 
-enum class Place { kDevice, kPinned, kManaged, kHost, kDeviceNullStream };
+// kRegistered: device memory from recclMemAlloc, registered with the communicator.
+enum class Place { kDevice, kPinned, kManaged, kHost, kDeviceNullStream, kRegistered };
 const char* placeName(Place p) {
   switch (p) {
     case Place::kDevice: return "device";
@@ -76,6 +79,7 @@ const char* placeName(Place p) {
     case Place::kManaged: return "managed";
     case Place::kHost: return "host";
     case Place::kDeviceNullStream: return "device-null-stream";
+    case Place::kRegistered: return "registered";
   }
   return "?";
 }
@@ -84,9 +88,15 @@ const char* placeName(Place p) {
 struct UserBuffer {
   Place place;
   unsigned char* p = nullptr;
-  UserBuffer(Place pl, size_t bytes) : place(pl) {
+  recclComm_t comm = nullptr;  // kRegistered: registered with it
+  void* handle = nullptr;
+  UserBuffer(Place pl, size_t bytes, recclComm_t c = nullptr) : place(pl), comm(c) {
     void* v = nullptr;
     switch (pl) {
+      case Place::kRegistered:
+        RECCL_OR_EXIT(recclMemAlloc(&v, bytes), comm);
+        RECCL_OR_EXIT(recclCommRegister(comm, v, bytes, &handle), comm);
+        break;
       case Place::kDevice:
       case Place::kDeviceNullStream: CUDA_OR_EXIT(cudaMalloc(&v, bytes)); break;
       case Place::kPinned: CUDA_OR_EXIT(cudaHostAlloc(&v, bytes, cudaHostAllocDefault)); break;
@@ -97,6 +107,10 @@ struct UserBuffer {
   }
   ~UserBuffer() {
     switch (place) {
+      case Place::kRegistered:
+        RECCL_OR_EXIT(recclCommDeregister(comm, handle), comm);
+        RECCL_OR_EXIT(recclMemFree(p), comm);
+        break;
       case Place::kDevice:
       case Place::kDeviceNullStream:
       case Place::kManaged: cudaFree(p); break;
@@ -144,7 +158,7 @@ uint64_t runCase(recclComm_t comm, cudaStream_t stream, Coll c, recclDataType_t 
   UserBuffer inBuf(Place::kPinned, bytes), resultBuf(Place::kPinned, bytes);
   unsigned char* in = inBuf.p;
   unsigned char* result = resultBuf.p;
-  UserBuffer send(place, bytes), recv(place, bytes);
+  UserBuffer send(place, bytes, comm), recv(place, bytes, comm);
   // Where the call's buffers sit (reccl-bench's in-place conventions) and what the host stages.
   unsigned char* sendPtr = send.p;
   unsigned char* recvPtr = recv.p;
@@ -207,7 +221,8 @@ int matrix(recclComm_t comm, cudaStream_t stream, int rank, int n) {
   };
   const TypeOp typeOps[] = {{recclFloat32, recclSum}, {recclFloat16, recclSum}, {recclBfloat16, recclMax},
                             {recclInt8, recclMin},    {recclFloat64, recclAvg}, {recclUint64, recclProd}};
-  const Place places[] = {Place::kDevice, Place::kPinned, Place::kManaged, Place::kHost, Place::kDeviceNullStream};
+  const Place places[] = {Place::kDevice, Place::kPinned,           Place::kManaged,
+                          Place::kHost,   Place::kDeviceNullStream, Place::kRegistered};
   uint64_t wrong = 0;
   int cases = 0;
   for (Coll c : reccl::bench::kAllColls)
@@ -326,6 +341,13 @@ int main() {
   int n = 1;
   RECCL_OR_EXIT(recclCommUserRank(comm, &gRank), comm);
   RECCL_OR_EXIT(recclCommCount(comm, &n), comm);
+  int commDevice = -1;
+  RECCL_OR_EXIT(recclCommCuDevice(comm, &commDevice), comm);
+  if (commDevice != local % ndev) {
+    std::printf("worker rank %d: recclCommCuDevice says device %d, the init ran on device %d\n", gRank, commDevice,
+                local % ndev);
+    return 1;
+  }
   std::printf("started rank %d\n", gRank);
   std::fflush(stdout);
   std::string mode = getenv("WORKER_MODE") ? getenv("WORKER_MODE") : "matrix";

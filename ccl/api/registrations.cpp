@@ -1,0 +1,52 @@
+#include "api/registrations.h"
+
+#include <atomic>
+#include <string>
+
+namespace reccl::api {
+namespace {
+
+// Odd values from a high start: a handle is never NULL, never a small integer a caller might
+// pass by mistake, and never an aligned pointer a caller might confuse with one.
+uintptr_t nextHandle() {
+  static std::atomic<uintptr_t> next{0x5e61'0001};
+  return next.fetch_add(2, std::memory_order_relaxed);
+}
+
+}  // namespace
+
+Result<void*> Registrations::add(const void* buff, size_t size) {
+  if (!buff) return Status(Errc::kInvalidArgument, "buff: null pointer");
+  if (size == 0) return Status(Errc::kInvalidArgument, "size: 0 bytes");
+  const auto begin = reinterpret_cast<uintptr_t>(buff);
+  if (size > UINTPTR_MAX - begin)
+    return Status(Errc::kInvalidArgument, "size: " + std::to_string(size) + " bytes from buff run past the address space");
+  std::lock_guard lk(mu_);
+  if (live_.size() >= kMaxLive)
+    return Status(Errc::kInvalidUsage, "comm: holds " + std::to_string(kMaxLive) +
+                                           " registrations already (recclCommDeregister releases them)");
+  const uintptr_t h = nextHandle();
+  live_.insert(h);
+  return reinterpret_cast<void*>(h);
+}
+
+Status Registrations::remove(void* handle) {
+  if (!handle) return Status(Errc::kInvalidArgument, "handle: null");
+  std::lock_guard lk(mu_);
+  if (live_.erase(reinterpret_cast<uintptr_t>(handle)) == 0)
+    return Status(Errc::kInvalidArgument,
+                  "handle: no live registration of this communicator (deregistered already, or made on another one)");
+  return Status::Ok();
+}
+
+size_t Registrations::live() const {
+  std::lock_guard lk(mu_);
+  return live_.size();
+}
+
+void Registrations::clear() {
+  std::lock_guard lk(mu_);
+  live_.clear();
+}
+
+}  // namespace reccl::api
