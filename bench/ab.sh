@@ -7,6 +7,7 @@
 #
 #   sudo bench/ab.sh --a build-main --b build --out ab.json                  # 8 B .. 1 MiB, all rails
 #   sudo bench/ab.sh --a build-main --b build --nics =rail0 -b 8 -e 64M --rounds 7
+#   sudo bench/ab.sh --a build-main --b build --coll sendrecv -b 64K -e 16M -f 4   # another collective
 #
 # Needs root (network namespaces), jq, and reccl + reccl-bench in both builds' bin/ (the testbed
 # is made with A's reccl).
@@ -16,6 +17,7 @@ set -euo pipefail
 
 A=""
 B=""
+COLL=allreduce
 ROUNDS=5
 MIN=8
 MAX=1M
@@ -27,7 +29,7 @@ TOLERANCE=0.05
 OUT=ab.json
 NAME="ab$$"
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --a) A="$2"; shift 2 ;;
@@ -39,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     -n|--iters) ITERS="$2"; shift 2 ;;
     -w) WARMUP="$2"; shift 2 ;;
     --nics) NICS="$2"; shift 2 ;;
+    --coll) COLL="$2"; shift 2 ;;
     --tolerance) TOLERANCE="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --name) NAME="$2"; shift 2 ;;
@@ -83,7 +86,7 @@ sweep() {
   local side="$1" round="$2" tag="$1-r$2"
   step "round $round: $side (${!side})"
   RECCL_NICS="$NICS" "$RECCL" testbed run --name "$NAME" --timeout 600 -- \
-    "${BIN[$side]}/reccl-bench" -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" \
+    "${BIN[$side]}/reccl-bench" --coll "$COLL" -b "$MIN" -e "$MAX" -f "$FACTOR" -n "$ITERS" -w "$WARMUP" \
     --json "$WORK/$tag.json" >"$WORK/$tag.log" 2>&1 || {
     cat "$WORK/$tag.log" >&2
     echo "ab.sh: $tag failed" >&2
@@ -97,17 +100,18 @@ LOAD_END="$(cut -d' ' -f1-3 /proc/loadavg)"
 
 files=()
 for ((round = 1; round <= ROUNDS; ++round)); do files+=("$WORK/A-r$round.json" "$WORK/B-r$round.json"); done
-jq -s --arg a "$A" --arg b "$B" --arg nics "$NICS" --argjson tol "$TOLERANCE" \
+jq -s --arg a "$A" --arg b "$B" --arg coll "$COLL" --arg nics "$NICS" --argjson tol "$TOLERANCE" \
   --arg load_start "$LOAD_START" --arg load_end "$LOAD_END" '
   def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   # [[A round 1, B round 1], [A round 2, B round 2], ...]
   [range(0; length; 2) as $i | [.[$i], .[$i + 1]]] as $pairs
   | ($pairs[0][0].rows | map(.size_bytes)) as $sizes
   | {
-      date: (now | todate), a: $a, b: $b, nics: $nics, rounds: ($pairs | length), tolerance: $tol,
+      date: (now | todate), a: $a, b: $b, coll: $coll, nics: $nics, rounds: ($pairs | length), tolerance: $tol,
       load: {start: $load_start, end: $load_end},
       sizes: [$sizes[] as $s | {size: $s}
         + ([["in_place", "out_of_place"][] as $k
+            | select($pairs[0][0].rows[0][$k] != null)  # sendrecv has no in-place time
             | ($pairs | map((.[1].rows[] | select(.size_bytes == $s) | .[$k].time_us)
                              / (.[0].rows[] | select(.size_bytes == $s) | .[$k].time_us))) as $r
             | {key: $k, value: {b_over_a_time: ($r | med), min: ($r | min), max: ($r | max),
@@ -121,9 +125,9 @@ jq -s --arg a "$A" --arg b "$B" --arg nics "$NICS" --argjson tol "$TOLERANCE" \
 jq -r '
   def r3: . * 1000 | round / 1000;
   "",
-  "B time / A time per size, median of \(.rounds) interleaved rounds (range), RECCL_NICS=\(.nics); load \(.load.start) -> \(.load.end)",
+  "\(.coll): B time / A time per size, median of \(.rounds) interleaved rounds (range), RECCL_NICS=\(.nics); load \(.load.start) -> \(.load.end)",
   "  A: \(.a)   B: \(.b)",
-  (.sizes[] | "  \(.size | tostring | (" " * (10 - length)) + .) B   out of place \(.out_of_place.b_over_a_time | r3) (\(.out_of_place.min | r3)-\(.out_of_place.max | r3))   in place \(.in_place.b_over_a_time | r3) (\(.in_place.min | r3)-\(.in_place.max | r3))   A \(.out_of_place.a_time_us | round) us"),
+  (.sizes[] | "  \(.size | tostring | (" " * (10 - length)) + .) B   out of place \(.out_of_place.b_over_a_time | r3) (\(.out_of_place.min | r3)-\(.out_of_place.max | r3))\(if .in_place then "   in place \(.in_place.b_over_a_time | r3) (\(.in_place.min | r3)-\(.in_place.max | r3))" else "" end)   A \(.out_of_place.a_time_us | round) us"),
   (if (.slower | length) == 0 then "no size slower by more than \(.tolerance * 100 | round) % at the median"
    else "slower by more than \(.tolerance * 100 | round) % at the median: \(.slower | map(tostring) | join(", ")) B" end),
   "wrong elements: \(.wrong)"' "$OUT"

@@ -6,6 +6,8 @@ that order (the order that needs reccl's lanes), and wait for both. Variants, ea
 processes, in interleaved rounds with the order rotating per round:
   reccl       reccl's defaults (shared memory between ranks of one host)
   reccl-tcp   RECCL_SHM_DISABLE=1 (TCP over loopback, as gloo)
+  reccl-tcp-copy  the same with every step copied through reccl's slots (the direct paths off:
+              RECCL_DIRECT_SEND_MIN_BYTES=0, RECCL_DIRECT_RECV_MIN_BYTES=0); not run by default
   gloo        gloo (TCP over loopback)
 A run's figure per size is the median exchange time on rank 0 after --warmup; a variant's is the
 median over rounds; the ratios are per round (variant / gloo of the same round), median. The
@@ -28,6 +30,8 @@ import tempfile
 VARIANTS = {
     "reccl": ("reccl", {}),
     "reccl-tcp": ("reccl", {"RECCL_SHM_DISABLE": "1"}),
+    "reccl-tcp-copy": ("reccl", {"RECCL_SHM_DISABLE": "1", "RECCL_DIRECT_SEND_MIN_BYTES": "0",
+                                 "RECCL_DIRECT_RECV_MIN_BYTES": "0"}),
     "gloo": ("gloo", {}),
 }
 
@@ -125,7 +129,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20, help="timed exchanges per size and run")
     ap.add_argument("--warmup", type=int, default=3, help="untimed exchanges before them")
-    ap.add_argument("--variants", default=",".join(VARIANTS), help="comma list of " + ", ".join(VARIANTS))
+    ap.add_argument("--variants", default="reccl,reccl-tcp,gloo", help="comma list of " + ", ".join(VARIANTS))
     ap.add_argument("--out", help="JSON file for every run's figures")
     args = ap.parse_args()
     try:

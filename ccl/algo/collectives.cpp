@@ -423,6 +423,33 @@ Result<std::vector<SelfPair>> selfPairs(std::span<const P2POp> ops, int rank) {
 
 Status checkSelfPairs(std::span<const P2POp> ops, int rank) { return selfPairs(ops, rank).status(); }
 
+namespace {
+
+// A receive names where its next two steps go in `buf` (direct receive: the transport writes a
+// payload there when it learns of it before the payload arrives). The receive is the one running
+// on its connection, so the connection's next step is this receive's element `done`. A step is
+// named once, and only once the step two before it was taken (RecvPort keeps two targets and
+// replaces the older: one whose payload may still be landing must not be replaced).
+void nameDirectTargets(const StepContext& ctx, channel::RecvPort& rp, void* buf, size_t count, size_t done,
+                       size_t chunk, uint64_t* targeted) {
+  if (ctx.directMinBytes == 0) return;
+  const uint64_t applied = rp.applied();
+  for (uint64_t ahead = 1; ahead <= 2; ++ahead) {
+    const uint64_t step = applied + ahead;
+    const size_t off = done + (ahead - 1) * chunk;
+    if (step <= *targeted || off >= count) continue;
+    if (step <= rp.received()) {  // here already, in its slot
+      *targeted = step;
+      continue;
+    }
+    const size_t len = std::min(chunk, count - off);
+    Prims(ctx, nullptr, &rp).expectDirect(b(buf, off, ctx.esize), len, ahead);
+    *targeted = step;
+  }
+}
+
+}  // namespace
+
 Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
   struct State {
     const P2POp* op;
@@ -430,6 +457,7 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
     channel::RecvPort* rp = nullptr;
     StepContext ctx;
     size_t done = 0;
+    uint64_t targeted = 0;  // a receive: the last step named as a direct target
     bool started = false;
     bool finished = false;
   };
@@ -446,6 +474,8 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
     s.ctx.esize = reduce::typeSize(op.dtype);
     s.ctx.nranks = cs.nranks();
     s.ctx.cs = &cs;
+    s.ctx.directMinBytes = cs.directRecvMinBytes();
+    s.ctx.directSendMinBytes = cs.directSendMinBytes();
     st.push_back(s);
   }
   RECCL_ASSIGN_OR_RETURN(auto self, selfPairs(ops, r));
@@ -475,13 +505,20 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
       if (earlier) continue;
       size_t esize = s.ctx.esize;
       size_t chunk = std::max<size_t>(1, (s.sp ? s.sp->chunkBytes() : s.rp->chunkBytes()) / esize);
+      if (s.rp) nameDirectTargets(s.ctx, *s.rp, s.op->buf, s.op->count, s.done, chunk, &s.targeted);
       for (;;) {
         bool ready = s.sp ? s.sp->failed() || s.sp->posted() < s.sp->acked() + s.sp->slots()
                           : s.rp->failed() || s.rp->received() > s.rp->applied();
         if (!ready) break;
         size_t len = std::min(chunk, s.op->count - s.done);
         Prims p(s.ctx, s.sp, s.rp);
-        if (s.sp)
+        // A send's steps go from the caller's buffer but the last, which is copied into its
+        // slot: the call returns once the acks of the steps before it came back (finishDirect
+        // below), which they do while the last one goes; an ack of the last could take up to
+        // 1 ms (TCP's lazy acks of small steps), and a one-step message waits for none.
+        if (s.sp && s.done + len < s.op->count)
+          RECCL_TRY(p.sendUser(cb(s.op->buf, s.done, esize), len));
+        else if (s.sp)
           RECCL_TRY(p.send(cb(s.op->buf, s.done, esize), len));
         else
           RECCL_TRY(p.recv(b(s.op->buf, s.done, esize), len));
@@ -505,6 +542,9 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
     else
       std::this_thread::sleep_for(std::chrono::microseconds(idleSpins < 1024 ? 5 : 200));
   }
+  // A send buffer may go once this returns: no resend may read it afterwards.
+  for (auto& s : st)
+    if (s.sp) RECCL_TRY(Prims(s.ctx, s.sp, nullptr).finishDirect());
   return Status::Ok();
 }
 
