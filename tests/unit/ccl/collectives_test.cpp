@@ -70,9 +70,9 @@ INSTANTIATE_TEST_SUITE_P(
                     Config{"tcp3_ring_smallchunk_direct", 3, false, "ring", "4096", "0", false, true, "1"},
                     Config{"tcp2_ring_smallchunk_direct", 2, false, "ring", "4096", "2", false, true, "1"},
                     Config{"tcp2_nodirect", 2, false, "", "512K", "0", true, false, "0"},
-                    // The 1M+3 subset in 16 KiB steps, every one direct: a send's 255 steps but
-                    // the last from the buffer, a receive's named two ahead, two messages on one
-                    // connection in one group.
+                    // The 1M+3 subset in 16 KiB steps, every one direct: a send's 256 steps but
+                    // the last 8 (RECCL_SLOTS) from the buffer, a receive's named two ahead, two
+                    // messages on one connection in one group.
                     Config{"tcp2_smallchunk_direct_large", 2, false, "", "16K", "0", true, false, "1"},
                     Config{"tcp4_2ch", 4, false, "", "512K", "2", true, true, "64K", "16"},
                     Config{"tcp3_3ch_in_turn", 3, false, "ring", "4096", "3", false, true, "1", "1"},
