@@ -158,8 +158,12 @@ recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist)
     for (int i = 0; i < ndev; ++i) {
       try {
         threads.emplace_back([&, i] {
-          if (devlist) useDevice(devlist[i]);  // the rank's device is the one current at its init
+          // The rank's device is the one current at its init. A rank that cannot take its
+          // device still joins the rendezvous as a host rank, so the others do not wait for
+          // it until the deadline; it fails, and all are aborted below.
+          Status dev = devlist ? setDevice(devlist[i]) : Status::Ok();
           rcs[i] = recclCommInitRank(&comms[i], ndev, id, i);
+          if (!dev.ok()) rcs[i] = fail(dev);
           if (rcs[i] != recclSuccess) errs[i] = lastError();
         });
       } catch (const std::system_error& e) {

@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include "stream/cuda_queue.h"
+#include "transport/cuda/cuda_status.h"
 #include "transport/cuda/device_probe.h"
 #include "transport/cuda/memory_kind.h"
 #endif
@@ -90,6 +91,14 @@ Status checkDeviceList([[maybe_unused]] const int* devlist, [[maybe_unused]] int
   return Status(Errc::kInvalidUsage,
                 "devlist: this build of reccl has no CUDA path (RECCL_CUDA=off); pass NULL (the ranks are threads on "
                 "the host)");
+#endif
+}
+
+Status setDevice([[maybe_unused]] int device) {
+#if RECCL_HAVE_CUDA
+  return cuda::cudaStatus(cudaSetDevice(device), "devlist: cudaSetDevice(" + std::to_string(device) + ")");
+#else
+  return Status(Errc::kInvalidUsage, "devlist: this build of reccl has no CUDA path (RECCL_CUDA=off)");
 #endif
 }
 

@@ -18,8 +18,10 @@ Status checkStream(recclStream_t stream);
 // another thread's (a group runs its communicators on threads of their own).
 int callerDevice() noexcept;
 void useDevice(int device) noexcept;
-// recclCommInitAll's devlist: n devices of this process (a build without CUDA has none).
+// recclCommInitAll's devlist: n devices of this process (a build without CUDA has none); and
+// making one current on a rank's thread, with CUDA's error.
 Status checkDeviceList(const int* devlist, int n);
+Status setDevice(int device);
 // `p` is memory the host reads directly (not CUDA device memory); `what` names it in the error.
 Status checkHostReadable(const void* p, const char* what);
 // The stream layer's first error (Ok without one, or without a stream layer).

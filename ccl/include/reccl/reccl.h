@@ -6,7 +6,9 @@
  * recclStream_t, with NCCL's semantics (the call enqueues and returns; the collective is ordered
  * on the stream; errors through recclCommGetAsyncError), and device buffers (with a NULL stream:
  * on the legacy default stream, returning when done). No C++ exception ever crosses this
- * boundary.
+ * boundary. After a call that failed, the transport may still have I/O in flight on that call's
+ * buffers (TCP moves large steps straight from and into them): reuse or free them only once
+ * recclCommAbort or recclCommDestroy has returned, which wait for that I/O to end.
  *
  * Threads (NCCL's rules, stated):
  * - A communicator is used by one thread at a time: two threads must not call into the same
@@ -249,7 +251,8 @@ RECCL_API recclResult_t recclCommInitRankScalable(recclComm_t* comm, int nranks,
 RECCL_API recclResult_t recclCommInitFromEnv(recclComm_t* comm);
 /* Creates ndev communicators in this process (one per rank, ranks as threads): for tests.
  * devlist: NULL, or the CUDA device of each rank (made current on its thread before its init;
- * recclCommCuDevice); a build without CUDA takes only NULL. */
+ * recclCommCuDevice; a device that cannot be made current fails the call); a build without CUDA
+ * takes only NULL. */
 RECCL_API recclResult_t recclCommInitAll(recclComm_t* comms, int ndev, const int* devlist);
 /* Splits comm (collective over all its ranks): ranks that pass one color form a new
  * communicator, ordered by key, then by rank in comm. RECCL_SPLIT_NOCOLOR: *newcomm = NULL.
@@ -320,15 +323,18 @@ RECCL_API recclResult_t recclCommGetStats(const recclComm_t comm, recclCommStats
  * which peer went while the communicator was idle. */
 RECCL_API recclResult_t recclCommPeerLost(const recclComm_t comm, int peer, int* lost);
 /* The CUDA device comm was made on: the one current on the thread that called the init (a
- * split's or shrink's children keep their parent's; recclCommInitAll: devlist[i]).
- * recclInvalidUsage for a communicator made with no CUDA device current (its ranks run on the
- * host) and in a build without CUDA. */
+ * split's or shrink's children keep their parent's, or where it had none take the one current
+ * at the split; recclCommInitAll: devlist[i]). What it reports; device collectives run on the
+ * device of the first stream (or device buffer) a communicator is given, and a later one on
+ * another device is refused (docs/cuda.md). recclInvalidUsage for a communicator made with no
+ * CUDA device current (its ranks run on the host) and in a build without CUDA. */
 RECCL_API recclResult_t recclCommCuDevice(const recclComm_t comm, int* device);
 
 /* Registers [buff, buff + size) with comm (NCCL's ncclCommRegister); *handle names the
  * registration for recclCommDeregister. No transport of reccl needs one to move a buffer (TCP
- * sends from it in place; verbs and the CUDA path stage through slots registered when a
- * connection is made), so a registration changes nothing about how data moves: code written for
+ * moves large steps straight from and into it and copies the rest through its slots; verbs and
+ * the CUDA path stage through slots registered when a connection is made), so a registration
+ * changes nothing about how data moves: code written for
  * NCCL's registration runs unchanged, and a wrong handle is refused, not ignored. A range may be
  * registered more than once (a handle each) and overlap others. Registrations still live when
  * comm is destroyed or aborted go with it. */

@@ -532,10 +532,36 @@ TEST(NcclApi, RegistrationsEndAfterFinalize) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(recclCommDeregister(world[r], h[r]), recclSuccess) << lastError();
 }
 
-// Device memory and a communicator's device, in a process without a GPU (here, and on CI) or a
-// build without CUDA: refused with the reason, nothing allocated; a pointer recclMemAlloc did not
-// return is never freed. (On a GPU: tests/unit/cuda's stream worker allocates, registers, runs
-// and frees.)
+// The arguments of the device calls, checked by name in every build and process (with a GPU or
+// without): nothing allocated, and a pointer recclMemAlloc did not return is never freed.
+TEST(NcclApi, DeviceCallsCheckTheirArgumentsByName) {
+  void* p = reinterpret_cast<void*>(0x1);
+  EXPECT_EQ(recclMemAlloc(nullptr, 1 << 20), recclInvalidArgument);
+  EXPECT_NE(lastError().find("ptr"), std::string::npos) << lastError();
+  EXPECT_EQ(recclMemAlloc(&p, 0), recclInvalidArgument);
+  EXPECT_NE(lastError().find("size"), std::string::npos) << lastError();
+  EXPECT_EQ(p, nullptr) << "a refused allocation left a pointer behind";
+  EXPECT_EQ(recclMemFree(nullptr), recclSuccess);
+  std::vector<char> mine(64);
+  EXPECT_EQ(recclMemFree(mine.data()), recclInvalidArgument);
+  EXPECT_NE(lastError().find("not from recclMemAlloc"), std::string::npos) << lastError();
+  int device = 77;
+  EXPECT_EQ(recclCommCuDevice(nullptr, &device), recclInvalidArgument);
+  EXPECT_NE(lastError().find("comm"), std::string::npos) << lastError();
+  Comms world(2);
+  ASSERT_TRUE(world.ok()) << world.error();
+  EXPECT_EQ(recclCommCuDevice(world[0], nullptr), recclInvalidArgument);
+  EXPECT_NE(lastError().find("device"), std::string::npos) << lastError();
+  // A device no process has: refused before any rank starts.
+  recclComm_t comms[2] = {reinterpret_cast<recclComm_t>(0x1), reinterpret_cast<recclComm_t>(0x1)};
+  const int devlist[2] = {0, 4096};
+  EXPECT_NE(recclCommInitAll(comms, 2, devlist), recclSuccess);
+  EXPECT_NE(lastError().find("devlist"), std::string::npos) << lastError();
+}
+
+// Device memory and a communicator's device in a process without a GPU (here, and on CI) or a
+// build without CUDA: refused with the reason. (On a GPU: tests/unit/cuda's stream worker
+// allocates, registers, runs every collective on the memory and frees it, and checks the device.)
 TEST(NcclApi, DeviceMemoryAndDeviceWithoutAGpuAreRefusedWithTheReason) {
 #if RECCL_HAVE_CUDA
   if (reccl::cuda::deviceCount() > 0) GTEST_SKIP() << "a CUDA device is here: cuda_device_test covers it";
@@ -553,14 +579,6 @@ TEST(NcclApi, DeviceMemoryAndDeviceWithoutAGpuAreRefusedWithTheReason) {
   EXPECT_EQ(recclMemAlloc(&p, 1 << 20), allocRefused);
   EXPECT_NE(lastError().find(allocWhy), std::string::npos) << lastError();
   EXPECT_EQ(p, nullptr);
-  EXPECT_EQ(recclMemAlloc(nullptr, 1 << 20), recclInvalidArgument);
-  EXPECT_NE(lastError().find("ptr"), std::string::npos) << lastError();
-  EXPECT_EQ(recclMemAlloc(&p, 0), recclInvalidArgument);
-  EXPECT_NE(lastError().find("size"), std::string::npos) << lastError();
-  EXPECT_EQ(recclMemFree(nullptr), recclSuccess);
-  std::vector<char> mine(64);
-  EXPECT_EQ(recclMemFree(mine.data()), recclInvalidArgument);
-  EXPECT_NE(lastError().find("not from recclMemAlloc"), std::string::npos) << lastError();
 
   Comms world(2);
   ASSERT_TRUE(world.ok()) << world.error();
@@ -568,14 +586,18 @@ TEST(NcclApi, DeviceMemoryAndDeviceWithoutAGpuAreRefusedWithTheReason) {
   EXPECT_EQ(recclCommCuDevice(world[0], &device), recclInvalidUsage);
   EXPECT_NE(lastError().find(commWhy), std::string::npos) << lastError();
   EXPECT_EQ(device, 77);
-  EXPECT_EQ(recclCommCuDevice(world[0], nullptr), recclInvalidArgument);
-  EXPECT_NE(lastError().find("device"), std::string::npos) << lastError();
-  EXPECT_EQ(recclCommCuDevice(nullptr, &device), recclInvalidArgument);
+  // A split's child of a communicator with no device has none either (no device is current).
+  std::vector<recclComm_t> child(2, nullptr);
+  auto rcs = world.run([&](int r, recclComm_t c) { return recclCommSplit(c, 0, r, &child[r], nullptr); });
+  for (int r = 0; r < 2; ++r) ASSERT_EQ(rcs[r], recclSuccess) << lastError();
+  EXPECT_EQ(recclCommCuDevice(child[0], &device), recclInvalidUsage);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(recclCommDestroy(child[r]), recclSuccess);
 
   recclComm_t comms[2] = {reinterpret_cast<recclComm_t>(0x1), reinterpret_cast<recclComm_t>(0x1)};
   const int devlist[2] = {0, 0};
   EXPECT_EQ(recclCommInitAll(comms, 2, devlist), devlistRefused);
   EXPECT_NE(lastError().find("devlist"), std::string::npos) << lastError();
+  EXPECT_EQ(comms[0], reinterpret_cast<recclComm_t>(0x1)) << "a refused devlist touched the comms";
 }
 
 // recclGetUniqueId here; the ranks are other processes (api_worker, linked with libreccl.so as an
