@@ -429,21 +429,17 @@ namespace {
 // payload there when it learns of it before the payload arrives). The receive is the one running
 // on its connection, so the connection's next step is this receive's element `done`. A step is
 // named once, and only once the step two before it was taken (RecvPort keeps two targets and
-// replaces the older: one whose payload may still be landing must not be replaced).
+// replaces the older: one whose payload may still be landing must not be replaced). A step here
+// already sits in its slot.
 void nameDirectTargets(const StepContext& ctx, channel::RecvPort& rp, void* buf, size_t count, size_t done,
                        size_t chunk, uint64_t* targeted) {
-  if (ctx.directMinBytes == 0) return;
   const uint64_t applied = rp.applied();
   for (uint64_t ahead = 1; ahead <= 2; ++ahead) {
     const uint64_t step = applied + ahead;
     const size_t off = done + (ahead - 1) * chunk;
     if (step <= *targeted || off >= count) continue;
-    if (step <= rp.received()) {  // here already, in its slot
-      *targeted = step;
-      continue;
-    }
-    const size_t len = std::min(chunk, count - off);
-    Prims(ctx, nullptr, &rp).expectDirect(b(buf, off, ctx.esize), len, ahead);
+    if (step > rp.received())
+      Prims(ctx, nullptr, &rp).expectDirect(b(buf, off, ctx.esize), std::min(chunk, count - off), ahead);
     *targeted = step;
   }
 }
@@ -514,16 +510,17 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
         Prims p(s.ctx, s.sp, s.rp);
         // A send's step goes from the caller's buffer only where the copy would make the call
         // wait for its ack anyway: to post the step `slots` after it into the slot it holds.
-        // The message's last `slots` steps are copied, so the call returns as soon as before
-        // (finishDirect below waits for acks that came already) and the next call overlaps this
-        // one's tail. Sending those from the buffer too cost a root that scatters to several
-        // ranks 16 % at 4 MiB (it then waited for every peer's ack before its next call).
-        if (s.sp && s.done + s.sp->slots() * chunk < s.op->count)
-          RECCL_TRY(p.sendUser(cb(s.op->buf, s.done, esize), len));
-        else if (s.sp)
-          RECCL_TRY(p.send(cb(s.op->buf, s.done, esize), len));
-        else
+        // The message's last `slots` steps are copied, so the call returns as soon as with
+        // copies (finishDirect below waits for acks that came already) and the next call
+        // overlaps this one's tail; a root sending to several ranks would otherwise wait for
+        // every peer's ack before its next call (docs/results/p2p-direct.md).
+        if (s.sp) {
+          const std::byte* src = cb(s.op->buf, s.done, esize);
+          const bool fromBuffer = s.done + s.sp->slots() * chunk < s.op->count;
+          RECCL_TRY(fromBuffer ? p.sendUser(src, len) : p.send(src, len));
+        } else {
           RECCL_TRY(p.recv(b(s.op->buf, s.done, esize), len));
+        }
         s.done += len;
         progressed = true;
         if (s.done >= s.op->count) {

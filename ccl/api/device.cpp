@@ -10,6 +10,7 @@
 
 #include "api/api_result.h"
 #include "api/comm_handle.h"
+#include "api/launch.h"
 
 #if RECCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -51,7 +52,7 @@ recclResult_t recclCommCuDevice(const recclComm_t comm, int* device) {
     *device = d;
     return recclSuccess;
 #else
-    return fail(recclInvalidUsage, "comm: this build of reccl has no CUDA path (RECCL_CUDA=off), so no device");
+    return fail(recclInvalidUsage, std::string("comm: ") + kNoCudaPath + ", so no device");
 #endif
   });
 }
@@ -78,8 +79,7 @@ recclResult_t recclMemAlloc(void** ptr, size_t size) {
     return recclSuccess;
 #else
     return fail(recclInvalidUsage,
-                "recclMemAlloc: this build of reccl has no CUDA path (RECCL_CUDA=off); host buffers need no "
-                "allocator of reccl's");
+                std::string("recclMemAlloc: ") + kNoCudaPath + "; host buffers need no allocator of reccl's");
 #endif
   });
 }
@@ -96,7 +96,7 @@ recclResult_t recclMemFree(void* ptr) {
     }
     return finish(reccl::cuda::cudaStatus(cudaFree(ptr), "cudaFree"));
 #else
-    return fail(recclInvalidArgument, "ptr: not from recclMemAlloc (this build has no CUDA path and allocates none)");
+    return fail(recclInvalidArgument, std::string("ptr: not from recclMemAlloc (") + kNoCudaPath + ": it allocates none)");
 #endif
   });
 }

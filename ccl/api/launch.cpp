@@ -89,8 +89,7 @@ Status checkDeviceList([[maybe_unused]] const int* devlist, [[maybe_unused]] int
   return Status::Ok();
 #else
   return Status(Errc::kInvalidUsage,
-                "devlist: this build of reccl has no CUDA path (RECCL_CUDA=off); pass NULL (the ranks are threads on "
-                "the host)");
+                std::string("devlist: ") + kNoCudaPath + "; pass NULL (the ranks are threads on the host)");
 #endif
 }
 
@@ -98,7 +97,7 @@ Status setDevice([[maybe_unused]] int device) {
 #if RECCL_HAVE_CUDA
   return cuda::cudaStatus(cudaSetDevice(device), "devlist: cudaSetDevice(" + std::to_string(device) + ")");
 #else
-  return Status(Errc::kInvalidUsage, "devlist: this build of reccl has no CUDA path (RECCL_CUDA=off)");
+  return Status(Errc::kInvalidUsage, std::string("devlist: ") + kNoCudaPath);
 #endif
 }
 

@@ -14,6 +14,8 @@ Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream);
 // The stream argument alone (a stream needs a CUDA build and a device): what launch() checks
 // first, for a call that a group queues.
 Status checkStream(recclStream_t stream);
+// What a build without CUDA says when refusing a device call.
+inline constexpr char kNoCudaPath[] = "this build of reccl has no CUDA path (RECCL_CUDA=off)";
 // The calling thread's CUDA device where this process has a CUDA context, else -1; and making it
 // another thread's (a group runs its communicators on threads of their own).
 int callerDevice() noexcept;

@@ -39,11 +39,6 @@ Status Registrations::remove(void* handle) {
   return Status::Ok();
 }
 
-size_t Registrations::live() const {
-  std::lock_guard lk(mu_);
-  return live_.size();
-}
-
 void Registrations::clear() {
   std::lock_guard lk(mu_);
   live_.clear();

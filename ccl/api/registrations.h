@@ -1,7 +1,8 @@
 // The buffers a communicator's handle has registered (recclCommRegister). No transport needs a
-// registration to move a buffer (TCP sends from it in place; verbs and the CUDA path stage through
-// slots registered when a connection is made), so the table only keeps which handles are live: a
-// deregister of a handle that is not is refused by name.
+// registration to move a buffer (TCP moves large steps straight from and into it and copies the
+// rest through its slots; verbs and the CUDA path stage through slots registered when a connection
+// is made), so the table only keeps which handles are live: a deregister of a handle that is not
+// is refused by name.
 #pragma once
 
 #include <cstddef>
@@ -24,12 +25,11 @@ class Registrations {
   // never names a registration here.
   Result<void*> add(const void* buff, size_t size);
   Status remove(void* handle);
-  size_t live() const;
   // The communicator goes: its registrations with it.
   void clear();
 
  private:
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::unordered_set<uintptr_t> live_;
 };
 
