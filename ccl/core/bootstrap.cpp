@@ -26,6 +26,9 @@ using channel::get;
 using channel::put;
 
 std::atomic<uint64_t> gRefused{0};
+// The roots this process started, for inThisProcess().
+std::mutex gRootsMu;
+std::vector<std::weak_ptr<BootstrapRoot>> gRoots;
 constexpr size_t kMaxHelloAndInfo = kAuthHelloBytes + 4 + kMaxRankInfoBytes;
 
 std::string peerName(int fd) {
@@ -52,6 +55,22 @@ uint64_t randomNonzeroU64() {
 
 std::string rootName(int nroots, int index) {
   return nroots == 0 ? "the only root" : "root " + std::to_string(index) + " of " + std::to_string(nroots);
+}
+
+// "1, 4-7, 9": ascending ranks as ranges, the first `most` of them (then "and N more").
+std::string rankRanges(const std::vector<int>& ranks, size_t most) {
+  std::string out;
+  size_t shown = 0, i = 0;
+  for (; i < ranks.size() && shown < most; ++shown) {
+    size_t j = i;
+    while (j + 1 < ranks.size() && ranks[j + 1] == ranks[j] + 1) ++j;
+    if (!out.empty()) out += ", ";
+    out += std::to_string(ranks[i]);
+    if (j > i) out += "-" + std::to_string(ranks[j]);
+    i = j + 1;
+  }
+  if (i < ranks.size()) out += " and " + std::to_string(ranks.size() - i) + " more";
+  return out;
 }
 
 // The largest table frame `nranks` ranks make (what a root frame's header may announce).
@@ -86,6 +105,11 @@ Result<std::shared_ptr<BootstrapRoot>> BootstrapRoot::start(const BootstrapConfi
     return l.status();
   }
   root->listen_ = std::move(l).value();
+  {
+    std::lock_guard lk(gRootsMu);
+    std::erase_if(gRoots, [](const std::weak_ptr<BootstrapRoot>& w) { return w.expired(); });
+    gRoots.push_back(root);
+  }
   root->stopEvent_.reset(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!root->stopEvent_) return Status::FromErrno(errno, "eventfd");
   // The thread keeps the root alive while it runs, so a root nobody holds (recclGetUniqueId's)
@@ -154,6 +178,41 @@ void BootstrapRoot::failAll(const std::string& why) {
   failed_ = true;
   for (auto& c : clients_)
     if (c->fd) refuse(*c, why);
+}
+
+std::string BootstrapRoot::missingText() const {
+  if (nranks_ == 0 || tableSent_ || owner_.empty()) return "";
+  const RankBlock b = nroots_ > 0 && index_ > 0 ? rankBlock(nranks_, nroots_, index_) : RankBlock{0, nranks_};
+  // Ranks that never brought their records are the ones to look for; ranks that brought them and
+  // left (their own deadline passed first) only say the wait was long.
+  std::vector<int> never, left;
+  for (int r = b.first; r < b.end; ++r)
+    if (!came_[r])
+      never.push_back(r);
+    else if (!owner_[r] || owner_[r]->infos.empty())
+      left.push_back(r);
+  auto named = [](const std::vector<int>& r) {
+    return "rank" + std::string(r.size() > 1 ? "s " : " ") + rankRanges(r, 16);
+  };
+  if (!never.empty()) return "never reached by " + named(never);
+  if (!left.empty()) return "every rank reached it; left before the table went out: " + named(left);
+  return "";
+}
+
+std::shared_ptr<BootstrapRoot> BootstrapRoot::inThisProcess(uint64_t jobId) {
+  std::lock_guard lk(gRootsMu);
+  for (auto& w : gRoots)
+    if (auto r = w.lock(); r && r->cfg_.jobId == jobId) return r;
+  return nullptr;
+}
+
+std::string BootstrapRoot::whoIsMissing() const {
+  std::unique_lock lk(stateMu_, std::defer_lock);
+  if (!lk.try_lock_for(std::chrono::milliseconds(100))) return "";
+  std::string missing = missingText();
+  if (missing.empty()) return "";
+  const int gathers = nroots_ > 0 && index_ > 0 ? rankBlock(nranks_, nroots_, index_).size() : nranks_;
+  return "gathering " + std::to_string(gathers) + " ranks, " + missing;
 }
 
 void BootstrapRoot::onAccept() {
@@ -228,6 +287,7 @@ void BootstrapRoot::onHello(Client& c, const Hello& h) {
     nroots_ = nroots;
     index_ = index;
     owner_.assign(nranks_, nullptr);
+    came_.assign(nranks_, false);
   }
   for (int r = h.srcRank; r < h.srcRank + count; ++r)
     if (owner_[r]) {
@@ -268,6 +328,7 @@ void BootstrapRoot::onRecords(Client& c) {
   }
   c.buf.erase(c.buf.begin(), c.buf.begin() + 4 + len);
   have_ += c.count;
+  for (int r = c.rank; r < c.rank + c.count; ++r) came_[r] = true;
 }
 
 void BootstrapRoot::onFull(Client& c) {
@@ -374,21 +435,25 @@ void BootstrapRoot::sendTables(std::span<const std::byte> blob, const CommSecret
 
 void BootstrapRoot::run() {
   pthread_setname_np(pthread_self(), "reccl-bootroot");
+  std::unique_lock state(stateMu_);
   for (;;) {
     if (failed_) return;
     if (tableSent_ && !cfg_.lingerUntilStopped) return;
     if (!tableSent_ && cfg_.deadline.expired() &&
         (have_ == 0 || Clock::now() - cfg_.deadline.at() >=
                            std::chrono::milliseconds(kRootWaitPastDeadlineMs))) {
+      const std::string missing = missingText();
       failAll("not every rank joined before the deadline (" + std::to_string(have_) + " of " +
-              std::to_string(nranks_ ? expected() : 0) + ")");
+              std::to_string(nranks_ ? expected() : 0) + " here" + (missing.empty() ? "" : "; " + missing) + ")");
       return;
     }
     std::vector<pollfd> pfds;
     pfds.push_back({stopEvent_.get(), POLLIN, 0});
     pfds.push_back({listen_.get(), POLLIN, 0});
     for (auto& c : clients_) pfds.push_back({c->fd.get(), POLLIN, 0});
+    state.unlock();
     int rc = poll(pfds.data(), pfds.size(), 100);
+    state.lock();
     if (rc < 0 && errno != EINTR) {
       RECCL_WARN(kLogBootstrap, "bootstrap root poll: %s", strerror(errno));
       return;

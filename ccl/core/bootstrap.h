@@ -70,6 +70,14 @@ class BootstrapRoot {
   // How many rank tables (and blocks, to a block's leader) this root sent (for tests).
   int tablesSent() const { return tablesOut_.load(); }
   int blocksSent() const { return blocksOut_.load(); }
+  // While the rank table has not gone out: which of the ranks this root gathers never brought
+  // their records ("gathering 8 ranks, never reached by ranks 1, 4-7"), for a rank of this
+  // process whose own wait timed out to say who kept it waiting. Empty before the first hello,
+  // once the table went out, or when the root's thread is busy sending (it does not wait).
+  std::string whoIsMissing() const;
+  // A root this process started for `jobId` that still serves (recclGetUniqueId's, which no
+  // communicator holds), or null.
+  static std::shared_ptr<BootstrapRoot> inThisProcess(uint64_t jobId);
 
  private:
   struct Client;
@@ -85,6 +93,7 @@ class BootstrapRoot {
   void sendFrame(Client& c, RootFrame type, std::span<const std::byte> payload, Deadline by);
   // How many ranks' records this root gathers; the gathered ones, [first, end), as a rank table.
   int expected() const;
+  std::string missingText() const;  // whoIsMissing()'s text, on the root's thread
   std::vector<std::byte> gathered(int first, int end) const;
   size_t recordsMost(const Client& c) const;  // the longest records c may send
   Deadline sendBy() const;
@@ -99,9 +108,12 @@ class BootstrapRoot {
   std::mutex lateMu_;
   std::function<void(const Status&)> late_;
   Status lateClaim_;  // the first late claim, kept for a hook set after it
-  // Root thread only:
+  // Written by the root's thread, which holds stateMu_ while it handles its events (not while it
+  // polls), so whoIsMissing() reads a consistent state from another thread.
+  mutable std::timed_mutex stateMu_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Client*> owner_;  // rank -> its client
+  std::vector<bool> came_;       // rank -> its records reached this root (it may have left since)
   int nranks_ = 0;
   int nroots_ = 0;  // recclCommInitRankScalable's roots; 0: this is the only root
   int index_ = 0;   // which of them this one is

@@ -92,7 +92,20 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
     RECCL_TRY(fillTransportReport(&info, myNics_));
     return info;
   };
-  RECCL_ASSIGN_OR_RETURN(BootstrapResult boot, bootstrapExchange(ids, rank, nranks, makeInfo, deadline));
+  auto exchanged = bootstrapExchange(ids, rank, nranks, makeInfo, deadline);
+  if (!exchanged.ok()) {
+    // A root in this process (the communicator's, or recclGetUniqueId's) knows who kept it
+    // waiting; the other ranks cannot.
+    std::string missing;
+    if (exchanged.status().code() == Errc::kTimeout) {
+      if (root_) missing = root_->whoIsMissing();
+      for (size_t k = 0; k < ids.size() && missing.empty(); ++k)
+        if (auto r = BootstrapRoot::inThisProcess(ids[k].jobId)) missing = r->whoIsMissing();
+    }
+    if (missing.empty()) return exchanged.status();
+    return Status(Errc::kTimeout, exchanged.status().message() + " (the root in this process: " + missing + ")");
+  }
+  BootstrapResult boot = std::move(exchanged).value();
   table_ = std::move(boot.table);
   key_ = boot.comm.key;
   commId_ = boot.comm.commId;

@@ -324,6 +324,29 @@ TEST(CclErrors, BootstrapTimesOutWhenRanksAreMissing) {
   EXPECT_EQ(recclCommInitRank(&c, 2, id, 0), recclTimeout) << lastError();
   EXPECT_LT(std::chrono::steady_clock::now() - start, Ms(3000));
   EXPECT_EQ(c, nullptr);
+  // The unique id's root serves in this process: rank 0 says who never came.
+  EXPECT_NE(std::string(lastError()).find("gathering 2 ranks, never reached by rank 1"), std::string::npos)
+      << lastError();
+}
+
+// Launched ranks 0 and 2 of 4: rank 0, whose process holds the root, names the ranks that never
+// came (rank 2 came, and may have left at its own deadline first: it is not named).
+TEST(CclErrors, ABootstrapTimeoutAtTheRootNamesTheRanksThatNeverCame) {
+  Workers w;
+  uint16_t port = freePort();
+  char dir[] = "/tmp/reccl-missing-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string e0 = std::string(dir) + "/r0", e2 = std::string(dir) + "/r2";
+  const std::vector<std::string> env = {"RECCL_BOOTSTRAP_TIMEOUT_MS=1500", "RECCL_DEBUG=NONE", "WORKER_ITERS=1"};
+  pid_t r0 = w.spawn(0, 4, port, env, e0);
+  pid_t r2 = w.spawn(2, 4, port, env, e2);
+  EXPECT_EQ(w.wait(r0, Ms(20000)), 10 + recclTimeout);
+  EXPECT_NE(w.wait(r2, Ms(20000)), 0);  // its own timeout, or the root gone with rank 0 just before
+  std::string err = reccl::test::readFile(e0);
+  EXPECT_NE(err.find("gathering 4 ranks, never reached by ranks 1, 3"), std::string::npos) << err;
+  unlink(e0.c_str());
+  unlink(e2.c_str());
+  rmdir(dir);
 }
 
 TEST(CclErrors, StrangersOnTheBootstrapPortAreRefused) {
