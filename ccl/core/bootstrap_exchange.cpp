@@ -57,7 +57,7 @@ Result<std::vector<std::byte>> readRootFrame(const RootLink& l, RootFrame want, 
   Status s = io.recv(hb);
   if (!s.ok()) {
     if (s.code() == Errc::kTimeout)
-      return Status(Errc::kTimeout, "bootstrap: not every rank joined before RECCL_BOOTSTRAP_TIMEOUT_MS");
+      return Status(Errc::kTimeout, "bootstrap: not every rank joined " + l.where + " before RECCL_BOOTSTRAP_TIMEOUT_MS");
     return s.Wrap(l.where + ": waiting for the rank table");
   }
   RECCL_ASSIGN_OR_RETURN(RootFrameHeader h,
