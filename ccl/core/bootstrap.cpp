@@ -95,7 +95,8 @@ Result<std::shared_ptr<BootstrapRoot>> BootstrapRoot::start(const BootstrapConfi
   RECCL_TRY(initCrypto());
   std::shared_ptr<BootstrapRoot> root(new BootstrapRoot());
   root->cfg_ = cfg;
-  auto l = transport::listenTcp(cfg.addr, cfg.port, bound);
+  transport::Endpoint ep;
+  auto l = transport::listenTcp(cfg.addr, cfg.port, &ep);
   if (!l.ok()) {
     if (l.status().message().find(strerror(EADDRINUSE)) != std::string::npos)
       return Status(Errc::kInvalidUsage,
@@ -105,6 +106,8 @@ Result<std::shared_ptr<BootstrapRoot>> BootstrapRoot::start(const BootstrapConfi
     return l.status();
   }
   root->listen_ = std::move(l).value();
+  root->port_ = ep.port;
+  if (bound) *bound = ep;
   {
     std::lock_guard lk(gRootsMu);
     std::erase_if(gRoots, [](const std::weak_ptr<BootstrapRoot>& w) { return w.expired(); });
@@ -182,27 +185,39 @@ void BootstrapRoot::failAll(const std::string& why) {
 
 std::string BootstrapRoot::missingText() const {
   if (nranks_ == 0 || tableSent_ || owner_.empty()) return "";
-  const RankBlock b = nroots_ > 0 && index_ > 0 ? rankBlock(nranks_, nroots_, index_) : RankBlock{0, nranks_};
   // Ranks that never brought their records are the ones to look for; ranks that brought them and
-  // left (their own deadline passed first) only say the wait was long.
-  std::vector<int> never, left;
-  for (int r = b.first; r < b.end; ++r)
+  // left (their own deadline passed first) only say the wait was long. Root 0 of several takes
+  // each other block from its leader: a block that never came is named by its leader.
+  const RankBlock own = nroots_ > 0 ? rankBlock(nranks_, nroots_, index_) : RankBlock{0, nranks_};
+  std::vector<int> never, left, leaders;
+  std::string blocks;
+  for (int r = own.first; r < own.end; ++r)
     if (!came_[r])
       never.push_back(r);
     else if (!owner_[r] || owner_[r]->infos.empty())
       left.push_back(r);
+  for (int k = 1; index_ == 0 && k < nroots_; ++k) {
+    const RankBlock b = rankBlock(nranks_, nroots_, k);
+    if (came_[b.first]) continue;
+    leaders.push_back(b.first);
+    blocks += (blocks.empty() ? "" : ", ") + std::to_string(b.first) + "-" + std::to_string(b.end - 1);
+  }
   auto named = [](const std::vector<int>& r) {
     return "rank" + std::string(r.size() > 1 ? "s " : " ") + rankRanges(r, 16);
   };
-  if (!never.empty()) return "never reached by " + named(never);
-  if (!left.empty()) return "every rank reached it; left before the table went out: " + named(left);
-  return "";
+  std::string out;
+  if (!never.empty()) out = "never reached by " + named(never);
+  if (!leaders.empty())
+    out += (out.empty() ? "never reached by the leader" : ", nor by the leader") +
+           std::string(leaders.size() > 1 ? "s (" : " (") + named(leaders) + ") bringing ranks " + blocks;
+  if (out.empty() && !left.empty()) out = "every rank reached it; left before the table went out: " + named(left);
+  return out;
 }
 
-std::shared_ptr<BootstrapRoot> BootstrapRoot::inThisProcess(uint64_t jobId) {
+std::shared_ptr<BootstrapRoot> BootstrapRoot::inThisProcess(uint64_t jobId, uint16_t port) {
   std::lock_guard lk(gRootsMu);
   for (auto& w : gRoots)
-    if (auto r = w.lock(); r && r->cfg_.jobId == jobId) return r;
+    if (auto r = w.lock(); r && r->cfg_.jobId == jobId && r->port_ == port) return r;
   return nullptr;
 }
 

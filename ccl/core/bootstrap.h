@@ -75,9 +75,9 @@ class BootstrapRoot {
   // process whose own wait timed out to say who kept it waiting. Empty before the first hello,
   // once the table went out, or when the root's thread is busy sending (it does not wait).
   std::string whoIsMissing() const;
-  // A root this process started for `jobId` that still serves (recclGetUniqueId's, which no
-  // communicator holds), or null.
-  static std::shared_ptr<BootstrapRoot> inThisProcess(uint64_t jobId);
+  // The root this process started for `jobId` on `port` if it still runs (recclGetUniqueId's,
+  // which no communicator holds), or null.
+  static std::shared_ptr<BootstrapRoot> inThisProcess(uint64_t jobId, uint16_t port);
 
  private:
   struct Client;
@@ -102,6 +102,7 @@ class BootstrapRoot {
   void sendTables(std::span<const std::byte> blob, const CommSecret& secret, const Client* skip);
 
   BootstrapConfig cfg_;
+  uint16_t port_ = 0;  // the one it listens on
   UniqueFd listen_;
   UniqueFd stopEvent_;
   std::thread thread_;

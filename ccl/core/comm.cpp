@@ -92,16 +92,18 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
     RECCL_TRY(fillTransportReport(&info, myNics_));
     return info;
   };
+  // A root in this process (the communicator's, or recclGetUniqueId's for this rank's block)
+  // knows who kept a timed-out bootstrap waiting; the other ranks cannot. Held from here: a root
+  // nobody holds may end with this rank's close.
+  std::shared_ptr<BootstrapRoot> localRoot = root_;
+  if (!localRoot && !ids.empty() && rank >= 0 && rank < nranks) {
+    const auto& mine = ids[blockOfRank(nranks, static_cast<int>(ids.size()), rank)];
+    localRoot = BootstrapRoot::inThisProcess(mine.jobId, mine.port);
+  }
   auto exchanged = bootstrapExchange(ids, rank, nranks, makeInfo, deadline);
   if (!exchanged.ok()) {
-    // A root in this process (the communicator's, or recclGetUniqueId's) knows who kept it
-    // waiting; the other ranks cannot.
-    std::string missing;
-    if (exchanged.status().code() == Errc::kTimeout) {
-      if (root_) missing = root_->whoIsMissing();
-      for (size_t k = 0; k < ids.size() && missing.empty(); ++k)
-        if (auto r = BootstrapRoot::inThisProcess(ids[k].jobId)) missing = r->whoIsMissing();
-    }
+    std::string missing =
+        exchanged.status().code() == Errc::kTimeout && localRoot ? localRoot->whoIsMissing() : "";
     if (missing.empty()) return exchanged.status();
     return Status(Errc::kTimeout, exchanged.status().message() + " (the root in this process: " + missing + ")");
   }

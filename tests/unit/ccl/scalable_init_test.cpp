@@ -260,6 +260,55 @@ TEST(ScalableInit, TheCommunicatorIsOneWhateverTheRootCount) {
   }
 }
 
+// What a root says of the ranks that kept it waiting (whoIsMissing, which a timed-out rank of its
+// process adds to its error), once its thread has taken in what the ranks sent.
+std::string missingOnceSettled(const core::BootstrapRoot& root, const std::string& want) {
+  std::string got;
+  for (auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+       (got = root.whoIsMissing()) != want && std::chrono::steady_clock::now() < end;)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return got;
+}
+
+// 6 ranks over 2 roots, blocks [0, 3) and [3, 6): root 0 misses rank 1 of its own block and the
+// leader that would bring the other; root 1 misses rank 4.
+TEST(ScalableInit, ARootNamesTheRanksAndTheLeadersThatNeverCame) {
+  Roots r = startRoots(2, 30000);
+  ASSERT_EQ(r.roots.size(), 2u);
+  HandMadeRank r0(r.ids[0], 0, 6, 2, 0), r2(r.ids[0], 2, 6, 2, 0);
+  HandMadeRank r3(r.ids[1], 3, 6, 2, 1), r5(r.ids[1], 5, 6, 2, 1);
+  const std::string zero = "gathering 6 ranks, never reached by rank 1, nor by the leader (rank 3) bringing ranks 3-5";
+  const std::string one = "gathering 3 ranks, never reached by rank 4";
+  EXPECT_EQ(missingOnceSettled(*r.roots[0], zero), zero);
+  EXPECT_EQ(missingOnceSettled(*r.roots[1], one), one);
+  for (auto& root : r.roots) root->stop();
+}
+
+// One root of 40 ranks, the even ones there: 20 gaps, the first 16 named. Then of 2 ranks, one
+// that came and left is named as such (not as missing) once the other came.
+TEST(ScalableInit, ARootNamesManyGapsShortAndRanksThatLeftApart) {
+  {
+    Roots r = startRoots(1, 30000);
+    ASSERT_EQ(r.roots.size(), 1u);
+    std::vector<std::unique_ptr<HandMadeRank>> ranks;
+    for (int k = 0; k < 40; k += 2) ranks.push_back(std::make_unique<HandMadeRank>(r.ids[0], k, 40, 1, 0));
+    const std::string want =
+        "gathering 40 ranks, never reached by ranks 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31 and 4 more";
+    EXPECT_EQ(missingOnceSettled(*r.roots[0], want), want);
+    r.roots[0]->stop();
+  }
+  Roots r = startRoots(1, 30000);
+  ASSERT_EQ(r.roots.size(), 1u);
+  auto first = std::make_unique<HandMadeRank>(r.ids[0], 0, 2, 1, 0);
+  EXPECT_EQ(missingOnceSettled(*r.roots[0], "gathering 2 ranks, never reached by rank 1"),
+            "gathering 2 ranks, never reached by rank 1");
+  first.reset();  // rank 0 leaves
+  HandMadeRank second(r.ids[0], 1, 2, 1, 0);
+  const std::string want = "gathering 2 ranks, every rank reached it; left before the table went out: rank 0";
+  EXPECT_EQ(missingOnceSettled(*r.roots[0], want), want);
+  r.roots[0]->stop();
+}
+
 TEST(ScalableInit, BadArgumentsAreRefusedByName) {
   recclUniqueId ids[2];
   ASSERT_EQ(recclGetUniqueId(&ids[0]), recclSuccess);
