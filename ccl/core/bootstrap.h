@@ -111,7 +111,7 @@ class BootstrapRoot {
   Status lateClaim_;  // the first late claim, kept for a hook set after it
   // Written by the root's thread, which holds stateMu_ while it handles its events (not while it
   // polls), so whoIsMissing() reads a consistent state from another thread.
-  mutable std::timed_mutex stateMu_;
+  mutable std::mutex stateMu_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Client*> owner_;  // rank -> its client
   std::vector<bool> came_;       // rank -> its records reached this root (it may have left since)

@@ -379,45 +379,41 @@ bool saysShared(const std::string& err) {
   return err.find("in use") != std::string::npos || err.find("claimed twice") != std::string::npos ||
          err.find("two jobs share") != std::string::npos;
 }
+// Waits for process `name` of the two jobs, which must fail in time; what it said on stderr
+// (spawned with dir/name for it).
+std::string failure(test::Workers& w, pid_t pid, const test::ScratchDir& dir, const std::string& name) {
+  int code = w.wait(pid, Ms(30000));
+  std::string err = test::readFile(dir / name);
+  EXPECT_NE(code, -1) << name << " hung";
+  EXPECT_NE(code, 0) << name << " went on: " << err;
+  return err;
+}
 }  // namespace twojobs
 
 // Job A is up and computing when job B starts: B's rank 0 cannot take the address, B's rank 1
 // reaches A's root after A's communicator formed and is refused, and A (which may now hold a
 // stranger's rank) fails, saying why. Each step is waited for, so each message is the one due.
 TEST(CclAuth, ASecondJobOnARunningJobsAddressFailsAndStopsTheFirst) {
-  test::Workers w;
+  test::ScratchDir d("reccl-twojobs");
+  ASSERT_TRUE(d.ok());
+  test::Workers w;  // after the directory: its processes are gone before the directory goes
   uint16_t port = test::freePort();
-  char dir[] = "/tmp/reccl-twojobs-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir, ready = d + "/ready";
   std::vector<std::string> a = twojobs::kEnv;
-  a.push_back("WORKER_READY_FILE=" + ready);
-  pid_t a0 = w.spawn(0, 2, port, a, d + "/a0");
-  pid_t a1 = w.spawn(1, 2, port, a, d + "/a1");
-  auto upBy = std::chrono::steady_clock::now() + Ms(30000);
-  while (access(ready.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < upBy)
-    std::this_thread::sleep_for(Ms(20));
-  ASSERT_EQ(access(ready.c_str(), F_OK), 0) << "job A did not come up";
+  a.push_back("WORKER_READY_FILE=" + d / "ready");
+  pid_t a0 = w.spawn(0, 2, port, a, d / "a0");
+  pid_t a1 = w.spawn(1, 2, port, a, d / "a1");
+  ASSERT_TRUE(test::waitForFile(d / "ready", Ms(30000))) << "job A did not come up";
 
-  pid_t b0 = w.spawn(0, 2, port, twojobs::kEnv, d + "/b0");
-  EXPECT_NE(w.wait(b0, Ms(30000)), 0);
-  std::string e = test::readFile(d + "/b0");
+  pid_t b0 = w.spawn(0, 2, port, twojobs::kEnv, d / "b0");
+  std::string e = twojobs::failure(w, b0, d, "b0");
   EXPECT_NE(e.find("is in use"), std::string::npos) << "b0: " << e;
 
-  pid_t b1 = w.spawn(1, 2, port, twojobs::kEnv, d + "/b1");
-  EXPECT_NE(w.wait(b1, Ms(30000)), 0);
-  e = test::readFile(d + "/b1");
+  pid_t b1 = w.spawn(1, 2, port, twojobs::kEnv, d / "b1");
+  e = twojobs::failure(w, b1, d, "b1");
   EXPECT_NE(e.find("tried to join after the communicator formed"), std::string::npos) << "b1: " << e;
 
-  int c0 = w.wait(a0, Ms(30000)), c1 = w.wait(a1, Ms(30000));
-  std::string e0 = test::readFile(d + "/a0"), e1 = test::readFile(d + "/a1");
-  EXPECT_NE(c0, -1) << "a0 hung";
-  EXPECT_NE(c1, -1) << "a1 hung";
-  EXPECT_NE(c0, 0) << "a0 went on: " << e0;
-  EXPECT_NE(c1, 0) << "a1 went on: " << e1;
+  std::string e0 = twojobs::failure(w, a0, d, "a0"), e1 = twojobs::failure(w, a1, d, "a1");
   EXPECT_TRUE(twojobs::saysShared(e0) || twojobs::saysShared(e1)) << "a0: " << e0 << "\na1: " << e1;
-  for (const char* n : {"a0", "a1", "b0", "b1", "ready"}) unlink((d + "/" + n).c_str());
-  rmdir(dir);
 }
 
 // Both jobs start at once. Which rank 0 takes the address and which rank 1 reaches it first is
@@ -426,64 +422,50 @@ TEST(CclAuth, ASecondJobOnARunningJobsAddressFailsAndStopsTheFirst) {
 // the first one exited, then wait out its bootstrap deadline alone). What holds in every order:
 // every process fails within its deadline, and one that saw both jobs says the address is shared.
 TEST(CclAuth, TwoJobsStartingAtOnceOnOneAddressAllFail) {
+  test::ScratchDir d("reccl-twojobs");
+  ASSERT_TRUE(d.ok());
   test::Workers w;
   uint16_t port = test::freePort();
-  char dir[] = "/tmp/reccl-twojobs-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string d = dir;
   const std::vector<std::string> names = {"a0", "a1", "b0", "b1"};
   std::vector<pid_t> pids;
-  for (const auto& n : names) pids.push_back(w.spawn(n[1] - '0', 2, port, twojobs::kEnv, d + "/" + n));
+  for (const auto& n : names) pids.push_back(w.spawn(n[1] - '0', 2, port, twojobs::kEnv, d / n));
   bool told = false;
   std::string all;
   for (size_t i = 0; i < names.size(); ++i) {
-    int code = w.wait(pids[i], Ms(30000));
-    std::string err = test::readFile(d + "/" + names[i]);
-    EXPECT_NE(code, -1) << names[i] << " hung";
-    EXPECT_NE(code, 0) << names[i] << " went on: " << err;
+    std::string err = twojobs::failure(w, pids[i], d, names[i]);
     told = told || twojobs::saysShared(err);
     all += names[i] + ": " + err + "\n";
-    unlink((d + "/" + names[i]).c_str());
   }
   EXPECT_TRUE(told) << "no process said the address is shared:\n" << all;
-  rmdir(dir);
 }
 
 // With the launcher's job ids set (torchrun's run id here), the second job is foreign to the
 // first one's root: it is refused with that reason and the first job is not disturbed.
 TEST(CclAuth, AJobWithAnotherLauncherIdIsRefusedAndTheFirstGoesOn) {
+  test::ScratchDir d("reccl-foreign");
+  ASSERT_TRUE(d.ok());
   test::Workers w;
   uint16_t port = test::freePort();
-  char dir[] = "/tmp/reccl-foreign-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
   // Job A computes until the test has seen B refused, however fast the machine.
-  std::string stop = std::string(dir) + "/stop", ready = std::string(dir) + "/ready";
+  const std::string stop = d / "stop", ready = d / "ready";
   std::vector<std::string> a = {"WORKER_ITERS=100000000", "WORKER_COUNT=1000", "TORCHELASTIC_RUN_ID=job-a",
                                 "WORKER_UNTIL_FILE=" + stop, "WORKER_READY_FILE=" + ready};
   std::vector<std::string> b = {"WORKER_ITERS=3", "WORKER_COUNT=1000", "TORCHELASTIC_RUN_ID=job-b",
                                 "RECCL_BOOTSTRAP_TIMEOUT_MS=5000"};
   pid_t a0 = w.spawn(0, 2, port, a);
   pid_t a1 = w.spawn(1, 2, port, a);
-  auto upBy = std::chrono::steady_clock::now() + Ms(30000);
-  while (access(ready.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < upBy)
-    std::this_thread::sleep_for(Ms(20));
-  ASSERT_EQ(access(ready.c_str(), F_OK), 0) << "job A did not come up";
-  pid_t b1 = w.spawn(1, 2, port, b, std::string(dir) + "/b1");
-  pid_t b0 = w.spawn(0, 2, port, b, std::string(dir) + "/b0");
+  ASSERT_TRUE(test::waitForFile(ready, Ms(30000))) << "job A did not come up";
+  pid_t b1 = w.spawn(1, 2, port, b, d / "b1");
+  pid_t b0 = w.spawn(0, 2, port, b, d / "b0");
   EXPECT_NE(w.wait(b0, Ms(30000)), 0);
   EXPECT_NE(w.wait(b1, Ms(30000)), 0);
-  std::string e1 = test::readFile(std::string(dir) + "/b1");
+  std::string e1 = test::readFile(d / "b1");
   EXPECT_NE(e1.find("serves another job"), std::string::npos) << e1;
   FILE* f = fopen(stop.c_str(), "w");
   ASSERT_NE(f, nullptr);
   fclose(f);
   EXPECT_EQ(w.wait(a0, Ms(60000)), 0);
   EXPECT_EQ(w.wait(a1, Ms(60000)), 0);
-  unlink((std::string(dir) + "/b0").c_str());
-  unlink((std::string(dir) + "/b1").c_str());
-  unlink(stop.c_str());
-  unlink(ready.c_str());
-  rmdir(dir);
 }
 
 }  // namespace

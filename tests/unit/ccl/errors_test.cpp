@@ -332,20 +332,17 @@ TEST(CclErrors, BootstrapTimesOutWhenRanksAreMissing) {
 // Launched ranks 0 and 2 of 4: rank 0, whose process holds the root, names the ranks that never
 // came. Rank 2 came and left at its own, shorter deadline: it is not named.
 TEST(CclErrors, ABootstrapTimeoutAtTheRootNamesTheRanksThatNeverCame) {
+  reccl::test::ScratchDir dir("reccl-missing");
+  ASSERT_TRUE(dir.ok());
   Workers w;
   uint16_t port = freePort();
-  char dir[] = "/tmp/reccl-missing-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  const std::string e0 = std::string(dir) + "/r0", e2 = std::string(dir) + "/r2";
+  const std::string e0 = dir / "r0", e2 = dir / "r2";
   pid_t r0 = w.spawn(0, 4, port, {"RECCL_BOOTSTRAP_TIMEOUT_MS=4000", "RECCL_DEBUG=NONE", "WORKER_ITERS=1"}, e0);
   pid_t r2 = w.spawn(2, 4, port, {"RECCL_BOOTSTRAP_TIMEOUT_MS=1000", "RECCL_DEBUG=NONE", "WORKER_ITERS=1"}, e2);
   EXPECT_EQ(w.wait(r2, Ms(20000)), 10 + recclTimeout) << reccl::test::readFile(e2);
   EXPECT_EQ(w.wait(r0, Ms(20000)), 10 + recclTimeout);
   std::string err = reccl::test::readFile(e0);
   EXPECT_NE(err.find("gathering 4 ranks, never reached by ranks 1, 3"), std::string::npos) << err;
-  unlink(e0.c_str());
-  unlink(e2.c_str());
-  rmdir(dir);
 }
 
 // Two processes claiming one rank (two jobs on one address, or a launcher's mistake) fail the

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -95,6 +96,35 @@ inline int rawConnect(uint32_t addr, uint16_t port) {
     return -1;
   }
   return fd;
+}
+
+// A fresh directory under /tmp for a test's files (the ranks' stderr, flag files), removed with
+// everything in it when the test ends, failed or not.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& prefix) {
+    std::string t = "/tmp/" + prefix + "-XXXXXX";
+    if (mkdtemp(t.data())) path_ = t;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  bool ok() const { return !path_.empty(); }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Whether `path` exists within `limit` (a rank's WORKER_READY_FILE).
+inline bool waitForFile(const std::string& path, std::chrono::milliseconds limit) {
+  for (auto end = std::chrono::steady_clock::now() + limit;; std::this_thread::sleep_for(std::chrono::milliseconds(20))) {
+    if (access(path.c_str(), F_OK) == 0) return true;
+    if (std::chrono::steady_clock::now() > end) return false;
+  }
 }
 
 inline std::string readFile(const std::string& path) {
