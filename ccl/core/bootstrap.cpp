@@ -179,12 +179,13 @@ void BootstrapRoot::refuse(Client& c, const std::string& why) {
 void BootstrapRoot::failAll(const std::string& why) {
   RECCL_WARN(kLogBootstrap, "bootstrap failed: %s", why.c_str());
   failed_ = true;
+  failure_ = why;
   for (auto& c : clients_)
     if (c->fd) refuse(*c, why);
 }
 
 std::string BootstrapRoot::missingText() const {
-  if (nranks_ == 0 || tableSent_ || owner_.empty()) return "";
+  if (nranks_ == 0 || tableSent_ || failed_ || owner_.empty()) return "";
   // Ranks that never brought their records are the ones to look for; ranks that brought them and
   // left (their own deadline passed first) only say the wait was long. Root 0 of several takes
   // each other block from its leader: a block that never came is named by its leader.
@@ -254,6 +255,7 @@ int BootstrapRoot::expected() const {
 }
 
 void BootstrapRoot::onHello(Client& c, const Hello& h) {
+  if (failed_) return refuse(c, failure_);
   const bool block = h.kind == HelloKind::kBootstrapBlock;
   if (!isBootstrapHello(h.kind) || h.dstRank != -1) return refuse(c, "not a bootstrap hello");
   if (h.jobId != cfg_.jobId)
@@ -457,7 +459,9 @@ void BootstrapRoot::run() {
   pthread_setname_np(pthread_self(), "reccl-bootroot");
   std::unique_lock state(stateMu_);
   for (;;) {
-    if (failed_) return;
+    // A failed root answers ranks still on their way (connected before it failed, or within their
+    // deadline) with its failure, rather than leaving them to wait out their deadline.
+    if (failed_ && (cfg_.deadline.expired() || cfg_.deadline.at() == Clock::time_point::max())) return;
     if (tableSent_ && !cfg_.lingerUntilStopped) return;
     if (!tableSent_ && cfg_.deadline.expired() &&
         (have_ == 0 || Clock::now() - cfg_.deadline.at() >=
@@ -481,7 +485,7 @@ void BootstrapRoot::run() {
     if (pfds[0].revents & POLLIN) return;
     size_t polled = clients_.size();
     if (pfds[1].revents & POLLIN) onAccept();
-    for (size_t i = 0; i < polled && !failed_; ++i) {
+    for (size_t i = 0; i < polled; ++i) {
       Client& c = *clients_[i];
       if (!c.fd) continue;
       if (!c.helloDone && c.helloBy.expired()) {

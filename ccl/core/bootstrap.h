@@ -124,6 +124,7 @@ class BootstrapRoot {
   std::atomic<int> blocksOut_{0};
   bool tableSent_ = false;
   bool failed_ = false;
+  std::string failure_;  // why, told to every rank that comes after
 };
 
 // Client side: connects to the root, authenticates, sends this rank's info, returns the table
