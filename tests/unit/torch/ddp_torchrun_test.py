@@ -11,17 +11,20 @@ import os
 import subprocess
 import sys
 import tempfile
+import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_ranks import require_backend  # noqa: E402
+from torch_ranks import free_port, require_backend  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 
 
 def train(example, backend, out):
     # Debian's torchrun (torch 1.13 on Python 3.11) cannot parse its own default "--redirects 0
-    # --tee 0"; "9:0" names no local rank, i.e. no redirection.
-    cmd = [PYTHON, "-m", "torch.distributed.run", "--redirects", "9:0", "--tee", "9:0", "--standalone",
+    # --tee 0"; "9:0" names no local rank, i.e. no redirection. --standalone's rendezvous would take
+    # the fixed port 29400, which a test running beside this one may hold: a free port instead.
+    cmd = [PYTHON, "-m", "torch.distributed.run", "--redirects", "9:0", "--tee", "9:0", "--nnodes", "1",
+           "--rdzv_backend", "c10d", "--rdzv_endpoint", f"localhost:{free_port()}", "--rdzv_id", uuid.uuid4().hex,
            "--nproc_per_node", "2", example, "--backend", backend, "--steps", "12", "--width", "128",
            "--layers", "2", "--out", out, "-q"]
     r = subprocess.run(cmd, capture_output=True, text=True, timeout=500)

@@ -13,8 +13,10 @@ import ctypes
 import multiprocessing
 import os
 import queue
+import random
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -48,6 +50,25 @@ def _child(fn, rank, world, store_url, args, env, results):
     except BaseException:  # every failure goes back to the parent with its traceback
         results.put((rank, False, traceback.format_exc()))
         raise SystemExit(1)
+
+
+def free_port():
+    """A TCP port free now and outside the kernel's ephemeral range (as the C++ tests' freePort):
+    no connection or port-0 listener of a test running beside this one is given it before the
+    caller's launcher binds it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        low, high = map(int, f.read().split())
+    lo, hi = (10000, low - 1) if low - 1 - 10000 >= 1000 else (high + 1, 65535)
+    for _ in range(1000):
+        port = random.randint(lo, hi)
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("", port))
+            except OSError:
+                continue
+        return port
+    raise SystemExit("no free TCP port outside the ephemeral range")
 
 
 def run_ranks(world, fn, args=(), env=None, timeout=240, may_die=()):
