@@ -72,10 +72,8 @@ int callerDevice() noexcept {
   return -1;
 }
 
-void useDevice([[maybe_unused]] int device) noexcept {
-#if RECCL_HAVE_CUDA
-  if (device >= 0) (void)cudaSetDevice(device);
-#endif
+void useDevice(int device) noexcept {
+  if (device >= 0) (void)setDevice(device);
 }
 
 Status checkDeviceList([[maybe_unused]] const int* devlist, [[maybe_unused]] int n) {

@@ -106,7 +106,7 @@ Result<std::shared_ptr<BootstrapRoot>> BootstrapRoot::start(const BootstrapConfi
     return l.status();
   }
   root->listen_ = std::move(l).value();
-  root->port_ = ep.port;
+  root->cfg_.port = ep.port;  // the one it listens on, where the config let the kernel pick
   if (bound) *bound = ep;
   {
     std::lock_guard lk(gRootsMu);
@@ -218,7 +218,7 @@ std::string BootstrapRoot::missingText() const {
 std::shared_ptr<BootstrapRoot> BootstrapRoot::inThisProcess(uint64_t jobId, uint16_t port) {
   std::lock_guard lk(gRootsMu);
   for (auto& w : gRoots)
-    if (auto r = w.lock(); r && r->cfg_.jobId == jobId && r->port_ == port) return r;
+    if (auto r = w.lock(); r && r->cfg_.jobId == jobId && r->cfg_.port == port) return r;
   return nullptr;
 }
 
@@ -232,8 +232,7 @@ std::string BootstrapRoot::whoIsMissing() const {
   }
   std::string missing = missingText();
   if (missing.empty()) return "";
-  const int gathers = nroots_ > 0 && index_ > 0 ? rankBlock(nranks_, nroots_, index_).size() : nranks_;
-  return "gathering " + std::to_string(gathers) + " ranks, " + missing;
+  return "gathering " + std::to_string(expected()) + " ranks, " + missing;
 }
 
 void BootstrapRoot::onAccept() {

@@ -102,7 +102,6 @@ class BootstrapRoot {
   void sendTables(std::span<const std::byte> blob, const CommSecret& secret, const Client* skip);
 
   BootstrapConfig cfg_;
-  uint16_t port_ = 0;  // the one it listens on
   UniqueFd listen_;
   UniqueFd stopEvent_;
   std::thread thread_;
