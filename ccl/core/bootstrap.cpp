@@ -460,7 +460,7 @@ void BootstrapRoot::run() {
   for (;;) {
     // A failed root answers ranks still on their way (connected before it failed, or within their
     // deadline) with its failure, rather than leaving them to wait out their deadline.
-    if (failed_ && (cfg_.deadline.expired() || cfg_.deadline.at() == Clock::time_point::max())) return;
+    if (failed_ && (cfg_.deadline.expired() || cfg_.deadline.isNever())) return;
     if (tableSent_ && !cfg_.lingerUntilStopped) return;
     if (!tableSent_ && cfg_.deadline.expired() &&
         (have_ == 0 || Clock::now() - cfg_.deadline.at() >=

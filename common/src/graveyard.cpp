@@ -63,7 +63,7 @@ size_t Graveyard::close(Deadline deadline) {
     st_->closing = true;
     st_->cv.notify_all();
     auto ended = [&] { return st_->done; };
-    if (deadline.at() == Clock::time_point::max())
+    if (deadline.isNever())
       st_->cv.wait(lk, ended);
     else
       st_->cv.wait_until(lk, deadline.at(), ended);

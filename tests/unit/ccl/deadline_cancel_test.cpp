@@ -1,8 +1,8 @@
-// A cancellable deadline (reccl/common/deadline.h): expired once its flag is set, a poll slice
-// that never outlasts Deadline::kCancelPollMs, within() keeping the flag; and the socket waits on
-// such a deadline (a connect retrying a refused port, a receive with nothing coming) ending with
-// kAborted soon after the flag, long before the deadline: what an aborted non-blocking init
-// relies on.
+// Deadlines (reccl/common/deadline.h): never() has no instant until within() gives it one; a
+// cancellable deadline is expired once its flag is set, a poll slice never outlasts
+// Deadline::kCancelPollMs, within() keeps the flag; and the socket waits on such a deadline (a
+// connect retrying a refused port, a receive with nothing coming) end with kAborted soon after
+// the flag, long before the deadline: what an aborted non-blocking init relies on.
 #include <gtest/gtest.h>
 
 #include <netinet/in.h>
@@ -43,6 +43,24 @@ TEST(DeadlineCancel, TheFlagEndsTheDeadlineAndWithinKeepsIt) {
   EXPECT_EQ(d.pollSliceMs(), 0);
   EXPECT_EQ(d.remainingMsForPoll(), 0);
   EXPECT_FALSE(plain.expired());
+}
+
+// never(): no instant, a poll waits without a timeout (-1), until a flag ends it; within() gives
+// it one.
+TEST(DeadlineCancel, NeverHasNoInstantUntilWithinGivesItOne) {
+  std::atomic<bool> flag{false};
+  const Deadline n = Deadline::never();
+  const Deadline c = n.cancellable(&flag);
+  EXPECT_TRUE(n.isNever());
+  EXPECT_TRUE(c.isNever());
+  EXPECT_FALSE(n.within(1000).isNever());
+  EXPECT_FALSE(Deadline::afterMs(60000).isNever());
+  EXPECT_FALSE(n.expired());
+  EXPECT_EQ(n.remainingMsForPoll(), -1);
+  flag.store(true);
+  EXPECT_TRUE(c.expired());
+  EXPECT_EQ(c.remainingMsForPoll(), 0);
+  EXPECT_FALSE(n.expired());
 }
 
 // Two owners: either flag ends a deadline made cancellable twice; within() keeps both.

@@ -46,7 +46,9 @@ class Deadline {
     return (cancel_ && cancel_->load(std::memory_order_acquire)) ||
            (cancel2_ && cancel2_->load(std::memory_order_acquire));
   }
-  bool expired() const { return cancelled() || (at_ != Clock::time_point::max() && Clock::now() >= at_); }
+  // No instant to reach: never(), or a deadline made from it by cancellable().
+  bool isNever() const { return at_ == Clock::time_point::max(); }
+  bool expired() const { return cancelled() || (!isNever() && Clock::now() >= at_); }
   Clock::time_point at() const { return at_; }
   // Milliseconds left, clamped to [0, INT32_MAX]; -1 for never (poll/epoll convention); 0 once
   // cancelled.
@@ -64,7 +66,7 @@ class Deadline {
 
 inline int Deadline::remainingMsForPoll() const {
   if (cancelled()) return 0;
-  if (at_ == Clock::time_point::max()) return -1;
+  if (isNever()) return -1;
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(at_ - Clock::now()).count();
   if (left <= 0) return 0;
   return left > INT32_MAX ? INT32_MAX : static_cast<int>(left);
