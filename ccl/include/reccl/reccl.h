@@ -334,10 +334,10 @@ RECCL_API recclResult_t recclCommCuDevice(const recclComm_t comm, int* device);
  * registration for recclCommDeregister. No transport of reccl needs one to move a buffer (TCP
  * moves large steps straight from and into it and copies the rest through its slots; verbs and
  * the CUDA path stage through slots registered when a connection is made), so a registration
- * changes nothing about how data moves: code written for
- * NCCL's registration runs unchanged, and a wrong handle is refused, not ignored. A range may be
- * registered more than once (a handle each) and overlap others. Registrations still live when
- * comm is destroyed or aborted go with it. */
+ * changes nothing about how data moves: code written for NCCL's registration runs unchanged, and
+ * a wrong handle is refused, not ignored. A range may be registered more than once (a handle
+ * each) and overlap others. Registrations still live when comm is destroyed or aborted go with
+ * it. */
 RECCL_API recclResult_t recclCommRegister(const recclComm_t comm, void* buff, size_t size, void** handle);
 /* Ends a registration made on comm, in any state comm is in until it is closed;
  * recclInvalidArgument for a handle that is not live on comm (ended already, or another
