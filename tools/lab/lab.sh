@@ -30,6 +30,10 @@
 #                   handshake in time (a guest starved of host CPU under TCG), boot everything
 #                   again once and return that run's status; said on stderr. A real fault fails
 #                   the second run too. For fault soaks whose plans never stall a queue themselves
+#   --retry-stall-verdict
+#                   with --retry-emulation-stall: also when a path's stall check fired (no ack
+#                   for the stall time), which a starved TCG guest causes on a healthy rail. For
+#                   commands whose faults take carriers down and never make a rail silent
 #   -v, --verbose   print the whole console, kernel messages included
 #
 # In the guest: RECCL_TEST_LAB=1, LAB_INDEX (0..N-1), LAB_VMS, LAB_ADDR (eth0's address/prefix),
@@ -430,9 +434,9 @@ case $SUB in
   *) usage "unknown subcommand '$SUB'" ;;
 esac
 
-BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0 RETRY_STALL=0
+BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0 RETRY_STALL=0 RETRY_VERDICT=0
 RUN_ARGS=()  # this run's arguments without --retry-emulation-stall: the retry's
-for a in "$@"; do [[ $a == --retry-emulation-stall ]] || RUN_ARGS+=("$a"); done
+for a in "$@"; do [[ $a == --retry-emulation-stall || $a == --retry-stall-verdict ]] || RUN_ARGS+=("$a"); done
 while (($#)); do
   case $1 in
     --bin) [[ $# -ge 2 && -x $2 && -f $2 ]] || usage "--bin: not an executable file: ${2:-}"; BINS+=("$2"); shift 2 ;;
@@ -446,6 +450,7 @@ while (($#)); do
     --mem) [[ ${2:-} =~ ^[1-9][0-9]*$ && $2 -ge 128 ]] || usage "--mem: MB (>= 128), got '${2:-}'"; MEM=$2; shift 2 ;;
     --keep) KEEP=1; shift ;;
     --retry-emulation-stall) RETRY_STALL=1; shift ;;
+    --retry-stall-verdict) RETRY_VERDICT=1; shift ;;
     -v | --verbose) VERBOSE=1; shift ;;
     --) shift; break ;;
     *) usage "unknown option '$1'" ;;
@@ -526,6 +531,10 @@ if ((rc != 0 && rc != 77 && RETRY_STALL)); then
   if [[ -z $stall ]]; then
     stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o -E 'relay control: no challenge from @[^ ]*|relay rank [0-9]+ did not answer' || true)
     what="a guest's same-host relay did not answer in time under emulation"
+  fi
+  if [[ -z $stall ]] && ((RETRY_VERDICT)); then
+    stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o -E 'no verbs ack for [0-9]+ ms on [^:]*: path stalled' || true)
+    what="a path went silent for the stall time, as on a guest starved of host CPU under emulation"
   fi
   if [[ -n $stall ]]; then
     echo "lab: $what (\"$stall\"): booting again, once" >&2
