@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # retry_once_test.sh LAB_SH: lab.sh's retries. A failed run whose console holds a stall verdict
 # boots once more with --retry-emulation-stall --retry-stall-verdict and returns the second run's
-# status; without --retry-stall-verdict, or when the run passed, there is no second boot.
+# status; without --retry-stall-verdict, or when the run passed, there is no second boot; the flag
+# alone is a usage error.
 # Exits 77 when lab.sh skips (no qemu, no kernel).
 set -uo pipefail
 [[ $# -eq 1 && -x $1 ]] || { echo "usage: retry_once_test.sh LAB_SH" >&2; exit 64; }
@@ -37,4 +38,13 @@ run 0 1 "a passed run with a stall verdict, both flags" --retry-emulation-stall 
   -- sh -c "echo '$line'; exit 0"
 run 1 1 "a failed run without a retry's signature, both flags" --retry-emulation-stall --retry-stall-verdict \
   -- sh -c "exit 1"
+"$lab" run --retry-stall-verdict -- true >"$out" 2>&1
+rc=$?
+if ((rc == 64)) && grep -q 'only with --retry-emulation-stall' "$out"; then
+  echo "ok: --retry-stall-verdict alone: a usage error"
+else
+  echo "FAIL: --retry-stall-verdict alone: exit $rc, expected 64 naming --retry-emulation-stall"
+  cat "$out"
+  fail=1
+fi
 exit $fail

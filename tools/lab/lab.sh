@@ -435,7 +435,7 @@ case $SUB in
 esac
 
 BINS=() FILES=() MODULES=() ENVS=() VMS=1 RAILS=0 RXE=0 TIMEOUT=90 MEM=512 VERBOSE=0 RETRY_STALL=0 RETRY_VERDICT=0
-RUN_ARGS=()  # this run's arguments without --retry-emulation-stall: the retry's
+RUN_ARGS=()  # this run's arguments without the --retry-* flags: the retry's
 for a in "$@"; do [[ $a == --retry-emulation-stall || $a == --retry-stall-verdict ]] || RUN_ARGS+=("$a"); done
 while (($#)); do
   case $1 in
@@ -457,6 +457,7 @@ while (($#)); do
   esac
 done
 [[ $# -ge 1 ]] || usage "run: no command after --"
+((RETRY_VERDICT && !RETRY_STALL)) && usage "--retry-stall-verdict: only with --retry-emulation-stall"
 CMD=("$@")
 
 T0=$(now_ms)
