@@ -38,13 +38,6 @@ run 0 1 "a passed run with a stall verdict, both flags" --retry-emulation-stall 
   -- sh -c "echo '$line'; exit 0"
 run 1 1 "a failed run without a retry's signature, both flags" --retry-emulation-stall --retry-stall-verdict \
   -- sh -c "exit 1"
-"$lab" run --retry-stall-verdict -- true >"$out" 2>&1
-rc=$?
-if ((rc == 64)) && grep -q 'only with --retry-emulation-stall' "$out"; then
-  echo "ok: --retry-stall-verdict alone: a usage error"
-else
-  echo "FAIL: --retry-stall-verdict alone: exit $rc, expected 64 naming --retry-emulation-stall"
-  cat "$out"
-  fail=1
-fi
+run 64 0 "--retry-stall-verdict alone" --retry-stall-verdict -- true
+grep -q 'only with --retry-emulation-stall' "$out" || { echo "FAIL: the usage error does not name --retry-emulation-stall"; fail=1; }
 exit $fail

@@ -526,15 +526,17 @@ for ((i = 0; i < VMS; i++)); do
   ((rc == 0)) && rc=$vmrc
 done
 echo "lab: wall $(((T2 - T0) / 1000)).$(((T2 - T0) % 1000 / 100)) s (initramfs $((T1 - T0)) ms), $VMS VM(s), $ACCEL" >&2
+# Every VM's console, as one text: where a retry looks for its signature.
+consoles() { cat "$WORK"/console.*.log | tr -d '\r'; }
 if ((rc != 0 && rc != 77 && RETRY_STALL)); then
-  stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o 'virtio_net .*NETDEV WATCHDOG: .*transmit queue [0-9]* timed out.*' || true)
+  stall=$(consoles | grep -a -m1 -o 'virtio_net .*NETDEV WATCHDOG: .*transmit queue [0-9]* timed out.*' || true)
   what="a guest's virtio NIC stalled under qemu"
   if [[ -z $stall ]]; then
-    stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o -E 'relay control: no challenge from @[^ ]*|relay rank [0-9]+ did not answer' || true)
+    stall=$(consoles | grep -a -m1 -o -E 'relay control: no challenge from @[^ ]*|relay rank [0-9]+ did not answer' || true)
     what="a guest's same-host relay did not answer in time under emulation"
   fi
   if [[ -z $stall ]] && ((RETRY_VERDICT)); then
-    stall=$(cat "$WORK"/console.*.log | tr -d '\r' | grep -a -m1 -o -E 'no verbs ack for [0-9]+ ms on [^:]*: path stalled' || true)
+    stall=$(consoles | grep -a -m1 -o -E 'no verbs ack for [0-9]+ ms on [^:]*: path stalled' || true)
     what="a path went silent for the stall time, as on a guest starved of host CPU under emulation"
   fi
   if [[ -n $stall ]]; then
