@@ -1,5 +1,6 @@
 #include "bench_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -63,10 +64,14 @@ class Inputs {
       if (!unsigned_ && nranks_ > 1 && (index + 1) % size_t(nranks_) == size_t(rank)) return -1;
       return 1;
     }
+    return hashed(rank, index);
+  }
+  // The value of any spec but a product's.
+  int64_t hashed(int rank, size_t index) const noexcept {
     const uint64_t h = mix((uint64_t(rank) << 40) ^ uint64_t(index) ^ typeBits_);
     // A multiply-shift maps the hash's top half onto [0, 2k]: no division per element.
     const auto v = int64_t(((h >> 32) * uint64_t(2 * k_ + 1)) >> 32);
-    return double(unsigned_ ? v : v - k_);
+    return unsigned_ ? v : v - k_;
   }
 
  private:
@@ -76,22 +81,34 @@ class Inputs {
   uint64_t typeBits_;
 };
 
-void encode(recclDataType_t t, double v, void* out) {
-  int64_t i = static_cast<int64_t>(v);
+// Stores n values as elements of `type` (each converted by conv) from out on.
+template <class T, class Conv>
+void store(const double* v, size_t n, void* out, Conv conv) {
+  auto* p = static_cast<unsigned char*>(out);
+  for (size_t j = 0; j < n; ++j) {
+    const T x = conv(v[j]);
+    std::memcpy(p + j * sizeof(T), &x, sizeof(T));
+  }
+}
+
+// n exact values as elements of t: the type's switch once per run of values, not per element.
+void encode(recclDataType_t t, const double* v, size_t n, void* out) {
+  auto wrap = [](double x) { return uint64_t(int64_t(x)); };
   switch (t) {
-    case recclInt8: { auto x = int8_t(uint8_t(uint64_t(i))); std::memcpy(out, &x, 1); return; }
-    case recclUint8: { auto x = uint8_t(uint64_t(i)); std::memcpy(out, &x, 1); return; }
-    case recclInt32: { auto x = int32_t(uint32_t(uint64_t(i))); std::memcpy(out, &x, 4); return; }
-    case recclUint32: { auto x = uint32_t(uint64_t(i)); std::memcpy(out, &x, 4); return; }
-    case recclInt64: { std::memcpy(out, &i, 8); return; }
-    case recclUint64: { auto x = uint64_t(i); std::memcpy(out, &x, 8); return; }
-    case recclFloat16: { uint16_t h = reduce::floatToHalf(float(v)); std::memcpy(out, &h, 2); return; }
-    case recclBfloat16: { uint16_t h = reduce::floatToBfloat16(float(v)); std::memcpy(out, &h, 2); return; }
-    case recclFloat32: { float f = float(v); std::memcpy(out, &f, 4); return; }
-    case recclFloat64: { std::memcpy(out, &v, 8); return; }
+    case recclInt8: return store<int8_t>(v, n, out, [&](double x) { return int8_t(uint8_t(wrap(x))); });
+    case recclUint8: return store<uint8_t>(v, n, out, [&](double x) { return uint8_t(wrap(x)); });
+    case recclInt32: return store<int32_t>(v, n, out, [&](double x) { return int32_t(uint32_t(wrap(x))); });
+    case recclUint32: return store<uint32_t>(v, n, out, [&](double x) { return uint32_t(wrap(x)); });
+    case recclInt64: return store<int64_t>(v, n, out, [](double x) { return int64_t(x); });
+    case recclUint64: return store<uint64_t>(v, n, out, wrap);
+    case recclFloat16: return store<uint16_t>(v, n, out, [](double x) { return reduce::floatToHalf(float(x)); });
+    case recclBfloat16: return store<uint16_t>(v, n, out, [](double x) { return reduce::floatToBfloat16(float(x)); });
+    case recclFloat32: return store<float>(v, n, out, [](double x) { return float(x); });
+    case recclFloat64: return store<double>(v, n, out, [](double x) { return x; });
     default: return;
   }
 }
+void encode(recclDataType_t t, double v, void* out) { encode(t, &v, 1, out); }
 
 }  // namespace
 
@@ -100,32 +117,13 @@ void preMulScalar(recclDataType_t type, int rank, void* out) noexcept { encode(t
 
 namespace {
 
-// The reduction of the exact integers ranks contribute at `index` of their send buffers.
-void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* out) {
+bool sumsInputs(recclRedOp_t op) { return op == recclSum || op == recclAvg || op == reduce::kPreMulSum; }
+
+// Writes a reduction to out from its accumulators: acc, the sum or product modulo 2^64 of the
+// integer inputs (which truncated to the type equals the type's wrapped arithmetic in any order),
+// for integer types; facc, the exact value, for float types.
+void storeReduction(const DataSpec& d, uint64_t acc, double facc, void* out) {
   const recclDataType_t t = d.type;
-  if (d.op == recclMax || d.op == recclMin) {
-    double best = in(0, index);
-    for (int r = 1; r < d.nranks; ++r) {
-      double v = in(r, index);
-      best = d.op == recclMax ? (v > best ? v : best) : (v < best ? v : best);
-    }
-    return encode(t, best, out);
-  }
-  // Integers: sums and products modulo 2^64 then truncated to the type, which equals the wrapped
-  // arithmetic of the type in any order.
-  uint64_t acc = d.op == recclProd ? 1 : 0;
-  double facc = d.op == recclProd ? 1.0 : 0.0;
-  for (int r = 0; r < d.nranks; ++r) {
-    double v = in(r, index);
-    if (d.op == reduce::kPreMulSum) v *= preMulScalar(r);  // exact: a small integer times 1 or 2
-    if (d.op == recclProd) {
-      acc *= uint64_t(int64_t(v));
-      facc *= v;
-    } else {
-      acc += uint64_t(int64_t(v));
-      facc += v;
-    }
-  }
   if (!isFloat(t)) {
     // From the 64-bit pattern, not a double (which would lose bits of a wrapped int64).
     switch (t) {
@@ -151,6 +149,58 @@ void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* 
   }
 }
 
+// The reduction of the exact integers ranks contribute at `index` of their send buffers.
+void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* out) {
+  if (d.op == recclMax || d.op == recclMin) {
+    double best = in(0, index);
+    for (int r = 1; r < d.nranks; ++r) {
+      double v = in(r, index);
+      best = d.op == recclMax ? (v > best ? v : best) : (v < best ? v : best);
+    }
+    return encode(d.type, best, out);
+  }
+  uint64_t acc = d.op == recclProd ? 1 : 0;
+  double facc = d.op == recclProd ? 1.0 : 0.0;
+  for (int r = 0; r < d.nranks; ++r) {
+    double v = in(r, index);
+    if (d.op == reduce::kPreMulSum) v *= preMulScalar(r);  // exact: a small integer times 1 or 2
+    if (d.op == recclProd) {
+      acc *= uint64_t(int64_t(v));
+      facc *= v;
+    } else {
+      acc += uint64_t(int64_t(v));
+      facc += v;
+    }
+  }
+  storeReduction(d, acc, facc, out);
+}
+
+// Elements per block of a check or a fill: a block's values are computed one rank at a time in a
+// tight loop and compared with one memcmp (a run of checks is rank count x element count hashes).
+constexpr size_t kBlock = 1024;
+
+// expectedReduction of elements [first, first + n) for a summing op (n <= kBlock): a float
+// type's exact sums in double, an integer type's modulo 2^64.
+void expectedSumBlock(const DataSpec& d, const Inputs& in, size_t first, size_t n, unsigned char* out) {
+  const size_t es = reduce::typeSize(d.type);
+  if (isFloat(d.type)) {
+    double facc[kBlock] = {};
+    for (int r = 0; r < d.nranks; ++r) {
+      const double scale = d.op == reduce::kPreMulSum ? preMulScalar(r) : 1.0;
+      for (size_t j = 0; j < n; ++j) facc[j] += double(in.hashed(r, first + j)) * scale;
+    }
+    if (d.op != recclAvg) return encode(d.type, facc, n, out);
+    for (size_t j = 0; j < n; ++j) storeReduction(d, 0, facc[j], out + j * es);
+    return;
+  }
+  uint64_t acc[kBlock] = {};
+  for (int r = 0; r < d.nranks; ++r) {
+    const uint64_t scale = d.op == reduce::kPreMulSum ? uint64_t(preMulScalar(r)) : 1;
+    for (size_t j = 0; j < n; ++j) acc[j] += uint64_t(in.hashed(r, first + j)) * scale;
+  }
+  for (size_t j = 0; j < n; ++j) storeReduction(d, acc[j], 0, out + j * es);
+}
+
 // Distance in units in the last place between two finite floats of the type (bits as given).
 uint64_t ulpDistance(recclDataType_t t, const void* a, const void* b) {
   auto ordered = [](uint64_t bits, int width) -> int64_t {
@@ -174,7 +224,12 @@ void fillInput(const DataSpec& d, int rank, const Shape& shape, void* send) noex
   const size_t es = reduce::typeSize(d.type);
   auto* p = static_cast<unsigned char*>(send);
   const Inputs in(d);
-  for (size_t i = 0; i < shape.sendCount; ++i) encode(d.type, in(rank, i), p + i * es);
+  double v[kBlock];
+  for (size_t first = 0; first < shape.sendCount; first += kBlock) {
+    const size_t n = std::min(kBlock, shape.sendCount - first);
+    for (size_t j = 0; j < n; ++j) v[j] = in(rank, first + j);
+    encode(d.type, v, n, p + first * es);
+  }
 }
 
 namespace {
@@ -214,15 +269,27 @@ size_t countWrong(const DataSpec& d, int rank, const Shape& shape, const void* r
   if ((d.coll == Coll::kReduce || d.coll == Coll::kGather) && rank != d.root) return 0;
   const size_t es = reduce::typeSize(d.type);
   const bool avgFloat = collReduces(d.coll) && d.op == recclAvg && isFloat(d.type);
+  const bool sumBlocks = collReduces(d.coll) && sumsInputs(d.op);
+  // Where rank's output starts in the reduction of every rank's whole input.
+  const size_t offset = d.coll == Coll::kReduceScatter && d.nranks > 0 ? size_t(rank) * (shape.count / size_t(d.nranks)) : 0;
   auto* p = static_cast<const unsigned char*>(recv);
   size_t wrong = 0;
-  unsigned char want[8];
+  unsigned char want[kBlock * 8];
   const Inputs in(d);
-  for (size_t i = 0; i < shape.recvCount; ++i) {
-    expectedAt(d, in, rank, shape, i, want);
-    if (std::memcmp(want, p + i * es, es) == 0) continue;
-    if (avgFloat && ulpDistance(d.type, want, p + i * es) <= 2) continue;
-    if (wrong++ == 0 && firstWrong) *firstWrong = i;
+  for (size_t first = 0; first < shape.recvCount; first += kBlock) {
+    const size_t n = std::min(kBlock, shape.recvCount - first);
+    if (sumBlocks) {
+      expectedSumBlock(d, in, offset + first, n, want);
+    } else {
+      for (size_t j = 0; j < n; ++j) expectedAt(d, in, rank, shape, first + j, want + j * es);
+    }
+    const unsigned char* got = p + first * es;
+    if (std::memcmp(want, got, n * es) == 0) continue;
+    for (size_t j = 0; j < n; ++j) {
+      if (std::memcmp(want + j * es, got + j * es, es) == 0) continue;
+      if (avgFloat && ulpDistance(d.type, want + j * es, got + j * es) <= 2) continue;
+      if (wrong++ == 0 && firstWrong) *firstWrong = first + j;
+    }
   }
   return wrong;
 }

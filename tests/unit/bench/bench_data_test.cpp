@@ -151,6 +151,33 @@ TEST(BenchData, LargeFloatAllReduceIsExact) {
   EXPECT_EQ(wrongOn(d, (1 << 20) + 3, 5, recv[5]), 0u);
 }
 
+// The check works on blocks of elements: outputs over several blocks, each rank's reduce-scatter
+// slice from its own offset, and wrong elements in a later block counted and located exactly.
+TEST(BenchData, OutputsOverSeveralBlocksAreCheckedElementByElement) {
+  for (recclRedOp_t op : {recclSum, recclAvg, recclMax}) {
+    for (Coll coll : {Coll::kAllReduce, Coll::kReduceScatter, Coll::kAllGather}) {
+      for (recclDataType_t type : {recclFloat32, recclInt64, recclFloat16}) {
+        DataSpec d{coll, type, op, 3, 0};
+        const size_t count = 3 * 2500 + 1;
+        const size_t es = reduce::typeSize(type);
+        auto recv = execute(d, count, true);
+        for (int r = 0; r < d.nranks; ++r) {
+          ASSERT_EQ(wrongOn(d, count, r, recv[r]), 0u) << collName(coll) << " " << reduce::typeName(type) << " "
+                                                      << reduce::opName(op) << " rank " << r;
+          Bytes bad = recv[r];
+          const size_t elems = bad.size() / es;
+          ASSERT_GT(elems, 2048u);
+          for (size_t at : {size_t(2047), elems - 1}) bad[at * es] ^= 0x40;
+          size_t first = 0;
+          EXPECT_EQ(countWrong(d, r, shapeFor(coll, count, d.nranks, r), bad.data(), &first), 2u)
+              << collName(coll) << " " << reduce::typeName(type) << " " << reduce::opName(op) << " rank " << r;
+          EXPECT_EQ(first, 2047u);
+        }
+      }
+    }
+  }
+}
+
 TEST(BenchData, InputsDependOnRankAndIndex) {
   DataSpec d{Coll::kAllGather, recclFloat32, recclSum, 4, 0};
   int differ = 0;
