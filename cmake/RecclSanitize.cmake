@@ -24,11 +24,11 @@ endforeach()
 # Host code only: nvcc takes none of these flags, and the device tests need a GPU anyway.
 set(RECCL_CUDA off CACHE STRING "Build the CUDA path: auto (where nvcc is found), on, off" FORCE)
 add_link_options(${sanitize_flags})
-# -O1 and line tables (-g1) instead of RelWithDebInfo's -O2 -g: a report needs functions and
-# lines only, and UBSan at -O2 more than doubles the compile time of the template-heavy units
-# (one JSON unit: 38 s CPU at -O2 -g, 16 s at -O1 -g1), which CI pays twice.
+# -Og and line tables (-g1) instead of RelWithDebInfo's -O2 -g: a report needs functions and
+# lines only, and the instrumented compile costs CI twice (the ASan tree: 747 CPU s at -O1,
+# 571 at -Og; docs/results/ci-time.md), while the trees' tests take the same time at either.
 foreach(lang C CXX)
-  set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "-O1 -g1 -DNDEBUG")
+  set(CMAKE_${lang}_FLAGS_RELWITHDEBINFO "-Og -g1 -DNDEBUG")
 endforeach()
 # Every test of the tree is a sanitizer test (only SANITIZE tests are registered, tests/).
 set_property(DIRECTORY PROPERTY LABELS sanitize)
