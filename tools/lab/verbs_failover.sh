@@ -63,7 +63,25 @@ base_env() {
 
 # Who a line speaks for: this VM's rank, or its host where it runs two ranks.
 who() { if [ "${LAB_PAIR:-0}" = 1 ]; then echo "host $LAB_INDEX"; else echo "rank $RANK"; fi; }
-fail() { echo "verbs_failover $1 $(who): FAILED: $2"; rm -f "$out" "$out".*; exit 1; }
+# What the rails did since boot, one line per device: each rxe device's nonzero hw_counters
+# (retransmits, RNR NAKs, sequence errors: why a path went quiet) and each rail's frame counts.
+rail_counters() {
+  for d in /sys/class/infiniband/*; do
+    [ -d "$d/ports/1/hw_counters" ] || continue
+    line=""
+    for c in "$d"/ports/1/hw_counters/*; do
+      v=$(cat "$c" 2>/dev/null) || continue
+      [ "${v:-0}" != 0 ] && line="$line ${c##*/}=$v"
+    done
+    echo "verbs_failover $1 $(who): ${d##*/}:${line:- all zero}"
+  done
+  for n in rail0 rail1; do
+    d=/sys/class/net/$n/statistics
+    [ -d "$d" ] || continue
+    echo "verbs_failover $1 $(who): $n: tx $(cat $d/tx_packets) rx $(cat $d/rx_packets) tx_dropped $(cat $d/tx_dropped) rx_dropped $(cat $d/rx_dropped)"
+  done
+}
+fail() { echo "verbs_failover $1 $(who): FAILED: $2"; rail_counters "$1"; rm -f "$out" "$out".*; exit 1; }
 
 # run_pair NAME: two failover_worker runs on this host at once, ranks 2*LAB_INDEX and
 # 2*LAB_INDEX+1 of 2*LAB_VMS; their outputs in $out.0 and $out.1 (and on the console), their
@@ -101,6 +119,7 @@ relay() {
     relay-affinity) export RECCL_FAILOVER_ROUTE=auto RECCL_NIC_AFFINITY=1 RECCL_NCHANNELS=1 WORKER_FAULTS=2/mid/@lab/rail1/0 ;;
   esac
   run_pair "$1"
+  rail_counters "$1"
   for k in 0 1; do
     r=$((LAB_INDEX * 2 + k))
     eval "code=\$rc$k"
