@@ -14,7 +14,7 @@
 #                   10.77.0.<vm+1>/24); the VMs' eth0 share one link (below)
 #   --rails R       R rail NICs per VM (0 default, at most 4): rail<k> (qemu id rail<k>,
 #                   10.77.<k+1>.<vm+1>/24), each with an rxe device rxe_rail<k>; rail k of every VM
-#                   on its own link. Links: with 2 VMs a point-to-point UDP socket pair, with more a
+#                   on its own link. Links: with 2 VMs a stream socket (lossless), with more a
 #                   UDP multicast group on the host's loopback (a hub: every VM of the link gets
 #                   every frame), with 1 VM nothing on the other end
 #   --rxe           add rxe0 on eth0 at boot (rdma link add rxe0 type rxe netdev eth0)
@@ -328,23 +328,26 @@ probe_accel() {
 }
 
 udp_port_free() { ! ss -Hlun "sport = :$1" 2>/dev/null | grep -q .; }
-# Ports for the links (link 0: the management NICs, link k+1: rail k). Two VMs: a point-to-point
-# UDP socket pair per link (ports LINK_PORT[l] and +1, one per end). More VMs: a multicast group
-# on the host's loopback per link (qemu's socket hub), port LINK_PORT[l]: a frame reaches every
+# The links (link 0: the management NICs, link k+1: rail k). Two VMs: a stream socket per link,
+# a Unix socket in the run's folder that VM 0 listens on and VM 1 connects to: lossless, as a
+# RoCE fabric is (PFC), where a slow guest holds its peer back instead of losing frames (a UDP
+# pair lost them whenever a TCG guest's qemu fell behind reading its socket, and rxe then went
+# quiet on a healthy rail for the stall time: docs/results/lab.md). More VMs: a multicast group
+# on the host's loopback per link (qemu's socket hub), port LINK_BASE + l: a frame reaches every
 # VM of the link, as on a shared segment (the sender gets its own back too; a NIC drops frames
 # not for its address, and IPv6 duplicate-address detection knows its own probes by their nonce).
 # Ports are random and checked free, so concurrent lab runs on one host do not share a link.
 pick_links() {
-  local links=$((RAILS + 1)) per=2 l ok
-  ((VMS > 2)) && per=1
+  local links=$((RAILS + 1)) l ok
   for _ in $(seq 50); do
     LINK_BASE=$((20000 + RANDOM % 40000))
     ok=1
-    for ((l = 0; l < links * per; l++)); do udp_port_free $((LINK_BASE + l)) || { ok=0; break; }; done
+    for ((l = 0; l < links; l++)); do udp_port_free $((LINK_BASE + l)) || { ok=0; break; }; done
     ((ok)) && return 0
   done
-  die "no $((links * per)) free UDP ports for the VM links"
+  die "no $links free UDP ports for the VM links"
 }
+link_socket() { echo "$WORK/link$1.sock"; }  # LINK: the two-VM link's socket
 
 # The qemu -netdev of link L for VM I.
 link_netdev() {  # INDEX LINK
@@ -352,8 +355,9 @@ link_netdev() {  # INDEX LINK
   if ((VMS == 1)); then
     echo "hubport,id=$id,hubid=$l"
   elif ((VMS == 2)); then
-    local mine=$((LINK_BASE + 2 * l + i)) peer=$((LINK_BASE + 2 * l + 1 - i))
-    echo "socket,id=$id,udp=127.0.0.1:$peer,localaddr=127.0.0.1:$mine"
+    local server=off
+    ((i == 0)) && server=on
+    echo "stream,id=$id,server=$server,addr.type=unix,addr.path=$(link_socket "$l")"
   else
     echo "socket,id=$id,mcast=239.255.77.1:$((LINK_BASE + l)),localaddr=127.0.0.1"
   fi
@@ -472,9 +476,21 @@ build_initramfs
 ACCEL=$(probe_accel)
 for ((i = 0; i < VMS; i++)); do build_vm_initrd "$i"; done
 T1=$(now_ms)
-((VMS > 1)) && pick_links
+((VMS > 2)) && pick_links
 declare -a MONFD=()
-for ((i = 0; i < VMS; i++)); do start_vm "$i"; done
+for ((i = 0; i < VMS; i++)); do
+  start_vm "$i"
+  ((VMS == 2 && i == 0)) || continue
+  # VM 1 connects to the sockets VM 0 listens on (qemu 7.2's stream client does not retry).
+  for ((w = 0; w < 100; w++)); do
+    up=1
+    for ((l = 0; l <= RAILS; l++)); do [[ -S $(link_socket "$l") ]] || up=0; done
+    ((up)) && break
+    kill -0 "${QPIDS[0]}" 2>/dev/null || break
+    sleep 0.1
+  done
+  ((up)) || { cat "$WORK/qemu.0.log" >&2; die "vm0 did not listen on its link sockets within 10 s"; }
+done
 
 TIMED_OUT=0
 deadline=$((T0 + TIMEOUT * 1000))
