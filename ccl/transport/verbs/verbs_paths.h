@@ -124,8 +124,8 @@ class VerbsPath : public channel::Path {
   // Liveness (file comment): probes from now on, one per quarter of `stallMs` of silence.
   void watch(int64_t stallMs) noexcept;
   // Nothing heard for `stallMs` and a probe outstanding for `stallMs` when the progress thread
-  // last polled; posts the probe when one is due (nothing heard for a quarter of `stallMs`).
-  // `quietMs`: since the last completion.
+  // last polled; posts the probe when one is due (nothing heard for a quarter of `stallMs`), and
+  // once more when it went unanswered for another quarter. `quietMs`: since the last completion.
   bool stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noexcept;
 
   // Bytes this path moved (the rail meter's PathSample::bytes): a sender's writes completed,
@@ -191,6 +191,8 @@ class VerbsPath : public channel::Path {
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
+  // Posts a liveness probe (a zero-length RDMA write); postMu_ held. false: not posted (warned).
+  bool postProbe() noexcept;
   // Out of attach()'s engine, once (its pass is over when this returns); never from its thread.
   void leaveEngine() noexcept;
 
@@ -219,6 +221,7 @@ class VerbsPath : public channel::Path {
   std::atomic<int64_t> watchMs_{0};
   std::atomic<uint64_t> heardNs_{0};
   std::atomic<uint64_t> probeSentNs_{0};
+  bool probeReposted_ = false;  // the outstanding probe was posted once more (stalled()'s thread)
   std::atomic<uint64_t> polledNs_{0};  // the progress thread's last look at the completions
   std::atomic<bool> probing_{false};
   std::atomic<uint64_t> bytes_{0};
