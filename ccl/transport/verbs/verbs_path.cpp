@@ -55,7 +55,7 @@ bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noex
     if (!probeReposted_ && nowNs >= sent + stallNs / 4) {
       probeReposted_ = true;
       std::lock_guard lk(postMu_);
-      if (qp_ && !dead() && qp_->sendsOutstanding() < qp_->depth().send && postProbe())
+      if (postProbe())
         RECCL_INFO(kLogNet, "%s: liveness probe unanswered for %llu ms: posted once more", desc_.c_str(),
                    static_cast<unsigned long long>((nowNs - sent) / 1000000));
     }
@@ -63,15 +63,15 @@ bool VerbsPath::stalled(uint64_t nowNs, int64_t stallMs, uint32_t* quietMs) noex
   }
   if (quietNs < stallNs / 4) return false;
   std::lock_guard lk(postMu_);
-  // A full send queue is work outstanding: its completions (or its error) will come.
-  if (!qp_ || dead() || qp_->sendsOutstanding() >= qp_->depth().send) return false;
-  probeSentNs_.store(nowNs, std::memory_order_release);
+  probeSentNs_.store(nowNs, std::memory_order_release);  // before the post: its completion may come at once
   probeReposted_ = false;
   if (postProbe()) probing_.store(true, std::memory_order_release);
   return false;
 }
 
 bool VerbsPath::postProbe() noexcept {
+  // A full send queue is work outstanding: its completions (or its error) will come.
+  if (!qp_ || dead() || qp_->sendsOutstanding() >= qp_->depth().send) return false;
   ibv_send_wr wr{};
   wr.wr_id = kProbeWrId;
   wr.opcode = IBV_WR_RDMA_WRITE;

@@ -191,7 +191,8 @@ class VerbsPath : public channel::Path {
     return n;
   }
   bool dead() const noexcept { return dead_.load(std::memory_order_acquire); }
-  // Posts a liveness probe (a zero-length RDMA write); postMu_ held. false: not posted (warned).
+  // Posts a liveness probe (a zero-length RDMA write); postMu_ held. false: not posted (no QP,
+  // dead, the send queue full; a refused post is warned).
   bool postProbe() noexcept;
   // Out of attach()'s engine, once (its pass is over when this returns); never from its thread.
   void leaveEngine() noexcept;
