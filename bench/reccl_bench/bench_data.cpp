@@ -32,11 +32,12 @@ double exactLimit(recclDataType_t t) {
   }
 }
 
+bool sumsInputs(recclRedOp_t op) { return op == recclSum || op == recclAvg || op == reduce::kPreMulSum; }
+
 // Half-width k of the input range [-k, k] (or [0, 2k] for unsigned types).
 int64_t inputBound(const DataSpec& d) {
   int64_t k = 100;
-  const bool sums = d.op == recclSum || d.op == recclAvg || d.op == reduce::kPreMulSum;
-  if (collReduces(d.coll) && sums && isFloat(d.type)) {
+  if (collReduces(d.coll) && sumsInputs(d.op) && isFloat(d.type)) {
     // A mulsum's scalar doubles an odd rank's input.
     const double scale = d.op == reduce::kPreMulSum ? 2.0 : 1.0;
     double perRank = exactLimit(d.type) / (2.0 * scale * (d.nranks > 0 ? d.nranks : 1));
@@ -117,8 +118,6 @@ void preMulScalar(recclDataType_t type, int rank, void* out) noexcept { encode(t
 
 namespace {
 
-bool sumsInputs(recclRedOp_t op) { return op == recclSum || op == recclAvg || op == reduce::kPreMulSum; }
-
 // Writes a reduction to out from its accumulators: acc, the sum or product modulo 2^64 of the
 // integer inputs (which truncated to the type equals the type's wrapped arithmetic in any order),
 // for integer types; facc, the exact value, for float types.
@@ -149,6 +148,34 @@ void storeReduction(const DataSpec& d, uint64_t acc, double facc, void* out) {
   }
 }
 
+// Elements per block of a check or a fill: a block's values are computed one rank at a time in a
+// tight loop and compared with one memcmp (a run of checks is rank count x element count hashes).
+constexpr size_t kBlock = 1024;
+
+// The reduction of elements [first, first + n) for a summing op (n <= kBlock): a float
+// type's exact sums in double, an integer type's modulo 2^64.
+void expectedSumBlock(const DataSpec& d, const Inputs& in, size_t first, size_t n, unsigned char* out) {
+  const size_t es = reduce::typeSize(d.type);
+  if (isFloat(d.type)) {
+    double facc[kBlock];
+    std::fill_n(facc, n, 0.0);
+    for (int r = 0; r < d.nranks; ++r) {
+      const double scale = d.op == reduce::kPreMulSum ? preMulScalar(r) : 1.0;
+      for (size_t j = 0; j < n; ++j) facc[j] += double(in.hashed(r, first + j)) * scale;
+    }
+    if (d.op != recclAvg) return encode(d.type, facc, n, out);
+    for (size_t j = 0; j < n; ++j) storeReduction(d, 0, facc[j], out + j * es);
+    return;
+  }
+  uint64_t acc[kBlock];
+  std::fill_n(acc, n, uint64_t(0));
+  for (int r = 0; r < d.nranks; ++r) {
+    const uint64_t scale = d.op == reduce::kPreMulSum ? uint64_t(preMulScalar(r)) : 1;
+    for (size_t j = 0; j < n; ++j) acc[j] += uint64_t(in.hashed(r, first + j)) * scale;
+  }
+  for (size_t j = 0; j < n; ++j) storeReduction(d, acc[j], 0, out + j * es);
+}
+
 // The reduction of the exact integers ranks contribute at `index` of their send buffers.
 void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* out) {
   if (d.op == recclMax || d.op == recclMin) {
@@ -159,46 +186,15 @@ void expectedReduction(const DataSpec& d, const Inputs& in, size_t index, void* 
     }
     return encode(d.type, best, out);
   }
-  uint64_t acc = d.op == recclProd ? 1 : 0;
-  double facc = d.op == recclProd ? 1.0 : 0.0;
+  if (sumsInputs(d.op)) return expectedSumBlock(d, in, index, 1, static_cast<unsigned char*>(out));
+  uint64_t acc = 1;  // products
+  double facc = 1.0;
   for (int r = 0; r < d.nranks; ++r) {
-    double v = in(r, index);
-    if (d.op == reduce::kPreMulSum) v *= preMulScalar(r);  // exact: a small integer times 1 or 2
-    if (d.op == recclProd) {
-      acc *= uint64_t(int64_t(v));
-      facc *= v;
-    } else {
-      acc += uint64_t(int64_t(v));
-      facc += v;
-    }
+    const double v = in(r, index);
+    acc *= uint64_t(int64_t(v));
+    facc *= v;
   }
   storeReduction(d, acc, facc, out);
-}
-
-// Elements per block of a check or a fill: a block's values are computed one rank at a time in a
-// tight loop and compared with one memcmp (a run of checks is rank count x element count hashes).
-constexpr size_t kBlock = 1024;
-
-// expectedReduction of elements [first, first + n) for a summing op (n <= kBlock): a float
-// type's exact sums in double, an integer type's modulo 2^64.
-void expectedSumBlock(const DataSpec& d, const Inputs& in, size_t first, size_t n, unsigned char* out) {
-  const size_t es = reduce::typeSize(d.type);
-  if (isFloat(d.type)) {
-    double facc[kBlock] = {};
-    for (int r = 0; r < d.nranks; ++r) {
-      const double scale = d.op == reduce::kPreMulSum ? preMulScalar(r) : 1.0;
-      for (size_t j = 0; j < n; ++j) facc[j] += double(in.hashed(r, first + j)) * scale;
-    }
-    if (d.op != recclAvg) return encode(d.type, facc, n, out);
-    for (size_t j = 0; j < n; ++j) storeReduction(d, 0, facc[j], out + j * es);
-    return;
-  }
-  uint64_t acc[kBlock] = {};
-  for (int r = 0; r < d.nranks; ++r) {
-    const uint64_t scale = d.op == reduce::kPreMulSum ? uint64_t(preMulScalar(r)) : 1;
-    for (size_t j = 0; j < n; ++j) acc[j] += uint64_t(in.hashed(r, first + j)) * scale;
-  }
-  for (size_t j = 0; j < n; ++j) storeReduction(d, acc[j], 0, out + j * es);
 }
 
 // Distance in units in the last place between two finite floats of the type (bits as given).
