@@ -330,9 +330,8 @@ probe_accel() {
 udp_port_free() { ! ss -Hlun "sport = :$1" 2>/dev/null | grep -q .; }
 # The links (link 0: the management NICs, link k+1: rail k). Two VMs: a stream socket per link,
 # a Unix socket in the run's folder that VM 0 listens on and VM 1 connects to: lossless, as a
-# RoCE fabric is (PFC), where a slow guest holds its peer back instead of losing frames (a UDP
-# pair lost them whenever a TCG guest's qemu fell behind reading its socket, and rxe then went
-# quiet on a healthy rail for the stall time: docs/results/lab.md). More VMs: a multicast group
+# RoCE fabric is (PFC), where a slow guest holds its peer back instead of losing frames (a
+# datagram link drops them whenever a TCG guest's qemu falls behind reading it). More VMs: a multicast group
 # on the host's loopback per link (qemu's socket hub), port LINK_BASE + l: a frame reaches every
 # VM of the link, as on a shared segment (the sender gets its own back too; a NIC drops frames
 # not for its address, and IPv6 duplicate-address detection knows its own probes by their nonce).
