@@ -6,9 +6,11 @@
  * recclStream_t, with NCCL's semantics (the call enqueues and returns; the collective is ordered
  * on the stream; errors through recclCommGetAsyncError), and device buffers (with a NULL stream:
  * on the legacy default stream, returning when done). No C++ exception ever crosses this
- * boundary. After a call that failed, the transport may still have I/O in flight on that call's
- * buffers (TCP moves large steps straight from and into them): reuse or free them only once
- * recclCommAbort or recclCommDestroy has returned, which wait for that I/O to end.
+ * boundary. A call that fails once it has started (its deadline, a lost peer) fails its
+ * communicator and shuts its connections down at once (the peers learn of it then, not at their
+ * deadline), but I/O already under way on that call's buffers (TCP moves large steps straight from
+ * and into them) may still end after it returned: reuse or free them only once recclCommAbort or
+ * recclCommDestroy has returned, which wait for that I/O.
  *
  * Threads (NCCL's rules, stated):
  * - A communicator is used by one thread at a time: two threads must not call into the same

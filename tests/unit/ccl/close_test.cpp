@@ -1,10 +1,15 @@
 // Closing a communicator (recclCommDestroy, recclCommAbort) beside calls on other threads, and
 // what a closed handle answers (api/comm_handle.h, "Closing"): the close frees nothing while a
-// call is inside, a second close or a late call is refused by name. Also under the sanitizers.
+// call is inside, a second close or a late call is refused by name, and once it returned the
+// transport no longer writes into a failed call's buffers. Also under the sanitizers.
 #include <gtest/gtest.h>
+#include <sched.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <thread>
@@ -136,5 +141,106 @@ TEST_F(CclClose, AbortBesideACallFreesOnlyAfterItLeft) {
     EXPECT_EQ(call.rc.load(), recclAborted) << recclGetErrorString(call.rc.load());
   }
 }
+
+// The calling thread's own network namespace (threads it starts go with it, the ranks' and the
+// library's included): lo up with a 1500-byte MTU and its egress slowed to `rate` by a token
+// bucket. An empty string on success, else why not.
+std::string slowLoopback(const std::string& rate) {
+  if (unshare(CLONE_NEWNET) != 0) return std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+  const std::string cmd = "ip link set lo mtu 1500 up && tc qdisc add dev lo root tbf rate " + rate +
+                          " burst 16kb latency 2s >/dev/null 2>&1";
+  if (std::system(cmd.c_str()) != 0) return "could not slow lo with a tbf qdisc (needs ip and tc, sch_tbf)";
+  return "";
+}
+
+bool sameBytes(const std::vector<float>& a, const std::vector<float>& b) {
+  return std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Waits up to `limit` for buf to differ from `was`.
+bool changesWithin(const std::vector<float>& buf, const std::vector<float>& was, Ms limit) {
+  for (auto until = Clock::now() + limit; Clock::now() < until; std::this_thread::sleep_for(Ms(5)))
+    if (!sameBytes(buf, was)) return true;
+  return false;
+}
+
+// Waits `settle`, then whether buf stays as it was then for `watch`.
+bool quietAfter(const std::vector<float>& buf, Ms settle, Ms watch) {
+  std::this_thread::sleep_for(settle);
+  return !changesWithin(buf, std::vector<float>(buf), watch);
+}
+
+enum class Close { kAbort, kDestroy };
+
+// A receive that fails while its peer's step is arriving straight into its buffer (lo slowed to
+// 4 Mbit/s: a 512 KiB step takes about a second, against a 600 ms deadline for progress). The
+// failure shuts the connection down, so once the I/O under way then has ended nothing more lands,
+// although the peer's step is still on its way; and once the close returned, nothing at all
+// (reccl.h: the close waits for that I/O). The test checks where the first step landed: without
+// a step half-way into the buffer when the call fails, the later checks would hold for nothing.
+void failedReceiveThenClose(Close how) {
+  ScopedEnv t("RECCL_TIMEOUT_MS", "600");
+  ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
+  ScopedEnv chunk("RECCL_CHUNK_SIZE", "512K");
+  constexpr size_t kCount = size_t{1} << 20;  // 4 MiB of floats: eight steps
+  constexpr size_t kStep = (size_t{512} << 10) / sizeof(float);
+  std::string skip;
+  std::string failure;
+  std::thread job([&] {
+    skip = slowLoopback("4mbit");
+    if (!skip.empty()) return;
+    std::optional<Comms> comms(std::in_place, 2);
+    if (!comms->ok()) {
+      failure = "init: " + comms->error();
+      return;
+    }
+    float one = 1.0f;  // connects the ranks (a few bytes: quick even at the slowed rate)
+    auto rcs = comms->run([&](int r, recclComm_t c) {
+      return r == 0 ? recclSend(&one, 1, recclFloat32, 1, c, nullptr) : recclRecv(&one, 1, recclFloat32, 0, c, nullptr);
+    });
+    if (rcs[0] != recclSuccess || rcs[1] != recclSuccess) {
+      failure = "the ranks did not connect: " + lastError();
+      return;
+    }
+    std::vector<float> out(kCount, -1.0f);
+    std::vector<float> in(kCount, 7.0f);
+    std::thread sender([&] {
+      // After the receive has named its buffer for the first steps, so that they land there.
+      std::this_thread::sleep_for(Ms(200));
+      recclSend(in.data(), kCount, recclFloat32, 0, (*comms)[1], nullptr);
+    });
+    const recclResult_t rc = recclRecv(out.data(), kCount, recclFloat32, 1, (*comms)[0], nullptr);
+    size_t landed = 0;
+    while (landed < kCount && out[landed] == 7.0f) ++landed;
+    if (rc != recclTimeout) {
+      failure = std::string("the receive was to time out on the slowed link, it returned ") + recclGetErrorString(rc);
+    } else if (landed == 0 || landed >= kStep) {
+      failure = "the first step was to be landing in the receive buffer when the call failed; " +
+                std::to_string(landed) + " of its " + std::to_string(kStep) + " elements were there";
+    } else if (!quietAfter(out, Ms(200), Ms(500))) {
+      failure = "the receive buffer still changed 200 ms after the call failed: its connection was not shut down";
+    } else {
+      recclComm_t c = (*comms)[0];
+      comms->forget(0);
+      const recclResult_t closed = how == Close::kAbort ? recclCommAbort(c) : recclCommDestroy(c);
+      const std::vector<float> seen = out;
+      if (closed != recclSuccess) {
+        failure = std::string("the close failed: ") + recclGetErrorString(closed) + ": " + lastError();
+      } else if (changesWithin(out, seen, Ms(1000))) {
+        size_t at = 0;
+        while (at < kCount && std::memcmp(&out[at], &seen[at], sizeof(float)) == 0) ++at;
+        failure = "the receive buffer changed after the close returned (first at element " + std::to_string(at) + ")";
+      }
+    }
+    sender.join();
+    comms.reset();
+  });
+  job.join();
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
+TEST(CclCloseInFlight, AbortLeavesAFailedReceivesBufferAlone) { failedReceiveThenClose(Close::kAbort); }
+TEST(CclCloseInFlight, DestroyLeavesAFailedReceivesBufferAlone) { failedReceiveThenClose(Close::kDestroy); }
 
 }  // namespace
