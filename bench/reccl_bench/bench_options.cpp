@@ -213,7 +213,8 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   app.add_option("-T,--timeout", o.timeoutSec, "seconds a call may make no progress (RECCL_TIMEOUT_MS); 0: its default");
   app.add_option("-J,--output_file", o.outputFile, "also write nccl-tests' JSON (version 3) to this file (.json)");
   app.add_option("-R,--local_register", o.localRegister,
-                 "1: register the buffers with each communicator (recclCommRegister); 2 as 1 (no symmetric windows)");
+                 "1: register the buffers with each communicator (recclCommRegister); 2: as symmetric windows "
+                 "(recclCommWindowRegister)");
   std::vector<int> gpuOnly(std::size(kGpuOnly), 0);
   for (size_t i = 0; i < std::size(kGpuOnly); ++i)
     app.add_option(kGpuOnly[i].flags, gpuOnly[i], std::string("accepted, ignored: ") + kGpuOnly[i].what);
@@ -281,9 +282,6 @@ Result<BenchOptions> parseOptions(int argc, const char* const* argv) {
   RECCL_TRY(checkRange("-u/--unalign", o.unalign, 0, 1 << 20));
   RECCL_TRY(checkRange("-T/--timeout", o.timeoutSec, 0, 1 << 20));
   RECCL_TRY(checkRange("-R/--local_register", o.localRegister, 0, 2));
-  if (o.localRegister == 2)
-    o.notes.push_back("-R,--local_register 2: symmetric windows (NCCL's ncclCommWindowRegister) are not offered; the "
-                      "buffers are registered as with -R 1");
   if (o.perIterSkip > 0 && !perIter)
     return Status(Errc::kInvalidArgument, "-K/--per_iter_skip: needs -I 1");
   if (!o.outputFile.empty() && (o.outputFile.size() < 5 || o.outputFile.compare(o.outputFile.size() - 5, 5, ".json") != 0))

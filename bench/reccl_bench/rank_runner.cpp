@@ -70,19 +70,25 @@ bool RankRunner::run() {
     b->reset(static_cast<unsigned char*>(std::aligned_alloc(64, rounded)));
     if (!*b) return fail("cannot allocate two buffers of " + std::to_string(o_.maxBytes) + " bytes");
   }
-  // -R: registered for the whole run, every row's buffers lie inside; ended on every way out.
+  // -R: registered for the whole run, every row's buffers lie inside; ended on every way out
+  // (-R 2's windows together on every rank, as they were made).
   struct Registered {
     recclComm_t comm;
+    bool window = false;
     void* handle = nullptr;
     ~Registered() {
-      if (handle) recclCommDeregister(comm, handle);
+      if (handle && window) recclCommWindowDeregister(comm, static_cast<recclWindow_t>(handle));
+      if (handle && !window) recclCommDeregister(comm, handle);
     }
-  } regs[2] = {{comm_}, {comm_}};
-  if (o_.localRegister > 0) {
-    for (int i = 0; i < 2; ++i)
-      if (recclResult_t r = recclCommRegister(comm_, (i ? recv_ : send_).get(), rounded, &regs[i].handle);
-          r != recclSuccess)
-        return callFailed("recclCommRegister", r);
+  } regs[2] = {{comm_, o_.localRegister == 2}, {comm_, o_.localRegister == 2}};
+  for (int i = 0; i < 2 && o_.localRegister > 0; ++i) {
+    void* buf = (i ? recv_ : send_).get();
+    recclWindow_t w = nullptr;
+    const recclResult_t r = regs[i].window
+                                ? recclCommWindowRegister(comm_, buf, rounded, &w, RECCL_WIN_COLL_SYMMETRIC)
+                                : recclCommRegister(comm_, buf, rounded, &regs[i].handle);
+    if (regs[i].window) regs[i].handle = w;
+    if (r != recclSuccess) return callFailed(regs[i].window ? "recclCommWindowRegister" : "recclCommRegister", r);
   }
   const SourceWait sw = waitFaultSourceReady(comm_);
   if (!gatherDevices()) return false;
@@ -94,7 +100,8 @@ bool RankRunner::run() {
     for (const DeviceInfo& d : devices_) out += formatDeviceLine(d.rank, d.group, d.pid, d.hostname, d.device, d.info);
     out += "# nRanks " + std::to_string(nranks_) + ": " + (processes_ ? "one per process" : "threads of one process") + "\n";
     out += formatSourceLine(sw);
-    if (o_.localRegister > 0) out += "# Buffers registered with each communicator (recclCommRegister, -R)\n";
+    if (o_.localRegister == 1) out += "# Buffers registered with each communicator (recclCommRegister, -R 1)\n";
+    if (o_.localRegister == 2) out += "# Buffers registered as symmetric windows (recclCommWindowRegister, -R 2)\n";
     std::printf("%s", out.c_str());
   }
   const TableStyle style = TableStyle::of(o_);

@@ -161,6 +161,7 @@ void bury(recclComm_t comm) {
   }
   comm->impl.reset();
   comm->registrations.clear();
+  comm->windows.clear();
   {
     std::lock_guard lk(comm->settleMu);
     comm->pending.reset();

@@ -92,6 +92,7 @@ struct recclComm {
   reccl::Status failure;  // kFailed: the init's error; kFinalized: finalize's, if it failed
   reccl::api::RedOpTable redOps;  // recclRedOpCreatePreMulSum's ops on this communicator
   reccl::api::Registrations registrations;  // recclCommRegister's
+  reccl::api::Registrations windows{"win"};  // recclCommWindowRegister's (api/windows.cpp)
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;

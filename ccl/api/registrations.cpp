@@ -15,27 +15,52 @@ uintptr_t nextHandle() {
 
 }  // namespace
 
-Result<void*> Registrations::add(const void* buff, size_t size) {
+Status Registrations::checkRange(const void* buff, size_t size) {
   if (!buff) return Status(Errc::kInvalidArgument, "buff: null pointer");
   if (size == 0) return Status(Errc::kInvalidArgument, "size: 0 bytes");
   const auto begin = reinterpret_cast<uintptr_t>(buff);
   if (size > UINTPTR_MAX - begin)
     return Status(Errc::kInvalidArgument, "size: " + std::to_string(size) + " bytes from buff run past the address space");
-  std::lock_guard lk(mu_);
+  return Status::Ok();
+}
+
+Status Registrations::checkRoomLocked() const {
   if (live_.size() >= kMaxLive)
-    return Status(Errc::kInvalidUsage, "comm: holds " + std::to_string(kMaxLive) +
-                                           " registrations already (recclCommDeregister releases them)");
+    return Status(Errc::kInvalidUsage, "comm: holds " + std::to_string(kMaxLive) + " registrations already (deregister some first)");
+  return Status::Ok();
+}
+
+Status Registrations::checkRoom() {
+  std::lock_guard lk(mu_);
+  return checkRoomLocked();
+}
+
+Result<void*> Registrations::add(const void* buff, size_t size) {
+  RECCL_TRY(checkRange(buff, size));
+  std::lock_guard lk(mu_);
+  RECCL_TRY(checkRoomLocked());
   const uintptr_t h = nextHandle();
-  live_.insert(h);
+  live_.emplace(h, made_++);
   return reinterpret_cast<void*>(h);
 }
 
-Status Registrations::remove(void* handle) {
-  if (!handle) return Status(Errc::kInvalidArgument, "handle: null");
+Status Registrations::unknown() const {
+  return Status(Errc::kInvalidArgument, std::string(arg_) +
+                                            ": no live registration of this communicator (deregistered already, or made on another one)");
+}
+
+Result<uint64_t> Registrations::ordinal(void* handle) {
+  if (!handle) return Status(Errc::kInvalidArgument, std::string(arg_) + ": null");
   std::lock_guard lk(mu_);
-  if (live_.erase(reinterpret_cast<uintptr_t>(handle)) == 0)
-    return Status(Errc::kInvalidArgument,
-                  "handle: no live registration of this communicator (deregistered already, or made on another one)");
+  auto it = live_.find(reinterpret_cast<uintptr_t>(handle));
+  if (it == live_.end()) return unknown();
+  return it->second;
+}
+
+Status Registrations::remove(void* handle) {
+  if (!handle) return Status(Errc::kInvalidArgument, std::string(arg_) + ": null");
+  std::lock_guard lk(mu_);
+  if (live_.erase(reinterpret_cast<uintptr_t>(handle)) == 0) return unknown();
   return Status::Ok();
 }
 

@@ -345,6 +345,29 @@ RECCL_API recclResult_t recclCommRegister(const recclComm_t comm, void* buff, si
  * recclInvalidArgument for a handle that is not live on comm (ended already, or another
  * communicator's). */
 RECCL_API recclResult_t recclCommDeregister(const recclComm_t comm, void* handle);
+/* Windows (NCCL's ncclCommWindowRegister): a registration every rank of comm makes in one call.
+ * Flags: DEFAULT, or COLL_SYMMETRIC, with which the caller promises that every collective on the
+ * window uses the same offset into it on every rank. REQUIRED_ALIGNMENT is NCCL's figure for
+ * symmetric buffers, kept for code that rounds to it. */
+typedef struct recclWindow* recclWindow_t;
+#define RECCL_WIN_DEFAULT 0x00
+#define RECCL_WIN_COLL_SYMMETRIC 0x01
+#define RECCL_WIN_REQUIRED_ALIGNMENT 4096
+/* Collective over comm: every rank registers [buff, buff + size) with the same winFlags and the
+ * same size (NCCL's default rule), and the ranks agree over comm's connections before any keeps
+ * it: a rank that differs (or cannot take another window) is named by recclInvalidUsage on every
+ * rank, and no rank keeps the window. Arguments wrong in themselves (null pointers, size 0,
+ * unknown flags) are refused at once, as a collective's are. *win names the window for
+ * recclCommWindowDeregister. Blocking, outside a group (recclInvalidUsage inside one). Like a
+ * registration, a window changes nothing about how data moves (no transport of reccl needs one);
+ * windows still live when comm is closed go with it. */
+RECCL_API recclResult_t recclCommWindowRegister(recclComm_t comm, void* buff, size_t size, recclWindow_t* win,
+                                                int winFlags);
+/* Collective over comm: every rank ends the same window (windows count in the order comm
+ * registered them; a rank that ends another one is named, and none ends it). On a communicator
+ * that can take no more work (failed, revoked, finalized) it ends this rank's window alone.
+ * recclInvalidArgument for a window that is not live on comm. */
+RECCL_API recclResult_t recclCommWindowDeregister(recclComm_t comm, recclWindow_t win);
 /* size bytes of device memory on the calling thread's current device (NCCL's ncclMemAlloc;
  * cudaMalloc here), for buffers; free it with recclMemFree. recclUnhandledCudaError naming why
  * where the process has no usable device; recclInvalidUsage in a build without CUDA. */

@@ -168,6 +168,12 @@ TEST_F(NcclTestsCompat, FlagsPassedByHabitAreAcceptedAndGpuOnlyOnesNoted) {
   EXPECT_EQ(out.find("--local_register"), std::string::npos) << out;
   EXPECT_NE(out.find("# Buffers registered with each communicator"), std::string::npos) << out;
   EXPECT_EQ(out.find("--cta_policy 0"), std::string::npos) << "a flag left at 0 is not noted";
+  // -R 2: symmetric windows on every rank (recclCommWindowRegister), checked results, ended alike.
+  ASSERT_EQ(bench({"-g", "3", "-R", "2", "-b", "1K", "-e", "64K", "-f", "8", "-n", "2"}, "windows.txt"), 0)
+      << slurp(dir_ / "windows.txt");
+  const std::string win = slurp(dir_ / "windows.txt");
+  EXPECT_NE(win.find("# Buffers registered as symmetric windows"), std::string::npos) << win;
+  EXPECT_NE(win.find("# Out of bounds values : 0 OK"), std::string::npos) << win;
   EXPECT_EQ(bench({"-a", "4"}, "usage.txt"), 64);
   EXPECT_NE(slurp(dir_ / "usage.txt").find("-a/--average"), std::string::npos);
   EXPECT_EQ(bench({"-d", "f8e4m3"}, "usage.txt"), 64);

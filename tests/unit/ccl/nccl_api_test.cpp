@@ -1,7 +1,7 @@
 // NCCL's API as reccl offers it: recclCommInitRankConfig with a versioned config and non-blocking
 // init, recclCommSplit, recclCommFinalize, recclBcast, recclAlltoAll (and its old spelling),
 // recclGather and recclScatter, recclGetUniqueId + recclCommInitRank across processes, buffer
-// registration, recclMemAlloc and recclCommCuDevice. Ranks are threads unless said otherwise.
+// registration and windows, recclMemAlloc and recclCommCuDevice. Ranks are threads unless said otherwise.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -530,6 +530,141 @@ TEST(NcclApi, RegistrationsEndAfterFinalize) {
   EXPECT_EQ(recclCommRegister(world[0], buf.data(), 4, &late), recclInvalidUsage);
   EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
   for (int r = 0; r < n; ++r) EXPECT_EQ(recclCommDeregister(world[r], h[r]), recclSuccess) << lastError();
+}
+
+// Windows: every rank registers in one call and the collectives on them are bit for bit; the
+// ranks end them in the order they choose, the same on all; a handle ends once.
+TEST(NcclApi, WindowsAreRegisteredAndEndedByEveryRankTogether) {
+  const int n = 3;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  const size_t count = 1 << 16;
+  std::vector<std::vector<float>> send(n, std::vector<float>(count)), recv(n, std::vector<float>(count, -1));
+  std::vector<recclWindow_t> ws(n), wr(n);
+  std::vector<std::string> errs(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    for (size_t i = 0; i < count; ++i) send[r][i] = static_cast<float>((r + 1) * 1000 + i % 977);
+    recclResult_t rc = recclCommWindowRegister(c, send[r].data(), count * sizeof(float), &ws[r], RECCL_WIN_DEFAULT);
+    if (rc == recclSuccess)
+      rc = recclCommWindowRegister(c, recv[r].data(), count * sizeof(float), &wr[r], RECCL_WIN_COLL_SYMMETRIC);
+    if (rc == recclSuccess)
+      rc = recclAllReduce(send[r].data(), recv[r].data(), count, recclFloat32, recclSum, c, nullptr);
+    // Ended in the other order than made: the ranks agree on which, not on the order.
+    if (rc == recclSuccess) rc = recclCommWindowDeregister(c, wr[r]);
+    if (rc == recclSuccess) rc = recclCommWindowDeregister(c, ws[r]);
+    if (rc != recclSuccess) errs[r] = lastError();
+    return rc;
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << errs[r];
+  for (int r = 0; r < n; ++r)
+    for (size_t i = 0; i < count; ++i)
+      ASSERT_EQ(recv[r][i], static_cast<float>(6000 + 3 * (i % 977))) << "rank " << r << " element " << i;
+  std::set<recclWindow_t> distinct{ws[0], wr[0], ws[1], wr[1], ws[2], wr[2]};
+  EXPECT_EQ(distinct.size(), 6u);
+  EXPECT_EQ(distinct.count(nullptr), 0u);
+  // Ended: a second end is refused at once (no exchange), by name.
+  EXPECT_EQ(recclCommWindowDeregister(world[0], ws[0]), recclInvalidArgument);
+  EXPECT_NE(lastError().find("win: no live registration"), std::string::npos) << lastError();
+  // A window is no registration, nor the other way round.
+  void* h = nullptr;
+  ASSERT_EQ(recclCommRegister(world[0], send[0].data(), 64, &h), recclSuccess) << lastError();
+  EXPECT_EQ(recclCommWindowDeregister(world[0], static_cast<recclWindow_t>(h)), recclInvalidArgument);
+  EXPECT_EQ(recclCommDeregister(world[0], h), recclSuccess) << lastError();
+}
+
+// Ranks that register different windows, or end different ones, are named on every rank and no
+// rank changes its windows: the next call that agrees goes through.
+TEST(NcclApi, WindowsThatDifferBetweenRanksAreNamedOnEveryRank) {
+  const int n = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  std::vector<float> a(4096), b(4096);
+  struct Case {
+    const char* what;
+    size_t size1;    // rank 1's size (rank 0: 4096 floats)
+    int flags1;      // rank 1's flags (rank 0: DEFAULT)
+    const char* says;
+  };
+  for (const Case& k : {Case{"size", 1024 * sizeof(float), RECCL_WIN_DEFAULT, "bytes"},
+                        Case{"flags", 4096 * sizeof(float), RECCL_WIN_COLL_SYMMETRIC, "winFlags 1"}}) {
+    std::vector<std::string> errs(n);
+    std::vector<recclWindow_t> w(n, reinterpret_cast<recclWindow_t>(0x1));
+    auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+      recclResult_t rc = recclCommWindowRegister(c, a.data(), r == 0 ? a.size() * sizeof(float) : k.size1, &w[r],
+                                                 r == 0 ? RECCL_WIN_DEFAULT : k.flags1);
+      errs[r] = lastError();
+      return rc;
+    });
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(rcs[r], recclInvalidUsage) << k.what << ", rank " << r;
+      EXPECT_NE(errs[r].find("rank " + std::to_string(1 - r)), std::string::npos) << k.what << ": " << errs[r];
+      EXPECT_EQ(w[r], nullptr) << k.what << ": a refused window left a handle behind";
+    }
+    EXPECT_NE(errs[0].find(k.says), std::string::npos) << errs[0];
+  }
+  // A register against a deregister; then two windows, ended crosswise; then ended alike.
+  std::vector<recclWindow_t> wa(n), wb(n);
+  std::vector<std::string> errs(n);
+  std::vector<recclResult_t> mixed(n), crossed(n);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    recclResult_t rc = recclCommWindowRegister(c, a.data(), a.size() * sizeof(float), &wa[r], RECCL_WIN_DEFAULT);
+    if (rc != recclSuccess) return rc;
+    recclWindow_t extra = nullptr;
+    mixed[r] = r == 0 ? recclCommWindowRegister(c, b.data(), b.size() * sizeof(float), &extra, RECCL_WIN_DEFAULT)
+                      : recclCommWindowDeregister(c, wa[r]);
+    if (mixed[r] == recclSuccess) return recclInternalError;
+    rc = recclCommWindowRegister(c, b.data(), b.size() * sizeof(float), &wb[r], RECCL_WIN_DEFAULT);
+    if (rc != recclSuccess) return rc;
+    crossed[r] = recclCommWindowDeregister(c, r == 0 ? wa[r] : wb[r]);
+    errs[r] = lastError();
+    if (crossed[r] == recclSuccess) return recclInternalError;
+    rc = recclCommWindowDeregister(c, wa[r]);
+    return rc == recclSuccess ? recclCommWindowDeregister(c, wb[r]) : rc;
+  });
+  for (int r = 0; r < n; ++r) {
+    ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << recclGetErrorString(rcs[r]);
+    EXPECT_EQ(mixed[r], recclInvalidUsage) << "rank " << r;
+    EXPECT_EQ(crossed[r], recclInvalidUsage) << "rank " << r;
+    EXPECT_NE(errs[r].find("every rank must end the same window"), std::string::npos) << errs[r];
+  }
+}
+
+// The arguments, refused at once by name; a group is no place for a window; a finalized
+// communicator's windows end on each rank alone.
+TEST(NcclApi, WindowCallsCheckTheirArgumentsAndEndAfterFinalize) {
+  const int n = 2;
+  Comms world(n);
+  ASSERT_TRUE(world.ok()) << world.error();
+  float x[1024];
+  recclWindow_t w = reinterpret_cast<recclWindow_t>(0x1);
+  EXPECT_EQ(recclCommWindowRegister(world[0], x, sizeof x, nullptr, RECCL_WIN_DEFAULT), recclInvalidArgument);
+  EXPECT_NE(lastError().find("win"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommWindowRegister(world[0], nullptr, sizeof x, &w, RECCL_WIN_DEFAULT), recclInvalidArgument);
+  EXPECT_NE(lastError().find("buff"), std::string::npos) << lastError();
+  EXPECT_EQ(w, nullptr);
+  EXPECT_EQ(recclCommWindowRegister(world[0], x, 0, &w, RECCL_WIN_DEFAULT), recclInvalidArgument);
+  EXPECT_NE(lastError().find("size"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommWindowRegister(world[0], x, sizeof x, &w, 0x6), recclInvalidArgument);
+  EXPECT_NE(lastError().find("winFlags"), std::string::npos) << lastError();
+  EXPECT_EQ(recclCommWindowRegister(nullptr, x, sizeof x, &w, RECCL_WIN_DEFAULT), recclInvalidArgument);
+  EXPECT_EQ(recclCommWindowDeregister(world[0], nullptr), recclInvalidArgument);
+  EXPECT_NE(lastError().find("win: null"), std::string::npos) << lastError();
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  EXPECT_EQ(recclCommWindowRegister(world[0], x, sizeof x, &w, RECCL_WIN_DEFAULT), recclInvalidUsage);
+  EXPECT_NE(lastError().find("group"), std::string::npos) << lastError();
+  ASSERT_EQ(recclGroupEnd(), recclSuccess);
+
+  std::vector<recclWindow_t> ws(n, nullptr);
+  auto rcs = world.run([&](int r, recclComm_t c) -> recclResult_t {
+    recclResult_t rc = recclCommWindowRegister(c, x, sizeof x, &ws[r], RECCL_WIN_DEFAULT);
+    return rc == recclSuccess ? recclCommFinalize(c) : rc;
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+  EXPECT_EQ(recclCommWindowRegister(world[0], x, sizeof x, &w, RECCL_WIN_DEFAULT), recclInvalidUsage);
+  EXPECT_NE(lastError().find("finalized"), std::string::npos) << lastError();
+  // Rank 0 alone: a finalized communicator exchanges nothing more, so this cannot wait for rank 1.
+  EXPECT_EQ(recclCommWindowDeregister(world[0], ws[0]), recclSuccess) << lastError();
+  EXPECT_EQ(recclCommWindowDeregister(world[0], ws[0]), recclInvalidArgument);
 }
 
 // The arguments of the device calls, checked by name in every build and process (with a GPU or
