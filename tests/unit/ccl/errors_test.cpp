@@ -871,4 +871,41 @@ TEST(CclErrors, APeersDestroyIsAWarningOnlyWhileACallWaitsForIt) {
   }
 }
 
+// The loss is counted for the peer that went, not for every peer: of three ranks, rank 0's
+// destroy while idle is lost to ranks 1 and 2 as rank 0 only, and their connection to each other
+// stays whole (recclCommPeerLost says 0 for it, the stats name rank 0 first).
+TEST(CclErrors, APeersDestroyIsLostForThatPeerAlone) {
+  ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
+  ScopedEnv t("RECCL_TIMEOUT_MS", "20000");
+  Comms comms(3);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  auto rcs = comms.run([](int, recclComm_t c) {  // connects every pair: an all-to-all
+    float in[3 * 16] = {}, out[3 * 16] = {};
+    return recclAlltoAll(in, out, 16, recclFloat32, c, nullptr);
+  });
+  for (int r = 0; r < 3; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+  ASSERT_EQ(recclCommDestroy(comms[0]), recclSuccess) << lastError();
+  comms.forget(0);
+  for (int r : {1, 2}) {
+    int lost = 0;
+    for (int i = 0; i < 500 && !lost; ++i) {
+      ASSERT_EQ(recclCommPeerLost(comms[r], 0, &lost), recclSuccess);
+      if (!lost) std::this_thread::sleep_for(Ms(10));
+    }
+    EXPECT_EQ(lost, 1) << "rank " << r << " did not count rank 0 as lost";
+  }
+  std::this_thread::sleep_for(Ms(300));  // time for a wrong count to show
+  for (int r : {1, 2}) {
+    const int other = 3 - r;
+    int lost = -1;
+    ASSERT_EQ(recclCommPeerLost(comms[r], other, &lost), recclSuccess);
+    EXPECT_EQ(lost, 0) << "rank " << r << " counts rank " << other << " as lost; only rank 0 went";
+    recclCommStats_t st{};
+    st.size = sizeof(st);
+    ASSERT_EQ(recclCommGetStats(comms[r], &st), recclSuccess);
+    EXPECT_EQ(st.firstLostPeer, 0) << "rank " << r;
+    EXPECT_GE(st.lostConnections, 1u) << "rank " << r;
+  }
+}
+
 }  // namespace
