@@ -44,9 +44,9 @@ Status agree(recclComm& comm, const Said& mine, int me, int n) {
   const algo::Collective gather{algo::CollKind::kAllGather, &mine, all.data(), kSaidWords, recclInt64, recclSum, 0, {}, {}};
   RECCL_TRY(launch(comm, gather, nullptr));
   for (int r = 0; r < n; ++r) {
+    if (r == me) continue;
     const Said& s = all[static_cast<size_t>(r)];
     const std::string who = "rank " + std::to_string(r);
-    if (r == me) continue;
     if (s.what == kNoRoom)
       return Status(Errc::kInvalidUsage, who + " could not take the window (its communicator holds as many as it may); no rank "
                                              "changed its windows");
