@@ -34,6 +34,7 @@
 
 #include "api/api_result.h"
 #include "api/red_ops.h"
+#include "api/cost_model.h"
 #include "api/registrations.h"
 #include "core/comm.h"
 #include "core/wire.h"
@@ -93,6 +94,7 @@ struct recclComm {
   reccl::api::RedOpTable redOps;  // recclRedOpCreatePreMulSum's ops on this communicator
   reccl::api::Registrations registrations;  // recclCommRegister's
   reccl::api::Registrations windows{"win"};  // recclCommWindowRegister's (api/windows.cpp)
+  reccl::api::CostModel cost;  // what its host calls took (recclGroupSimulateEnd)
   // Declared after impl so it is torn down first: its worker runs collectives on impl.
   std::mutex deviceMu;
   std::unique_ptr<reccl::stream::Queue> device;

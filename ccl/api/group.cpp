@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "algo/collectives.h"
+#include "algo/cost.h"
 #include "api/api_result.h"
 #include "api/comm_handle.h"
 #include "api/launch.h"
@@ -110,9 +111,12 @@ void forgetQueued(recclComm_t comm) {
   }
 }
 
-recclResult_t groupEnd() {
-  if (tlsGroup.depth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
-  if (--tlsGroup.depth > 0) return recclSuccess;
+namespace {
+
+// The outermost end's first part, shared by recclGroupEnd and recclGroupSimulateEnd: the thread's
+// queued operations per communicator (in order of each one's first call), every communicator
+// held (CallTicket) and usable. An error ends the group, leaving the communicators as they were.
+recclResult_t takeWork(std::vector<CommWork>* work, std::vector<CallTicket>* held) {
   std::vector<Queued> ops;
   std::string why;
   {
@@ -123,10 +127,9 @@ recclResult_t groupEnd() {
   }
   if (!why.empty()) return fail(recclInvalidUsage, why);
 
-  std::vector<CommWork> work;  // in order of each communicator's first call
   for (Queued& q : ops) {
-    auto w = std::find_if(work.begin(), work.end(), [&](const CommWork& x) { return x.comm == q.comm; });
-    if (w == work.end()) w = work.insert(work.end(), CommWork{q.comm, {}});
+    auto w = std::find_if(work->begin(), work->end(), [&](const CommWork& x) { return x.comm == q.comm; });
+    if (w == work->end()) w = work->insert(work->end(), CommWork{q.comm, {}});
     if (q.coll.kind != CollKind::kSendRecv) {
       w->collectives.emplace_back(std::move(q.coll), q.stream);
     } else if (!w->p2p.p2p.empty() && w->p2pStream != q.stream) {
@@ -138,16 +141,26 @@ recclResult_t groupEnd() {
     }
   }
   // Every communicator must take its work before any starts: a refused call runs nothing, and
-  // leaves the communicators as they were. Each is held (CallTicket) until its work has run: a
-  // close on another thread waits for it.
-  std::vector<CallTicket> held;
-  held.reserve(work.size());
-  for (const CommWork& w : work) {
-    if (!held.emplace_back(w.comm)) return refusedClosed();
+  // leaves the communicators as they were. Each is held until its work has run: a close on
+  // another thread waits for it.
+  held->reserve(work->size());
+  for (const CommWork& w : *work) {
+    if (!held->emplace_back(w.comm)) return refusedClosed();
     core::Comm* impl = nullptr;
     RECCL_CHECK(usable(w.comm, &impl));
     RECCL_CHECK(finish(algo::checkSelfPairs(w.p2p.p2p, impl->rank())));
   }
+  return recclSuccess;
+}
+
+}  // namespace
+
+recclResult_t groupEnd() {
+  if (tlsGroup.depth == 0) return fail(recclInvalidUsage, "recclGroupEnd without recclGroupStart");
+  if (--tlsGroup.depth > 0) return recclSuccess;
+  std::vector<CommWork> work;
+  std::vector<CallTicket> held;
+  RECCL_CHECK(takeWork(&work, &held));
   if (work.size() == 1) return finish(runWork(work[0]));
 
   std::vector<Status> result(work.size());
@@ -173,6 +186,39 @@ recclResult_t groupEnd() {
   for (auto& t : threads) t.join();
   for (const Status& s : result)
     if (!s.ok()) return fail(s);
+  return recclSuccess;
+}
+
+namespace {
+
+Status checkSimInfo(const recclSimInfo_t* info) {
+  if (!info) return Status(Errc::kInvalidArgument, "simInfo: null pointer");
+  if (info->magic != RECCL_SIM_INFO_MAGIC || info->size < sizeof(recclSimInfo_t))
+    return Status(Errc::kInvalidArgument,
+                  "simInfo: not initialized (its size and magic): set it to RECCL_SIM_INFO_INITIALIZER first");
+  return Status::Ok();
+}
+
+}  // namespace
+
+recclResult_t groupSimulateEnd(recclSimInfo_t* info) {
+  RECCL_CHECK(finish(checkSimInfo(info)));
+  if (tlsGroup.depth == 0) return fail(recclInvalidUsage, "recclGroupSimulateEnd without recclGroupStart");
+  if (--tlsGroup.depth > 0) return recclSuccess;
+  std::vector<CommWork> work;
+  std::vector<CallTicket> held;
+  RECCL_CHECK(takeWork(&work, &held));
+  // Each communicator's operations one after another, the communicators at once (as groupEnd
+  // runs them): the group lasts as long as its longest communicator's share.
+  double longest = 0;
+  for (const CommWork& w : work) {
+    const core::Comm& impl = *w.comm->impl;
+    double seconds = 0;
+    for (const auto& [c, stream] : w.collectives) seconds += w.comm->cost.estimateSeconds(algo::costOf(impl, c));
+    if (!w.p2p.p2p.empty()) seconds += w.comm->cost.estimateSeconds(algo::costOf(impl, w.p2p));
+    longest = std::max(longest, seconds);
+  }
+  info->estimatedTime = static_cast<float>(longest * 1e6);
   return recclSuccess;
 }
 

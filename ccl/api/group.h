@@ -15,6 +15,9 @@ void groupStart() noexcept;
 // recclInvalidUsage without a recclGroupStart; else Success for an inner one, or the first
 // failure of the group's communicators (in order of their first call).
 recclResult_t groupEnd();
+// recclGroupSimulateEnd: ends the group as groupEnd does but runs nothing; the estimate of how
+// long it would have taken goes to info->estimatedTime (api/cost_model.h).
+recclResult_t groupSimulateEnd(recclSimInfo_t* info);
 // True inside a group: the call goes to `queue` instead of running.
 bool inGroup() noexcept;
 void queue(recclComm_t comm, const algo::Collective& c, recclStream_t stream);

@@ -1,6 +1,9 @@
 #include "api/launch.h"
 
+#include <chrono>
 #include <string>
+
+#include "algo/cost.h"
 
 #if RECCL_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -113,7 +116,13 @@ Status launch(recclComm& comm, const algo::Collective& c, recclStream_t stream) 
   }
 #endif
   if (stream::Queue* q = existingQueue(comm); q && !q->idle()) return q->runAfterQueued(c);
-  return impl.run([&] { return algo::run(impl, c); });
+  // What the call took teaches the communicator's cost model, unless it made connections.
+  const uint64_t ports = impl.portsMade();
+  const auto start = std::chrono::steady_clock::now();
+  Status s = impl.run([&] { return algo::run(impl, c); });
+  if (s.ok() && impl.portsMade() == ports)
+    comm.cost.observe(algo::costOf(impl, c), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return s;
 }
 
 Status deviceAsyncError(recclComm& comm) {

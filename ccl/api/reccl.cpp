@@ -429,5 +429,9 @@ recclResult_t recclGroupEnd(void) {
   return guarded([] { return groupEnd(); });
 }
 
+recclResult_t recclGroupSimulateEnd(recclSimInfo_t* simInfo) {
+  return guarded([simInfo] { return groupSimulateEnd(simInfo); });
+}
+
 }  // extern "C"
 

@@ -109,6 +109,9 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   const CommOptions& options() const { return opts_; }
   // Connections refused by this communicator's data listener.
   uint64_t refusedConnections() const { return refused_.load(); }
+  // Connection ends (send and receive ports) this communicator has made so far: a call during
+  // which it grew paid for its connections (api/cost_model.h leaves such a call out).
+  uint64_t portsMade() const { return portsMade_.load(std::memory_order_relaxed); }
   transport::Endpoint dataEndpoint() const { return dataEp_; }
 
   // recclCommShrink (api/shrink.cpp, core/comm_shrink.cpp). The serial of this rank's next shrink
@@ -247,6 +250,7 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   std::multiset<std::pair<std::array<std::byte, kShrinkDigestBytes>, uint32_t>> shrinkClaims_;
   void dropShrinkNotes();  // in ~Comm
   std::atomic<uint64_t> refused_{0};
+  std::atomic<uint64_t> portsMade_{0};
   std::atomic<uint64_t> shmSerial_{0};
   // The sockets of lazy connects under way (sendPort holds sendMu_ through their hello): breakComm
   // (recclCommAbort's too) shuts them down, so such a connect ends now rather than at its deadline

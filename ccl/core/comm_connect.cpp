@@ -165,6 +165,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   RECCL_INFO(kLogNet, "connected %s", desc.c_str());
   auto* out = port.get();
   sends_.emplace(key, std::move(port));
+  portsMade_.fetch_add(1, std::memory_order_relaxed);
   if (!shm) sendRail_[key] = rail;
   return out;
 }
@@ -226,6 +227,7 @@ Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
   }
   auto* out = port.get();
   recvs_.emplace(key, std::move(port));
+  portsMade_.fetch_add(1, std::memory_order_relaxed);
   return out;
 }
 

@@ -440,6 +440,27 @@ RECCL_API recclResult_t recclRedOpDestroy(recclRedOp_t op, recclComm_t comm);
  * calls, as NCCL does, with a warning. */
 RECCL_API recclResult_t recclGroupStart(void);
 RECCL_API recclResult_t recclGroupEnd(void);
+/* recclGroupSimulateEnd's answer (NCCL's ncclSimInfo_t): start from RECCL_SIM_INFO_INITIALIZER. */
+#define RECCL_SIM_INFO_MAGIC 0x74685283u
+typedef struct {
+  size_t size;          /* sizeof(recclSimInfo_t) */
+  unsigned int magic;   /* RECCL_SIM_INFO_MAGIC */
+  unsigned int version; /* RECCL_VERSION_CODE of the header compiled against */
+  float estimatedTime;  /* set by the call: microseconds */
+} recclSimInfo_t;
+#define RECCL_SIM_INFO_INITIALIZER \
+  { sizeof(recclSimInfo_t), RECCL_SIM_INFO_MAGIC, RECCL_VERSION_CODE, -1.0f }
+/* Ends the group as recclGroupEnd does (an inner one: only the nesting) but runs none of its
+ * operations: they are dropped, on every rank that simulates (a rank that ends the same group
+ * with recclGroupEnd waits for the others until its deadline). simInfo->estimatedTime: how long
+ * the group would take, in microseconds: each communicator's operations one after another, the
+ * communicators at once. The price of an operation is learned from the communicator's own host
+ * calls that succeeded (a fit of seconds per hop and per byte over the recent ones; before any,
+ * a first guess of 50 us a hop and 1 GB/s), applied to the hops and bytes of the algorithm that
+ * would run it (docs/collectives.md, "Simulating a group"). recclInvalidArgument for a simInfo
+ * not set from RECCL_SIM_INFO_INITIALIZER (the group stays open), recclInvalidUsage without a
+ * recclGroupStart. */
+RECCL_API recclResult_t recclGroupSimulateEnd(recclSimInfo_t* simInfo);
 
 #ifdef __cplusplus
 }

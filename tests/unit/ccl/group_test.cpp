@@ -200,4 +200,83 @@ TEST(CclGroup, UnpairedSelfSendsAreRefusedAndTheCommunicatorStaysUsable) {
   }
 }
 
+// recclGroupSimulateEnd on every rank: nothing runs (the buffers and the counters stay as they
+// were, and the next real call pairs as if the group never was), the estimate is each
+// communicator's operations added up, priced before any call by the first guess (50 us a hop,
+// 1 GB/s) on the algorithm's hops and bytes, and after real calls by what they took.
+TEST(CclGroup, ASimulatedGroupRunsNothingAndPricesItsOperations) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
+  const int n = 2;
+  const size_t big = size_t{16} << 20;  // floats: 64 MiB, the ring (past the small-message size)
+  Comms comms(n);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<float>> in(n, std::vector<float>(big, 1.0f)), out(n, std::vector<float>(big, -1.0f));
+  // Each rank simulates a group: the big all-reduce alone, a small one alone, both together.
+  auto simulate = [&](bool withBig, bool withSmall, std::vector<float>* us) {
+    us->assign(n, -1.0f);
+    auto rcs = comms.run([&](int r, recclComm_t c) -> recclResult_t {
+      recclSimInfo_t info = RECCL_SIM_INFO_INITIALIZER;
+      if (recclGroupStart() != recclSuccess) return recclInternalError;
+      if (withBig && recclAllReduce(in[r].data(), out[r].data(), big, recclFloat32, recclSum, c, nullptr) != recclSuccess)
+        return recclInternalError;
+      if (withSmall && recclAllReduce(in[r].data(), out[r].data(), 16, recclFloat32, recclSum, c, nullptr) != recclSuccess)
+        return recclInternalError;
+      const recclResult_t rc = recclGroupSimulateEnd(&info);
+      (*us)[static_cast<size_t>(r)] = info.estimatedTime;
+      return rc;
+    });
+    for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r << ": " << recclGetLastError(nullptr);
+  };
+  std::vector<float> bigUs, smallUs, bothUs;
+  ASSERT_NO_FATAL_FAILURE(simulate(true, false, &bigUs));
+  ASSERT_NO_FATAL_FAILURE(simulate(false, true, &smallUs));
+  ASSERT_NO_FATAL_FAILURE(simulate(true, true, &bothUs));
+  for (int r = 0; r < n; ++r) {
+    // The ring: 2(n-1) hops, each rank moving 2(n-1)/n of the bytes; + 1 hop for the call.
+    const double guess = 1e6 * (3 * 50e-6 + 64.0 * 1024 * 1024 / 1e9);
+    EXPECT_NEAR(bigUs[r], guess, 1e-3 * guess) << "rank " << r;
+    EXPECT_GT(smallUs[r], 0) << "rank " << r;
+    EXPECT_LT(smallUs[r], bigUs[r]) << "rank " << r;
+    EXPECT_NEAR(bothUs[r], bigUs[r] + smallUs[r], 1e-3 * bothUs[r]) << "rank " << r;
+    EXPECT_EQ(out[r][0], -1.0f) << "rank " << r << ": a simulated all-reduce wrote its output";
+    recclCommStats_t st{};
+    st.size = sizeof(st);
+    ASSERT_EQ(recclCommGetStats(comms[r], &st), recclSuccess);
+    EXPECT_EQ(st.collectives, 0u) << "rank " << r << ": a simulated group ran";
+  }
+  // Real calls: they pair as if no simulation happened, and teach the model this machine.
+  auto rcs = comms.run([&](int r, recclComm_t c) -> recclResult_t {
+    for (size_t count : {size_t{16}, size_t{1} << 16, size_t{1} << 20, big})
+      if (recclResult_t rc = recclAllReduce(in[r].data(), out[r].data(), count, recclFloat32, recclSum, c, nullptr);
+          rc != recclSuccess)
+        return rc;
+    return recclSuccess;
+  });
+  for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+  for (int r = 0; r < n; ++r) EXPECT_EQ(out[r][big - 1], 2.0f) << "rank " << r;
+  std::vector<float> learnedUs;
+  ASSERT_NO_FATAL_FAILURE(simulate(true, false, &learnedUs));
+  for (int r = 0; r < n; ++r) EXPECT_NE(learnedUs[r], bigUs[r]) << "rank " << r << ": the real calls taught nothing";
+}
+
+// What the call refuses: a simInfo not set from the initializer (the group stays open, and its
+// recclGroupEnd runs it), and no group to end.
+TEST(CclGroup, GroupSimulateEndChecksItsArguments) {
+  recclSimInfo_t info = RECCL_SIM_INFO_INITIALIZER;
+  EXPECT_EQ(recclGroupSimulateEnd(&info), recclInvalidUsage);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("without recclGroupStart"), std::string::npos);
+  EXPECT_EQ(recclGroupSimulateEnd(nullptr), recclInvalidArgument);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  recclSimInfo_t unset{};
+  EXPECT_EQ(recclGroupSimulateEnd(&unset), recclInvalidArgument);
+  EXPECT_NE(std::string(recclGetLastError(nullptr)).find("RECCL_SIM_INFO_INITIALIZER"), std::string::npos);
+  EXPECT_EQ(recclGroupEnd(), recclSuccess) << "the refused simulation closed the group";
+  EXPECT_EQ(recclGroupEnd(), recclInvalidUsage);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  ASSERT_EQ(recclGroupStart(), recclSuccess);
+  EXPECT_EQ(recclGroupSimulateEnd(&info), recclSuccess);  // the inner one: only the nesting
+  EXPECT_EQ(recclGroupSimulateEnd(&info), recclSuccess);
+  EXPECT_EQ(info.estimatedTime, 0.0f) << "an empty group takes no time";
+}
+
 }  // namespace
