@@ -153,6 +153,14 @@ recclResult_t takeWork(std::vector<CommWork>* work, std::vector<CallTicket>* hel
   return recclSuccess;
 }
 
+Status checkSimInfo(const recclSimInfo_t* info) {
+  if (!info) return Status(Errc::kInvalidArgument, "simInfo: null pointer");
+  if (info->magic != RECCL_SIM_INFO_MAGIC || info->size < sizeof(recclSimInfo_t))
+    return Status(Errc::kInvalidArgument,
+                  "simInfo: not initialized (its size and magic): set it to RECCL_SIM_INFO_INITIALIZER first");
+  return Status::Ok();
+}
+
 }  // namespace
 
 recclResult_t groupEnd() {
@@ -188,18 +196,6 @@ recclResult_t groupEnd() {
     if (!s.ok()) return fail(s);
   return recclSuccess;
 }
-
-namespace {
-
-Status checkSimInfo(const recclSimInfo_t* info) {
-  if (!info) return Status(Errc::kInvalidArgument, "simInfo: null pointer");
-  if (info->magic != RECCL_SIM_INFO_MAGIC || info->size < sizeof(recclSimInfo_t))
-    return Status(Errc::kInvalidArgument,
-                  "simInfo: not initialized (its size and magic): set it to RECCL_SIM_INFO_INITIALIZER first");
-  return Status::Ok();
-}
-
-}  // namespace
 
 recclResult_t groupSimulateEnd(recclSimInfo_t* info) {
   RECCL_CHECK(finish(checkSimInfo(info)));
