@@ -259,6 +259,11 @@ Status chainChunks(channel::ChannelSet& cs, const StepContext& c, size_t count, 
 
 }  // namespace
 
+bool allReduceByDoubling(const channel::ChannelSet& cs, size_t bytes) {
+  const std::string_view forced = cs.forcedAlgo();
+  return forced == "rd" || (forced.empty() && bytes <= cs.smallMessageBytes());
+}
+
 Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
                  recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar) {
   if (count == 0) return Status::Ok();
@@ -266,9 +271,7 @@ Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, 
   int n = cs.nranks();
   size_t bytes = count * c.esize;
   if (n == 1) return copyInput(c, sendbuff, recvbuff, count);
-  std::string_view forced = cs.forcedAlgo();
-  bool rd = forced == "rd" || (forced.empty() && bytes <= cs.smallMessageBytes());
-  if (rd) {
+  if (allReduceByDoubling(cs, bytes)) {
     RECCL_TRY(copyInput(c, sendbuff, recvbuff, count));
     c.preMul = false;  // what recursive doubling sends from here on are partial sums
     return rdAllReduce(cs, c, recvbuff, count);

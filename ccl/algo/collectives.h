@@ -17,6 +17,8 @@ namespace reccl::algo {
 // doubling for small messages (RECCL_SMALL_MSG_BYTES, RECCL_ALGO).
 Status allReduce(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t count,
                  recclDataType_t dtype, recclRedOp_t op, const std::byte* preMulScalar = nullptr);
+// Whether allReduce moves `bytes` by recursive doubling (else the ring); algo/cost.h prices the same choice.
+bool allReduceByDoubling(const channel::ChannelSet& cs, size_t bytes);
 Status allGather(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t sendcount,
                  recclDataType_t dtype);
 Status reduceScatter(channel::ChannelSet& cs, const void* sendbuff, void* recvbuff, size_t recvcount,

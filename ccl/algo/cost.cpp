@@ -1,8 +1,8 @@
 #include "algo/cost.h"
 
 #include <algorithm>
-#include <string_view>
 
+#include "algo/collectives.h"
 #include "reduce/reduce.h"
 
 namespace reccl::algo {
@@ -34,12 +34,9 @@ Cost costOf(const channel::ChannelSet& cs, const Collective& c) {
   }
   if (n == 1) return {};
   switch (c.kind) {
-    case CollKind::kAllReduce: {
-      const std::string_view forced = cs.forcedAlgo();
-      if (forced == "rd" || (forced.empty() && bytes <= static_cast<double>(cs.smallMessageBytes())))
-        return {rdRounds(n), rdRounds(n) * bytes};
+    case CollKind::kAllReduce:
+      if (allReduceByDoubling(cs, c.count * reduce::typeSize(c.dtype))) return {rdRounds(n), rdRounds(n) * bytes};
       return {2 * ring, 2 * ring / n * bytes};
-    }
     case CollKind::kReduceScatter:  // count: each rank's share
     case CollKind::kAllGather:
     case CollKind::kAllToAll:  // count: to each peer, one peer after another
