@@ -23,16 +23,16 @@ using namespace reccl::api;
 namespace {
 
 // What each rank says in a window call's exchange.
-enum : int64_t { kRegister = 1, kDeregister = 2, kNoRoom = -1 };
+enum : uint64_t { kNoRoom = 0, kRegister = 1, kDeregister = 2 };
 struct Said {
-  int64_t what = kNoRoom;
-  int64_t size = 0;   // register: the buffer's bytes
-  int64_t flags = 0;  // register: winFlags
-  int64_t ordinal = 0;  // deregister: which of comm's windows, in the order they were registered
+  uint64_t what = kNoRoom;
+  uint64_t size = 0;     // register: the buffer's bytes
+  uint64_t flags = 0;    // register: winFlags
+  uint64_t ordinal = 0;  // deregister: which of comm's windows, in the order they were registered
 };
-constexpr size_t kSaidWords = sizeof(Said) / sizeof(int64_t);
+constexpr size_t kSaidWords = sizeof(Said) / sizeof(uint64_t);
 
-const char* callName(int64_t what) {
+const char* callName(uint64_t what) {
   return what == kRegister ? "recclCommWindowRegister" : what == kDeregister ? "recclCommWindowDeregister" : "?";
 }
 
@@ -41,7 +41,7 @@ const char* callName(int64_t what) {
 // against this rank's `mine`: the first rank that differs, named.
 Status agree(recclComm& comm, const Said& mine, int me, int n) {
   std::vector<Said> all(static_cast<size_t>(n));
-  const algo::Collective gather{algo::CollKind::kAllGather, &mine, all.data(), kSaidWords, recclInt64, recclSum, 0, {}, {}};
+  const algo::Collective gather{algo::CollKind::kAllGather, &mine, all.data(), kSaidWords, recclUint64, recclSum, 0, {}, {}};
   RECCL_TRY(launch(comm, gather, nullptr));
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
@@ -69,6 +69,11 @@ Status agree(recclComm& comm, const Said& mine, int me, int n) {
   return Status::Ok();
 }
 
+// A window call inside a group: refused (NCCL would fill the handle only at the group's end).
+recclResult_t refusedInGroup(const char* call) {
+  return fail(recclInvalidUsage, std::string(call) + ": not inside a group (call it before recclGroupStart)");
+}
+
 Status checkFlags(int winFlags) {
   if (winFlags & ~RECCL_WIN_COLL_SYMMETRIC)
     return Status(Errc::kInvalidArgument, "winFlags: " + std::to_string(winFlags) +
@@ -87,17 +92,14 @@ recclResult_t recclCommWindowRegister(recclComm_t comm, void* buff, size_t size,
     *win = nullptr;
     core::Comm* c = nullptr;
     RECCL_CHECK(usable(comm, &c));
-    if (inGroup())
-      return fail(recclInvalidUsage, "recclCommWindowRegister: not inside a group (call it before recclGroupStart)");
+    if (inGroup()) return refusedInGroup("recclCommWindowRegister");
     RECCL_CHECK(finish(checkFlags(winFlags)));
     RECCL_CHECK(finish(Registrations::checkRange(buff, size)));
-    if (size > static_cast<size_t>(INT64_MAX))
-      return fail(recclInvalidArgument, "size: " + std::to_string(size) + " bytes is more than a window can hold");
     // Past the arguments, which a caller gets wrong on its own (refused at once, as a split's),
     // what this rank holds: the others learn of it through the exchange.
     const Status room = comm->windows.checkRoom();
     Said mine;
-    if (room.ok()) mine = {kRegister, static_cast<int64_t>(size), winFlags, 0};
+    if (room.ok()) mine = {kRegister, size, static_cast<uint64_t>(winFlags), 0};
     const Status agreed = agree(*comm, mine, c->rank(), c->nranks());
     if (!room.ok()) return fail(room);
     RECCL_CHECK(finish(agreed));
@@ -116,11 +118,10 @@ recclResult_t recclCommWindowDeregister(recclComm_t comm, recclWindow_t win) {
     if (settle(comm) != recclComm::kReady || !comm->impl || !comm->impl->asyncError().ok())
       return finish(comm->windows.remove(win));
     core::Comm* c = comm->impl.get();
-    if (inGroup())
-      return fail(recclInvalidUsage, "recclCommWindowDeregister: not inside a group (call it before recclGroupStart)");
+    if (inGroup()) return refusedInGroup("recclCommWindowDeregister");
     Result<uint64_t> ordinal = comm->windows.ordinal(win);
     if (!ordinal.ok()) return fail(ordinal.status());
-    const Said mine{kDeregister, 0, 0, static_cast<int64_t>(*ordinal)};
+    const Said mine{kDeregister, 0, 0, *ordinal};
     RECCL_CHECK(finish(agree(*comm, mine, c->rank(), c->nranks())));
     return finish(comm->windows.remove(win));
   });
