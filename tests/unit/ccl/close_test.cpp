@@ -163,21 +163,21 @@ std::string slowLoopback(const std::string& rate) {
 // library's own threads.
 class WatchedBuffer {
  public:
-  explicit WatchedBuffer(size_t count) : bytes_(count * sizeof(float)), count_(count) {
+  explicit WatchedBuffer(size_t count) : count_(count) {
     const int fd = memfd_create("reccl-close-test", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes_)) != 0) {
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(bytes())) != 0) {
       if (fd >= 0) close(fd);
       return;
     }
-    void* a = mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    void* b = mmap(nullptr, bytes_, PROT_READ, MAP_SHARED, fd, 0);
+    void* a = mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    void* b = mmap(nullptr, bytes(), PROT_READ, MAP_SHARED, fd, 0);
     close(fd);
     if (a != MAP_FAILED) data_ = static_cast<float*>(a);
     if (b != MAP_FAILED) view_ = static_cast<const float*>(b);
   }
   ~WatchedBuffer() {
-    if (data_) munmap(data_, bytes_);
-    if (view_) munmap(const_cast<float*>(view_), bytes_);
+    if (data_) munmap(data_, bytes());
+    if (view_) munmap(const_cast<float*>(view_), bytes());
   }
   WatchedBuffer(const WatchedBuffer&) = delete;
   WatchedBuffer& operator=(const WatchedBuffer&) = delete;
@@ -187,7 +187,7 @@ class WatchedBuffer {
   // Waits up to `limit` for the buffer to differ from `was`.
   bool changesWithin(const std::vector<float>& was, Ms limit) const {
     for (auto until = Clock::now() + limit; Clock::now() < until; std::this_thread::sleep_for(Ms(5)))
-      if (std::memcmp(view_, was.data(), bytes_) != 0) return true;
+      if (std::memcmp(view_, was.data(), bytes()) != 0) return true;
     return false;
   }
   // Waits `settle`, then whether the buffer stays as it was then for `watch`.
@@ -197,7 +197,7 @@ class WatchedBuffer {
   }
 
  private:
-  size_t bytes_;
+  size_t bytes() const { return count_ * sizeof(float); }
   size_t count_;
   float* data_ = nullptr;
   const float* view_ = nullptr;
