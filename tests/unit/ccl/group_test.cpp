@@ -259,6 +259,45 @@ TEST(CclGroup, ASimulatedGroupRunsNothingAndPricesItsOperations) {
   for (int r = 0; r < n; ++r) EXPECT_NE(learnedUs[r], bigUs[r]) << "rank " << r << ": the real calls taught nothing";
 }
 
+// A call that made connections paid for them: it teaches the cost model nothing (the estimate
+// after it is still the first guess), and the next call does. Three ranks: the init connects each
+// to its ring neighbours, and the first all-to-all connects the pairs the ring does not.
+TEST(CclGroup, ACallThatMadeConnectionsTeachesTheSimulationNothing) {
+  ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
+  const int n = 3;
+  const size_t count = 16;  // floats to each peer
+  Comms comms(n);
+  ASSERT_TRUE(comms.ok()) << comms.error();
+  std::vector<std::vector<float>> in(n, std::vector<float>(n * count, 1.0f)), out(n, std::vector<float>(n * count));
+  auto allToAll = [&](int r, recclComm_t c) {
+    return recclAlltoAll(in[r].data(), out[r].data(), count, recclFloat32, c, nullptr);
+  };
+  auto real = [&] {
+    auto rcs = comms.run(allToAll);
+    for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+  };
+  auto simulate = [&](std::vector<float>* us) {
+    us->assign(n, -1.0f);
+    auto rcs = comms.run([&](int r, recclComm_t c) -> recclResult_t {
+      recclSimInfo_t info = RECCL_SIM_INFO_INITIALIZER;
+      if (recclGroupStart() != recclSuccess || allToAll(r, c) != recclSuccess) return recclInternalError;
+      const recclResult_t rc = recclGroupSimulateEnd(&info);
+      (*us)[static_cast<size_t>(r)] = info.estimatedTime;
+      return rc;
+    });
+    for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
+  };
+  // n-1 hops + the call, each rank sending (n-1) x 64 bytes.
+  const double guess = 1e6 * (3 * 50e-6 + 2 * count * sizeof(float) / 1e9);
+  std::vector<float> us;
+  ASSERT_NO_FATAL_FAILURE(real());  // connects ranks 0 and 2 both ways
+  ASSERT_NO_FATAL_FAILURE(simulate(&us));
+  for (int r = 0; r < n; ++r) EXPECT_NEAR(us[r], guess, 1e-3 * guess) << "rank " << r << ": the connecting call taught it";
+  ASSERT_NO_FATAL_FAILURE(real());
+  ASSERT_NO_FATAL_FAILURE(simulate(&us));
+  for (int r = 0; r < n; ++r) EXPECT_NE(us[r], static_cast<float>(guess)) << "rank " << r << ": the second call taught nothing";
+}
+
 // What the call refuses: a simInfo not set from the initializer (the group stays open, and its
 // recclGroupEnd runs it), and no group to end.
 TEST(CclGroup, GroupSimulateEndChecksItsArguments) {
