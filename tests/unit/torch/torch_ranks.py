@@ -1,6 +1,7 @@
-"""Runs a test function as the ranks of a torch.distributed job: one process per rank (spawned,
-so each has its own reccl and gloo state), a FileStore in a temporary folder to rendezvous, a
-deadline for the whole job. Shared by the backend's single-host tests.
+"""Runs a test function as the ranks of a torch.distributed job: one process per rank (forked from
+a fork server that has imported torch and nothing else, so each rank has its own reccl and gloo
+state and none pays torch's import), a FileStore in a temporary folder to rendezvous, a deadline
+for the whole job. Shared by the backend's single-host tests.
 
     results = run_ranks(2, my_fn, args=(...,), env={"RECCL_SHM_DISABLE": "1"})
 
@@ -40,7 +41,8 @@ def require_backend():
 
 
 def _child(fn, rank, world, store_url, args, env, results):
-    # Die with the parent (a test runner's timeout kills only it), not linger as an orphan rank.
+    # Die with the parent, the fork server, which ends when the test process does (a test runner's
+    # timeout kills only that one): no rank lingers as an orphan.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() == 1:
         os._exit(1)
@@ -72,7 +74,10 @@ def free_port():
 
 
 def run_ranks(world, fn, args=(), env=None, timeout=240, may_die=()):
-    ctx = multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # The server imports torch once; each rank is a fork of it. Nothing the ranks test (reccl,
+    # gloo, the store) exists in the server, which starts no thread of its own.
+    ctx.set_forkserver_preload(["torch"])
     tmp = tempfile.mkdtemp(prefix="reccl-torch-test-")
     store_url = "file://" + os.path.join(tmp, "store")
     results = ctx.Queue()
