@@ -133,7 +133,7 @@ TEST_F(Failover, StallTimeLongerThanTheFailoverTimeoutStillMoves) {
 TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   Job j(testbed().name(),
         env("RECCL_DETECTOR=netlink RECCL_FAILOVER_STANDBY=1 RECCL_DEBUG=INFO RECCL_DEBUG_SUBSYS=FAILOVER "
-            "WORKER_SECONDS=28"),
+            "WORKER_SECONDS=1"),
         120);
   ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << j.text();
   ASSERT_TRUE(j.waitFor("fault source: in-process detector", 2, std::chrono::seconds(20))) << j.text();
@@ -151,6 +151,8 @@ TEST_F(Failover, StandbyTriesOnARailThatCarriesNothingBackOff) {
   link(true, 0, 1, true);
   const double backAt =
       std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();  // the log's clock
+  // The run goes on past the bound below (3.5 s), and ends well before an 8 s wait would.
+  std::this_thread::sleep_for(std::chrono::seconds(4));
   expectAllOk(j, 2);
   const std::string t = j.text();
   EXPECT_GE(countMatches(t, "source stall"), 1) << t;
@@ -312,7 +314,8 @@ TEST_F(Failover, EveryCollectiveAcrossALinkDown) {
 // across a link pulled mid-run: every result exact, both directions of rail 0 failed over.
 TEST_F(Failover, GatherAndScatterAcrossALinkDown) {
   for (const char* coll : {"gather", "scatter"}) {
-    Job j(testbed().name(), env(std::string("WORKER_COLL=") + coll + " WORKER_ITERS=1500"), 120);
+    // Three seconds at least: the cable goes 0.4 s in, and the run ends once the test asks.
+    Job j(testbed().name(), env(std::string("WORKER_COLL=") + coll + " WORKER_SECONDS=3"), 120);
     ASSERT_TRUE(j.waitFor("started rank", 2, std::chrono::seconds(30))) << coll << "\n" << j.text();
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     link(false, 0, 0, true);
