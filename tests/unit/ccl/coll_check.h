@@ -2,6 +2,7 @@
 // worker the testbed integration tests run.
 #pragma once
 
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -195,7 +196,8 @@ class RankRun {
 
 // The whole matrix on one rank (every rank of the communicator calls it with the same args).
 // counts: small counts for the full type x op matrix; fullOps false limits ops to sum/avg except
-// for float and int8; large adds the 1M+3 subset. Returns "" or the first wrong result.
+// for float and int8; large adds the 1M+3 subset (WORKER_LARGE_COUNT elements where set). Returns
+// "" or the first wrong result.
 inline std::string runMatrix(int r, int n, recclComm_t c, const std::vector<size_t>& counts, bool fullOps,
                              bool large) {
   RankRun run(r, n, c);
@@ -225,7 +227,14 @@ inline std::string runMatrix(int r, int n, recclComm_t c, const std::vector<size
   }
   run.check(recclBarrier(c, nullptr), "barrier");
   if (large && run.error.empty()) {
-    const size_t big = (1u << 20) + 3;
+    // WORKER_LARGE_COUNT: a smaller subset where each step costs more (a lab guest's soft-RoCE).
+    size_t big = (1u << 20) + 3;
+    if (const char* v = getenv("WORKER_LARGE_COUNT")) {
+      char* end = nullptr;
+      big = strtoull(v, &end, 10);
+      if (*v == '\0' || *end != '\0' || big < 4 * static_cast<size_t>(n))
+        return "WORKER_LARGE_COUNT: expected a count of at least 4 x ranks, got '" + std::string(v) + "'";
+    }
     run.allReduce(recclFloat32, recclSum, big, false);
     run.allReduce(recclInt32, recclMax, big, true);
     run.allReduce(recclBfloat16, recclAvg, big, false);

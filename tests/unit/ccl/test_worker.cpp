@@ -1,7 +1,8 @@
 // A rank as a separate process, for tests that kill ranks or check launcher-environment init.
 // Env: RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (torchrun style), WORKER_ITERS, WORKER_COUNT.
 // WORKER_MATRIX=1 runs the collectives check matrix instead (WORKER_COMMS=2: on two communicators
-// at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts);
+// at once, the second rendezvousing at MASTER_PORT + 1; WORKER_COUNTS=0,1,7,1003 sets the counts,
+// WORKER_LARGE_COUNT the large subset's, 1M+3 by default);
 // WORKER_IDLE_MS=N: CPU time of an idle communicator over N ms; WORKER_DIE_RANK/WORKER_DIE_ITER make
 // one rank SIGKILL itself at the start of that iteration (the others are mid-collective); with
 // WORKER_SHRINK=1 the others then shrink the communicator without it (RECCL_SHRINK_ABORT) and run
