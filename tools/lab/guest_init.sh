@@ -8,8 +8,17 @@ mount -t devtmpfs dev /dev 2>/dev/null
 exec </dev/console >/dev/console 2>&1
 mount -t proc proc /proc
 mount -t sysfs sys /sys
-mount -t tmpfs tmp /tmp
-mount -t tmpfs run /run
+# A tmpfs over a directory of the image keeps what the image put there: lab.sh copies programs and
+# their libraries to their host paths, and a build tree may lie under /tmp.
+mount_tmpfs() {  # NAME DIR
+  mkdir -p /.keep
+  for f in "$2"/* "$2"/.[!.]*; do [ -e "$f" ] && mv "$f" /.keep/; done
+  mount -t tmpfs "$1" "$2"
+  for f in /.keep/* /.keep/.[!.]*; do [ -e "$f" ] && mv "$f" "$2"/; done
+  rmdir /.keep
+}
+mount_tmpfs tmp /tmp
+mount_tmpfs run /run
 mkdir -p /dev/shm && mount -t tmpfs shm /dev/shm  # POSIX shared memory: ranks of one host
 mount -t bpf bpf /sys/fs/bpf
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
