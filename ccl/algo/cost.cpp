@@ -24,8 +24,8 @@ double rdRounds(int n) {
 Cost costOf(const channel::ChannelSet& cs, const Collective& c) {
   const int n = cs.nranks();
   const double ring = n - 1;
-  const double e = static_cast<double>(reduce::typeSize(c.dtype));
-  const double bytes = static_cast<double>(c.count) * e;
+  const size_t byteCount = c.count * reduce::typeSize(c.dtype);
+  const double bytes = static_cast<double>(byteCount);
   if (c.kind == CollKind::kSendRecv) {
     double sent = 0, received = 0;
     for (const P2POp& op : c.p2p)
@@ -35,7 +35,7 @@ Cost costOf(const channel::ChannelSet& cs, const Collective& c) {
   if (n == 1) return {};
   switch (c.kind) {
     case CollKind::kAllReduce:
-      if (allReduceByDoubling(cs, c.count * reduce::typeSize(c.dtype))) return {rdRounds(n), rdRounds(n) * bytes};
+      if (allReduceByDoubling(cs, byteCount)) return {rdRounds(n), rdRounds(n) * bytes};
       return {2 * ring, 2 * ring / n * bytes};
     case CollKind::kReduceScatter:  // count: each rank's share
     case CollKind::kAllGather:

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "api/cost_model.h"
 #include "ccl_test_util.h"
 #include "reccl/common/log.h"
 
@@ -23,6 +24,9 @@ using reccl::test::ScopedEnv;
 
 // A failure ends within seconds instead of the default minute.
 constexpr const char* kTimeoutMs = "20000";
+
+// What a communicator that has learned nothing estimates for a call of this cost, in µs.
+double firstGuessUs(const reccl::algo::Cost& c) { return 1e6 * reccl::api::CostModel{}.estimateSeconds(c); }
 
 TEST(CclGroup, OneThreadDrivesEveryCommunicatorsCollectivesInOrder) {
   ScopedEnv timeout("RECCL_TIMEOUT_MS", kTimeoutMs);
@@ -232,8 +236,8 @@ TEST(CclGroup, ASimulatedGroupRunsNothingAndPricesItsOperations) {
   ASSERT_NO_FATAL_FAILURE(simulate(false, true, &smallUs));
   ASSERT_NO_FATAL_FAILURE(simulate(true, true, &bothUs));
   for (int r = 0; r < n; ++r) {
-    // The ring: 2(n-1) hops, each rank moving 2(n-1)/n of the bytes; + 1 hop for the call.
-    const double guess = 1e6 * (3 * 50e-6 + 64.0 * 1024 * 1024 / 1e9);
+    // The ring: 2(n-1) hops, each rank moving 2(n-1)/n of the bytes.
+    const double guess = firstGuessUs({2, 64.0 * 1024 * 1024});
     EXPECT_NEAR(bigUs[r], guess, 1e-3 * guess) << "rank " << r;
     EXPECT_GT(smallUs[r], 0) << "rank " << r;
     EXPECT_LT(smallUs[r], bigUs[r]) << "rank " << r;
@@ -287,8 +291,8 @@ TEST(CclGroup, ACallThatMadeConnectionsTeachesTheSimulationNothing) {
     });
     for (int r = 0; r < n; ++r) ASSERT_EQ(rcs[r], recclSuccess) << "rank " << r;
   };
-  // n-1 hops + the call, each rank sending (n-1) x 64 bytes.
-  const double guess = 1e6 * (3 * 50e-6 + 2 * count * sizeof(float) / 1e9);
+  // n-1 hops, each rank sending (n-1) x 64 bytes.
+  const double guess = firstGuessUs({n - 1.0, static_cast<double>((n - 1) * count * sizeof(float))});
   std::vector<float> us;
   ASSERT_NO_FATAL_FAILURE(real());  // connects ranks 0 and 2 both ways
   ASSERT_NO_FATAL_FAILURE(simulate(&us));
