@@ -1,6 +1,7 @@
 # reccl_std_pch(target): the standard headers most of the project's units include, precompiled once
-# for a C++ library with many units (docs/results/ci-time.md). Where it pays: a library of small
-# units that include a few headers each loads the big header in more time than it parses theirs.
+# for a C++ library with many units that each include much of it (docs/results/ci-time.md): a
+# library of small units that include a few headers each loads the big header in more time than
+# it parses theirs (reccl_testbed, reccl_netlink).
 # Not in a sanitizer tree: there every unit is compiled from its own #includes, so one that leans
 # on the precompiled headers fails to build; hence only for libraries a sanitizer tree builds too.
 # Not for a library whose units carry their own -m flags (ccl/reduce's ISA kernels: the header
