@@ -1,6 +1,9 @@
-// Thin C++ layer over the C API: an owning communicator handle and typed calls. Errors are
-// returned as recclResult_t (no exceptions), with the message from recclGetLastError.
-// Needs C++20 (std::span); the C API in reccl.h needs only C99 or C++11.
+// Thin C++ layer over the C API: owning handles (communicator, PreMulSum op, group, registration,
+// window) and typed calls on std::span. Errors are returned as recclResult_t (no exceptions); the
+// message is reccl::lastError()'s, which also covers what this layer refuses itself (spans of
+// sizes that do not fit the call). Needs C++20; the C API in reccl.h needs only C99 or C++11.
+// Every owning handle is destroyed before the communicator it was made on: declare it after that
+// communicator.
 #pragma once
 
 #if !defined(__cplusplus) || __cplusplus < 202002L
@@ -27,6 +30,33 @@ template <> constexpr recclDataType_t dataTypeOf<uint64_t>() { return recclUint6
 template <> constexpr recclDataType_t dataTypeOf<float>() { return recclFloat32; }
 template <> constexpr recclDataType_t dataTypeOf<double>() { return recclFloat64; }
 
+namespace detail {
+// What this layer refused last on this thread, kept with the C API's last-error text of that
+// moment: a C call that fails later changes that text, and its message is then the last one.
+struct Refusal {
+  std::string text;
+  std::string cTextThen;
+};
+inline thread_local Refusal lastRefusal;
+inline recclResult_t refuse(std::string text) {
+  lastRefusal = {std::move(text), recclGetLastError(nullptr)};
+  return recclInvalidArgument;
+}
+// A call of this layer that reaches the C API: the refusal before it is no longer the last word.
+inline void forgetRefusal() { lastRefusal.text.clear(); }
+inline std::string sizeText(const char* what, size_t got, size_t want) {
+  return std::string(what) + ": " + std::to_string(got) + " elements, the call needs " + std::to_string(want);
+}
+}  // namespace detail
+
+// The message of this thread's last failed call, of the C API or of this layer.
+inline std::string lastError() {
+  const char* c = recclGetLastError(nullptr);
+  const detail::Refusal& r = detail::lastRefusal;
+  if (!r.text.empty() && r.cTextThen == c) return r.text;
+  return c;
+}
+
 // A reduction op for one communicator's calls: a built-in one, or a PreMulSum
 // (recclRedOpCreatePreMulSum, its scalar copied when made) that this object destroys.
 class RedOp {
@@ -48,6 +78,7 @@ class RedOp {
 
   // `scalar`: one element of `type`, this rank's; the op serves calls of `type` on `comm`.
   static recclResult_t preMulSum(RedOp* out, const void* scalar, recclDataType_t type, recclComm_t comm) {
+    detail::forgetRefusal();
     recclRedOp_t op;
     recclResult_t r =
         recclRedOpCreatePreMulSum(&op, const_cast<void*>(scalar), type, recclScalarHostImmediate, comm);
@@ -89,6 +120,7 @@ class Communicator {
 
   // From torchrun / MPI / Slurm environment variables.
   static recclResult_t fromEnv(Communicator* out) {
+    detail::forgetRefusal();
     recclComm_t c = nullptr;
     recclResult_t r = recclCommInitFromEnv(&c);
     if (r == recclSuccess) *out = Communicator(c);
@@ -98,6 +130,7 @@ class Communicator {
   // all); config may be NULL.
   static recclResult_t init(Communicator* out, int nranks, const recclUniqueId& id, int rank,
                             recclConfig_t* config = nullptr) {
+    detail::forgetRefusal();
     recclComm_t c = nullptr;
     recclResult_t r = recclCommInitRankConfig(&c, nranks, id, rank, config);
     if (c) *out = Communicator(c);  // also when recclInProgress (non-blocking config)
@@ -107,6 +140,7 @@ class Communicator {
   // rank passes the same ids in the same order.
   static recclResult_t init(Communicator* out, int nranks, std::span<recclUniqueId> ids, int rank,
                             recclConfig_t* config = nullptr) {
+    detail::forgetRefusal();
     recclComm_t c = nullptr;
     recclResult_t r = recclCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config);
     if (c) *out = Communicator(c);
@@ -114,6 +148,7 @@ class Communicator {
   }
   // Collective over this communicator's ranks; *out is empty for RECCL_SPLIT_NOCOLOR.
   recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
+    detail::forgetRefusal();
     recclComm_t c = nullptr;
     recclResult_t r = recclCommSplit(comm_, color, key, &c, config);
     *out = Communicator(c);
@@ -137,7 +172,10 @@ class Communicator {
     comm_ = nullptr;
   }
   // Collective: every rank's work on it is done; only destruction may follow.
-  recclResult_t finalize() { return recclCommFinalize(comm_); }
+  recclResult_t finalize() {
+    detail::forgetRefusal();
+    return recclCommFinalize(comm_);
+  }
   recclResult_t asyncError() const {
     recclResult_t e = recclSuccess;
     recclResult_t r = recclCommGetAsyncError(comm_, &e);
@@ -160,46 +198,229 @@ class Communicator {
     return r;
   }
 
+  // The collectives, as the C calls of the same names with the element count taken from the
+  // spans. `stream`: NULL (host buffers, the call returns when this rank's part is done), or in a
+  // CUDA build a cudaStream_t cast to recclStream_t (docs/cuda.md).
   template <typename T>
-  recclResult_t allReduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op) {
-    if (send.size() != recv.size()) return recclInvalidArgument;
-    return recclAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, nullptr);
+  recclResult_t allReduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    if (send.size() != recv.size()) return detail::refuse(detail::sizeText("allReduce recv", recv.size(), send.size()));
+    return recclAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, stream);
   }
   template <typename T>
-  recclResult_t broadcast(std::span<T> buf, int root) {
-    return recclBroadcast(buf.data(), buf.data(), buf.size(), dataTypeOf<T>(), root, comm_, nullptr);
+  recclResult_t broadcast(std::span<T> buf, int root, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    return recclBroadcast(buf.data(), buf.data(), buf.size(), dataTypeOf<T>(), root, comm_, stream);
+  }
+  // root's recv holds send.size() elements; recv is not read elsewhere (may be empty).
+  template <typename T>
+  recclResult_t reduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, int root,
+                       recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    if (rank() == root && recv.size() != send.size())
+      return detail::refuse(detail::sizeText("reduce recv at the root", recv.size(), send.size()));
+    return recclReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, stream);
   }
   template <typename T>
-  recclResult_t allGather(std::span<const T> send, std::span<T> recv) {
-    if (recv.size() != send.size() * static_cast<size_t>(size())) return recclInvalidArgument;
-    return recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, nullptr);
+  recclResult_t allGather(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    size_t n = 0;
+    if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
+    if (recv.size() != send.size() * n) return detail::refuse(detail::sizeText("allGather recv", recv.size(), send.size() * n));
+    return recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, stream);
+  }
+  // send holds size() blocks of recv.size() elements; block i is reduced into rank i's recv.
+  template <typename T>
+  recclResult_t reduceScatter(std::span<const T> send, std::span<T> recv, recclRedOp_t op,
+                              recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    size_t n = 0;
+    if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
+    if (send.size() != recv.size() * n)
+      return detail::refuse(detail::sizeText("reduceScatter send", send.size(), recv.size() * n));
+    return recclReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_, stream);
   }
   // root's recv holds size() blocks of send.size() elements, rank i's in block i; recv is not
   // read elsewhere (may be empty).
   template <typename T>
-  recclResult_t gather(std::span<const T> send, std::span<T> recv, int root) {
-    if (rank() == root && recv.size() != send.size() * static_cast<size_t>(size())) return recclInvalidArgument;
-    return recclGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), root, comm_, nullptr);
+  recclResult_t gather(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    size_t n = 0;
+    if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
+    if (rank() == root && recv.size() != send.size() * n)
+      return detail::refuse(detail::sizeText("gather recv at the root", recv.size(), send.size() * n));
+    return recclGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), root, comm_, stream);
   }
   // root's send holds size() blocks of recv.size() elements, block i for rank i; send is not read
   // elsewhere (may be empty).
   template <typename T>
-  recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root) {
-    if (rank() == root && send.size() != recv.size() * static_cast<size_t>(size())) return recclInvalidArgument;
-    return recclScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), root, comm_, nullptr);
+  recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    size_t n = 0;
+    if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
+    if (rank() == root && send.size() != recv.size() * n)
+      return detail::refuse(detail::sizeText("scatter send at the root", send.size(), recv.size() * n));
+    return recclScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), root, comm_, stream);
   }
   // send and recv hold size() blocks of equal length; block i goes to rank i.
   template <typename T>
-  recclResult_t allToAll(std::span<const T> send, std::span<T> recv) {
-    const size_t n = static_cast<size_t>(size());
-    if (n == 0 || send.size() != recv.size() || send.size() % n != 0) return recclInvalidArgument;
-    return recclAlltoAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, nullptr);
+  recclResult_t allToAll(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    size_t n = 0;
+    if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
+    if (send.size() % n != 0)
+      return detail::refuse("allToAll send: " + std::to_string(send.size()) + " elements, not " +
+                            std::to_string(n) + " blocks of equal length");
+    if (recv.size() != send.size()) return detail::refuse(detail::sizeText("allToAll recv", recv.size(), send.size()));
+    return recclAlltoAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, stream);
   }
-  recclResult_t barrier() { return recclBarrier(comm_, nullptr); }
-  std::string lastError() const { return recclGetLastError(comm_); }
+  // Point to point: the peer's matching call has a span of the same length. Outside a group each
+  // runs at once and blocks; inside one (reccl::Group) they run together at its end.
+  template <typename T>
+  recclResult_t send(std::span<const T> buf, int peer, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    return recclSend(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream);
+  }
+  template <typename T>
+  recclResult_t recv(std::span<T> buf, int peer, recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    return recclRecv(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream);
+  }
+  recclResult_t barrier(recclStream_t stream = nullptr) {
+    detail::forgetRefusal();
+    return recclBarrier(comm_, stream);
+  }
+  std::string lastError() const { return reccl::lastError(); }
+
+ private:
+  // The rank count, from the C API (which names a bad handle).
+  recclResult_t nranks(size_t* n) const {
+    int count = 0;
+    recclResult_t r = recclCommCount(comm_, &count);
+    *n = static_cast<size_t>(count);
+    return r;
+  }
+
+  recclComm_t comm_ = nullptr;
+};
+
+// A group of calls (recclGroupStart .. recclGroupEnd) on this thread: the calls between start()
+// and end() are queued and run together at end(), which returns the first failure. A Group
+// destroyed while open ends it (so the thread's later calls are not queued for ever); the outcome
+// is then only in lastError() and the communicators' async errors: call end() to see it.
+class Group {
+ public:
+  Group() = default;
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+  ~Group() {
+    if (open_) (void)recclGroupEnd();
+  }
+  recclResult_t start() {
+    detail::forgetRefusal();
+    if (open_) return detail::refuse("Group: already started");
+    recclResult_t r = recclGroupStart();
+    open_ = r == recclSuccess;
+    return r;
+  }
+  recclResult_t end() {
+    detail::forgetRefusal();
+    if (!open_) return detail::refuse("Group: not started, or ended already");
+    open_ = false;
+    return recclGroupEnd();
+  }
+  bool open() const { return open_; }
+
+ private:
+  bool open_ = false;
+};
+
+// A buffer registration (recclCommRegister), this rank's alone; ended by reset() or on scope exit.
+class Registration {
+ public:
+  Registration() = default;
+  Registration(Registration&& o) noexcept
+      : comm_(std::exchange(o.comm_, nullptr)), handle_(std::exchange(o.handle_, nullptr)) {}
+  Registration& operator=(Registration&& o) noexcept {
+    if (this != &o) {
+      (void)reset();
+      comm_ = std::exchange(o.comm_, nullptr);
+      handle_ = std::exchange(o.handle_, nullptr);
+    }
+    return *this;
+  }
+  Registration(const Registration&) = delete;
+  Registration& operator=(const Registration&) = delete;
+  ~Registration() { (void)reset(); }
+
+  static recclResult_t make(Registration* out, const Communicator& comm, void* buf, size_t bytes) {
+    detail::forgetRefusal();
+    void* h = nullptr;
+    recclResult_t r = recclCommRegister(comm.get(), buf, bytes, &h);
+    if (r != recclSuccess) return r;
+    (void)out->reset();
+    out->comm_ = comm.get();
+    out->handle_ = h;
+    return r;
+  }
+  void* get() const { return handle_; }
+  explicit operator bool() const { return handle_ != nullptr; }
+  recclResult_t reset() {
+    if (!handle_) return recclSuccess;
+    detail::forgetRefusal();
+    return recclCommDeregister(std::exchange(comm_, nullptr), std::exchange(handle_, nullptr));
+  }
 
  private:
   recclComm_t comm_ = nullptr;
+  void* handle_ = nullptr;
+};
+
+// A window (recclCommWindowRegister): made and ended by every rank of the communicator together,
+// so every rank's windows end in the same order. reset() ends it and says how that went; the
+// destructor ends a window still live the same way (on a communicator that takes no more work,
+// failed or finalized, that ends this rank's window alone).
+class Window {
+ public:
+  Window() = default;
+  Window(Window&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), win_(std::exchange(o.win_, nullptr)) {}
+  Window& operator=(Window&& o) noexcept {
+    if (this != &o) {
+      (void)reset();
+      comm_ = std::exchange(o.comm_, nullptr);
+      win_ = std::exchange(o.win_, nullptr);
+    }
+    return *this;
+  }
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+  ~Window() { (void)reset(); }
+
+  // Collective over comm. `flags`: RECCL_WIN_DEFAULT or RECCL_WIN_COLL_SYMMETRIC.
+  static recclResult_t make(Window* out, const Communicator& comm, void* buf, size_t bytes,
+                            int flags = RECCL_WIN_DEFAULT) {
+    detail::forgetRefusal();
+    recclWindow_t w = nullptr;
+    recclResult_t r = recclCommWindowRegister(comm.get(), buf, bytes, &w, flags);
+    if (r != recclSuccess) return r;
+    (void)out->reset();
+    out->comm_ = comm.get();
+    out->win_ = w;
+    return r;
+  }
+  recclWindow_t get() const { return win_; }
+  explicit operator bool() const { return win_ != nullptr; }
+  // Collective: see the class. The handle is let go whatever the outcome (a window the ranks
+  // could not agree to end stays with the communicator, which ends it when it is destroyed).
+  recclResult_t reset() {
+    if (!win_) return recclSuccess;
+    detail::forgetRefusal();
+    return recclCommWindowDeregister(std::exchange(comm_, nullptr), std::exchange(win_, nullptr));
+  }
+
+ private:
+  recclComm_t comm_ = nullptr;
+  recclWindow_t win_ = nullptr;
 };
 
 }  // namespace reccl

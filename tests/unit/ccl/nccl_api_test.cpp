@@ -452,6 +452,108 @@ TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
+// The rest of the C++ layer: reduce, reduce-scatter, all-to-all, sends and receives in a
+// reccl::Group (also one ended by its destructor), a Registration and a Window that end once, and
+// what the layer refuses itself named by reccl::lastError() until a C call fails after it.
+TEST(NcclApi, CxxLayerCoversTheCallsAndNamesWhatItRefuses) {
+  const int n = 3, root = 2;
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::vector<std::string> errs(n);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r)
+    ranks.emplace_back([&, r] {
+      std::string& err = errs[r];
+      auto check = [&](recclResult_t rc, const char* what) {
+        if (rc != recclSuccess) err += std::string(" ") + what + ": " + recclGetErrorString(rc) + " " + reccl::lastError();
+        return rc == recclSuccess;
+      };
+      reccl::Communicator c;
+      if (!check(reccl::Communicator::init(&c, n, id, r), "init")) return;
+      const size_t k = 7;
+      std::vector<int32_t> mine(k), red(r == root ? k : 0);
+      for (size_t i = 0; i < k; ++i) mine[i] = static_cast<int32_t>((r + 1) * 100 + i);
+      if (check(c.reduce<int32_t>(mine, red, recclSum, root), "reduce"))
+        for (size_t i = 0; r == root && i < k; ++i)
+          if (red[i] != static_cast<int32_t>(600 + 3 * i)) err += " reduce: element " + std::to_string(i);
+
+      // Block b of every rank's send is reduced into rank b's recv.
+      std::vector<float> blocks(k * n), part(k, -1);
+      for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(r * 1000 + i);
+      if (check(c.reduceScatter<float>(blocks, part, recclMax), "reduceScatter"))
+        for (size_t i = 0; i < k; ++i)
+          if (part[i] != static_cast<float>(2000 + r * k + i)) err += " reduceScatter: element " + std::to_string(i);
+
+      std::vector<int64_t> out(k * n), in(k * n, -1);
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(r * 1000 + i);
+      if (check(c.allToAll<int64_t>(out, in), "allToAll"))
+        for (int p = 0; p < n; ++p)
+          if (in[p * k] != static_cast<int64_t>(p * 1000 + r * k)) err += " allToAll: block " + std::to_string(p);
+
+      // A ring shift in a group; the second one's group is ended by its Group's destructor.
+      const int next = (r + 1) % n, prev = (r + n - 1) % n;
+      for (int round = 0; round < 2; ++round) {
+        std::vector<uint8_t> give(k, static_cast<uint8_t>(10 * r + round)), got(k, 0xff);
+        {
+          reccl::Group g;
+          if (!check(g.start(), "group start")) return;
+          check(c.send<uint8_t>(give, next), "send");
+          check(c.recv<uint8_t>(got, prev), "recv");
+          if (round == 0) check(g.end(), "group end");
+        }
+        if (got != std::vector<uint8_t>(k, static_cast<uint8_t>(10 * prev + round)))
+          err += " ring shift " + std::to_string(round) + ": got " + std::to_string(got[0]);
+      }
+
+      std::vector<double> x(k, r + 1.0), y(k, 0);
+      void* regHandle = nullptr;
+      recclWindow_t winHandle = nullptr;
+      {
+        reccl::Registration reg;
+        reccl::Window win;
+        if (!check(reccl::Registration::make(&reg, c, x.data(), k * sizeof(double)), "register")) return;
+        if (!check(reccl::Window::make(&win, c, y.data(), k * sizeof(double)), "window")) return;
+        reccl::Registration moved(std::move(reg));
+        regHandle = moved.get();
+        winHandle = win.get();
+        if (reg || !moved || !win) err += " handles after the move";
+        if (check(c.allReduce<double>(x, y, recclSum), "allReduce on registered memory") && y[k - 1] != 6.0)
+          err += " allReduce: " + std::to_string(y[k - 1]);
+        check(win.reset(), "window end");  // collective: every rank here
+        if (win) err += " a window still held after its end";
+      }  // the registration ends here
+      if (recclCommDeregister(c.get(), regHandle) != recclInvalidArgument) err += " the registration outlived its scope";
+      if (recclCommWindowDeregister(c.get(), winHandle) != recclInvalidArgument) err += " the window was not ended";
+
+      // Refusals of the layer itself: one rank, nothing sent.
+      if (r == 0) {
+        std::vector<float> four(4), three(3);
+        auto refused = [&](recclResult_t rc, const std::string& needle, const char* what) {
+          if (rc != recclInvalidArgument) err += std::string(" ") + what + " not refused";
+          else if (reccl::lastError().find(needle) == std::string::npos) err += std::string(" ") + what + ": " + reccl::lastError();
+        };
+        refused(c.allReduce<float>(four, three, recclSum), "allReduce recv: 3 elements, the call needs 4", "allReduce");
+        refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather");
+        refused(c.reduceScatter<float>(four, three, recclSum), "reduceScatter send: 4 elements, the call needs 9", "reduceScatter");
+        refused(c.allToAll<float>(four, four), "allToAll send: 4 elements, not 3 blocks", "allToAll");
+        reccl::Group g;
+        refused(g.end(), "Group: not started", "an end without a start");
+        // A C call that fails afterwards has the last word.
+        if (recclAllReduce(nullptr, four.data(), 4, recclFloat32, recclSum, c.get(), nullptr) != recclInvalidArgument ||
+            reccl::lastError().find("sendbuff: null") == std::string::npos)
+          err += " after a failed C call: " + reccl::lastError();
+        refused(c.allReduce<float>(three, four, recclSum), "allReduce recv: 4 elements, the call needs 3", "allReduce again");
+        reccl::Communicator none;  // a null handle: the C API names it
+        if (none.allGather<float>(three, four) != recclInvalidArgument || reccl::lastError().find("comm") == std::string::npos)
+          err += " a null communicator: " + reccl::lastError();
+      }
+      check(c.barrier(), "barrier");
+      check(c.finalize(), "finalize");
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
 // ---- registration, device memory, the communicator's device --------------------------------
 
 std::string lastError() { return recclGetLastError(nullptr); }
