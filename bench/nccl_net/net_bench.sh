@@ -2,11 +2,14 @@
 # The NCCL net plugin's stream throughput beside iperf3 on one fresh 2-host testbed, in
 # interleaved rounds (the order reversed every other round): iperf3 --bidir on every rail at once,
 # and the plugin driven as NCCL's proxy drives it (nccl_net_stream_worker: both directions at
-# once, WORKER_INFLIGHT requests of up to WORKER_BYTES in flight per comm).
+# once, WORKER_INFLIGHT requests of up to WORKER_BYTES in flight per comm), its connections spread
+# over the devices of --devices (RECCL_NET_DEVICES: nic, a device per NIC, connection k on device
+# k mod the rails, as NCCL spreads its channels over NICs; fused, one device over every NIC).
 # Prints per-direction GB/s and the plugin/iperf3 ratio per round, their median, and writes JSON.
 #
 #   sudo bench/nccl_net/net_bench.sh --build build --out net-bench.json     # 5 rounds
 #   sudo bench/nccl_net/net_bench.sh --rounds 3 --messages 4000 --bytes 512K --conns 4   # 4 connections each way
+#   sudo bench/nccl_net/net_bench.sh --devices fused --conns 1   # one connection over both NICs
 #   sudo bench/nccl_net/net_bench.sh --check     # every byte written and checked while timed
 #
 # As nccl-tests times without -c, the stream is timed with only each message's size and index
@@ -21,13 +24,14 @@ ROUNDS=5
 MESSAGES=3000
 BYTES=1M
 INFLIGHT=8
-CONNS=1
+CONNS=2
+DEVICES=nic
 IPERF_SECONDS=5
 OUT=net-bench.json
 CHECK=0
 NAME="nb$$"
 
-usage() { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --build) BUILD="$2"; shift 2 ;;
@@ -37,6 +41,7 @@ while [[ $# -gt 0 ]]; do
     --bytes) BYTES="$2"; shift 2 ;;
     --inflight) INFLIGHT="$2"; shift 2 ;;
     --conns) CONNS="$2"; shift 2 ;;
+    --devices) DEVICES="$2"; shift 2 ;;
     --iperf-seconds) IPERF_SECONDS="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --check) CHECK=1; shift ;;
@@ -49,6 +54,7 @@ done
 [[ "$MESSAGES" =~ ^[1-9][0-9]*$ ]] || { echo "net_bench.sh: --messages: a positive number" >&2; exit 64; }
 [[ "$INFLIGHT" =~ ^[1-9][0-9]?$ && $INFLIGHT -le 32 ]] || { echo "net_bench.sh: --inflight: 1-32" >&2; exit 64; }
 [[ "$CONNS" =~ ^[1-9][0-9]?$ && $CONNS -le 32 ]] || { echo "net_bench.sh: --conns: 1-32" >&2; exit 64; }
+[[ "$DEVICES" == nic || "$DEVICES" == fused ]] || { echo "net_bench.sh: --devices: nic or fused, got $DEVICES" >&2; exit 64; }
 case "$BYTES" in
   *K) BYTES_N=$(( ${BYTES%K} * 1024 )) ;;
   *M) BYTES_N=$(( ${BYTES%M} * 1048576 )) ;;
@@ -108,7 +114,7 @@ iperf() {
 # The plugin stream: per-direction GB/s (received bytes over the run's seconds, mean of the ranks).
 plugin() {
   local tag="$1"
-  "$BIN/reccl" testbed run --name "$NAME" --timeout 600 -- /usr/bin/env WORKER_ITERS="$MESSAGES" \
+  "$BIN/reccl" testbed run --name "$NAME" --timeout 600 -- /usr/bin/env RECCL_NET_DEVICES="$DEVICES" WORKER_DEV=spread WORKER_ITERS="$MESSAGES" \
     WORKER_BYTES="$BYTES_N" WORKER_INFLIGHT="$INFLIGHT" WORKER_CONNS="$CONNS" WORKER_WAIT_SOURCE=1 WORKER_CHECK="$CHECK" WORKER_STOP_FILE="$WORK/$tag.stop" \
     "$BIN/nccl_net_stream_worker" >"$WORK/$tag.log" 2>&1 || {
     cat "$WORK/$tag.log" >&2
@@ -129,12 +135,12 @@ for ((round = 1; round <= ROUNDS; ++round)); do
   done
 done
 
-jq -s --arg bytes "$BYTES" --argjson inflight "$INFLIGHT" --argjson conns "$CONNS" --argjson rails "$RAILS" --argjson messages "$MESSAGES" '
+jq -s --arg bytes "$BYTES" --arg devices "$DEVICES" --argjson inflight "$INFLIGHT" --argjson conns "$CONNS" --argjson rails "$RAILS" --argjson messages "$MESSAGES" '
   def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
   (group_by(.round) | map({round: .[0].round, iperf3: (map(select(.what == "iperf")) | .[0].gbps),
                            plugin: (map(select(.what == "plugin")) | .[0].gbps)})
    | map(. + {ratio: (.plugin / .iperf3)})) as $per
-  | {date: (now | todate), rails: $rails, message_bytes: $bytes, inflight: $inflight, connections: $conns,
+  | {date: (now | todate), rails: $rails, devices: $devices, message_bytes: $bytes, inflight: $inflight, connections: $conns,
      messages: $messages,
      iperf3_gbps: ($per | map(.iperf3) | med), plugin_gbps: ($per | map(.plugin) | med),
      plugin_over_iperf3: ($per | map(.ratio) | med),
@@ -142,5 +148,5 @@ jq -s --arg bytes "$BYTES" --argjson inflight "$INFLIGHT" --argjson conns "$CONN
   "$WORK/rounds.jsonl" | jq --argjson check "$CHECK" '. + {bytes_checked: ($check == 1)}' >"$OUT"
 jq -r '"per direction, 2 hosts x \(.rails) rails, median of \(.per_round | length) rounds (GB/s):",
        "  iperf3 --bidir, every rail    \(.iperf3_gbps * 100 | round / 100)",
-       "  NCCL net plugin (reccl)       \(.plugin_gbps * 100 | round / 100)   (\(.message_bytes) messages, \(.connections) connection(s) each way, \(.inflight) in flight on each)",
+       "  NCCL net plugin (reccl)       \(.plugin_gbps * 100 | round / 100)   (\(.message_bytes) messages, \(.connections) connection(s) each way over the \(.devices) device(s), \(.inflight) in flight on each)",
        "  plugin / iperf3               \(.plugin_over_iperf3 * 1000 | round / 1000)   (rounds \(.ratio_range.min * 1000 | round / 1000)-\(.ratio_range.max * 1000 | round / 1000))"' "$OUT"

@@ -71,6 +71,7 @@ Status readConfig(const recclConfig_t* config, const CommConfig& inherit, CommCo
     c.name = std::move(name);
   }
   c.cudaDevice = inherit.cudaDevice;
+  c.homeNic = inherit.homeNic;
   *out = std::move(c);
   return Status::Ok();
 }
@@ -81,6 +82,7 @@ Status commOptions(const CommConfig& cfg, core::CommOptions* out) {
   if (cfg.nChannels != CommConfig::kUnset) out->nchannels = cfg.nChannels;
   if (cfg.timeoutMs != CommConfig::kUnset) out->timeoutMs = cfg.timeoutMs;
   if (cfg.bootstrapTimeoutMs != CommConfig::kUnset) out->bootstrapTimeoutMs = cfg.bootstrapTimeoutMs;
+  out->homeNic = cfg.homeNic;
   return Status::Ok();
 }
 

@@ -55,6 +55,9 @@ struct CommConfig {
   // Not a recclConfig_t field: the CUDA device current on the thread that made the communicator
   // (-1: none, host ranks; recclCommCuDevice). A split's or shrink's children keep the parent's.
   int cudaDevice = -1;
+  // Not a recclConfig_t field either: core::CommOptions::homeNic (the NCCL net plugin's per-NIC
+  // devices; "": the NICs in their order). Children keep it.
+  std::string homeNic;
 };
 
 // Reads and checks a caller's recclConfig_t (NULL: `inherit`); the message names the field.

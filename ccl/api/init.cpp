@@ -45,7 +45,7 @@ recclResult_t leftToCalls(recclComm_t, int left, const char* who) {
 
 // `commIds`: one per bootstrap root (recclCommInitRankScalable), or one.
 recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId* commIds, int nIds, int rank,
-                              const recclConfig_t* config) {
+                              const recclConfig_t* config, const std::string& homeNic = "") {
   if (!comm) return fail(recclInvalidArgument, "comm: null pointer");
   *comm = nullptr;
   if (nranks < 1 || nranks > core::kMaxRanks)
@@ -54,6 +54,7 @@ recclResult_t initRankChecked(recclComm_t* comm, int nranks, const recclUniqueId
     return fail(recclInvalidArgument, "rank: " + std::to_string(rank) + " is not in [0, " + std::to_string(nranks) + ")");
   CommConfig cfg;
   if (Status s = readConfig(config, CommConfig{}, &cfg); !s.ok()) return fail(s);
+  cfg.homeNic = homeNic;
   core::RendezvousIds rendezvous;
   auto& ids = rendezvous.ids;
   ids.reserve(static_cast<size_t>(nIds));
@@ -362,6 +363,11 @@ core::Comm* commImpl(recclComm_t comm) noexcept {
   if (!comm) return nullptr;
   int st = settle(comm);
   return st == recclComm::kInitializing || st == recclComm::kFailed ? nullptr : comm->impl.get();
+}
+
+recclResult_t initRankOnNic(recclComm_t* comm, int nranks, const recclUniqueId& id, int rank,
+                            const recclConfig_t* config, const std::string& homeNic) {
+  return guarded([&] { return initRankChecked(comm, nranks, &id, 1, rank, config, homeNic); });
 }
 
 recclResult_t initFromLaunchEnv(recclComm_t* comm, core::LaunchEnv env) {

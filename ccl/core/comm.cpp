@@ -75,6 +75,7 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
     myNics_ = selectNics(all, opts_.nics, bootNic);
     if (myNics_.empty())
       return Status(Errc::kInvalidArgument, "RECCL_NICS=" + opts_.nics + " matches no usable interface");
+    if (!opts_.homeNic.empty()) RECCL_TRY(putHomeNicFirst(&myNics_, opts_.homeNic));
     RankInfo info;
     info.rank = rank;
     info.hostId = hostIdentity();

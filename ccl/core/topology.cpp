@@ -66,6 +66,18 @@ std::vector<NicInfo> selectNics(std::vector<NicInfo> all, std::string_view spec,
   return out;
 }
 
+Status putHomeNicFirst(std::vector<NicInfo>* nics, std::string_view home) {
+  auto it = std::find_if(nics->begin(), nics->end(), [&](const NicInfo& n) { return n.name == home; });
+  if (it == nics->end()) {
+    std::string have;
+    for (const auto& n : *nics) have += (have.empty() ? "" : ", ") + n.name;
+    return Status(Errc::kInvalidArgument,
+                  "home NIC " + std::string(home) + ": not among the NICs this rank uses (" + have + ")");
+  }
+  std::rotate(nics->begin(), it, nics->end());
+  return Status::Ok();
+}
+
 std::vector<NicInfo> listNics() {
   std::vector<NicInfo> out;
   ifaddrs* ifs = nullptr;

@@ -24,6 +24,9 @@ bool nicMatches(const NicFilter& f, std::string_view name);
 // decides. Without one: everything but loopback and the bootstrap NIC, when anything is left;
 // else the bootstrap NIC; else loopback. Sorted by name so rails line up across hosts.
 std::vector<NicInfo> selectNics(std::vector<NicInfo> all, std::string_view spec, std::string_view bootstrapNic);
+// Pure: rotates `nics` so that the one named `home` comes first, the rest in their order after
+// it (wrapping); an error naming the NICs when `home` is not among them.
+Status putHomeNicFirst(std::vector<NicInfo>* nics, std::string_view home);
 // All up IPv4 interfaces of this network namespace.
 std::vector<NicInfo> listNics();
 // The interface that holds `addr` ("" if none).

@@ -58,10 +58,13 @@ recclConfig_t connConfig() {
 
 }  // namespace
 
-Result<std::unique_ptr<NetConn>> NetConn::start(Role role, const recclUniqueId& id) {
+Result<std::unique_ptr<NetConn>> NetConn::start(Role role, const recclUniqueId& id, const std::string& homeNic) {
   recclConfig_t cfg = connConfig();
+  // A per-NIC device's connection carries on its NIC alone; the channels of NCCL's several
+  // connections per peer are its parallel streams.
+  if (!homeNic.empty() && std::getenv("RECCL_NCHANNELS") == nullptr) cfg.nChannels = 1;
   recclComm_t comm = nullptr;
-  recclResult_t r = recclCommInitRankConfig(&comm, 2, id, role == Role::kSend ? 0 : 1, &cfg);
+  recclResult_t r = api::initRankOnNic(&comm, 2, id, role == Role::kSend ? 0 : 1, &cfg, homeNic);
   if (r != recclSuccess && r != recclInProgress) {
     Status why = callStatus("reccl communicator init", r, nullptr);
     if (comm) recclCommAbort(comm);

@@ -38,7 +38,37 @@ int nicSpeedMbps(const std::string& sysfsText) {
   return static_cast<int>(v);
 }
 
-Result<FusedDevice> discoverFusedDevice() {
+std::vector<NetDevice> devicesOver(const std::vector<std::string>& nics, const std::vector<int>& speedsMbps,
+                                   const std::vector<std::string>& pciPaths, const std::string& mode) {
+  std::vector<NetDevice> out;
+  if (nics.empty()) return out;
+  if (mode == "fused") {
+    NetDevice d;
+    d.nics = nics;
+    d.name = "reccl:";
+    for (size_t i = 0; i < nics.size(); ++i) {
+      d.name += (i ? "+" : "") + nics[i];
+      d.speedMbps += speedsMbps[i];
+    }
+    d.pciPath = pciPaths.front();
+    out.push_back(std::move(d));
+    return out;
+  }
+  for (size_t i = 0; i < nics.size(); ++i) {
+    NetDevice d;
+    d.nics = nics;
+    d.homeNic = nics[i];
+    d.name = "reccl:" + nics[i];
+    d.speedMbps = speedsMbps[i];
+    d.pciPath = pciPaths[i];
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<std::vector<NetDevice>> discoverDevices() {
+  RECCL_TRY(params::validateAll());  // RECCL_NET_DEVICES among them, as a communicator's init checks them
+  const std::string mode = params::NetDevices();
   auto all = core::listNics();
   // The bootstrap NIC as a communicator's root picks it (recclGetUniqueId), which an unset
   // RECCL_NICS leaves out, as a communicator does.
@@ -46,15 +76,15 @@ Result<FusedDevice> discoverFusedDevice() {
   auto nics = core::selectNics(all, params::Nics(), core::nicWithAddress(all, bootAddr));
   if (nics.empty())
     return Status(Errc::kInvalidArgument, "RECCL_NICS=" + params::Nics() + " matches no usable interface");
-  FusedDevice d;
-  d.name = "reccl:";
-  for (size_t i = 0; i < nics.size(); ++i) {
-    d.nics.push_back(nics[i].name);
-    d.name += (i ? "+" : "") + nics[i].name;
-    d.speedMbps += nicSpeedMbps(readSmallFile("/sys/class/net/" + nics[i].name + "/speed"));
+  std::vector<std::string> names;
+  std::vector<int> speeds;
+  std::vector<std::string> pci;
+  for (const auto& n : nics) {
+    names.push_back(n.name);
+    speeds.push_back(nicSpeedMbps(readSmallFile("/sys/class/net/" + n.name + "/speed")));
+    pci.push_back(pciPathOf(n.name));
   }
-  d.pciPath = pciPathOf(nics.front().name);
-  return d;
+  return devicesOver(names, speeds, pci, mode);
 }
 
 }  // namespace reccl::nccl_net

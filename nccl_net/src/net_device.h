@@ -1,7 +1,10 @@
-// The one network device the plugin offers NCCL: every NIC a reccl communicator would use on
-// this host, fused. A connection's communicator spreads its channels over all of them and moves
-// them between NICs on a fault, so offering each NIC as a device of its own would tell NCCL's
-// topology search that a connection uses one NIC when it uses them all.
+// The network devices the plugin offers NCCL (RECCL_NET_DEVICES):
+// - nic (the default): one per NIC a reccl communicator would use on this host, as NCCL's own
+//   transports list NICs, so NCCL's topology search pairs each GPU with its nearest NIC. A
+//   connection on device i is a communicator whose rail 0 is NIC i (core::CommOptions::homeNic)
+//   with one channel: it carries on NIC i and fails over to the host's other NICs.
+// - fused: one device over every NIC. A connection's communicator spreads its channels over all
+//   of them and moves them between NICs on a fault; NCCL sees one NIC of their summed speed.
 #pragma once
 
 #include <string>
@@ -11,15 +14,22 @@
 
 namespace reccl::nccl_net {
 
-struct FusedDevice {
-  std::vector<std::string> nics;  // as the communicator picks them (RECCL_NICS)
-  std::string name;               // "reccl:rail0+rail1"
-  std::string pciPath;            // the first NIC's PCI device in /sys; "" for a virtual NIC
-  int speedMbps = 0;              // the NICs' speeds added up
+struct NetDevice {
+  std::vector<std::string> nics;  // the NICs its connections use, as the communicator picks them (RECCL_NICS)
+  std::string homeNic;            // per-NIC: its NIC, its connections' rail 0; fused: ""
+  std::string name;               // "reccl:rail1" (per-NIC), "reccl:rail0+rail1" (fused)
+  std::string pciPath;            // its (first) NIC's PCI device in /sys; "" for a virtual NIC
+  int speedMbps = 0;              // its NIC's speed; fused: the NICs' speeds added up
 };
 
-// Reads this host's NICs as a communicator would pick them; an error when none is usable.
-Result<FusedDevice> discoverFusedDevice();
+// Pure: the devices over `nics` (names in the communicator's order, speeds and PCI paths beside
+// them) for RECCL_NET_DEVICES `mode` ("nic" or "fused").
+std::vector<NetDevice> devicesOver(const std::vector<std::string>& nics, const std::vector<int>& speedsMbps,
+                                   const std::vector<std::string>& pciPaths, const std::string& mode);
+
+// This host's NICs as a communicator would pick them, as devices of RECCL_NET_DEVICES's mode; an
+// error when none is usable or the mode is not one.
+Result<std::vector<NetDevice>> discoverDevices();
 
 // Pure: a NIC's speed from /sys/class/net/<nic>/speed's text; virtual NICs (veth, tap) report
 // -1 or nothing, and count as 10 Gbit/s, as NCCL's socket transport counts them.

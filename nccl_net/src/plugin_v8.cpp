@@ -10,7 +10,6 @@
 #include <memory>
 #include <mutex>
 #include <new>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +17,7 @@
 #include "net_conn.h"
 #include "net_device.h"
 #include "reccl/common/log.h"
+#include "reccl/common/params.h"
 #include "reccl/nccl_net_plugin.h"
 
 namespace reccl::nccl_net {
@@ -28,7 +28,7 @@ static_assert(sizeof(recclUniqueId) == NCCL_NET_HANDLE_MAXSIZE, "a listen handle
 struct PluginState {
   std::atomic<ncclDebugLogger_t> logger{nullptr};  // read by every failure's log line
   std::mutex mu;                                  // guards what follows
-  std::optional<FusedDevice> device;
+  std::vector<NetDevice> devices;  // after init
   // connect() is called again until it returns a comm, with the same handle: the handle is
   // wholly the unique id, so a pending connection is found by the handle's address.
   struct Connecting {
@@ -96,8 +96,19 @@ ncclResult_t guarded(const char* call, F&& f) noexcept {
 
 struct ListenComm {
   recclUniqueId id;
+  std::string homeNic;  // its device's (per-NIC devices)
   std::unique_ptr<NetConn> accepting;
 };
+
+// Device `dev`'s home NIC ("" for the fused device), or why there is no such device.
+Result<std::string> homeNicOf(int dev) {
+  std::lock_guard lk(plugin().mu);
+  const auto& ds = plugin().devices;
+  if (dev < 0 || static_cast<size_t>(dev) >= ds.size())
+    return Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) + " (the plugin has " +
+                                              std::to_string(ds.size()) + " after init, from 0)");
+  return ds[static_cast<size_t>(dev)].homeNic;
+}
 
 // Host memory needs no registration here (reccl copies through its own registered slots): every
 // region gets this one non-null handle, which NCCL hands back and nothing reads.
@@ -123,12 +134,15 @@ ncclResult_t netInit(ncclDebugLogger_t logger) {
         logger(l, NCCL_NET, __FILE__, __LINE__, "%s", text.c_str());
       });
     }
-    auto d = discoverFusedDevice();
-    if (!d.ok()) return failed("init", d.status());
-    logLine(NCCL_LOG_INFO, "NET/reccl: one device, " + d->name + ", " + std::to_string(d->speedMbps) +
-                               " Mbit/s, failover across its NICs");
+    auto ds = discoverDevices();
+    if (!ds.ok()) return failed("init", ds.status());
+    std::string names;
+    for (const auto& d : *ds) names += (names.empty() ? "" : ", ") + d.name + " " + std::to_string(d.speedMbps) + " Mbit/s";
+    logLine(NCCL_LOG_INFO, "NET/reccl: " + std::to_string(ds->size()) + " device(s) (RECCL_NET_DEVICES=" +
+                               params::NetDevices() + "): " + names + "; failover across " +
+                               std::to_string(ds->front().nics.size()) + " NIC(s)");
     std::lock_guard lk(plugin().mu);
-    plugin().device = std::move(*d);
+    plugin().devices = std::move(*ds);
     return ncclSuccess;
   });
 }
@@ -137,7 +151,7 @@ ncclResult_t netDevices(int* ndev) {
   return guarded("devices", [&] {
     if (!ndev) return failed("devices", Status(Errc::kInvalidArgument, "ndev: null pointer"));
     std::lock_guard lk(plugin().mu);
-    *ndev = plugin().device ? 1 : 0;
+    *ndev = static_cast<int>(plugin().devices.size());
     return ncclSuccess;
   });
 }
@@ -145,15 +159,13 @@ ncclResult_t netDevices(int* ndev) {
 ncclResult_t netGetProperties(int dev, ncclNetProperties_v8_t* props) {
   return guarded("getProperties", [&] {
     if (!props) return failed("getProperties", Status(Errc::kInvalidArgument, "props: null pointer"));
+    if (auto home = homeNicOf(dev); !home.ok()) return failed("getProperties", home.status());
     std::lock_guard lk(plugin().mu);
-    if (!plugin().device || dev != 0)
-      return failed("getProperties", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) +
-                                                                        " (the plugin has one, 0, after init)"));
-    FusedDevice& d = *plugin().device;
+    NetDevice& d = plugin().devices[static_cast<size_t>(dev)];
     std::memset(props, 0, sizeof(*props));
     props->name = d.name.data();
     props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
-    props->guid = 0;
+    props->guid = static_cast<uint64_t>(dev);
     props->ptrSupport = NCCL_PTR_HOST;
     props->regIsGlobal = 0;
     props->speed = d.speedMbps;
@@ -170,8 +182,10 @@ ncclResult_t netGetProperties(int dev, ncclNetProperties_v8_t* props) {
 ncclResult_t netListen(int dev, void* handle, void** listenComm) {
   return guarded("listen", [&] {
     if (!handle || !listenComm) return failed("listen", Status(Errc::kInvalidArgument, "handle or listenComm: null pointer"));
-    if (dev != 0) return failed("listen", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev)));
+    auto home = homeNicOf(dev);
+    if (!home.ok()) return failed("listen", home.status());
     auto lc = std::make_unique<ListenComm>();
+    lc->homeNic = *home;
     recclResult_t r = recclGetUniqueId(&lc->id);
     if (r != recclSuccess)
       return failed("listen", Status(Errc::kSystem, std::string("reccl unique id: ") + recclGetLastError(nullptr)));
@@ -195,8 +209,9 @@ ncclResult_t pollConn(const char* call, std::unique_ptr<NetConn>& conn, void** c
 ncclResult_t netConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHandle_v8_t** /*sendDevComm*/) {
   return guarded("connect", [&] {
     if (!handle || !sendComm) return failed("connect", Status(Errc::kInvalidArgument, "handle or sendComm: null pointer"));
-    if (dev != 0) return failed("connect", Status(Errc::kInvalidArgument, "no device " + std::to_string(dev)));
     *sendComm = nullptr;
+    auto home = homeNicOf(dev);
+    if (!home.ok()) return failed("connect", home.status());
     std::unique_ptr<NetConn> conn;
     std::vector<std::unique_ptr<NetConn>> abandoned;  // ended outside the lock
     const auto now = std::chrono::steady_clock::now();
@@ -223,7 +238,7 @@ ncclResult_t netConnect(int dev, void* handle, void** sendComm, ncclNetDeviceHan
     if (!conn) {
       recclUniqueId id;
       std::memcpy(&id, handle, sizeof(id));
-      auto started = NetConn::start(NetConn::Role::kSend, id);
+      auto started = NetConn::start(NetConn::Role::kSend, id, *home);
       if (!started.ok()) return failed("connect", started.status());
       conn = std::move(*started);
     }
@@ -245,7 +260,7 @@ ncclResult_t netAccept(void* listenComm, void** recvComm, ncclNetDeviceHandle_v8
     if (!lc || !recvComm) return failed("accept", Status(Errc::kInvalidArgument, "listenComm or recvComm: null pointer"));
     *recvComm = nullptr;
     if (!lc->accepting) {
-      auto started = NetConn::start(NetConn::Role::kRecv, lc->id);
+      auto started = NetConn::start(NetConn::Role::kRecv, lc->id, lc->homeNic);
       if (!started.ok()) return failed("accept", started.status());
       lc->accepting = std::move(*started);
     }

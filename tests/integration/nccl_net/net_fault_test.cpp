@@ -75,9 +75,34 @@ class NcclNetFault : public reccl::test::failover::FailoverTest<2> {
 
 TEST_F(NcclNetFault, ASwitchPortDownMidStreamLosesNoMessage) { switchPortDownForASecond("", 1); }
 
-// As NCCL with four channels to a peer: four connections each way, messages spread over them.
+// As NCCL with four channels to a peer: four connections each way, messages spread over them,
+// on the one fused device (each connection's channels over both rails).
 TEST_F(NcclNetFault, ASwitchPortDownUnderFourConnectionsEachWayLosesNoMessage) {
-  switchPortDownForASecond("WORKER_CONNS=4 WORKER_INFLIGHT=4", 4);
+  switchPortDownForASecond("RECCL_NET_DEVICES=fused WORKER_CONNS=4 WORKER_INFLIGHT=4", 4);
+}
+
+// A device per NIC (the default): the plugin lists rail0 and rail1, and a connection on device 1
+// carries on NIC rail1 (its one channel starts there) until rail1 fails, then on rail0; every
+// message whole. Fused, the same host offers one device over both.
+TEST_F(NcclNetFault, APerNicDeviceCarriesOnItsNicAndFailsOverToTheOther) {
+  auto j = startStream(kSeeFailovers + "WORKER_DEV=1 WORKER_SECONDS=3");
+  ASSERT_FALSE(HasFailure());
+  EXPECT_EQ(countMatches(j->text(), "devices 2: reccl:rail0 reccl:rail1"), 2) << j->text();
+  link(false, 0, 1, true);
+  bool movedAway = waitFailovers(*j, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  link(true, 0, 1, true);
+  ASSERT_TRUE(movedAway) << j->text();
+  expectWholeStream(*j, 1);
+  const std::string t = j->text();
+  // The connection's rail 0 is its device's NIC, rail1; the other NIC is its rail 1.
+  EXPECT_GE(countMatches(t, "ch 0 rail 0 \\(rail1\\) -> rail 1 \\(rail0\\)"), 1) << t;
+  EXPECT_EQ(countMatches(t, "ch 1 "), 0) << "a second channel\n" << t;
+
+  Job fused(testbed().name(), env("RECCL_NET_DEVICES=fused"), 60);
+  EXPECT_TRUE(fused.waitFor("started rank", 2, std::chrono::seconds(60))) << fused.text();
+  expectAllOk(fused, 2);
+  EXPECT_EQ(countMatches(fused.text(), "devices 1: reccl:rail0\\+rail1"), 2) << fused.text();
 }
 
 // The host's own NIC goes down and stays down: the stream carries on over rail 1 to the end.
@@ -91,7 +116,8 @@ TEST_F(NcclNetFault, AHostNicDownForGoodLeavesTheStreamOnTheOtherRail) {
 
 // Faults one after another at random (seeded; NCCL_NET_FAULT_SEED replays one): a host's NIC or
 // its switch port, either host, either rail, down 150-700 ms with 150-500 ms between, one at a
-// time, under four connections each way. Every message whole and in order, no error.
+// time, under four connections each way spread over the two per-NIC devices. Every message whole
+// and in order, no error.
 TEST_F(NcclNetFault, RandomLinkFaultsOneAfterAnotherLoseNoMessage) {
   const char* given = std::getenv("NCCL_NET_FAULT_SEED");
   const unsigned seed = given ? static_cast<unsigned>(std::strtoul(given, nullptr, 10))
@@ -101,7 +127,7 @@ TEST_F(NcclNetFault, RandomLinkFaultsOneAfterAnotherLoseNoMessage) {
   std::mt19937 rng(seed);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   const int faults = 8;
-  auto j = startStream(kSeeFailovers + "WORKER_CONNS=4 WORKER_INFLIGHT=4 WORKER_SECONDS=2", 180);
+  auto j = startStream(kSeeFailovers + "WORKER_CONNS=4 WORKER_DEV=spread WORKER_INFLIGHT=4 WORKER_SECONDS=2", 180);
   ASSERT_FALSE(HasFailure());
   for (int f = 0; f < faults; ++f) {
     int host = pick(0, 1), rail = pick(0, 1);

@@ -11,6 +11,10 @@
 // peer may have posted receives ahead, so both ends close with nothing pending. Tags are the
 // sender's rank, as NCCL's.
 //
+// WORKER_DEV: the plugin device every comm listens and connects on (0 by default), or `spread`:
+// connection k on device k mod the device count, as NCCL spreads its channels over the NICs.
+// "devices N: name name ..." (getProperties' names) is printed before anything connects.
+//
 // WORKER_CHECK=0 leaves the bytes after the index unwritten and unchecked (a benchmark's timing,
 // as nccl-tests times without -c); sizes and indexes are still checked.
 //
@@ -146,13 +150,26 @@ int main() {
   int ndev = 0;
   check(net->devices(&ndev), "devices");
   if (ndev < 1) die("no device");
+  std::string names;
+  for (int d = 0; d < ndev; ++d) {
+    ncclNetProperties_v8_t p;
+    check(net->getProperties(d, &p), "getProperties");
+    names += std::string(" ") + p.name;
+  }
+  std::printf("devices %d:%s\n", ndev, names.c_str());
+  const std::string devSpec = std::getenv("WORKER_DEV") ? std::getenv("WORKER_DEV") : "0";
+  const bool spread = devSpec == "spread";
+  const long fixedDev = spread ? 0 : std::strtol(devSpec.c_str(), nullptr, 10);
+  if (!spread && (devSpec.find_first_not_of("0123456789") != std::string::npos || fixedDev >= ndev))
+    die("WORKER_DEV: " + devSpec + " is not `spread` or a device of 0.." + std::to_string(ndev - 1));
+  auto devOf = [&](int k) { return spread ? k % ndev : static_cast<int>(fixedDev); };
 
   // Handles travel through files beside the stop file (NCCL sends them over its bootstrap).
   const std::string base = (stopFile.empty() ? "/tmp/nccl-net-stream" : stopFile) + ".handle.";
   std::vector<char> handles(static_cast<size_t>(conns) * NCCL_NET_HANDLE_MAXSIZE);
   std::vector<void*> listenComms(conns, nullptr);
   for (int k = 0; k < conns; ++k)
-    check(net->listen(0, handles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &listenComms[k]), "listen");
+    check(net->listen(devOf(k), handles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &listenComms[k]), "listen");
   {
     std::string tmp = base + std::to_string(rank_) + ".tmp";
     std::ofstream(tmp, std::ios::binary).write(handles.data(), static_cast<std::streamsize>(handles.size()));
@@ -171,7 +188,7 @@ int main() {
   for (int made = 0; made < 2 * conns;) {
     made = 0;
     for (int k = 0; k < conns; ++k) {
-      if (!sendComms[k]) check(net->connect(0, peerHandles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &sendComms[k], nullptr), "connect");
+      if (!sendComms[k]) check(net->connect(devOf(k), peerHandles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &sendComms[k], nullptr), "connect");
       if (!recvComms[k]) check(net->accept(listenComms[k], &recvComms[k], nullptr), "accept");
       made += (sendComms[k] != nullptr) + (recvComms[k] != nullptr);
     }

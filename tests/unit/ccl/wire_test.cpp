@@ -275,6 +275,21 @@ TEST(CclTopology, NicListSyntax) {
   pick = core::selectNics(all, "=rail1", "mgmt0");
   ASSERT_EQ(pick.size(), 1u);
   EXPECT_EQ(pick[0].name, "rail1");
+
+  // A home NIC first, the others after it in their order, wrapping round.
+  std::vector<core::NicInfo> four = {{"rail0", 1}, {"rail1", 2}, {"rail2", 3}, {"rail3", 4}};
+  ASSERT_TRUE(core::putHomeNicFirst(&four, "rail2").ok());
+  std::string order;
+  for (const auto& n : four) order += n.name + " ";
+  EXPECT_EQ(order, "rail2 rail3 rail0 rail1 ");
+  ASSERT_TRUE(core::putHomeNicFirst(&four, "rail2").ok());
+  EXPECT_EQ(four[0].name, "rail2");
+  Status missing = core::putHomeNicFirst(&four, "rail9");
+  EXPECT_EQ(missing.code(), Errc::kInvalidArgument);
+  EXPECT_NE(missing.message().find("home NIC rail9: not among the NICs this rank uses (rail2, rail3, rail0, rail1)"),
+            std::string::npos)
+      << missing.message();
+  EXPECT_EQ(four[0].name, "rail2") << "a refused home NIC moved the NICs";
 }
 
 TEST(CclTopology, HostsRailsAndChannels) {

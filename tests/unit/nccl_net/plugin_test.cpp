@@ -112,21 +112,54 @@ class NcclNetPlugin : public ::testing::Test {
   inline static recclNetCommStats_t stats_ = nullptr;
 };
 
-TEST_F(NcclNetPlugin, OffersOneFusedHostMemoryDevice) {
+// A host-memory device per NIC by default, named after it; RECCL_NET_DEVICES=fused: one device
+// over the same NICs; another value fails init naming the variable and leaves the devices as
+// they were.
+TEST_F(NcclNetPlugin, OffersADevicePerNicOrOneFusedDevice) {
   EXPECT_STREQ(net_->name, "reccl");
   int ndev = 0;
   ASSERT_EQ(net_->devices(&ndev), ncclSuccess);
-  EXPECT_EQ(ndev, 1);
+  ASSERT_GE(ndev, 1);
+  std::string fusedName = "reccl:";
+  for (int d = 0; d < ndev; ++d) {
+    ncclNetProperties_v8_t p;
+    ASSERT_EQ(net_->getProperties(d, &p), ncclSuccess) << warnings();
+    const std::string name = p.name;
+    ASSERT_EQ(name.rfind("reccl:", 0), 0u) << name;
+    EXPECT_EQ(name.find('+'), std::string::npos) << name;
+    fusedName += (d ? "+" : "") + name.substr(6);
+    EXPECT_EQ(p.guid, static_cast<uint64_t>(d));
+    EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
+    EXPECT_EQ(p.maxRecvs, 1);
+    EXPECT_GT(p.speed, 0);
+    EXPECT_GT(p.maxComms, 0);
+    EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
+  }
   ncclNetProperties_v8_t p;
+  EXPECT_EQ(net_->getProperties(ndev, &p), ncclInvalidArgument);
+  EXPECT_NE(warnings().find("no device " + std::to_string(ndev)), std::string::npos) << warnings();
+  char handle[NCCL_NET_HANDLE_MAXSIZE];
+  void* comm = nullptr;
+  EXPECT_EQ(net_->listen(ndev, handle, &comm), ncclInvalidArgument);
+  EXPECT_EQ(net_->connect(-1, handle, &comm, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(comm, nullptr);
+
+  setenv("RECCL_NET_DEVICES", "fused", 1);
+  ASSERT_EQ(net_->init(captureLog), ncclSuccess) << warnings();
+  int fused = 0;
+  EXPECT_EQ(net_->devices(&fused), ncclSuccess);
+  EXPECT_EQ(fused, 1);
   ASSERT_EQ(net_->getProperties(0, &p), ncclSuccess);
-  EXPECT_EQ(std::string(p.name).rfind("reccl:", 0), 0u) << p.name;
-  EXPECT_EQ(p.ptrSupport, NCCL_PTR_HOST);
-  EXPECT_EQ(p.maxRecvs, 1);
-  EXPECT_GT(p.speed, 0);
-  EXPECT_GT(p.maxComms, 0);
-  EXPECT_EQ(p.netDeviceType, NCCL_NET_DEVICE_HOST);
-  EXPECT_EQ(net_->getProperties(1, &p), ncclInvalidArgument);
-  EXPECT_NE(warnings().find("no device 1"), std::string::npos) << warnings();
+  EXPECT_EQ(std::string(p.name), fusedName);
+  setenv("RECCL_NET_DEVICES", "per-gpu", 1);
+  EXPECT_EQ(net_->init(captureLog), ncclInvalidUsage);
+  EXPECT_NE(warnings().find("RECCL_NET_DEVICES"), std::string::npos) << warnings();
+  EXPECT_EQ(net_->devices(&fused), ncclSuccess);
+  EXPECT_EQ(fused, 1) << "a failed init changed the devices";
+  unsetenv("RECCL_NET_DEVICES");
+  ASSERT_EQ(net_->init(captureLog), ncclSuccess) << warnings();
+  EXPECT_EQ(net_->devices(&fused), ncclSuccess);
+  EXPECT_EQ(fused, ndev);
 }
 
 // Every size NCCL sends, each into a receive posted for more: the bytes and the size that
