@@ -84,7 +84,7 @@ NetConn::~NetConn() {
   }
   cv_.notify_all();
   if (!made_) {
-    // A pending init is ended by aborting it (its bootstrap runs on to its own deadline).
+    // A pending init is ended by aborting it: its waits end at their next poll slice.
     recclCommAbort(comm_);
     return;
   }
