@@ -19,6 +19,9 @@
 
 namespace reccl {
 
+// The reccl type of an element type. The program's 16-bit floats (CUDA's __half and
+// __nv_bfloat16, c10::Half, a struct of its own) get theirs by a specialization:
+//   template <> constexpr recclDataType_t reccl::dataTypeOf<__half>() { return recclFloat16; }
 template <typename T>
 constexpr recclDataType_t dataTypeOf();
 template <> constexpr recclDataType_t dataTypeOf<int8_t>() { return recclInt8; }

@@ -452,6 +452,22 @@ TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
+// A program's own 16-bit float, given its reccl type as reccl.hpp says.
+struct Bf16 {
+  uint16_t bits;
+};
+
+}  // namespace
+}  // namespace reccl::test
+
+template <>
+constexpr recclDataType_t reccl::dataTypeOf<reccl::test::Bf16>() {
+  return recclBfloat16;
+}
+
+namespace reccl::test {
+namespace {
+
 // The rest of the C++ layer: reduce, reduce-scatter, all-to-all, sends and receives in a
 // reccl::Group (also one ended by its destructor), a Registration and a Window that end once, and
 // what the layer refuses itself named by reccl::lastError() until a C call fails after it.
@@ -519,6 +535,10 @@ TEST(NcclApi, CxxLayerCoversTheCallsAndNamesWhatItRefuses) {
         if (reg || !moved || !win) err += " handles after the move";
         if (check(c.allReduce<double>(x, y, recclSum), "allReduce on registered memory") && y[k - 1] != 6.0)
           err += " allReduce: " + std::to_string(y[k - 1]);
+        // bfloat16 1.0 (0x3f80) from each rank: 3.0 (0x4040).
+        std::vector<Bf16> one(k, Bf16{0x3f80}), three(k, Bf16{0});
+        if (check(c.allReduce<Bf16>(one, three, recclSum), "allReduce of a specialized type") && three[0].bits != 0x4040)
+          err += " bfloat16 sum: " + std::to_string(three[0].bits);
         check(win.reset(), "window end");  // collective: every rank here
         if (win) err += " a window still held after its end";
       }  // the registration ends here
