@@ -75,7 +75,6 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
     myNics_ = selectNics(all, opts_.nics, bootNic);
     if (myNics_.empty())
       return Status(Errc::kInvalidArgument, "RECCL_NICS=" + opts_.nics + " matches no usable interface");
-    if (!opts_.homeNic.empty()) RECCL_TRY(putHomeNicFirst(&myNics_, opts_.homeNic));
     RankInfo info;
     info.rank = rank;
     info.hostId = hostIdentity();
@@ -90,6 +89,15 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
     info.onlineCpus = static_cast<uint16_t>(std::clamp<long>(sysconf(_SC_NPROCESSORS_ONLN), 0, 65535));
     info.channelThreads = opts_.channelThreads;
     info.nics = myNics_;
+    if (!opts_.homeNic.empty()) {
+      info.homeRail = static_cast<int16_t>(nicIndex(myNics_, opts_.homeNic));
+      if (info.homeRail < 0) {
+        std::string have;
+        for (const auto& n : myNics_) have += (have.empty() ? "" : ", ") + n.name;
+        RECCL_WARN(kLogInit, "rank %d: home NIC %s is not among the NICs this rank uses (%s): its channels start where its local rank's do",
+                   rank, opts_.homeNic.c_str(), have.c_str());
+      }
+    }
     RECCL_TRY(fillTransportReport(&info, myNics_));
     return info;
   };

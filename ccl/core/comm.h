@@ -44,9 +44,10 @@ struct CommOptions {
   int64_t timeoutMs = 60000;
   int64_t bootstrapTimeoutMs = 30000;
   std::string nics;
-  // Set: that NIC (one `nics` selects) is this rank's rail 0, the others follow in their order,
-  // so a channel's rail starts there (railFor) and the others are its failover targets. The
-  // NCCL net plugin's per-NIC devices; the peer's rail 0 is its own home NIC.
+  // Set: the channels this rank sends on start on that NIC's rail (RankInfo::homeRail, railFor);
+  // the other NICs are their failover targets. Rails still pair NICs by their place in each
+  // rank's list. The NCCL net plugin's per-NIC devices. A NIC `nics` does not select (down, or
+  // left out) is warned of and ignored.
   std::string homeNic;
   size_t smallMsgBytes = 64 * 1024;
   size_t directRecvMinBytes = 64 * 1024;

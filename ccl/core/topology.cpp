@@ -66,16 +66,10 @@ std::vector<NicInfo> selectNics(std::vector<NicInfo> all, std::string_view spec,
   return out;
 }
 
-Status putHomeNicFirst(std::vector<NicInfo>* nics, std::string_view home) {
-  auto it = std::find_if(nics->begin(), nics->end(), [&](const NicInfo& n) { return n.name == home; });
-  if (it == nics->end()) {
-    std::string have;
-    for (const auto& n : *nics) have += (have.empty() ? "" : ", ") + n.name;
-    return Status(Errc::kInvalidArgument,
-                  "home NIC " + std::string(home) + ": not among the NICs this rank uses (" + have + ")");
-  }
-  std::rotate(nics->begin(), it, nics->end());
-  return Status::Ok();
+int nicIndex(const std::vector<NicInfo>& nics, std::string_view name) {
+  for (size_t i = 0; i < nics.size(); ++i)
+    if (nics[i].name == name) return static_cast<int>(i);
+  return -1;
 }
 
 std::vector<NicInfo> listNics() {
@@ -200,6 +194,9 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank) {
   t.nrails = std::max<int>(1, rails == SIZE_MAX ? 1 : static_cast<int>(rails));
   int want = table.empty() ? 0 : table[0].nchannels;
   t.nchannels = std::clamp(want > 0 ? want : t.nrails, 1, 16);
+  t.homeRailOf.assign(static_cast<size_t>(n), -1);
+  for (int r = 0; r < n; ++r)
+    if (table[r].homeRail >= 0 && table[r].homeRail < t.nrails) t.homeRailOf[r] = table[r].homeRail;
   t.channelThreads = t.nchannels;
   for (const auto& r : table)
     if (int lim = rankChannelThreads(r, onMachine[machineOf(r.hostId)]); lim > 0)

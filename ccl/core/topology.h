@@ -24,9 +24,8 @@ bool nicMatches(const NicFilter& f, std::string_view name);
 // decides. Without one: everything but loopback and the bootstrap NIC, when anything is left;
 // else the bootstrap NIC; else loopback. Sorted by name so rails line up across hosts.
 std::vector<NicInfo> selectNics(std::vector<NicInfo> all, std::string_view spec, std::string_view bootstrapNic);
-// Pure: rotates `nics` so that the one named `home` comes first, the rest in their order after
-// it (wrapping); an error naming the NICs when `home` is not among them.
-Status putHomeNicFirst(std::vector<NicInfo>* nics, std::string_view home);
+// Pure: the index of the NIC named `name` in `nics`, -1 when none is.
+int nicIndex(const std::vector<NicInfo>& nics, std::string_view name);
 // All up IPv4 interfaces of this network namespace.
 std::vector<NicInfo> listNics();
 // The interface that holds `addr` ("" if none).
@@ -60,6 +59,9 @@ struct Topology {
   // runs its channels in turn while its peers run them at once (their channel k would wait for
   // its channels 0..k-1, against a per-wait deadline).
   int channelThreads = 1;
+  // rank -> the rail its channels start on when it sends (RankInfo::homeRail; -1, or one past
+  // the rails every rank has: its local rank's). Empty: none has one.
+  std::vector<int> homeRailOf;
 };
 // Pure. nchannelsWanted from rank 0 (0: one per rail), clamped to [1, 16].
 Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
@@ -71,9 +73,11 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
 // against one (docs/results/fault-bench.md, 2026-12-01 09:57).
 int rankChannelThreads(const RankInfo& r, int machineNranks);
 
-// The rail a sender uses for a channel: its primary NIC (local rank mod rails) shifted by channel.
+// The rail a sender uses for a channel: its primary NIC (its home rail, else local rank mod
+// rails) shifted by channel. Both ends compute it from the one table.
 inline int railFor(const Topology& t, int senderRank, int channel) {
-  return (t.localRankOf[senderRank] + channel) % t.nrails;
+  const int home = static_cast<size_t>(senderRank) < t.homeRailOf.size() ? t.homeRailOf[senderRank] : -1;
+  return ((home >= 0 ? home : t.localRankOf[senderRank]) + channel) % t.nrails;
 }
 
 }  // namespace reccl::core

@@ -281,6 +281,7 @@ std::vector<std::byte> encodeRankInfo(const RankInfo& r) {
   w.num<uint8_t>(r.transport);
   w.num<uint8_t>(r.rdmaReady ? 1 : 0);
   w.str(r.rdmaWhy);
+  w.num<int16_t>(r.homeRail);
   w.num<uint16_t>(static_cast<uint16_t>(r.nics.size()));
   for (const auto& n : r.nics) {
     w.str(n.name);
@@ -301,7 +302,8 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in) {
   if (!rd.num(&r.rank) || !rd.str(&r.hostId, 512) || !rd.str(&r.hostName, 256) || !rd.num(&r.pid) ||
       !rd.num(&r.dataPort) || !rd.num(&r.chunkBytes) || !rd.num(&r.slots) || !rd.num(&r.nchannels) ||
       !rd.num(&r.flags) || !rd.num(&r.cpus) || !rd.num(&r.onlineCpus) || !rd.num(&r.channelThreads) ||
-      !rd.num(&r.transport) || !rd.num(&rdmaReady) || !rd.str(&r.rdmaWhy, 512) || !rd.num(&nnics))
+      !rd.num(&r.transport) || !rd.num(&rdmaReady) || !rd.str(&r.rdmaWhy, 512) || !rd.num(&r.homeRail) ||
+      !rd.num(&nnics))
     return bad("rank info: truncated");
   if (r.rank < 0 || r.rank >= kMaxRanks) return bad("rank info: bad rank");
   if (!printable(r.hostId) || !printable(r.hostName)) return bad("rank info: bad host identity");
@@ -318,6 +320,7 @@ Result<RankInfo> decodeRankInfo(std::span<const std::byte> in) {
     if (n.name.empty() || !printable(n.name)) return bad("rank info: bad NIC name");
     r.nics.push_back(std::move(n));
   }
+  if (r.homeRail < -1 || r.homeRail >= static_cast<int>(r.nics.size())) return bad("rank info: bad home rail");
   if (!rd.done()) return bad("rank info: trailing bytes");
   return r;
 }

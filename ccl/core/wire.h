@@ -18,7 +18,7 @@ namespace reccl::core {
 inline constexpr uint32_t kHelloMagic = 0x4c4c4852;  // "RHLL"
 // 3: every connection authenticated by challenge and MAC (core/auth.h); the hello carries the
 // public job id where it carried a launcher-derived secret.
-inline constexpr uint16_t kProtocolVersion = 4;
+inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kAuthHelloBytes = kHelloBytes + kTagBytes;  // hello + its MAC
 inline constexpr size_t kHelloReplyBytes = 24;
@@ -153,6 +153,9 @@ struct RankInfo {
   uint8_t transport = 0;
   bool rdmaReady = false;
   std::string rdmaWhy;
+  // The rail (an index into nics) this rank's channels start on when it sends
+  // (CommOptions::homeNic; core::railFor); -1: the one its local rank gives.
+  int16_t homeRail = -1;
   std::vector<NicInfo> nics;
 };
 inline constexpr size_t kMaxNics = 64;

@@ -38,29 +38,30 @@ int nicSpeedMbps(const std::string& sysfsText) {
   return static_cast<int>(v);
 }
 
-std::vector<NetDevice> devicesOver(const std::vector<std::string>& nics, const std::vector<int>& speedsMbps,
-                                   const std::vector<std::string>& pciPaths, const std::string& mode) {
+std::vector<NetDevice> devicesOver(const std::vector<NicFacts>& nics, bool fused) {
   std::vector<NetDevice> out;
   if (nics.empty()) return out;
-  if (mode == "fused") {
+  std::vector<std::string> names;
+  for (const auto& n : nics) names.push_back(n.name);
+  if (fused) {
     NetDevice d;
-    d.nics = nics;
+    d.nics = names;
     d.name = "reccl:";
     for (size_t i = 0; i < nics.size(); ++i) {
-      d.name += (i ? "+" : "") + nics[i];
-      d.speedMbps += speedsMbps[i];
+      d.name += (i ? "+" : "") + nics[i].name;
+      d.speedMbps += nics[i].speedMbps;
     }
-    d.pciPath = pciPaths.front();
+    d.pciPath = nics.front().pciPath;
     out.push_back(std::move(d));
     return out;
   }
-  for (size_t i = 0; i < nics.size(); ++i) {
+  for (const auto& n : nics) {
     NetDevice d;
-    d.nics = nics;
-    d.homeNic = nics[i];
-    d.name = "reccl:" + nics[i];
-    d.speedMbps = speedsMbps[i];
-    d.pciPath = pciPaths[i];
+    d.nics = names;
+    d.homeNic = n.name;
+    d.name = "reccl:" + n.name;
+    d.speedMbps = n.speedMbps;
+    d.pciPath = n.pciPath;
     out.push_back(std::move(d));
   }
   return out;
@@ -68,7 +69,6 @@ std::vector<NetDevice> devicesOver(const std::vector<std::string>& nics, const s
 
 Result<std::vector<NetDevice>> discoverDevices() {
   RECCL_TRY(params::validateAll());  // RECCL_NET_DEVICES among them, as a communicator's init checks them
-  const std::string mode = params::NetDevices();
   auto all = core::listNics();
   // The bootstrap NIC as a communicator's root picks it (recclGetUniqueId), which an unset
   // RECCL_NICS leaves out, as a communicator does.
@@ -76,15 +76,10 @@ Result<std::vector<NetDevice>> discoverDevices() {
   auto nics = core::selectNics(all, params::Nics(), core::nicWithAddress(all, bootAddr));
   if (nics.empty())
     return Status(Errc::kInvalidArgument, "RECCL_NICS=" + params::Nics() + " matches no usable interface");
-  std::vector<std::string> names;
-  std::vector<int> speeds;
-  std::vector<std::string> pci;
-  for (const auto& n : nics) {
-    names.push_back(n.name);
-    speeds.push_back(nicSpeedMbps(readSmallFile("/sys/class/net/" + n.name + "/speed")));
-    pci.push_back(pciPathOf(n.name));
-  }
-  return devicesOver(names, speeds, pci, mode);
+  std::vector<NicFacts> facts;
+  for (const auto& n : nics)
+    facts.push_back({n.name, nicSpeedMbps(readSmallFile("/sys/class/net/" + n.name + "/speed")), pciPathOf(n.name)});
+  return devicesOver(facts, params::NetDevices() == "fused");
 }
 
 }  // namespace reccl::nccl_net

@@ -22,10 +22,15 @@ struct NetDevice {
   int speedMbps = 0;              // its NIC's speed; fused: the NICs' speeds added up
 };
 
-// Pure: the devices over `nics` (names in the communicator's order, speeds and PCI paths beside
-// them) for RECCL_NET_DEVICES `mode` ("nic" or "fused").
-std::vector<NetDevice> devicesOver(const std::vector<std::string>& nics, const std::vector<int>& speedsMbps,
-                                   const std::vector<std::string>& pciPaths, const std::string& mode);
+// What the plugin reads of one NIC.
+struct NicFacts {
+  std::string name;
+  int speedMbps = 0;
+  std::string pciPath;  // "" for a virtual NIC
+};
+
+// Pure: the devices over `nics` (in the communicator's order), one per NIC or one fused.
+std::vector<NetDevice> devicesOver(const std::vector<NicFacts>& nics, bool fused);
 
 // This host's NICs as a communicator would pick them, as devices of RECCL_NET_DEVICES's mode; an
 // error when none is usable or the mode is not one.

@@ -100,14 +100,20 @@ struct ListenComm {
   std::unique_ptr<NetConn> accepting;
 };
 
-// Device `dev`'s home NIC ("" for the fused device), or why there is no such device.
-Result<std::string> homeNicOf(int dev) {
-  std::lock_guard lk(plugin().mu);
+// Device `dev`, or why there is none; plugin().mu held.
+Result<const NetDevice*> deviceLocked(int dev) {
   const auto& ds = plugin().devices;
   if (dev < 0 || static_cast<size_t>(dev) >= ds.size())
     return Status(Errc::kInvalidArgument, "no device " + std::to_string(dev) + " (the plugin has " +
                                               std::to_string(ds.size()) + " after init, from 0)");
-  return ds[static_cast<size_t>(dev)].homeNic;
+  return &ds[static_cast<size_t>(dev)];
+}
+
+// Device `dev`'s home NIC ("" for the fused device), or why there is no such device.
+Result<std::string> homeNicOf(int dev) {
+  std::lock_guard lk(plugin().mu);
+  RECCL_ASSIGN_OR_RETURN(const NetDevice* d, deviceLocked(dev));
+  return d->homeNic;
 }
 
 // Host memory needs no registration here (reccl copies through its own registered slots): every
@@ -159,12 +165,14 @@ ncclResult_t netDevices(int* ndev) {
 ncclResult_t netGetProperties(int dev, ncclNetProperties_v8_t* props) {
   return guarded("getProperties", [&] {
     if (!props) return failed("getProperties", Status(Errc::kInvalidArgument, "props: null pointer"));
-    if (auto home = homeNicOf(dev); !home.ok()) return failed("getProperties", home.status());
     std::lock_guard lk(plugin().mu);
-    NetDevice& d = plugin().devices[static_cast<size_t>(dev)];
+    auto found = deviceLocked(dev);
+    if (!found.ok()) return failed("getProperties", found.status());
+    const NetDevice& d = **found;
     std::memset(props, 0, sizeof(*props));
-    props->name = d.name.data();
-    props->pciPath = d.pciPath.empty() ? nullptr : d.pciPath.data();
+    // NCCL keeps the pointers: they hold until the next init (NCCL calls it once).
+    props->name = const_cast<char*>(d.name.c_str());
+    props->pciPath = d.pciPath.empty() ? nullptr : const_cast<char*>(d.pciPath.c_str());
     props->guid = static_cast<uint64_t>(dev);
     props->ptrSupport = NCCL_PTR_HOST;
     props->regIsGlobal = 0;

@@ -35,7 +35,9 @@ template <> constexpr recclDataType_t dataTypeOf<double>() { return recclFloat64
 
 namespace detail {
 // What this layer refused last on this thread, kept with the C API's last-error text of that
-// moment: a C call that fails later changes that text, and its message is then the last one.
+// moment. A C call that fails later is the last failure: one made through this layer says so
+// (passed), one made directly changes that text (lastError compares it), unless its text is the
+// same as the one before the refusal.
 struct Refusal {
   std::string text;
   std::string cTextThen;
@@ -45,8 +47,11 @@ inline recclResult_t refuse(std::string text) {
   lastRefusal = {std::move(text), recclGetLastError(nullptr)};
   return recclInvalidArgument;
 }
-// A call of this layer that reaches the C API: the refusal before it is no longer the last word.
-inline void forgetRefusal() { lastRefusal.text.clear(); }
+// A C call's result, passed on; a failure ends the refusal's claim to be the last one.
+inline recclResult_t passed(recclResult_t r) {
+  if (r != recclSuccess) lastRefusal.text.clear();
+  return r;
+}
 inline std::string sizeText(const char* what, size_t got, size_t want) {
   return std::string(what) + ": " + std::to_string(got) + " elements, the call needs " + std::to_string(want);
 }
@@ -81,10 +86,9 @@ class RedOp {
 
   // `scalar`: one element of `type`, this rank's; the op serves calls of `type` on `comm`.
   static recclResult_t preMulSum(RedOp* out, const void* scalar, recclDataType_t type, recclComm_t comm) {
-    detail::forgetRefusal();
     recclRedOp_t op;
     recclResult_t r =
-        recclRedOpCreatePreMulSum(&op, const_cast<void*>(scalar), type, recclScalarHostImmediate, comm);
+        detail::passed(recclRedOpCreatePreMulSum(&op, const_cast<void*>(scalar), type, recclScalarHostImmediate, comm));
     if (r != recclSuccess) return r;
     out->reset();
     out->op_ = op;
@@ -94,7 +98,7 @@ class RedOp {
 
   recclRedOp_t get() const { return op_; }
   void reset() {
-    if (comm_) recclRedOpDestroy(op_, comm_);
+    if (comm_) (void)detail::passed(recclRedOpDestroy(op_, comm_));
     comm_ = nullptr;
     op_ = recclSum;
   }
@@ -123,9 +127,8 @@ class Communicator {
 
   // From torchrun / MPI / Slurm environment variables.
   static recclResult_t fromEnv(Communicator* out) {
-    detail::forgetRefusal();
     recclComm_t c = nullptr;
-    recclResult_t r = recclCommInitFromEnv(&c);
+    recclResult_t r = detail::passed(recclCommInitFromEnv(&c));
     if (r == recclSuccess) *out = Communicator(c);
     return r;
   }
@@ -133,9 +136,8 @@ class Communicator {
   // all); config may be NULL.
   static recclResult_t init(Communicator* out, int nranks, const recclUniqueId& id, int rank,
                             recclConfig_t* config = nullptr) {
-    detail::forgetRefusal();
     recclComm_t c = nullptr;
-    recclResult_t r = recclCommInitRankConfig(&c, nranks, id, rank, config);
+    recclResult_t r = detail::passed(recclCommInitRankConfig(&c, nranks, id, rank, config));
     if (c) *out = Communicator(c);  // also when recclInProgress (non-blocking config)
     return r;
   }
@@ -143,17 +145,15 @@ class Communicator {
   // rank passes the same ids in the same order.
   static recclResult_t init(Communicator* out, int nranks, std::span<recclUniqueId> ids, int rank,
                             recclConfig_t* config = nullptr) {
-    detail::forgetRefusal();
     recclComm_t c = nullptr;
-    recclResult_t r = recclCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config);
+    recclResult_t r = detail::passed(recclCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config));
     if (c) *out = Communicator(c);
     return r;
   }
   // Collective over this communicator's ranks; *out is empty for RECCL_SPLIT_NOCOLOR.
   recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
-    detail::forgetRefusal();
     recclComm_t c = nullptr;
-    recclResult_t r = recclCommSplit(comm_, color, key, &c, config);
+    recclResult_t r = detail::passed(recclCommSplit(comm_, color, key, &c, config));
     *out = Communicator(c);
     return r;
   }
@@ -171,32 +171,31 @@ class Communicator {
     return n;
   }
   void reset() {
-    if (comm_) recclCommDestroy(comm_);
+    if (comm_) (void)detail::passed(recclCommDestroy(comm_));
     comm_ = nullptr;
   }
   // Collective: every rank's work on it is done; only destruction may follow.
   recclResult_t finalize() {
-    detail::forgetRefusal();
-    return recclCommFinalize(comm_);
+    return detail::passed(recclCommFinalize(comm_));
   }
   recclResult_t asyncError() const {
     recclResult_t e = recclSuccess;
-    recclResult_t r = recclCommGetAsyncError(comm_, &e);
+    recclResult_t r = detail::passed(recclCommGetAsyncError(comm_, &e));
     return r == recclSuccess ? e : r;
   }
   recclResult_t stats(recclCommStats_t* out) const {
     out->size = sizeof(*out);
-    return recclCommGetStats(comm_, out);
+    return detail::passed(recclCommGetStats(comm_, out));
   }
   // *lost: this rank's connections to `peer` were lost for good (recclCommPeerLost).
   recclResult_t peerLost(int peer, bool* lost) const {
     int l = 0;
-    recclResult_t r = recclCommPeerLost(comm_, peer, &l);
+    recclResult_t r = detail::passed(recclCommPeerLost(comm_, peer, &l));
     if (r == recclSuccess) *lost = l != 0;
     return r;
   }
   recclResult_t abort() {
-    recclResult_t r = comm_ ? recclCommAbort(comm_) : recclSuccess;
+    recclResult_t r = comm_ ? detail::passed(recclCommAbort(comm_)) : recclSuccess;
     comm_ = nullptr;
     return r;
   }
@@ -206,92 +205,81 @@ class Communicator {
   // CUDA build a cudaStream_t cast to recclStream_t (docs/cuda.md).
   template <typename T>
   recclResult_t allReduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     if (send.size() != recv.size()) return detail::refuse(detail::sizeText("allReduce recv", recv.size(), send.size()));
-    return recclAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, stream);
+    return detail::passed(recclAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, stream));
   }
   template <typename T>
   recclResult_t broadcast(std::span<T> buf, int root, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
-    return recclBroadcast(buf.data(), buf.data(), buf.size(), dataTypeOf<T>(), root, comm_, stream);
+    return detail::passed(recclBroadcast(buf.data(), buf.data(), buf.size(), dataTypeOf<T>(), root, comm_, stream));
   }
   // root's recv holds send.size() elements; recv is not read elsewhere (may be empty).
   template <typename T>
   recclResult_t reduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, int root,
                        recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     if (rank() == root && recv.size() != send.size())
       return detail::refuse(detail::sizeText("reduce recv at the root", recv.size(), send.size()));
-    return recclReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, stream);
+    return detail::passed(recclReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, stream));
   }
   template <typename T>
   recclResult_t allGather(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (recv.size() != send.size() * n) return detail::refuse(detail::sizeText("allGather recv", recv.size(), send.size() * n));
-    return recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, stream);
+    return detail::passed(recclAllGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), comm_, stream));
   }
   // send holds size() blocks of recv.size() elements; block i is reduced into rank i's recv.
   template <typename T>
   recclResult_t reduceScatter(std::span<const T> send, std::span<T> recv, recclRedOp_t op,
                               recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (send.size() != recv.size() * n)
       return detail::refuse(detail::sizeText("reduceScatter send", send.size(), recv.size() * n));
-    return recclReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_, stream);
+    return detail::passed(recclReduceScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), op, comm_, stream));
   }
   // root's recv holds size() blocks of send.size() elements, rank i's in block i; recv is not
   // read elsewhere (may be empty).
   template <typename T>
   recclResult_t gather(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (rank() == root && recv.size() != send.size() * n)
       return detail::refuse(detail::sizeText("gather recv at the root", recv.size(), send.size() * n));
-    return recclGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), root, comm_, stream);
+    return detail::passed(recclGather(send.data(), recv.data(), send.size(), dataTypeOf<T>(), root, comm_, stream));
   }
   // root's send holds size() blocks of recv.size() elements, block i for rank i; send is not read
   // elsewhere (may be empty).
   template <typename T>
   recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (rank() == root && send.size() != recv.size() * n)
       return detail::refuse(detail::sizeText("scatter send at the root", send.size(), recv.size() * n));
-    return recclScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), root, comm_, stream);
+    return detail::passed(recclScatter(send.data(), recv.data(), recv.size(), dataTypeOf<T>(), root, comm_, stream));
   }
   // send and recv hold size() blocks of equal length; block i goes to rank i.
   template <typename T>
   recclResult_t allToAll(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (send.size() % n != 0)
       return detail::refuse("allToAll send: " + std::to_string(send.size()) + " elements, not " +
                             std::to_string(n) + " blocks of equal length");
     if (recv.size() != send.size()) return detail::refuse(detail::sizeText("allToAll recv", recv.size(), send.size()));
-    return recclAlltoAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, stream);
+    return detail::passed(recclAlltoAll(send.data(), recv.data(), send.size() / n, dataTypeOf<T>(), comm_, stream));
   }
   // Point to point: the peer's matching call has a span of the same length. Outside a group each
   // runs at once and blocks; inside one (reccl::Group) they run together at its end.
   template <typename T>
   recclResult_t send(std::span<const T> buf, int peer, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
-    return recclSend(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream);
+    return detail::passed(recclSend(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream));
   }
   template <typename T>
   recclResult_t recv(std::span<T> buf, int peer, recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
-    return recclRecv(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream);
+    return detail::passed(recclRecv(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream));
   }
   recclResult_t barrier(recclStream_t stream = nullptr) {
-    detail::forgetRefusal();
-    return recclBarrier(comm_, stream);
+    return detail::passed(recclBarrier(comm_, stream));
   }
   std::string lastError() const { return reccl::lastError(); }
 
@@ -299,7 +287,7 @@ class Communicator {
   // The rank count, from the C API (which names a bad handle).
   recclResult_t nranks(size_t* n) const {
     int count = 0;
-    recclResult_t r = recclCommCount(comm_, &count);
+    recclResult_t r = detail::passed(recclCommCount(comm_, &count));
     *n = static_cast<size_t>(count);
     return r;
   }
@@ -317,20 +305,18 @@ class Group {
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
   ~Group() {
-    if (open_) (void)recclGroupEnd();
+    if (open_) (void)detail::passed(recclGroupEnd());
   }
   recclResult_t start() {
-    detail::forgetRefusal();
     if (open_) return detail::refuse("Group: already started");
-    recclResult_t r = recclGroupStart();
+    recclResult_t r = detail::passed(recclGroupStart());
     open_ = r == recclSuccess;
     return r;
   }
   recclResult_t end() {
-    detail::forgetRefusal();
     if (!open_) return detail::refuse("Group: not started, or ended already");
     open_ = false;
-    return recclGroupEnd();
+    return detail::passed(recclGroupEnd());
   }
   bool open() const { return open_; }
 
@@ -357,9 +343,8 @@ class Registration {
   ~Registration() { (void)reset(); }
 
   static recclResult_t make(Registration* out, const Communicator& comm, void* buf, size_t bytes) {
-    detail::forgetRefusal();
     void* h = nullptr;
-    recclResult_t r = recclCommRegister(comm.get(), buf, bytes, &h);
+    recclResult_t r = detail::passed(recclCommRegister(comm.get(), buf, bytes, &h));
     if (r != recclSuccess) return r;
     (void)out->reset();
     out->comm_ = comm.get();
@@ -370,8 +355,7 @@ class Registration {
   explicit operator bool() const { return handle_ != nullptr; }
   recclResult_t reset() {
     if (!handle_) return recclSuccess;
-    detail::forgetRefusal();
-    return recclCommDeregister(std::exchange(comm_, nullptr), std::exchange(handle_, nullptr));
+    return detail::passed(recclCommDeregister(std::exchange(comm_, nullptr), std::exchange(handle_, nullptr)));
   }
 
  private:
@@ -402,9 +386,8 @@ class Window {
   // Collective over comm. `flags`: RECCL_WIN_DEFAULT or RECCL_WIN_COLL_SYMMETRIC.
   static recclResult_t make(Window* out, const Communicator& comm, void* buf, size_t bytes,
                             int flags = RECCL_WIN_DEFAULT) {
-    detail::forgetRefusal();
     recclWindow_t w = nullptr;
-    recclResult_t r = recclCommWindowRegister(comm.get(), buf, bytes, &w, flags);
+    recclResult_t r = detail::passed(recclCommWindowRegister(comm.get(), buf, bytes, &w, flags));
     if (r != recclSuccess) return r;
     (void)out->reset();
     out->comm_ = comm.get();
@@ -417,8 +400,7 @@ class Window {
   // could not agree to end stays with the communicator, which ends it when it is destroyed).
   recclResult_t reset() {
     if (!win_) return recclSuccess;
-    detail::forgetRefusal();
-    return recclCommWindowDeregister(std::exchange(comm_, nullptr), std::exchange(win_, nullptr));
+    return detail::passed(recclCommWindowDeregister(std::exchange(comm_, nullptr), std::exchange(win_, nullptr)));
   }
 
  private:

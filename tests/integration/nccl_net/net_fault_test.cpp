@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <random>
 #include <regex>
@@ -81,12 +82,17 @@ TEST_F(NcclNetFault, ASwitchPortDownUnderFourConnectionsEachWayLosesNoMessage) {
   switchPortDownForASecond("RECCL_NET_DEVICES=fused WORKER_CONNS=4 WORKER_INFLIGHT=4", 4);
 }
 
-// A device per NIC (the default): the plugin lists rail0 and rail1, and a connection on device 1
-// carries on NIC rail1 (its one channel starts there) until rail1 fails, then on rail0; every
-// message whole. Fused, the same host offers one device over both.
+// A device per NIC (the default): the plugin lists rail0 and rail1. Rank 0 sends on device 1 and
+// rank 1 on device 0, as NCCL's two ends may pick different NICs: rails still pair NICs of one
+// name, and each sender's one channel starts on its device's NIC (rank 0's on rail1, rank 1's on
+// rail0). Host 0's rail1 switch port goes down for a second: rank 0's connection moves onto
+// rail0, rank 1's stays where it was; every message whole. Fused, the same host offers one
+// device over both.
 TEST_F(NcclNetFault, APerNicDeviceCarriesOnItsNicAndFailsOverToTheOther) {
-  auto j = startStream(kSeeFailovers + "WORKER_DEV=1 WORKER_SECONDS=3");
-  ASSERT_FALSE(HasFailure());
+  auto j = std::make_unique<Job>(testbed().name(), env(kSeeFailovers + "RECCL_DEBUG_SUBSYS=FAILOVER,NET WORKER_SECONDS=3"),
+                                 120, 1, std::map<int, std::string>{{0, "WORKER_DEV=1"}, {1, "WORKER_DEV=0"}});
+  ASSERT_TRUE(j->waitFor("started rank", 2, std::chrono::seconds(60))) << j->text();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_EQ(countMatches(j->text(), "devices 2: reccl:rail0 reccl:rail1"), 2) << j->text();
   link(false, 0, 1, true);
   bool movedAway = waitFailovers(*j, 1);
@@ -95,9 +101,14 @@ TEST_F(NcclNetFault, APerNicDeviceCarriesOnItsNicAndFailsOverToTheOther) {
   ASSERT_TRUE(movedAway) << j->text();
   expectWholeStream(*j, 1);
   const std::string t = j->text();
-  // The connection's rail 0 is its device's NIC, rail1; the other NIC is its rail 1.
-  EXPECT_GE(countMatches(t, "ch 0 rail 0 \\(rail1\\) -> rail 1 \\(rail0\\)"), 1) << t;
-  EXPECT_EQ(countMatches(t, "ch 1 "), 0) << "a second channel\n" << t;
+  // reccl's ranks are the connection's (0 sends, 1 receives); [rank N] is the worker's. One
+  // channel each, made on its sender's device's rail.
+  EXPECT_EQ(countMatches(t, "\\[rank 0\\][^\\n]* connected tcp rail1 rank 0->1 ch 0"), 1) << t;
+  EXPECT_EQ(countMatches(t, "\\[rank 1\\][^\\n]* connected tcp rail0 rank 0->1 ch 0"), 1) << t;
+  EXPECT_EQ(countMatches(t, "connected [^\\n]* ch 1"), 0) << "a second channel\n" << t;
+  // Worker 0's connection (on rail1) moved onto rail0; worker 1's (on rail0) stayed.
+  EXPECT_GE(countMatches(t, "failover (by peer )?of rank 0->1 ch 0 rail 1 \\(rail1\\) -> rail 0 \\(rail0\\)"), 1) << t;
+  EXPECT_EQ(countMatches(t, "failover (by peer )?of rank 0->1 ch 0 rail 0 \\(rail0\\)"), 0) << t;
 
   Job fused(testbed().name(), env("RECCL_NET_DEVICES=fused"), 60);
   EXPECT_TRUE(fused.waitFor("started rank", 2, std::chrono::seconds(60))) << fused.text();

@@ -11,6 +11,10 @@
 // peer may have posted receives ahead, so both ends close with nothing pending. Tags are the
 // sender's rank, as NCCL's.
 //
+// Handles travel through files beside the stop file (ranks of one machine's testbed), or with
+// WORKER_HANDLES_PORT over TCP to MASTER_ADDR:that port (hosts without a shared file system, the
+// lab's VMs): rank 0 listens, rank 1 connects; each sends its handles and reads the peer's.
+//
 // WORKER_DEV: the plugin device every comm listens and connects on (0 by default), or `spread`:
 // connection k on device k mod the device count, as NCCL spreads its channels over the NICs.
 // "devices N: name name ..." (getProperties' names) is printed before anything connects.
@@ -23,12 +27,16 @@
 // seconds T longest-gap-ms G longest-gap-end-ms E failovers F" at the end (G: the longest time
 // between two received messages, E: when it ended, CLOCK_MONOTONIC ms; F: failovers of the reccl
 // communicators under all the comms), or "error rank R: why" and exits 1.
+#include <arpa/inet.h>
 #include <dlfcn.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdio>
@@ -118,6 +126,65 @@ bool fileExists(const std::string& path) {
   return stat(path.c_str(), &st) == 0;
 }
 
+// Whole buffers over a blocking socket with a receive/send timeout; false on error or EOF.
+bool sendAll(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+bool recvAll(int fd, char* p, size_t n) {
+  while (n > 0) {
+    ssize_t k = recv(fd, p, n, 0);
+    if (k <= 0) return false;
+    p += k;
+    n -= static_cast<size_t>(k);
+  }
+  return true;
+}
+
+// The handles swapped with the peer over TCP (WORKER_HANDLES_PORT), within `deadline`.
+std::vector<char> swapHandlesOverTcp(const std::vector<char>& mine, int port, Clock::time_point deadline) {
+  const char* master = std::getenv("MASTER_ADDR");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (!master || inet_pton(AF_INET, master, &addr.sin_addr) != 1) die("WORKER_HANDLES_PORT needs MASTER_ADDR (a.b.c.d)");
+  int fd = -1;
+  if (rank_ == 0) {
+    int l = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    addr.sin_addr.s_addr = htonl(INADDR_ANY);
+    if (l < 0 || bind(l, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(l, 1) != 0)
+      die("handles: cannot listen on port " + std::to_string(port) + ": " + std::strerror(errno));
+    timeval tv{std::max<long>(1, std::chrono::duration_cast<std::chrono::seconds>(deadline - Clock::now()).count()), 0};
+    setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    fd = accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    close(l);
+    if (fd < 0) die(std::string("handles: no peer connected: ") + std::strerror(errno));
+  } else {
+    while (true) {
+      fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) break;
+      if (fd >= 0) close(fd);
+      if (Clock::now() > deadline) die(std::string("handles: cannot reach ") + master + ":" + std::to_string(port));
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  timeval tv{30, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+  std::vector<char> peer(mine.size());
+  if (!sendAll(fd, mine.data(), mine.size()) || !recvAll(fd, peer.data(), peer.size()))
+    die("handles: the exchange with the peer failed");
+  close(fd);
+  return peer;
+}
+
 }  // namespace
 
 int main() {
@@ -164,25 +231,30 @@ int main() {
     die("WORKER_DEV: " + devSpec + " is not `spread` or a device of 0.." + std::to_string(ndev - 1));
   auto devOf = [&](int k) { return spread ? k % ndev : static_cast<int>(fixedDev); };
 
-  // Handles travel through files beside the stop file (NCCL sends them over its bootstrap).
+  // Handles travel as NCCL's bootstrap would carry them: through files beside the stop file, or
+  // over TCP (the header).
   const std::string base = (stopFile.empty() ? "/tmp/nccl-net-stream" : stopFile) + ".handle.";
   std::vector<char> handles(static_cast<size_t>(conns) * NCCL_NET_HANDLE_MAXSIZE);
   std::vector<void*> listenComms(conns, nullptr);
   for (int k = 0; k < conns; ++k)
     check(net->listen(devOf(k), handles.data() + k * NCCL_NET_HANDLE_MAXSIZE, &listenComms[k]), "listen");
-  {
+  const auto setupDeadline = Clock::now() + std::chrono::seconds(60);
+  const long handlesPort = envLong("WORKER_HANDLES_PORT", 0);
+  std::vector<char> peerHandles(handles.size());
+  if (handlesPort > 0) {
+    if (handlesPort > 65535) die("WORKER_HANDLES_PORT: 1..65535");
+    peerHandles = swapHandlesOverTcp(handles, static_cast<int>(handlesPort), setupDeadline);
+  } else {
     std::string tmp = base + std::to_string(rank_) + ".tmp";
     std::ofstream(tmp, std::ios::binary).write(handles.data(), static_cast<std::streamsize>(handles.size()));
     if (rename(tmp.c_str(), (base + std::to_string(rank_)).c_str()) != 0) die("cannot publish the handles");
+    while (!fileExists(base + std::to_string(peer))) {
+      if (Clock::now() > setupDeadline) die("the peer's handles did not appear");
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    std::ifstream(base + std::to_string(peer), std::ios::binary)
+        .read(peerHandles.data(), static_cast<std::streamsize>(peerHandles.size()));
   }
-  std::vector<char> peerHandles(handles.size());
-  const auto setupDeadline = Clock::now() + std::chrono::seconds(60);
-  while (!fileExists(base + std::to_string(peer))) {
-    if (Clock::now() > setupDeadline) die("the peer's handles did not appear");
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  std::ifstream(base + std::to_string(peer), std::ios::binary)
-      .read(peerHandles.data(), static_cast<std::streamsize>(peerHandles.size()));
 
   std::vector<void*> sendComms(conns, nullptr), recvComms(conns, nullptr);
   for (int made = 0; made < 2 * conns;) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <cstdio>
 #include <numeric>
 #include <set>
@@ -16,8 +17,10 @@
 #include <thread>
 #include <vector>
 
+#include "api/comm_access.h"
 #include "bench_child.h"
 #include "ccl_test_util.h"
+#include "reccl/common/log.h"
 #include "reccl/reccl.h"
 #include "reccl/reccl.hpp"
 #if RECCL_HAVE_CUDA
@@ -558,11 +561,26 @@ TEST(NcclApi, CxxLayerCoversTheCallsAndNamesWhatItRefuses) {
         refused(c.allToAll<float>(four, four), "allToAll send: 4 elements, not 3 blocks", "allToAll");
         reccl::Group g;
         refused(g.end(), "Group: not started", "an end without a start");
+        // Calls that succeed after a refusal leave it the last failure, handles ended on the way
+        // out of a scope included.
+        refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather again");
+        {
+          reccl::Registration reg;
+          if (!check(reccl::Registration::make(&reg, c, four.data(), sizeof(float) * 4), "register after a refusal")) return;
+        }
+        if (reccl::lastError().find("allGather recv") == std::string::npos)
+          err += " the refusal was lost to calls that succeeded: " + reccl::lastError();
         // A C call that fails afterwards has the last word.
         if (recclAllReduce(nullptr, four.data(), 4, recclFloat32, recclSum, c.get(), nullptr) != recclInvalidArgument ||
             reccl::lastError().find("sendbuff: null") == std::string::npos)
           err += " after a failed C call: " + reccl::lastError();
         refused(c.allReduce<float>(three, four, recclSum), "allReduce recv: 4 elements, the call needs 3", "allReduce again");
+        // ... also one that fails through the layer with the text the C API had before.
+        if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
+          err += " a C failure through the layer: " + reccl::lastError();
+        refused(c.allReduce<float>(three, four, recclSum), "allReduce recv", "allReduce a third time");
+        if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
+          err += " the same C failure again: " + reccl::lastError();
         reccl::Communicator none;  // a null handle: the C API names it
         if (none.allGather<float>(three, four) != recclInvalidArgument || reccl::lastError().find("comm") == std::string::npos)
           err += " a null communicator: " + reccl::lastError();
@@ -572,6 +590,39 @@ TEST(NcclApi, CxxLayerCoversTheCallsAndNamesWhatItRefuses) {
     });
   for (auto& t : ranks) t.join();
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
+}
+
+// A home NIC (the NCCL net plugin's per-NIC devices) that the rank does not use (down since the
+// plugin listed it, or left out by RECCL_NICS) is warned of and ignored: the communicator forms
+// and carries on the NICs it has.
+TEST(NcclApi, AHomeNicTheRankDoesNotUseIsWarnedOfAndIgnored) {
+  std::mutex mu;
+  std::string warned;
+  logSetSink([&](LogLevel level, std::string_view line) {
+    if (level != LogLevel::kWarn || line.find("home NIC") == std::string_view::npos) return;
+    std::lock_guard lk(mu);
+    warned += std::string(line) + "\n";
+  });
+  recclUniqueId id;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::vector<std::string> errs(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      recclComm_t c = nullptr;
+      if (recclResult_t rc = api::initRankOnNic(&c, 2, id, r, nullptr, "no-such-nic0"); rc != recclSuccess) {
+        errs[r] = std::string("init: ") + recclGetErrorString(rc) + " " + recclGetLastError(nullptr);
+        return;
+      }
+      std::vector<float> x(1000, 1.0f + static_cast<float>(r));
+      if (recclAllReduce(x.data(), x.data(), x.size(), recclFloat32, recclSum, c, nullptr) != recclSuccess || x[999] != 3.0f)
+        errs[r] = std::string("allreduce: ") + recclGetLastError(nullptr);
+      recclCommDestroy(c);
+    });
+  for (auto& t : ranks) t.join();
+  logSetSink(nullptr);
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
+  EXPECT_NE(warned.find("home NIC no-such-nic0 is not among the NICs this rank uses"), std::string::npos) << warned;
 }
 
 // ---- registration, device memory, the communicator's device --------------------------------

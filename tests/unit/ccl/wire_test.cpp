@@ -203,9 +203,18 @@ TEST(CclWire, RankInfoAndTable) {
   r.rdmaReady = false;
   r.rdmaWhy = "rail NIC rail1: rxe_rail1 port 1 is DOWN";
   r.nics = {{"rail0", 1}, {"rail1", 2}};
+  r.homeRail = 1;
   auto b = core::encodeRankInfo(r);
   auto d = core::decodeRankInfo(b);
   ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->homeRail, 1);
+  for (int16_t bad : {-2, 2}) {  // a rail it has no NIC for
+    core::RankInfo o = r;
+    o.homeRail = bad;
+    auto refused = core::decodeRankInfo(core::encodeRankInfo(o));
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_NE(refused.status().message().find("bad home rail"), std::string::npos) << refused.status().message();
+  }
   EXPECT_EQ(d->transport, 1);
   EXPECT_FALSE(d->rdmaReady);
   EXPECT_EQ(d->rdmaWhy, r.rdmaWhy);
@@ -276,20 +285,9 @@ TEST(CclTopology, NicListSyntax) {
   ASSERT_EQ(pick.size(), 1u);
   EXPECT_EQ(pick[0].name, "rail1");
 
-  // A home NIC first, the others after it in their order, wrapping round.
-  std::vector<core::NicInfo> four = {{"rail0", 1}, {"rail1", 2}, {"rail2", 3}, {"rail3", 4}};
-  ASSERT_TRUE(core::putHomeNicFirst(&four, "rail2").ok());
-  std::string order;
-  for (const auto& n : four) order += n.name + " ";
-  EXPECT_EQ(order, "rail2 rail3 rail0 rail1 ");
-  ASSERT_TRUE(core::putHomeNicFirst(&four, "rail2").ok());
-  EXPECT_EQ(four[0].name, "rail2");
-  Status missing = core::putHomeNicFirst(&four, "rail9");
-  EXPECT_EQ(missing.code(), Errc::kInvalidArgument);
-  EXPECT_NE(missing.message().find("home NIC rail9: not among the NICs this rank uses (rail2, rail3, rail0, rail1)"),
-            std::string::npos)
-      << missing.message();
-  EXPECT_EQ(four[0].name, "rail2") << "a refused home NIC moved the NICs";
+  EXPECT_EQ(core::nicIndex(pick, "rail1"), 0);
+  EXPECT_EQ(core::nicIndex(all, "rail0"), 3);
+  EXPECT_EQ(core::nicIndex(all, "rail9"), -1);
 }
 
 TEST(CclTopology, HostsRailsAndChannels) {
@@ -310,6 +308,20 @@ TEST(CclTopology, HostsRailsAndChannels) {
   EXPECT_EQ(core::railFor(topo, 3, 1), 0);
   t[0].nchannels = 5;
   EXPECT_EQ(core::computeTopology(t, 0).nchannels, 5);
+  // A home rail (the NCCL net plugin's per-NIC devices) moves that sender's channels, on both
+  // ends' tables alike; one past the rails every rank has is not taken.
+  t[2].homeRail = 1;
+  t[3].homeRail = 0;
+  for (int me : {0, 2}) {
+    topo = core::computeTopology(t, me);
+    EXPECT_EQ(core::railFor(topo, 2, 0), 1);
+    EXPECT_EQ(core::railFor(topo, 2, 1), 0);
+    EXPECT_EQ(core::railFor(topo, 3, 0), 0);
+    EXPECT_EQ(core::railFor(topo, 1, 0), 1);  // none: its local rank's
+  }
+  t[2].nics.push_back({"rail2", 3});
+  t[2].homeRail = 2;
+  EXPECT_EQ(core::railFor(core::computeTopology(t, 0), 2, 0), 0);
 }
 
 // Hosts are network namespaces (or containers) of a machine; the machine is the boot id, whose
