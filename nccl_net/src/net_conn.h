@@ -47,8 +47,9 @@ class NetConn {
   static constexpr size_t kHeadBytes = 4096;
 
   // Joins the communicator of `id` without waiting (rank 0 for kSend): ready() says when done.
-  // `homeNic` set (a per-NIC device's): the communicator's rail 0 is that NIC and, unless
-  // RECCL_NCHANNELS says otherwise, it has one channel, which fails over to the other NICs.
+  // `homeNic` set (a per-NIC device's): unless RECCL_NCHANNELS says otherwise the communicator
+  // has one channel, which starts on that NIC's rail when this end sends
+  // (core::CommOptions::homeNic) and fails over to the other NICs.
   static Result<std::unique_ptr<NetConn>> start(Role role, const recclUniqueId& id, const std::string& homeNic);
   // Waits for nothing: the calls still queued are failed and one inside reccl is cut short by
   // breaking the communicator, which is then freed (destroyed when it was idle and whole).

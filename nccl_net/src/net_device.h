@@ -1,8 +1,8 @@
 // The network devices the plugin offers NCCL (RECCL_NET_DEVICES):
 // - nic (the default): one per NIC a reccl communicator would use on this host, as NCCL's own
 //   transports list NICs, so NCCL's topology search pairs each GPU with its nearest NIC. A
-//   connection on device i is a communicator whose rail 0 is NIC i (core::CommOptions::homeNic)
-//   with one channel: it carries on NIC i and fails over to the host's other NICs.
+//   connection made on device i is a communicator with one channel on NIC i's rail
+//   (core::CommOptions::homeNic): it carries on NIC i and fails over to the host's other NICs.
 // - fused: one device over every NIC. A connection's communicator spreads its channels over all
 //   of them and moves them between NICs on a fault; NCCL sees one NIC of their summed speed.
 #pragma once
@@ -16,7 +16,7 @@ namespace reccl::nccl_net {
 
 struct NetDevice {
   std::vector<std::string> nics;  // the NICs its connections use, as the communicator picks them (RECCL_NICS)
-  std::string homeNic;            // per-NIC: its NIC, its connections' rail 0; fused: ""
+  std::string homeNic;            // per-NIC: its NIC, where its connections carry; fused: ""
   std::string name;               // "reccl:rail1" (per-NIC), "reccl:rail0+rail1" (fused)
   std::string pciPath;            // its (first) NIC's PCI device in /sys; "" for a virtual NIC
   int speedMbps = 0;              // its NIC's speed; fused: the NICs' speeds added up
