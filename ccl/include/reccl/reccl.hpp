@@ -1,7 +1,8 @@
 // Thin C++ layer over the C API: owning handles (communicator, PreMulSum op, group, registration,
 // window) and typed calls on std::span. Errors are returned as recclResult_t (no exceptions); the
 // message is reccl::lastError()'s, which also covers what this layer refuses itself (spans of
-// sizes that do not fit the call). Needs C++20; the C API in reccl.h needs only C99 or C++11.
+// sizes that do not fit the call); every such result is [[nodiscard]]. Needs C++20; the C API
+// in reccl.h needs only C99 or C++11.
 // Every owning handle is destroyed before the communicator it was made on: declare it after that
 // communicator.
 #pragma once
@@ -43,7 +44,7 @@ struct Refusal {
   std::string cTextThen;
 };
 inline thread_local Refusal lastRefusal;
-inline recclResult_t refuse(std::string text) {
+[[nodiscard]] inline recclResult_t refuse(std::string text) {
   lastRefusal = {std::move(text), recclGetLastError(nullptr)};
   return recclInvalidArgument;
 }
@@ -85,7 +86,7 @@ class RedOp {
   ~RedOp() { reset(); }
 
   // `scalar`: one element of `type`, this rank's; the op serves calls of `type` on `comm`.
-  static recclResult_t preMulSum(RedOp* out, const void* scalar, recclDataType_t type, recclComm_t comm) {
+  [[nodiscard]] static recclResult_t preMulSum(RedOp* out, const void* scalar, recclDataType_t type, recclComm_t comm) {
     recclRedOp_t op;
     recclResult_t r =
         detail::passed(recclRedOpCreatePreMulSum(&op, const_cast<void*>(scalar), type, recclScalarHostImmediate, comm));
@@ -126,7 +127,7 @@ class Communicator {
   ~Communicator() { reset(); }
 
   // From torchrun / MPI / Slurm environment variables.
-  static recclResult_t fromEnv(Communicator* out) {
+  [[nodiscard]] static recclResult_t fromEnv(Communicator* out) {
     recclComm_t c = nullptr;
     recclResult_t r = detail::passed(recclCommInitFromEnv(&c));
     if (r == recclSuccess) *out = Communicator(c);
@@ -134,7 +135,7 @@ class Communicator {
   }
   // Rank `rank` of `nranks` at the rendezvous of `id` (recclGetUniqueId on one rank, handed to
   // all); config may be NULL.
-  static recclResult_t init(Communicator* out, int nranks, const recclUniqueId& id, int rank,
+  [[nodiscard]] static recclResult_t init(Communicator* out, int nranks, const recclUniqueId& id, int rank,
                             recclConfig_t* config = nullptr) {
     recclComm_t c = nullptr;
     recclResult_t r = detail::passed(recclCommInitRankConfig(&c, nranks, id, rank, config));
@@ -143,7 +144,7 @@ class Communicator {
   }
   // The same with the bootstrap spread over ids.size() roots (recclCommInitRankScalable): every
   // rank passes the same ids in the same order.
-  static recclResult_t init(Communicator* out, int nranks, std::span<recclUniqueId> ids, int rank,
+  [[nodiscard]] static recclResult_t init(Communicator* out, int nranks, std::span<recclUniqueId> ids, int rank,
                             recclConfig_t* config = nullptr) {
     recclComm_t c = nullptr;
     recclResult_t r = detail::passed(recclCommInitRankScalable(&c, nranks, rank, static_cast<int>(ids.size()), ids.data(), config));
@@ -151,7 +152,7 @@ class Communicator {
     return r;
   }
   // Collective over this communicator's ranks; *out is empty for RECCL_SPLIT_NOCOLOR.
-  recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
+  [[nodiscard]] recclResult_t split(int color, int key, Communicator* out, recclConfig_t* config = nullptr) {
     recclComm_t c = nullptr;
     recclResult_t r = detail::passed(recclCommSplit(comm_, color, key, &c, config));
     *out = Communicator(c);
@@ -175,26 +176,26 @@ class Communicator {
     comm_ = nullptr;
   }
   // Collective: every rank's work on it is done; only destruction may follow.
-  recclResult_t finalize() {
+  [[nodiscard]] recclResult_t finalize() {
     return detail::passed(recclCommFinalize(comm_));
   }
-  recclResult_t asyncError() const {
+  [[nodiscard]] recclResult_t asyncError() const {
     recclResult_t e = recclSuccess;
     recclResult_t r = detail::passed(recclCommGetAsyncError(comm_, &e));
     return r == recclSuccess ? e : r;
   }
-  recclResult_t stats(recclCommStats_t* out) const {
+  [[nodiscard]] recclResult_t stats(recclCommStats_t* out) const {
     out->size = sizeof(*out);
     return detail::passed(recclCommGetStats(comm_, out));
   }
   // *lost: this rank's connections to `peer` were lost for good (recclCommPeerLost).
-  recclResult_t peerLost(int peer, bool* lost) const {
+  [[nodiscard]] recclResult_t peerLost(int peer, bool* lost) const {
     int l = 0;
     recclResult_t r = detail::passed(recclCommPeerLost(comm_, peer, &l));
     if (r == recclSuccess) *lost = l != 0;
     return r;
   }
-  recclResult_t abort() {
+  [[nodiscard]] recclResult_t abort() {
     recclResult_t r = comm_ ? detail::passed(recclCommAbort(comm_)) : recclSuccess;
     comm_ = nullptr;
     return r;
@@ -204,24 +205,24 @@ class Communicator {
   // spans. `stream`: NULL (host buffers, the call returns when this rank's part is done), or in a
   // CUDA build a cudaStream_t cast to recclStream_t (docs/cuda.md).
   template <typename T>
-  recclResult_t allReduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t allReduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, recclStream_t stream = nullptr) {
     if (send.size() != recv.size()) return detail::refuse(detail::sizeText("allReduce recv", recv.size(), send.size()));
     return detail::passed(recclAllReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, comm_, stream));
   }
   template <typename T>
-  recclResult_t broadcast(std::span<T> buf, int root, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t broadcast(std::span<T> buf, int root, recclStream_t stream = nullptr) {
     return detail::passed(recclBroadcast(buf.data(), buf.data(), buf.size(), dataTypeOf<T>(), root, comm_, stream));
   }
   // root's recv holds send.size() elements; recv is not read elsewhere (may be empty).
   template <typename T>
-  recclResult_t reduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, int root,
+  [[nodiscard]] recclResult_t reduce(std::span<const T> send, std::span<T> recv, recclRedOp_t op, int root,
                        recclStream_t stream = nullptr) {
     if (rank() == root && recv.size() != send.size())
       return detail::refuse(detail::sizeText("reduce recv at the root", recv.size(), send.size()));
     return detail::passed(recclReduce(send.data(), recv.data(), send.size(), dataTypeOf<T>(), op, root, comm_, stream));
   }
   template <typename T>
-  recclResult_t allGather(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t allGather(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (recv.size() != send.size() * n) return detail::refuse(detail::sizeText("allGather recv", recv.size(), send.size() * n));
@@ -229,7 +230,7 @@ class Communicator {
   }
   // send holds size() blocks of recv.size() elements; block i is reduced into rank i's recv.
   template <typename T>
-  recclResult_t reduceScatter(std::span<const T> send, std::span<T> recv, recclRedOp_t op,
+  [[nodiscard]] recclResult_t reduceScatter(std::span<const T> send, std::span<T> recv, recclRedOp_t op,
                               recclStream_t stream = nullptr) {
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
@@ -240,7 +241,7 @@ class Communicator {
   // root's recv holds size() blocks of send.size() elements, rank i's in block i; recv is not
   // read elsewhere (may be empty).
   template <typename T>
-  recclResult_t gather(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t gather(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (rank() == root && recv.size() != send.size() * n)
@@ -250,7 +251,7 @@ class Communicator {
   // root's send holds size() blocks of recv.size() elements, block i for rank i; send is not read
   // elsewhere (may be empty).
   template <typename T>
-  recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t scatter(std::span<const T> send, std::span<T> recv, int root, recclStream_t stream = nullptr) {
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (rank() == root && send.size() != recv.size() * n)
@@ -259,7 +260,7 @@ class Communicator {
   }
   // send and recv hold size() blocks of equal length; block i goes to rank i.
   template <typename T>
-  recclResult_t allToAll(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t allToAll(std::span<const T> send, std::span<T> recv, recclStream_t stream = nullptr) {
     size_t n = 0;
     if (recclResult_t r = nranks(&n); r != recclSuccess) return r;
     if (send.size() % n != 0)
@@ -271,21 +272,21 @@ class Communicator {
   // Point to point: the peer's matching call has a span of the same length. Outside a group each
   // runs at once and blocks; inside one (reccl::Group) they run together at its end.
   template <typename T>
-  recclResult_t send(std::span<const T> buf, int peer, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t send(std::span<const T> buf, int peer, recclStream_t stream = nullptr) {
     return detail::passed(recclSend(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream));
   }
   template <typename T>
-  recclResult_t recv(std::span<T> buf, int peer, recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t recv(std::span<T> buf, int peer, recclStream_t stream = nullptr) {
     return detail::passed(recclRecv(buf.data(), buf.size(), dataTypeOf<T>(), peer, comm_, stream));
   }
-  recclResult_t barrier(recclStream_t stream = nullptr) {
+  [[nodiscard]] recclResult_t barrier(recclStream_t stream = nullptr) {
     return detail::passed(recclBarrier(comm_, stream));
   }
   std::string lastError() const { return reccl::lastError(); }
 
  private:
   // The rank count, from the C API (which names a bad handle).
-  recclResult_t nranks(size_t* n) const {
+  [[nodiscard]] recclResult_t nranks(size_t* n) const {
     int count = 0;
     recclResult_t r = detail::passed(recclCommCount(comm_, &count));
     *n = static_cast<size_t>(count);
@@ -307,13 +308,13 @@ class Group {
   ~Group() {
     if (open_) (void)detail::passed(recclGroupEnd());
   }
-  recclResult_t start() {
+  [[nodiscard]] recclResult_t start() {
     if (open_) return detail::refuse("Group: already started");
     recclResult_t r = detail::passed(recclGroupStart());
     open_ = r == recclSuccess;
     return r;
   }
-  recclResult_t end() {
+  [[nodiscard]] recclResult_t end() {
     if (!open_) return detail::refuse("Group: not started, or ended already");
     open_ = false;
     return detail::passed(recclGroupEnd());
@@ -342,7 +343,7 @@ class Registration {
   Registration& operator=(const Registration&) = delete;
   ~Registration() { (void)reset(); }
 
-  static recclResult_t make(Registration* out, const Communicator& comm, void* buf, size_t bytes) {
+  [[nodiscard]] static recclResult_t make(Registration* out, const Communicator& comm, void* buf, size_t bytes) {
     void* h = nullptr;
     recclResult_t r = detail::passed(recclCommRegister(comm.get(), buf, bytes, &h));
     if (r != recclSuccess) return r;
@@ -353,7 +354,7 @@ class Registration {
   }
   void* get() const { return handle_; }
   explicit operator bool() const { return handle_ != nullptr; }
-  recclResult_t reset() {
+  [[nodiscard]] recclResult_t reset() {
     if (!handle_) return recclSuccess;
     return detail::passed(recclCommDeregister(std::exchange(comm_, nullptr), std::exchange(handle_, nullptr)));
   }
@@ -384,7 +385,7 @@ class Window {
   ~Window() { (void)reset(); }
 
   // Collective over comm. `flags`: RECCL_WIN_DEFAULT or RECCL_WIN_COLL_SYMMETRIC.
-  static recclResult_t make(Window* out, const Communicator& comm, void* buf, size_t bytes,
+  [[nodiscard]] static recclResult_t make(Window* out, const Communicator& comm, void* buf, size_t bytes,
                             int flags = RECCL_WIN_DEFAULT) {
     recclWindow_t w = nullptr;
     recclResult_t r = detail::passed(recclCommWindowRegister(comm.get(), buf, bytes, &w, flags));
@@ -398,7 +399,7 @@ class Window {
   explicit operator bool() const { return win_ != nullptr; }
   // Collective: see the class. The handle is let go whatever the outcome (a window the ranks
   // could not agree to end stays with the communicator, which ends it when it is destroyed).
-  recclResult_t reset() {
+  [[nodiscard]] recclResult_t reset() {
     if (!win_) return recclSuccess;
     return detail::passed(recclCommWindowDeregister(std::exchange(comm_, nullptr), std::exchange(win_, nullptr)));
   }
