@@ -56,7 +56,7 @@ struct CommConfig {
   // (-1: none, host ranks; recclCommCuDevice). A split's or shrink's children keep the parent's.
   int cudaDevice = -1;
   // Not a recclConfig_t field either: core::CommOptions::homeNic (the NCCL net plugin's per-NIC
-  // devices; "": the NICs in their order). Children keep it.
+  // devices; "": none). Children keep it.
   std::string homeNic;
 };
 

@@ -122,6 +122,9 @@ Status Comm::init(std::span<const UniqueIdData> ids, int nranks, int rank) {
   commId_ = boot.comm.commId;
   wipeKey(boot.comm.key);
   topo_ = computeTopology(table_, rank);
+  if (table_[rank].homeRail >= topo_.nrails)
+    RECCL_WARN(kLogInit, "rank %d: home NIC %s is rail %d, past the %d rail(s) every rank has: its channels start where its local rank's do",
+               rank, opts_.homeNic.c_str(), table_[rank].homeRail, topo_.nrails);
   // Rank 0's slot geometry wins, so every connection has the same shape on both ends.
   opts_.chunkBytes = table_[0].chunkBytes;
   opts_.slots = table_[0].slots;

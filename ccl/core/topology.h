@@ -59,8 +59,8 @@ struct Topology {
   // runs its channels in turn while its peers run them at once (their channel k would wait for
   // its channels 0..k-1, against a per-wait deadline).
   int channelThreads = 1;
-  // rank -> the rail its channels start on when it sends (RankInfo::homeRail; -1, or one past
-  // the rails every rank has: its local rank's). Empty: none has one.
+  // rank -> the rail its channels start on when it sends (RankInfo::homeRail; -1 where it has
+  // none or its home is past the rails every rank has: primaryRail then takes its local rank's).
   std::vector<int> homeRailOf;
 };
 // Pure. nchannelsWanted from rank 0 (0: one per rail), clamped to [1, 16].
@@ -73,11 +73,16 @@ Topology computeTopology(const std::vector<RankInfo>& table, int myRank);
 // against one (docs/results/fault-bench.md, 2026-12-01 09:57).
 int rankChannelThreads(const RankInfo& r, int machineNranks);
 
-// The rail a sender uses for a channel: its primary NIC (its home rail, else local rank mod
-// rails) shifted by channel. Both ends compute it from the one table.
+// A rank's own rail: its home rail (RankInfo::homeRail), else its local rank mod rails.
+inline int primaryRail(const Topology& t, int rank) {
+  const int home = static_cast<size_t>(rank) < t.homeRailOf.size() ? t.homeRailOf[rank] : -1;
+  return home >= 0 ? home : t.localRankOf[rank] % t.nrails;
+}
+
+// The rail a sender uses for a channel: its own rail shifted by channel. Both ends compute it
+// from the one table.
 inline int railFor(const Topology& t, int senderRank, int channel) {
-  const int home = static_cast<size_t>(senderRank) < t.homeRailOf.size() ? t.homeRailOf[senderRank] : -1;
-  return ((home >= 0 ? home : t.localRankOf[senderRank]) + channel) % t.nrails;
+  return (primaryRail(t, senderRank) + channel) % t.nrails;
 }
 
 }  // namespace reccl::core

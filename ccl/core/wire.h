@@ -17,7 +17,7 @@ namespace reccl::core {
 
 inline constexpr uint32_t kHelloMagic = 0x4c4c4852;  // "RHLL"
 // 3: every connection authenticated by challenge and MAC (core/auth.h); the hello carries the
-// public job id where it carried a launcher-derived secret.
+// public job id where it carried a launcher-derived secret. 5: RankInfo::homeRail.
 inline constexpr uint16_t kProtocolVersion = 5;
 inline constexpr size_t kHelloBytes = 128;
 inline constexpr size_t kAuthHelloBytes = kHelloBytes + kTagBytes;  // hello + its MAC

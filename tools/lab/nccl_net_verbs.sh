@@ -2,8 +2,8 @@
 # Guest side of lab.NcclNetOverVerbsPerNicDevices: the NCCL net plugin between two lab hosts over
 # RDMA verbs (soft-RoCE on rail0 and rail1), driven as NCCL's proxy drives it
 # (nccl_net_stream_worker), one connection each way on each per-NIC device. Rank 0 pulls its rail1
-# cable mid-stream and plugs it back: the connections of device rail1 move onto rail0 and back,
-# those of device rail0 stay, every message arrives whole and in order (the worker checks each
+# cable mid-stream and plugs it back: the connections of device rail1 move onto rail0, those of
+# device rail0 stay, every message arrives whole and in order (the worker checks each
 # byte), and no rank errs.
 #   nccl_net_verbs.sh SECONDS     the stream's length (at least; the fault comes 1 s in)
 set -u

@@ -110,9 +110,9 @@ bool RelayRoute::wanted(const Conn& c, const Job& j) {
   // the rail healthy here points at the far end, which a same-host NIC would not avoid.
   if (route == "relay") return c.relayVia.load() >= 0 || j.fromRail < 0 || !ctx_.rails.up(j.fromRail);
   if (!ctx_.cfg.nicAffinity) return false;
-  // auto under NIC affinity: this rank may use its own NIC (local rank mod rails) and the rails
-  // its connections use fault-free; relay only when none of those reaches the peer.
-  uint64_t affine = 1ull << (topo.localRank % nrails);
+  // auto under NIC affinity: this rank may use its own NIC (core::primaryRail) and the rails its
+  // connections use fault-free; relay only when none of those reaches the peer.
+  uint64_t affine = 1ull << core::primaryRail(topo, ctx_.cfg.rank);
   for (auto& o : ctx_.conns.snapshot())
     if (o->preferredRail >= 0 && o->preferredRail < nrails) affine |= 1ull << o->preferredRail;
   uint64_t usable = affine & ctx_.rails.upMask() & ctx_.rails.peerRails(c.peer);

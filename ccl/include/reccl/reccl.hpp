@@ -48,9 +48,10 @@ inline thread_local Refusal lastRefusal;
   lastRefusal = {std::move(text), recclGetLastError(nullptr)};
   return recclInvalidArgument;
 }
-// A C call's result, passed on; a failure ends the refusal's claim to be the last one.
+// A C call's result, passed on; a failure ends the refusal's claim to be the last one (a
+// non-blocking init's recclInProgress is none).
 inline recclResult_t passed(recclResult_t r) {
-  if (r != recclSuccess) lastRefusal.text.clear();
+  if (r != recclSuccess && r != recclInProgress) lastRefusal.text.clear();
   return r;
 }
 inline std::string sizeText(const char* what, size_t got, size_t want) {

@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (r.ok()) {
     auto b = reccl::core::encodeRankInfo(*r);
     auto again = reccl::core::decodeRankInfo(b);
-    if (!again.ok() || again->nics.size() != r->nics.size()) __builtin_trap();
+    if (!again.ok() || again->nics.size() != r->nics.size() || again->homeRail != r->homeRail) __builtin_trap();
   }
   if (size > 0) (void)reccl::core::decodeRankTable(in.subspan(1), 1 + data[0] % 8);
   if (size > 1) (void)reccl::core::decodeRankBlock(in.subspan(2), data[0], 1 + data[1] % 8);

@@ -74,6 +74,7 @@ core::RankInfo rankInfo(int rank) {
   r.cpus = 2;
   r.onlineCpus = 2;
   r.nics = {{"rail0", 0x0100000a}, {"rail1", 0x0101000a}};
+  r.homeRail = static_cast<int16_t>(rank % 2);
   return r;
 }
 

@@ -623,6 +623,28 @@ TEST(NcclApi, AHomeNicTheRankDoesNotUseIsWarnedOfAndIgnored) {
   logSetSink(nullptr);
   for (int r = 0; r < 2; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
   EXPECT_NE(warned.find("home NIC no-such-nic0 is not among the NICs this rank uses"), std::string::npos) << warned;
+
+  // A NIC the ranks use: its place in their list is what each publishes as its home rail.
+  std::vector<core::NicInfo> nics;
+  {
+    Comms probe(1);
+    ASSERT_TRUE(probe.ok()) << probe.error();
+    nics = api::commImpl(probe[0])->rankTable()[0].nics;
+  }
+  ASSERT_FALSE(nics.empty());
+  const std::string home = nics.back().name;
+  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+  std::vector<int> published(2, -2);
+  ranks.clear();
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      recclComm_t c = nullptr;
+      if (api::initRankOnNic(&c, 2, id, r, nullptr, home) != recclSuccess) return;
+      published[r] = api::commImpl(c)->rankTable()[r].homeRail;
+      recclCommDestroy(c);
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_EQ(published[r], static_cast<int>(nics.size()) - 1) << "rank " << r << " home " << home;
 }
 
 // ---- registration, device memory, the communicator's device --------------------------------

@@ -319,9 +319,12 @@ TEST(CclTopology, HostsRailsAndChannels) {
     EXPECT_EQ(core::railFor(topo, 3, 0), 0);
     EXPECT_EQ(core::railFor(topo, 1, 0), 1);  // none: its local rank's
   }
-  t[2].nics.push_back({"rail2", 3});
-  t[2].homeRail = 2;
-  EXPECT_EQ(core::railFor(core::computeTopology(t, 0), 2, 0), 0);
+  // Rank 3 (local rank 1) with a third NIC as its home: past the 2 rails every rank has, so its
+  // local rank's rail 1 (not 2 mod 2).
+  t[3].nics.push_back({"rail2", 3});
+  t[3].homeRail = 2;
+  EXPECT_EQ(core::railFor(core::computeTopology(t, 0), 3, 0), 1);
+  EXPECT_EQ(core::primaryRail(core::computeTopology(t, 0), 3), 1);
 }
 
 // Hosts are network namespaces (or containers) of a machine; the machine is the boot id, whose

@@ -148,11 +148,15 @@ TEST_F(NcclNetPlugin, OffersADevicePerNicOrOneFusedDevice) {
 
   // The default devices again after this test, also when it fails.
   struct Restore {
+    int ndev;
     ~Restore() {
       unsetenv("RECCL_NET_DEVICES");
       EXPECT_EQ(net_->init(captureLog), ncclSuccess) << warnings();
+      int n = 0;
+      EXPECT_EQ(net_->devices(&n), ncclSuccess);
+      EXPECT_EQ(n, ndev) << "the per-NIC devices after init again";
     }
-  } restore;
+  } restore{ndev};
   setenv("RECCL_NET_DEVICES", "fused", 1);
   ASSERT_EQ(net_->init(captureLog), ncclSuccess) << warnings();
   int fused = 0;
