@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <cstdio>
@@ -426,13 +427,15 @@ TEST(NcclApi, GatherAndScatterAloneAndInAGroup) {
   refused(recclGather(x, x, SIZE_MAX / 8, recclInt32, 0, c, nullptr), "overflow", "gather count");
 }
 
-// The C++ layer's gather and scatter (reccl.hpp): spans of the element type, the root's block
-// count checked against the rank count before anything is sent.
-TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
-  const int n = 3, root = 1;
-  recclUniqueId id;
-  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
+// `n` ranks as threads, each with a reccl::Communicator of one new id, running body(rank, comm,
+// err), which appends to err what went wrong; each rank's err.
+std::vector<std::string> runCxxRanks(int n, const std::function<void(int, reccl::Communicator&, std::string&)>& body) {
   std::vector<std::string> errs(n);
+  recclUniqueId id;
+  if (recclGetUniqueId(&id) != recclSuccess) {
+    errs[0] = "recclGetUniqueId: " + std::string(recclGetLastError(nullptr));
+    return errs;
+  }
   std::vector<std::thread> ranks;
   for (int r = 0; r < n; ++r)
     ranks.emplace_back([&, r] {
@@ -441,17 +444,27 @@ TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
         errs[r] = std::string("init: ") + recclGetErrorString(rc);
         return;
       }
-      std::vector<int32_t> mine(5, r * 10), all(r == root ? 5 * n : 0), back(5, -1);
-      if (r == root && c.gather<int32_t>(mine, std::span<int32_t>(all).first(5 * n - 1), root) != recclInvalidArgument)
-        errs[r] = "a gather into a recv span of the wrong size was not refused";
-      if (recclResult_t rc = c.gather<int32_t>(mine, all, root); rc) errs[r] += std::string(" gather: ") + recclGetErrorString(rc);
-      for (int p = 0; r == root && p < n; ++p)
-        if (all[5 * p + 4] != p * 10) errs[r] += " gather: block " + std::to_string(p) + " wrong";
-      for (auto& v : all) v += 1;
-      if (recclResult_t rc = c.scatter<int32_t>(all, back, root); rc) errs[r] += std::string(" scatter: ") + recclGetErrorString(rc);
-      if (back != std::vector<int32_t>(5, r * 10 + 1)) errs[r] += " scatter: got " + std::to_string(back[0]);
+      body(r, c, errs[r]);
     });
   for (auto& t : ranks) t.join();
+  return errs;
+}
+
+// The C++ layer's gather and scatter (reccl.hpp): spans of the element type, the root's block
+// count checked against the rank count before anything is sent.
+TEST(NcclApi, CxxGatherAndScatterTakeSpans) {
+  const int n = 3, root = 1;
+  auto errs = runCxxRanks(n, [&](int r, reccl::Communicator& c, std::string& err) {
+    std::vector<int32_t> mine(5, r * 10), all(r == root ? 5 * n : 0), back(5, -1);
+    if (r == root && c.gather<int32_t>(mine, std::span<int32_t>(all).first(5 * n - 1), root) != recclInvalidArgument)
+      err = "a gather into a recv span of the wrong size was not refused";
+    if (recclResult_t rc = c.gather<int32_t>(mine, all, root); rc) err += std::string(" gather: ") + recclGetErrorString(rc);
+    for (int p = 0; r == root && p < n; ++p)
+      if (all[5 * p + 4] != p * 10) err += " gather: block " + std::to_string(p) + " wrong";
+    for (auto& v : all) v += 1;
+    if (recclResult_t rc = c.scatter<int32_t>(all, back, root); rc) err += std::string(" scatter: ") + recclGetErrorString(rc);
+    if (back != std::vector<int32_t>(5, r * 10 + 1)) err += " scatter: got " + std::to_string(back[0]);
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
@@ -476,119 +489,110 @@ namespace {
 // what the layer refuses itself named by reccl::lastError() until a C call fails after it.
 TEST(NcclApi, CxxLayerCoversTheCallsAndNamesWhatItRefuses) {
   const int n = 3, root = 2;
-  recclUniqueId id;
-  ASSERT_EQ(recclGetUniqueId(&id), recclSuccess);
-  std::vector<std::string> errs(n);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < n; ++r)
-    ranks.emplace_back([&, r] {
-      std::string& err = errs[r];
-      auto check = [&](recclResult_t rc, const char* what) {
-        if (rc != recclSuccess) err += std::string(" ") + what + ": " + recclGetErrorString(rc) + " " + reccl::lastError();
-        return rc == recclSuccess;
-      };
-      reccl::Communicator c;
-      if (!check(reccl::Communicator::init(&c, n, id, r), "init")) return;
-      const size_t k = 7;
-      std::vector<int32_t> mine(k), red(r == root ? k : 0);
-      for (size_t i = 0; i < k; ++i) mine[i] = static_cast<int32_t>((r + 1) * 100 + i);
-      if (check(c.reduce<int32_t>(mine, red, recclSum, root), "reduce"))
-        for (size_t i = 0; r == root && i < k; ++i)
-          if (red[i] != static_cast<int32_t>(600 + 3 * i)) err += " reduce: element " + std::to_string(i);
+  auto errs = runCxxRanks(n, [&](int r, reccl::Communicator& c, std::string& err) {
+    auto check = [&](recclResult_t rc, const char* what) {
+      if (rc != recclSuccess) err += std::string(" ") + what + ": " + recclGetErrorString(rc) + " " + reccl::lastError();
+      return rc == recclSuccess;
+    };
+    const size_t k = 7;
+    std::vector<int32_t> mine(k), red(r == root ? k : 0);
+    for (size_t i = 0; i < k; ++i) mine[i] = static_cast<int32_t>((r + 1) * 100 + i);
+    if (check(c.reduce<int32_t>(mine, red, recclSum, root), "reduce"))
+      for (size_t i = 0; r == root && i < k; ++i)
+        if (red[i] != static_cast<int32_t>(600 + 3 * i)) err += " reduce: element " + std::to_string(i);
 
-      // Block b of every rank's send is reduced into rank b's recv.
-      std::vector<float> blocks(k * n), part(k, -1);
-      for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(r * 1000 + i);
-      if (check(c.reduceScatter<float>(blocks, part, recclMax), "reduceScatter"))
-        for (size_t i = 0; i < k; ++i)
-          if (part[i] != static_cast<float>(2000 + r * k + i)) err += " reduceScatter: element " + std::to_string(i);
+    // Block b of every rank's send is reduced into rank b's recv.
+    std::vector<float> blocks(k * n), part(k, -1);
+    for (size_t i = 0; i < blocks.size(); ++i) blocks[i] = static_cast<float>(r * 1000 + i);
+    if (check(c.reduceScatter<float>(blocks, part, recclMax), "reduceScatter"))
+      for (size_t i = 0; i < k; ++i)
+        if (part[i] != static_cast<float>(2000 + r * k + i)) err += " reduceScatter: element " + std::to_string(i);
 
-      std::vector<int64_t> out(k * n), in(k * n, -1);
-      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(r * 1000 + i);
-      if (check(c.allToAll<int64_t>(out, in), "allToAll"))
-        for (int p = 0; p < n; ++p)
-          if (in[p * k] != static_cast<int64_t>(p * 1000 + r * k)) err += " allToAll: block " + std::to_string(p);
+    std::vector<int64_t> out(k * n), in(k * n, -1);
+    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<int64_t>(r * 1000 + i);
+    if (check(c.allToAll<int64_t>(out, in), "allToAll"))
+      for (int p = 0; p < n; ++p)
+        if (in[p * k] != static_cast<int64_t>(p * 1000 + r * k)) err += " allToAll: block " + std::to_string(p);
 
-      // A ring shift in a group; the second one's group is ended by its Group's destructor.
-      const int next = (r + 1) % n, prev = (r + n - 1) % n;
-      for (int round = 0; round < 2; ++round) {
-        std::vector<uint8_t> give(k, static_cast<uint8_t>(10 * r + round)), got(k, 0xff);
-        {
-          reccl::Group g;
-          if (!check(g.start(), "group start")) return;
-          check(c.send<uint8_t>(give, next), "send");
-          check(c.recv<uint8_t>(got, prev), "recv");
-          if (round == 0) check(g.end(), "group end");
-        }
-        if (got != std::vector<uint8_t>(k, static_cast<uint8_t>(10 * prev + round)))
-          err += " ring shift " + std::to_string(round) + ": got " + std::to_string(got[0]);
+    // A ring shift in a group; the second one's group is ended by its Group's destructor.
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (int round = 0; round < 2; ++round) {
+      std::vector<uint8_t> give(k, static_cast<uint8_t>(10 * r + round)), got(k, 0xff);
+      {
+        reccl::Group g;
+        if (!check(g.start(), "group start")) return;
+        check(c.send<uint8_t>(give, next), "send");
+        check(c.recv<uint8_t>(got, prev), "recv");
+        if (round == 0) check(g.end(), "group end");
       }
+      if (got != std::vector<uint8_t>(k, static_cast<uint8_t>(10 * prev + round)))
+        err += " ring shift " + std::to_string(round) + ": got " + std::to_string(got[0]);
+    }
 
-      std::vector<double> x(k, r + 1.0), y(k, 0);
-      void* regHandle = nullptr;
-      recclWindow_t winHandle = nullptr;
+    std::vector<double> x(k, r + 1.0), y(k, 0);
+    void* regHandle = nullptr;
+    recclWindow_t winHandle = nullptr;
+    {
+      reccl::Registration reg;
+      reccl::Window win;
+      if (!check(reccl::Registration::make(&reg, c, x.data(), k * sizeof(double)), "register")) return;
+      if (!check(reccl::Window::make(&win, c, y.data(), k * sizeof(double)), "window")) return;
+      reccl::Registration moved(std::move(reg));
+      regHandle = moved.get();
+      winHandle = win.get();
+      if (reg || !moved || !win) err += " handles after the move";
+      if (check(c.allReduce<double>(x, y, recclSum), "allReduce on registered memory") && y[k - 1] != 6.0)
+        err += " allReduce: " + std::to_string(y[k - 1]);
+      // bfloat16 1.0 (0x3f80) from each rank: 3.0 (0x4040).
+      std::vector<Bf16> one(k, Bf16{0x3f80}), three(k, Bf16{0});
+      if (check(c.allReduce<Bf16>(one, three, recclSum), "allReduce of a specialized type") && three[0].bits != 0x4040)
+        err += " bfloat16 sum: " + std::to_string(three[0].bits);
+      check(win.reset(), "window end");  // collective: every rank here
+      if (win) err += " a window still held after its end";
+    }  // the registration ends here
+    if (recclCommDeregister(c.get(), regHandle) != recclInvalidArgument) err += " the registration outlived its scope";
+    if (recclCommWindowDeregister(c.get(), winHandle) != recclInvalidArgument) err += " the window was not ended";
+
+    // Refusals of the layer itself: one rank, nothing sent.
+    if (r == 0) {
+      std::vector<float> four(4), three(3);
+      auto refused = [&](recclResult_t rc, const std::string& needle, const char* what) {
+        if (rc != recclInvalidArgument) err += std::string(" ") + what + " not refused";
+        else if (reccl::lastError().find(needle) == std::string::npos) err += std::string(" ") + what + ": " + reccl::lastError();
+      };
+      refused(c.allReduce<float>(four, three, recclSum), "allReduce recv: 3 elements, the call needs 4", "allReduce");
+      refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather");
+      refused(c.reduceScatter<float>(four, three, recclSum), "reduceScatter send: 4 elements, the call needs 9", "reduceScatter");
+      refused(c.allToAll<float>(four, four), "allToAll send: 4 elements, not 3 blocks", "allToAll");
+      reccl::Group g;
+      refused(g.end(), "Group: not started", "an end without a start");
+      // Calls that succeed after a refusal leave it the last failure, handles ended on the way
+      // out of a scope included.
+      refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather again");
       {
         reccl::Registration reg;
-        reccl::Window win;
-        if (!check(reccl::Registration::make(&reg, c, x.data(), k * sizeof(double)), "register")) return;
-        if (!check(reccl::Window::make(&win, c, y.data(), k * sizeof(double)), "window")) return;
-        reccl::Registration moved(std::move(reg));
-        regHandle = moved.get();
-        winHandle = win.get();
-        if (reg || !moved || !win) err += " handles after the move";
-        if (check(c.allReduce<double>(x, y, recclSum), "allReduce on registered memory") && y[k - 1] != 6.0)
-          err += " allReduce: " + std::to_string(y[k - 1]);
-        // bfloat16 1.0 (0x3f80) from each rank: 3.0 (0x4040).
-        std::vector<Bf16> one(k, Bf16{0x3f80}), three(k, Bf16{0});
-        if (check(c.allReduce<Bf16>(one, three, recclSum), "allReduce of a specialized type") && three[0].bits != 0x4040)
-          err += " bfloat16 sum: " + std::to_string(three[0].bits);
-        check(win.reset(), "window end");  // collective: every rank here
-        if (win) err += " a window still held after its end";
-      }  // the registration ends here
-      if (recclCommDeregister(c.get(), regHandle) != recclInvalidArgument) err += " the registration outlived its scope";
-      if (recclCommWindowDeregister(c.get(), winHandle) != recclInvalidArgument) err += " the window was not ended";
-
-      // Refusals of the layer itself: one rank, nothing sent.
-      if (r == 0) {
-        std::vector<float> four(4), three(3);
-        auto refused = [&](recclResult_t rc, const std::string& needle, const char* what) {
-          if (rc != recclInvalidArgument) err += std::string(" ") + what + " not refused";
-          else if (reccl::lastError().find(needle) == std::string::npos) err += std::string(" ") + what + ": " + reccl::lastError();
-        };
-        refused(c.allReduce<float>(four, three, recclSum), "allReduce recv: 3 elements, the call needs 4", "allReduce");
-        refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather");
-        refused(c.reduceScatter<float>(four, three, recclSum), "reduceScatter send: 4 elements, the call needs 9", "reduceScatter");
-        refused(c.allToAll<float>(four, four), "allToAll send: 4 elements, not 3 blocks", "allToAll");
-        reccl::Group g;
-        refused(g.end(), "Group: not started", "an end without a start");
-        // Calls that succeed after a refusal leave it the last failure, handles ended on the way
-        // out of a scope included.
-        refused(c.allGather<float>(three, four), "allGather recv: 4 elements, the call needs 9", "allGather again");
-        {
-          reccl::Registration reg;
-          if (!check(reccl::Registration::make(&reg, c, four.data(), sizeof(float) * 4), "register after a refusal")) return;
-        }
-        if (reccl::lastError().find("allGather recv") == std::string::npos)
-          err += " the refusal was lost to calls that succeeded: " + reccl::lastError();
-        // A C call that fails afterwards has the last word.
-        if (recclAllReduce(nullptr, four.data(), 4, recclFloat32, recclSum, c.get(), nullptr) != recclInvalidArgument ||
-            reccl::lastError().find("sendbuff: null") == std::string::npos)
-          err += " after a failed C call: " + reccl::lastError();
-        refused(c.allReduce<float>(three, four, recclSum), "allReduce recv: 4 elements, the call needs 3", "allReduce again");
-        // ... also one that fails through the layer with the text the C API had before.
-        if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
-          err += " a C failure through the layer: " + reccl::lastError();
-        refused(c.allReduce<float>(three, four, recclSum), "allReduce recv", "allReduce a third time");
-        if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
-          err += " the same C failure again: " + reccl::lastError();
-        reccl::Communicator none;  // a null handle: the C API names it
-        if (none.allGather<float>(three, four) != recclInvalidArgument || reccl::lastError().find("comm") == std::string::npos)
-          err += " a null communicator: " + reccl::lastError();
+        if (!check(reccl::Registration::make(&reg, c, four.data(), sizeof(float) * 4), "register after a refusal")) return;
       }
-      check(c.barrier(), "barrier");
-      check(c.finalize(), "finalize");
-    });
-  for (auto& t : ranks) t.join();
+      if (reccl::lastError().find("allGather recv") == std::string::npos)
+        err += " the refusal was lost to calls that succeeded: " + reccl::lastError();
+      // A C call that fails afterwards has the last word.
+      if (recclAllReduce(nullptr, four.data(), 4, recclFloat32, recclSum, c.get(), nullptr) != recclInvalidArgument ||
+          reccl::lastError().find("sendbuff: null") == std::string::npos)
+        err += " after a failed C call: " + reccl::lastError();
+      refused(c.allReduce<float>(three, four, recclSum), "allReduce recv: 4 elements, the call needs 3", "allReduce again");
+      // ... also one that fails through the layer with the text the C API had before.
+      if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
+        err += " a C failure through the layer: " + reccl::lastError();
+      refused(c.allReduce<float>(three, four, recclSum), "allReduce recv", "allReduce a third time");
+      if (c.broadcast<float>(four, n) != recclInvalidArgument || reccl::lastError().find("root") == std::string::npos)
+        err += " the same C failure again: " + reccl::lastError();
+      reccl::Communicator none;  // a null handle: the C API names it
+      if (none.allGather<float>(three, four) != recclInvalidArgument || reccl::lastError().find("comm") == std::string::npos)
+        err += " a null communicator: " + reccl::lastError();
+    }
+    check(c.barrier(), "barrier");
+    check(c.finalize(), "finalize");
+  });
   for (int r = 0; r < n; ++r) EXPECT_EQ(errs[r], "") << "rank " << r;
 }
 
