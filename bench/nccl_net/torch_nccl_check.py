@@ -166,7 +166,7 @@ def main():
         log = "\n".join(outputs)
         # NCCL's own words that the plugin was loaded and its device used, and the plugin's.
         summary["plugin_loaded"] = bool(re.search(r"NET/Plugin.*[Ll]oaded.*reccl|Loaded net plugin reccl", log))
-        summary["plugin_device"] = bool(re.search(r"NET/reccl: one device", log))
+        summary["plugin_device"] = bool(re.search(r"NET/reccl: [1-9][0-9]* device\(s\) \(RECCL_NET_DEVICES=", log))
         summary["net_name"] = sorted(set(re.findall(r"Using network (\S+)", log)))
         ok = ok and summary["plugin_loaded"] and summary["plugin_device"] and summary["net_name"] == ["reccl"]
     summary["ok"] = ok
