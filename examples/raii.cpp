@@ -1,5 +1,6 @@
 // The C++ layer (reccl.hpp, C++20): a Communicator owns its handle and destroys it on scope
-// exit; typed calls take std::span. Run it like allreduce.c (mpirun, srun, torchrun).
+// exit; typed calls take std::span; a Group runs a send and a receive together. Run it like
+// allreduce.c (mpirun, srun, torchrun).
 #include <reccl/reccl.hpp>
 
 #include <cstdio>
@@ -27,9 +28,23 @@ int main() {
   if (half.allReduce<double>(x, x, recclSum) != recclSuccess) return 1;
   const double halfSize = static_cast<double>((n - rank % 2 + 1) / 2);
 
-  const bool ok = all == want && x[0] == halfSize;
-  std::printf("rank %d of %d: allgather %s, split: %d ranks with parity %d, allreduce %s\n", rank, n,
-              all == want ? "ok" : "WRONG", half.size(), rank % 2, x[0] == halfSize ? "ok" : "WRONG");
+  // A ring shift: each rank sends its rank to the next and receives the previous one's, the send
+  // and the receive in one group so that neither waits for the other.
+  std::vector<int32_t> give{rank}, got{-1};
+  {
+    reccl::Group g;
+    if (g.start() != recclSuccess || world.send<int32_t>(give, (rank + 1) % n) != recclSuccess ||
+        world.recv<int32_t>(got, (rank + n - 1) % n) != recclSuccess || g.end() != recclSuccess) {
+      std::fprintf(stderr, "ring: %s\n", reccl::lastError().c_str());
+      return 1;
+    }
+  }
+  const bool ringOk = got[0] == (rank + n - 1) % n;
+
+  const bool ok = all == want && x[0] == halfSize && ringOk;
+  std::printf("rank %d of %d: allgather %s, split: %d ranks with parity %d, allreduce %s, ring %s\n", rank, n,
+              all == want ? "ok" : "WRONG", half.size(), rank % 2, x[0] == halfSize ? "ok" : "WRONG",
+              ringOk ? "ok" : "WRONG");
   if (half.finalize() != recclSuccess || world.finalize() != recclSuccess) return 1;
   return ok ? 0 : 1;  // half, then world, are destroyed here
 }
