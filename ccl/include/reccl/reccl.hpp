@@ -326,88 +326,74 @@ class Group {
   bool open_ = false;
 };
 
-// A buffer registration (recclCommRegister), this rank's alone; ended by reset() or on scope exit.
-class Registration {
+namespace detail {
+// A handle made on a communicator and ended by End(comm, handle): moved, never copied, ended by
+// reset() or on scope exit. Registration and Window differ only in how they are made.
+template <typename H, recclResult_t (*End)(recclComm_t, H)>
+class CommHandle {
  public:
-  Registration() = default;
-  Registration(Registration&& o) noexcept
-      : comm_(std::exchange(o.comm_, nullptr)), handle_(std::exchange(o.handle_, nullptr)) {}
-  Registration& operator=(Registration&& o) noexcept {
+  CommHandle() = default;
+  CommHandle(CommHandle&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), h_(std::exchange(o.h_, nullptr)) {}
+  CommHandle& operator=(CommHandle&& o) noexcept {
     if (this != &o) {
       (void)reset();
       comm_ = std::exchange(o.comm_, nullptr);
-      handle_ = std::exchange(o.handle_, nullptr);
+      h_ = std::exchange(o.h_, nullptr);
     }
     return *this;
   }
-  Registration(const Registration&) = delete;
-  Registration& operator=(const Registration&) = delete;
-  ~Registration() { (void)reset(); }
+  CommHandle(const CommHandle&) = delete;
+  CommHandle& operator=(const CommHandle&) = delete;
+  ~CommHandle() { (void)reset(); }
 
+  H get() const { return h_; }
+  explicit operator bool() const { return h_ != nullptr; }
+  // Ends the handle; it is let go whatever the outcome.
+  [[nodiscard]] recclResult_t reset() {
+    if (!h_) return recclSuccess;
+    return passed(End(std::exchange(comm_, nullptr), std::exchange(h_, nullptr)));
+  }
+
+ protected:
+  // What a make() call returned: the handle this object ends from now on.
+  void adopt(recclComm_t comm, H h) {
+    (void)reset();
+    comm_ = comm;
+    h_ = h;
+  }
+
+ private:
+  recclComm_t comm_ = nullptr;
+  H h_ = nullptr;
+};
+}  // namespace detail
+
+// A buffer registration (recclCommRegister), this rank's alone; ended by reset() or on scope exit.
+class Registration : public detail::CommHandle<void*, recclCommDeregister> {
+ public:
   [[nodiscard]] static recclResult_t make(Registration* out, const Communicator& comm, void* buf, size_t bytes) {
     void* h = nullptr;
     recclResult_t r = detail::passed(recclCommRegister(comm.get(), buf, bytes, &h));
-    if (r != recclSuccess) return r;
-    (void)out->reset();
-    out->comm_ = comm.get();
-    out->handle_ = h;
+    if (r == recclSuccess) out->adopt(comm.get(), h);
     return r;
   }
-  void* get() const { return handle_; }
-  explicit operator bool() const { return handle_ != nullptr; }
-  [[nodiscard]] recclResult_t reset() {
-    if (!handle_) return recclSuccess;
-    return detail::passed(recclCommDeregister(std::exchange(comm_, nullptr), std::exchange(handle_, nullptr)));
-  }
-
- private:
-  recclComm_t comm_ = nullptr;
-  void* handle_ = nullptr;
 };
 
 // A window (recclCommWindowRegister): made and ended by every rank of the communicator together,
-// so every rank's windows end in the same order. reset() ends it and says how that went; the
-// destructor ends a window still live the same way (on a communicator that takes no more work,
-// failed or finalized, that ends this rank's window alone).
-class Window {
+// so every rank's windows end in the same order. reset() ends it and says how that went (a
+// window the ranks could not agree to end stays with the communicator, which ends it when it is
+// destroyed); the destructor ends a window still live the same way (on a communicator that takes
+// no more work, failed or finalized, that ends this rank's window alone).
+class Window : public detail::CommHandle<recclWindow_t, recclCommWindowDeregister> {
  public:
-  Window() = default;
-  Window(Window&& o) noexcept : comm_(std::exchange(o.comm_, nullptr)), win_(std::exchange(o.win_, nullptr)) {}
-  Window& operator=(Window&& o) noexcept {
-    if (this != &o) {
-      (void)reset();
-      comm_ = std::exchange(o.comm_, nullptr);
-      win_ = std::exchange(o.win_, nullptr);
-    }
-    return *this;
-  }
-  Window(const Window&) = delete;
-  Window& operator=(const Window&) = delete;
-  ~Window() { (void)reset(); }
-
   // Collective over comm. `flags`: RECCL_WIN_DEFAULT or RECCL_WIN_COLL_SYMMETRIC.
   [[nodiscard]] static recclResult_t make(Window* out, const Communicator& comm, void* buf, size_t bytes,
-                            int flags = RECCL_WIN_DEFAULT) {
+                                          int flags = RECCL_WIN_DEFAULT) {
     recclWindow_t w = nullptr;
     recclResult_t r = detail::passed(recclCommWindowRegister(comm.get(), buf, bytes, &w, flags));
-    if (r != recclSuccess) return r;
-    (void)out->reset();
-    out->comm_ = comm.get();
-    out->win_ = w;
+    if (r == recclSuccess) out->adopt(comm.get(), w);
     return r;
   }
-  recclWindow_t get() const { return win_; }
-  explicit operator bool() const { return win_ != nullptr; }
-  // Collective: see the class. The handle is let go whatever the outcome (a window the ranks
-  // could not agree to end stays with the communicator, which ends it when it is destroyed).
-  [[nodiscard]] recclResult_t reset() {
-    if (!win_) return recclSuccess;
-    return detail::passed(recclCommWindowDeregister(std::exchange(comm_, nullptr), std::exchange(win_, nullptr)));
-  }
-
- private:
-  recclComm_t comm_ = nullptr;
-  recclWindow_t win_ = nullptr;
 };
 
 }  // namespace reccl
