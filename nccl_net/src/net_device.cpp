@@ -41,11 +41,8 @@ int nicSpeedMbps(const std::string& sysfsText) {
 std::vector<NetDevice> devicesOver(const std::vector<NicFacts>& nics, bool fused) {
   std::vector<NetDevice> out;
   if (nics.empty()) return out;
-  std::vector<std::string> names;
-  for (const auto& n : nics) names.push_back(n.name);
   if (fused) {
     NetDevice d;
-    d.nics = names;
     d.name = "reccl:";
     for (size_t i = 0; i < nics.size(); ++i) {
       d.name += (i ? "+" : "") + nics[i].name;
@@ -57,7 +54,6 @@ std::vector<NetDevice> devicesOver(const std::vector<NicFacts>& nics, bool fused
   }
   for (const auto& n : nics) {
     NetDevice d;
-    d.nics = names;
     d.homeNic = n.name;
     d.name = "reccl:" + n.name;
     d.speedMbps = n.speedMbps;

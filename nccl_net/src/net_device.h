@@ -15,7 +15,6 @@
 namespace reccl::nccl_net {
 
 struct NetDevice {
-  std::vector<std::string> nics;  // the NICs its connections use, as the communicator picks them (RECCL_NICS)
   std::string homeNic;            // per-NIC: its NIC, where its connections carry; fused: ""
   std::string name;               // "reccl:rail1" (per-NIC), "reccl:rail0+rail1" (fused)
   std::string pciPath;            // its (first) NIC's PCI device in /sys; "" for a virtual NIC

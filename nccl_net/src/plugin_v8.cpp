@@ -145,8 +145,7 @@ ncclResult_t netInit(ncclDebugLogger_t logger) {
     std::string names;
     for (const auto& d : *ds) names += (names.empty() ? "" : ", ") + d.name + " " + std::to_string(d.speedMbps) + " Mbit/s";
     logLine(NCCL_LOG_INFO, "NET/reccl: " + std::to_string(ds->size()) + " device(s) (RECCL_NET_DEVICES=" +
-                               params::NetDevices() + "): " + names + "; failover across " +
-                               std::to_string(ds->front().nics.size()) + " NIC(s)");
+                               params::NetDevices() + "): " + names + "; each connection fails over across the NICs");
     std::lock_guard lk(plugin().mu);
     plugin().devices = std::move(*ds);
     return ncclSuccess;
