@@ -86,10 +86,10 @@ TEST_F(NcclNetFault, ASwitchPortDownUnderFourConnectionsEachWayLosesNoMessage) {
 // rank 1 on device 0, as NCCL's two ends may pick different NICs: rails still pair NICs of one
 // name, and each sender's one channel starts on its device's NIC (rank 0's on rail1, rank 1's on
 // rail0). Host 0's rail1 switch port goes down for a second: rank 0's connection moves onto
-// rail0, rank 1's stays where it was; every message whole. Fused, the same host offers one
-// device over both.
+// rail0 and back once rail1 returns, rank 1's stays where it was; every message whole. Fused,
+// the same host offers one device over both.
 TEST_F(NcclNetFault, APerNicDeviceCarriesOnItsNicAndFailsOverToTheOther) {
-  auto j = std::make_unique<Job>(testbed().name(), env(kSeeFailovers + "RECCL_DEBUG_SUBSYS=FAILOVER,NET WORKER_SECONDS=3"),
+  auto j = std::make_unique<Job>(testbed().name(), env(kSeeFailovers + "RECCL_DEBUG_SUBSYS=FAILOVER,NET WORKER_SECONDS=4"),
                                  120, 1, std::map<int, std::string>{{0, "WORKER_DEV=1"}, {1, "WORKER_DEV=0"}});
   ASSERT_TRUE(j->waitFor("started rank", 2, std::chrono::seconds(60))) << j->text();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
@@ -109,6 +109,8 @@ TEST_F(NcclNetFault, APerNicDeviceCarriesOnItsNicAndFailsOverToTheOther) {
   // Worker 0's connection (on rail1) moved onto rail0; worker 1's (on rail0) stayed.
   EXPECT_GE(countMatches(t, "failover (by peer )?of rank 0->1 ch 0 rail 1 \\(rail1\\) -> rail 0 \\(rail0\\)"), 1) << t;
   EXPECT_EQ(countMatches(t, "failover (by peer )?of rank 0->1 ch 0 rail 0 \\(rail0\\)"), 0) << t;
+  // Rail1 back: worker 0's connection returns to its device's NIC.
+  EXPECT_GE(countMatches(t, "fail-back of rank 0->1 ch 0 rail 0 \\(rail0\\) -> rail 1 \\(rail1\\)"), 1) << t;
 
   Job fused(testbed().name(), env("RECCL_NET_DEVICES=fused"), 60);
   EXPECT_TRUE(fused.waitFor("started rank", 2, std::chrono::seconds(60))) << fused.text();
