@@ -506,8 +506,8 @@ Status sendRecv(channel::ChannelSet& cs, std::span<const P2POp> ops) {
       size_t chunk = std::max<size_t>(1, (s.sp ? s.sp->chunkBytes() : s.rp->chunkBytes()) / esize);
       if (s.rp) nameDirectTargets(s.ctx, *s.rp, s.op->buf, s.op->count, s.done, chunk, &s.targeted);
       for (;;) {
-        bool ready = s.sp ? s.sp->failed() || s.sp->posted() < s.sp->acked() + s.sp->slots()
-                          : s.rp->failed() || s.rp->received() > s.rp->applied();
+        bool ready = s.sp ? s.sp->stopped() || s.sp->posted() < s.sp->acked() + s.sp->slots()
+                          : s.rp->stopped() || s.rp->received() > s.rp->applied();
         if (!ready) break;
         size_t len = std::min(chunk, s.op->count - s.done);
         Prims p(s.ctx, s.sp, s.rp);

@@ -187,6 +187,7 @@ Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const
       return Status::Ok();
     }
     if (latch_.set()) return latch_.get();
+    if (env_ && env_->commFailure.set()) return env_->commFailure.get();
     if (env_ && env_->aborted.load(std::memory_order_acquire))
       return Status(Errc::kAborted, env_->revoked.load(std::memory_order_relaxed)
                                         ? "communicator revoked (recclCommRevoke)"
@@ -211,9 +212,15 @@ Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const
         continue;
       }
     }
-    if (deadline.expired())
+    if (deadline.expired()) {
+      // The path in force and its epoch: which connection the wait was on when a fault went
+      // unnoticed (the port keeps every path it had until it goes, so the pointer stays valid).
+      const Path* p = path();
       return Status(Errc::kTimeout, std::string("no progress ") + what + " rank " + std::to_string(id_.peer) +
-                                        " on channel " + std::to_string(id_.channel) + " before the deadline");
+                                        " on channel " + std::to_string(id_.channel) +
+                                        " before the deadline (path " + (p ? p->describe() : "none") + ", epoch " +
+                                        std::to_string(epoch()) + ")");
+    }
     auto left = deadline.at() - Clock::now();
     bell.sleep(seen, std::min<std::chrono::nanoseconds>(left, kMaxSleep));
   }

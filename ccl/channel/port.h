@@ -89,6 +89,10 @@ struct PortEnv {
   // Set by the communicator when it fails itself: a port lost after that (its peers close
   // their ends in reply) is not counted.
   std::atomic<bool> broken{false};
+  // The communicator's own failure, latched before it fails its ports: every wait on any of its
+  // ports ends with it, also on a port it could not reach (it only try-locks its port maps, which
+  // a lazy connect, a call's port lookup or the failover's port walk may hold at that moment).
+  ErrorLatch commFailure;
   mutable std::mutex lostMu;
   std::set<int> lostPeers;  // under lostMu
   void recordLoss(int peer);
@@ -160,6 +164,11 @@ class PortBase {
   void lose(const Status& s);
   bool failed() const noexcept { return latch_.set(); }
   Status error() const { return latch_.get(); }
+  // A wait on this port would return at once: the port failed, or its communicator failed or
+  // was aborted (what a loop that polls ports instead of waiting on one checks).
+  bool stopped() const noexcept {
+    return latch_.set() || (env_ && (env_->aborted.load(std::memory_order_acquire) || env_->commFailure.set()));
+  }
   // Wakes all waiters so they re-check abort/error flags.
   void wakeAll() noexcept;
   // Failover calls this just before a migrated path starts: the next step completed on this

@@ -21,6 +21,10 @@
 #include "transport/socket_paths.h"
 
 namespace reccl::core {
+namespace {
+// How long breakComm tries for a port map that another thread holds (Comm::breakComm).
+constexpr int kBreakLockMs = 50;
+}  // namespace
 
 Status CommOptions::fromEnv(CommOptions* o) {
   // Every RECCL_* variable against its type and range (params.def), on every rank, before
@@ -307,24 +311,44 @@ void Comm::breakComm(const Status& s) {
     broken_.store(true);
   }
   env_.broken.store(true);  // what the peers close now is this failure's doing, not theirs
+  // Every wait on the ports ends with it from here on, whether or not the loop below reaches
+  // their port (they look at least every 20 ms).
+  env_.commFailure.latch(s);
   RECCL_WARN(kLogColl, "rank %d: communicator failed: %s", rank_, s.message().c_str());
   {
     std::lock_guard lk(dialMu_);
     for (int fd : dialing_) ::shutdown(fd, SHUT_RDWR);
   }
+  inCv_.notify_all();  // a recvPort waiting for a connection gives recvMu_ back
   // Fail every connection and close its path so the peers see it now rather than at their
-  // timeout. Ports may be mid-creation in another thread; the maps' locks keep this safe.
-  std::unique_lock sl(sendMu_, std::try_to_lock);
-  std::unique_lock rl(recvMu_, std::try_to_lock);
+  // timeout. Ports may be mid-creation in another thread; the maps' locks keep this safe. They
+  // are only try-locked (this may run while a lazy connect holds one for its whole connect), but
+  // retried for a while: the failover's port walk and a call's port lookup hold them for
+  // microseconds, and a lazy connect gives them back once it sees the failure (its dial is shut
+  // down above, a recvPort looks every 10 ms).
   auto fail = [&](channel::PortBase& p) {
     p.fail(s);
     if (p.path()) p.path()->shutdown();
   };
-  if (sl.owns_lock())
-    for (auto& [k, p] : sends_) fail(*p);
-  if (rl.owns_lock())
-    for (auto& [k, p] : recvs_) fail(*p);
-  inCv_.notify_all();
+  bool sendsDone = false, recvsDone = false;
+  const Deadline d = Deadline::afterMs(kBreakLockMs);
+  for (;;) {
+    if (!sendsDone) {
+      std::unique_lock sl(sendMu_, std::try_to_lock);
+      if ((sendsDone = sl.owns_lock()))
+        for (auto& [k, p] : sends_) fail(*p);
+    }
+    if (!recvsDone) {
+      std::unique_lock rl(recvMu_, std::try_to_lock);
+      if ((recvsDone = rl.owns_lock()))
+        for (auto& [k, p] : recvs_) fail(*p);
+    }
+    if ((sendsDone && recvsDone) || d.expired()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!sendsDone || !recvsDone)
+    RECCL_INFO(kLogColl, "rank %d: the %s ports stay open until the communicator goes (their map stayed held %d ms)",
+               rank_, !sendsDone && !recvsDone ? "send and receive" : !sendsDone ? "send" : "receive", kBreakLockMs);
 }
 
 Status Comm::run(const std::function<Status()>& op) {

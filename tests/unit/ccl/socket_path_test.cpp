@@ -217,5 +217,42 @@ TEST(CclSocketPath, APathSendsItsEpochAndLeavesTheSlotsAsPosted) {
   }
 }
 
+// A communicator that fails itself latches its error in the ports' environment before it fails
+// its ports, which it reaches only through port maps it may not get (another thread holds one:
+// a lazy connect, a call's port lookup, the failover's port walk). A wait on a port it never
+// failed must end with that error all the same, not at the wait's own deadline: a rank whose
+// failover gave up on a peer otherwise waited out RECCL_TIMEOUT_MS on another connection.
+TEST(CclSocketPath, AWaitEndsWithItsCommunicatorsFailureOnAPortThatNeverFailed) {
+  // One connection whose sender waits for a slot (both posted, the receiver takes neither), one
+  // whose receiver waits for a step that is never posted.
+  auto full = openConn(2, 4096);
+  auto idle = openConn(2, 4096);
+  ASSERT_EQ(full->error, "");
+  ASSERT_EQ(idle->error, "");
+  channel::CollDesc desc{1, 1, -1, channel::CollKind::kAllReduce, 7, 0};
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(full->tx->acquire(Deadline::afterMs(5000)).ok());
+    ASSERT_TRUE(full->tx->post(8, desc).ok());
+  }
+  const Status why(Errc::kLinkFailure, "rank 0: no path for rank 1->0 ch 0 within RECCL_FAILOVER_TIMEOUT_MS");
+  std::thread breaker([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    full->env.commFailure.latch(why);
+    idle->env.commFailure.latch(why);
+  });
+  auto t0 = std::chrono::steady_clock::now();
+  auto slot = full->tx->acquire(Deadline::afterMs(8000));
+  auto step = idle->rx->wait(Deadline::afterMs(8000), desc);
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  breaker.join();
+  ASSERT_FALSE(slot.ok());
+  ASSERT_FALSE(step.ok());
+  EXPECT_EQ(slot.status().message(), why.message());
+  EXPECT_EQ(step.status().message(), why.message());
+  EXPECT_LT(s, 5.0) << "the waits ended at their deadline, not at the communicator's failure";
+  EXPECT_FALSE(full->tx->failed() || idle->rx->failed());  // nobody failed the ports themselves
+  EXPECT_TRUE(full->tx->stopped() && idle->rx->stopped());  // what a loop polling the ports sees
+}
+
 }  // namespace
 
