@@ -85,6 +85,9 @@ class Runner {
   bool everyRankErrors(Clock::time_point t, int exempt, const std::string& what, KillRecord* k);
   bool stopJob();
   bool fail(const std::string& why);
+  // The late ranks' own last lines (progress reports left out), for a failure message whose job
+  // output may be cut short where it is read: what each was doing when the others errored.
+  std::string lateRankLines(const std::vector<int>& ranks);
   void log(nlohmann::json ev);
   std::string env() const;
 
@@ -138,6 +141,26 @@ void Runner::log(nlohmann::json ev) {
   recent_.push_back(line);
   if (recent_.size() > 30) recent_.pop_front();
   if (log_.is_open()) log_ << line << "\n" << std::flush;
+}
+
+std::string Runner::lateRankLines(const std::vector<int>& ranks) {
+  if (!job_ || ranks.empty()) return "";
+  constexpr size_t kLines = 25;
+  const std::string text = job_->text();
+  std::string out;
+  for (int r : ranks) {
+    const std::string prefix = "[rank " + std::to_string(r) + "] ";
+    std::deque<std::string> last;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind(prefix, 0) != 0 || line.find("] progress rank") != std::string::npos) continue;
+      last.push_back(line);
+      if (last.size() > kLines) last.pop_front();
+    }
+    out += "\nrank " + std::to_string(r) + "'s last lines:";
+    for (auto& l : last) out += "\n  " + l;
+  }
+  return out;
 }
 
 bool Runner::fail(const std::string& why) {
@@ -419,19 +442,23 @@ bool Runner::everyRankErrors(Clock::time_point t, int exempt, const std::string&
   // late error from a hang.
   bool erred = pump(t + bound + std::chrono::milliseconds(2LL * o_.deadlines.timeoutMs), allFailed);
   std::string late;
+  std::vector<int> lateRanks;
   for (int r = 0; r < ranks_; ++r) {
     if (r == exempt) continue;
     long long ns = view_[static_cast<size_t>(r)].failedNs;
     double ms = ns ? std::chrono::duration<double, std::milli>(fromMonoNs(ns) - t).count() : -1;
     k->errorMs.push_back(ms);
-    if (ms < 0 || ms > static_cast<double>(bound.count()))
+    if (ms < 0 || ms > static_cast<double>(bound.count())) {
       late += " rank " + std::to_string(r) + (ms < 0 ? ": no error" : ": " + std::to_string(ms) + " ms");
+      lateRanks.push_back(r);
+    }
   }
   rep_.kills.push_back(*k);
   log({{"event", "errors"}, {"what", what}, {"error_ms", k->errorMs}});
   if (!rep_.ok) return false;
   if (!erred || !late.empty())
-    return fail(what + "; not every other rank errored within " + std::to_string(bound.count()) + " ms:" + late);
+    return fail(what + "; not every other rank errored within " + std::to_string(bound.count()) + " ms:" + late +
+                lateRankLines(lateRanks));
   if (!pump(Clock::now() + std::chrono::seconds(30), [&] { return job_->finished(); }))
     return fail("the job did not end within 30 s of every rank's error");
   job_->wait();
