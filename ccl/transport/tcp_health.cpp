@@ -39,9 +39,8 @@ uint32_t keepaliveIdleMs(int64_t stallMs) noexcept {
 }
 
 bool tcpStalled(const TcpSample& s, int64_t stallMs) noexcept {
-  if (!s.ok) return false;
+  if (!s.ok || !s.established) return false;
   const uint32_t stall = static_cast<uint32_t>(stallMs);
-  if (!s.established) return s.lastAckRecvMs >= stall;
   bool dataStalled = s.unacked > 0 && s.lastAckRecvMs >= stall && (s.backoff > 0 || s.retransmits > 0);
   bool probeStalled = s.probes > 0 && s.lastAckRecvMs >= keepaliveIdleMs(stallMs) + stall;
   return dataStalled || probeStalled;

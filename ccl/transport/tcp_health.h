@@ -34,11 +34,6 @@ uint32_t keepaliveIdleMs(int64_t stallMs) noexcept;
 // retransmission timeout fired unanswered, a keepalive probe only once it has waited the stall
 // time (it goes out after the keepalive idle time). Otherwise an idle connection that had just
 // sent (or probed) would look stalled and be migrated, or failed when no other rail is left.
-// A connection that has left ESTABLISHED under the path in force counts once it has heard
-// nothing for the stall time: a close the progress engine reports is decided at once (the port
-// fails or the connection moves), so a path still in force then is one that this end shut down
-// without a successor (a passive commit whose reply failed after it retired the old path), which
-// no keepalive probes and no engine ever reports.
 bool tcpStalled(const TcpSample& s, int64_t stallMs) noexcept;
 
 // Keepalive probes make an idle connection's dead path visible to the stall check (after the
