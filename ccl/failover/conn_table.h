@@ -47,6 +47,11 @@ struct Conn {
   // A handshake of ours failed after its request went out: the peer may have switched to that
   // path and closed the one we still use (Monitor::onPathFailure). Cleared by the next commit.
   std::atomic<bool> handshakeUnsure{false};
+  // The path the last commit shut down (Migration::commit retires the old path before it makes
+  // the new one) and when: still the port's path means that commit failed half-way and left the
+  // connection on a path whose I/O has stopped, which no engine reports (Monitor::scanStalls).
+  std::atomic<const channel::Path*> retired{nullptr};
+  std::atomic<uint64_t> retiredNs{0};
   // The rail a failover without a standby is moving it to (-1: none): counted by the next pick
   // until the move is done (RailPicker), so that connections moving at once spread.
   std::atomic<int> movingTo{-1};

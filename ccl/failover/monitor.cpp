@@ -23,6 +23,9 @@ constexpr uint64_t kMsNs = 1'000'000ull;
 constexpr uint64_t kCoalesceNs = 2 * kMsNs;
 constexpr uint64_t kGrayTickNs = 50 * kMsNs;  // a held DEGRADED is re-judged this often
 constexpr uint64_t kMaxSleepNs = 1000 * kMsNs;
+// How long a connection may sit on the path a failed move retired before this end moves it: the
+// peer whose handshake failed retries within its next attempt (1 s each) when it can.
+constexpr int64_t kRetiredGraceMs = 2000;
 constexpr uint64_t kEarlyReplyNs = static_cast<uint64_t>(Migration::kEarlyReplyMs) * kMsNs;
 }  // namespace
 
@@ -179,6 +182,18 @@ void Monitor::scanStalls(uint64_t nowNs) {
     const int rail = c->rail.load();
     channel::Path* path = c->port->path();
     if (!path) continue;
+    // A commit that failed after it retired the old path left the connection on it: its I/O has
+    // stopped, so no engine reports it and the transport's sample below cannot tell it from an
+    // idle path. The peer whose handshake it was tries again at once if it can reach this end
+    // (busy then, skipped above); once it had time for that, this end moves the connection.
+    if (auto j = leftOnRetiredPath(c->id, rail, path, c->retired.load(), c->retiredNs.load(), nowNs,
+                                   std::max<int64_t>(ctx_.cfg.stallMs, kRetiredGraceMs))) {
+      RECCL_WARN(kLogFailover, "rank %d: %s (rail %d) is still on the path a failed move retired %llu ms ago: moving it",
+                 ctx_.cfg.rank, connName(c->id).c_str(), rail,
+                 static_cast<unsigned long long>((nowNs - j->faultNs) / kMsNs));
+      ctx_.migration->enqueue(*j);
+      continue;
+    }
     // Something outstanding and no answer from the peer for the stall time: the path is dead,
     // whichever end of it failed (the transport's verdict: transport/tcp_health.h for TCP).
     transport::PathSample s = ctx_.paths.sample(*path, ctx_.cfg.stallMs);

@@ -61,7 +61,11 @@ Result<Moved> Migration::commit(Conn& c, std::unique_ptr<transport::Link> link, 
     else if (oldRail != rail && (reason == MigrateReason::kFailBack || reason == MigrateReason::kRebalance))
       ctx_.rails.markLeft(oldRail, monotonicNs());  // see gray.h
   }
-  if (old) old->shutdown();
+  if (old) {
+    old->shutdown();
+    c.retiredNs.store(monotonicNs());
+    c.retired.store(old);
+  }
   // A receiver's old path must let nothing more land before the sender may write over the new
   // one (Path::stopLanding; an initiating receiver's transport did it before its ready byte). A
   // failure leaves the old path shut down, as a retry expects, the epoch as it was, and sends no

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <optional>
 
 #include "failover/health/rail_state.h"
 #include "failover/migration/migrate_wire.h"
@@ -33,6 +34,9 @@ struct Job {
   // Begun on the monitor thread (Migration::beginEarly): the request sent on the connection's
   // standby; the monitor reads the reply (concludeEarly). Never on a queued job.
   std::shared_ptr<EarlyRequest> early;
+  // A verdict reached some time after its first signal (leftOnRetiredPath): at least one attempt
+  // when it runs, as a stall verdict has (failoverBudgetMs).
+  bool attemptAtLeastOnce = false;
 };
 
 // The move of the stall check's verdict on `path`, which a connection ran on `rail` when the
@@ -51,6 +55,28 @@ inline Job stallMove(ConnId id, int rail, const channel::Path* path, uint32_t qu
   return j;
 }
 
+// The move of a connection left on the path its last commit retired (Conn::retired: that commit
+// shut the old path down and then failed, and nothing replaced it), on `rail`: due once the
+// peer, whose handshake it usually was and who tries again at once when it can reach this end,
+// has had `graceMs` for that; none before, or when the port runs another path. Its first signal
+// is the retirement, so an unreachable peer fails the connection RECCL_FAILOVER_TIMEOUT_MS after
+// it (at least one attempt after this verdict).
+inline std::optional<Job> leftOnRetiredPath(ConnId id, int rail, const channel::Path* current,
+                                            const channel::Path* retired, uint64_t retiredNs, uint64_t nowNs,
+                                            int64_t graceMs) noexcept {
+  if (!current || current != retired) return std::nullopt;
+  if (nowNs < retiredNs + static_cast<uint64_t>(std::max<int64_t>(0, graceMs)) * 1000000ull) return std::nullopt;
+  Job j;
+  j.id = id;
+  j.reason = MigrateReason::kSocketError;
+  j.source = FaultSource::kSocketError;
+  j.fromRail = rail;
+  j.ifPath = current;
+  j.faultNs = retiredNs;
+  j.attemptAtLeastOnce = true;
+  return j;
+}
+
 // How long a job may still try at nowNs, when it runs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS
 // (timeoutMs) from the fault's first signal; a move of the stall check's verdict at least one
 // attempt (attemptMs). Its faultNs (the timeline's signal) is when the path fell quiet, the stall
@@ -59,7 +85,7 @@ inline Job stallMove(ConnId id, int rail, const channel::Path* path, uint32_t qu
 inline int64_t failoverBudgetMs(const Job& j, uint64_t nowNs, int64_t timeoutMs, int64_t attemptMs) noexcept {
   const int64_t since = j.faultNs ? static_cast<int64_t>((nowNs - std::min(j.faultNs, nowNs)) / 1'000'000) : 0;
   int64_t left = timeoutMs - since;
-  if (j.reason == MigrateReason::kStall) left = std::max(left, attemptMs);
+  if (j.reason == MigrateReason::kStall || j.attemptAtLeastOnce) left = std::max(left, attemptMs);
   return std::max<int64_t>(1, left);
 }
 

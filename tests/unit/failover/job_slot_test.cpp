@@ -216,6 +216,34 @@ TEST(FailoverJobSlot, AStallVerdictIsMootOnceThePeersMoveReplacedThePath) {
   EXPECT_EQ(stallMove(ConnId{1, 0, 1}, 1, p.a(), 3092, 1 * kMs).faultNs, 0u) << "no time before the clock's start";
 }
 
+// A commit that failed after it retired the old path leaves the connection on a path whose I/O
+// has stopped: no engine reports it, and the stall check cannot tell it from an idle one. The
+// peer whose handshake it was retries at once when it can reach this end; after the grace this
+// end moves the connection itself, only while the port still runs that path, and with at least
+// one attempt whatever the failover timeout left (its signal is the retirement, the grace ago).
+TEST(FailoverJobSlot, AConnectionLeftOnARetiredPathIsMovedOnceThePeerHadTimeToRetry) {
+  TwoPaths p;
+  constexpr uint64_t kMs = 1'000'000;
+  const ConnId id{1, 0, 1};
+  const uint64_t at = 10'000 * kMs;
+  EXPECT_FALSE(leftOnRetiredPath(id, 1, p.a(), p.a(), at, at + 1'999 * kMs, 2000)) << "within the grace";
+  EXPECT_FALSE(leftOnRetiredPath(id, 1, p.b(), p.a(), at, at + 9'000 * kMs, 2000)) << "a new path replaced it";
+  EXPECT_FALSE(leftOnRetiredPath(id, 1, p.a(), nullptr, 0, at, 2000)) << "nothing retired";
+  EXPECT_FALSE(leftOnRetiredPath(id, 1, nullptr, nullptr, 0, at, 2000)) << "no path yet";
+  auto j = leftOnRetiredPath(id, 1, p.a(), p.a(), at, at + 2'000 * kMs, 2000);
+  ASSERT_TRUE(j);
+  EXPECT_EQ(j->reason, MigrateReason::kSocketError);
+  EXPECT_EQ(j->fromRail, 1);
+  EXPECT_EQ(j->faultNs, at);
+  EXPECT_FALSE(jobMoot(*j, p.a(), 1)) << "still on the retired path: it must move";
+  EXPECT_TRUE(jobMoot(*j, p.b(), 1)) << "the peer's retry committed meanwhile";
+  EXPECT_EQ(failoverBudgetMs(*j, at + 2'000 * kMs, 3000, 1000), 1000) << "the timeout from the retirement";
+  EXPECT_EQ(failoverBudgetMs(*j, at + 2'000 * kMs, 1500, 1000), 1000) << "one attempt, not none";
+  Job plain = *j;
+  plain.attemptAtLeastOnce = false;
+  EXPECT_EQ(failoverBudgetMs(plain, at + 2'000 * kMs, 1500, 1000), 1) << "a fault's spent time, for comparison";
+}
+
 // RECCL_FAILOVER_TIMEOUT_MS runs from the fault's first signal, but a move of the stall check's
 // verdict (a stall time after the path fell quiet) has at least one attempt when it runs.
 TEST(FailoverBudget, FromTheFirstSignalAtLeastOneAttemptForAStallVerdict) {
