@@ -322,33 +322,30 @@ void Comm::breakComm(const Status& s) {
   inCv_.notify_all();  // a recvPort waiting for a connection gives recvMu_ back
   // Fail every connection and close its path so the peers see it now rather than at their
   // timeout. Ports may be mid-creation in another thread; the maps' locks keep this safe. They
-  // are only try-locked (this may run while a lazy connect holds one for its whole connect), but
+  // are only try-locked (this may run while a lazy connect holds one for its whole connect), and
   // retried for a while: the failover's port walk and a call's port lookup hold them for
-  // microseconds, and a lazy connect gives them back once it sees the failure (its dial is shut
-  // down above, a recvPort looks every 10 ms).
-  auto fail = [&](channel::PortBase& p) {
-    p.fail(s);
-    if (p.path()) p.path()->shutdown();
-  };
+  // microseconds. A map still held then (a lazy connect's dial, up to a stall time per rail) is
+  // left to its holder, which fails and closes its ports before it gives it back
+  // (closePortsLeftOpen); whichever takes the map first does it.
+  sendsLeftOpen_.store(true);
+  recvsLeftOpen_.store(true);
   bool sendsDone = false, recvsDone = false;
   const Deadline d = Deadline::afterMs(kBreakLockMs);
   for (;;) {
     if (!sendsDone) {
       std::unique_lock sl(sendMu_, std::try_to_lock);
-      if ((sendsDone = sl.owns_lock()))
-        for (auto& [k, p] : sends_) fail(*p);
+      if ((sendsDone = sl.owns_lock())) closePortsLeftOpen(sendsLeftOpen_, sends_, s);
     }
     if (!recvsDone) {
       std::unique_lock rl(recvMu_, std::try_to_lock);
-      if ((recvsDone = rl.owns_lock()))
-        for (auto& [k, p] : recvs_) fail(*p);
+      if ((recvsDone = rl.owns_lock())) closePortsLeftOpen(recvsLeftOpen_, recvs_, s);
     }
     if ((sendsDone && recvsDone) || d.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (!sendsDone || !recvsDone)
-    RECCL_INFO(kLogColl, "rank %d: the %s ports stay open until the communicator goes (their map stayed held %d ms)",
-               rank_, !sendsDone && !recvsDone ? "send and receive" : !sendsDone ? "send" : "receive", kBreakLockMs);
+    RECCL_INFO(kLogColl, "rank %d: the %s port map stayed held %d ms; its holder closes the ports", rank_,
+               !sendsDone && !recvsDone ? "send and receive" : !sendsDone ? "send" : "receive", kBreakLockMs);
 }
 
 Status Comm::run(const std::function<Status()>& op) {

@@ -68,7 +68,8 @@ struct CommOptions {
 // inMu_ guards incoming_ (the listener's hand-over); workMu_ the channel workers' queue and
 // batches; activeMu_ the count of calls in flight; errMu_ the latched error. Order where two are
 // held: recvMu_ -> sendMu_ and recvMu_ -> inMu_ (recvPort), sendMu_ -> dialMu_ (sendPort),
-// workMu_ -> activeMu_ (a worker that outlived its call). breakComm, portCount and ports only
+// sendMu_ / recvMu_ -> errMu_ (closePortsLeftOpen), workMu_ -> activeMu_ (a worker that outlived
+// its call). breakComm, portCount and ports only
 // try_lock the port maps: they run on threads that may hold them or wait for them (a path's
 // failure, the failover's monitor).
 class Comm final : public channel::ChannelSet, private FailoverHost {
@@ -278,6 +279,18 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   mutable std::mutex errMu_;
   Status fatal_;
   std::atomic<bool> broken_{false};
+  // A failure whose breakComm did not get the map yet: the next holder of the map closes its
+  // ports (closePortsLeftOpen, under that map's lock).
+  std::atomic<bool> sendsLeftOpen_{false};
+  std::atomic<bool> recvsLeftOpen_{false};
+  template <typename PortMap>
+  static void closePortsLeftOpen(std::atomic<bool>& leftOpen, PortMap& ports, const Status& why) {
+    if (!leftOpen.exchange(false)) return;
+    for (auto& [k, p] : ports) {
+      p->fail(why);
+      if (p->path()) p->path()->shutdown();
+    }
+  }
   std::atomic<uint64_t> collectives_{0};
 };
 
