@@ -39,20 +39,27 @@ struct Job {
   bool attemptAtLeastOnce = false;
 };
 
+// A move of `path`, which the connection runs on `rail`, only while the port still runs it.
+inline Job pathMove(ConnId id, MigrateReason reason, FaultSource source, int rail, const channel::Path* path,
+                    uint64_t faultNs) noexcept {
+  Job j;
+  j.id = id;
+  j.reason = reason;
+  j.source = source;
+  j.fromRail = rail;
+  j.ifPath = path;
+  j.faultNs = faultNs;
+  return j;
+}
+
 // The move of the stall check's verdict on `path`, which a connection ran on `rail` when the
 // check read it (the rail read first: a commit sets the path, then the rail), quiet for quietMs
 // at nowNs. Only while the port still runs that path: the sample and the verdict take time, and
 // a move the peer committed meanwhile (its own stall check saw the same silence) has replaced
 // the path; moving the new one would take the connection back onto the stalled rail.
 inline Job stallMove(ConnId id, int rail, const channel::Path* path, uint32_t quietMs, uint64_t nowNs) noexcept {
-  Job j;
-  j.id = id;
-  j.reason = MigrateReason::kStall;
-  j.source = FaultSource::kStall;
-  j.fromRail = rail;
-  j.ifPath = path;
-  j.faultNs = nowNs - std::min<uint64_t>(nowNs, static_cast<uint64_t>(quietMs) * 1000000ull);
-  return j;
+  return pathMove(id, MigrateReason::kStall, FaultSource::kStall, rail, path,
+                  nowNs - std::min<uint64_t>(nowNs, static_cast<uint64_t>(quietMs) * 1000000ull));
 }
 
 // The move of a connection left on the path its last commit retired (Conn::retired: that commit
@@ -66,13 +73,7 @@ inline std::optional<Job> leftOnRetiredPath(ConnId id, int rail, const channel::
                                             int64_t graceMs) noexcept {
   if (!current || current != retired) return std::nullopt;
   if (nowNs < retiredNs + static_cast<uint64_t>(std::max<int64_t>(0, graceMs)) * 1000000ull) return std::nullopt;
-  Job j;
-  j.id = id;
-  j.reason = MigrateReason::kSocketError;
-  j.source = FaultSource::kSocketError;
-  j.fromRail = rail;
-  j.ifPath = current;
-  j.faultNs = retiredNs;
+  Job j = pathMove(id, MigrateReason::kSocketError, FaultSource::kSocketError, rail, current, retiredNs);
   j.attemptAtLeastOnce = true;
   return j;
 }
