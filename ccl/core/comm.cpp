@@ -371,17 +371,9 @@ Status Comm::run(const std::function<Status()>& op) {
 
 void Comm::stop(const Status& why) {
   env_.aborted.store(true);
+  // Ends every wait (PortEnv::commFailure, the ports it fails), now or at the earlier failure; it
+  // never waits for a map a lazy connect holds: recclCommRevoke runs from a watchdog while calls wait.
   breakComm(why);
-  // A wait looks at the abort at least every 20 ms; waking it only saves that. So a map that a
-  // lazy connect holds is not waited for: recclCommRevoke runs from a watchdog while calls wait.
-  {
-    std::unique_lock sl(sendMu_, std::try_to_lock);
-    if (sl.owns_lock())
-      for (auto& [k, p] : sends_) p->wakeAll();
-  }
-  std::unique_lock rl(recvMu_, std::try_to_lock);
-  if (rl.owns_lock())
-    for (auto& [k, p] : recvs_) p->wakeAll();
 }
 
 void Comm::revoke() {

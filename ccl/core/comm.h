@@ -291,6 +291,17 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
       if (p->path()) p->path()->shutdown();
     }
   }
+  // Declared after a lazy connect's lock of its map (sendPort, recvPort): a failure of the
+  // communicator while it held the map closes the map's ports before the map goes back.
+  template <typename PortMap>
+  struct CloseIfBroken {
+    Comm* c;
+    std::atomic<bool>& leftOpen;
+    PortMap& ports;
+    ~CloseIfBroken() {
+      if (c->broken_.load()) closePortsLeftOpen(leftOpen, ports, c->asyncError());
+    }
+  };
   std::atomic<uint64_t> collectives_{0};
 };
 

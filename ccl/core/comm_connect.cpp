@@ -73,14 +73,7 @@ Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) 
 
 Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   std::lock_guard lk(sendMu_);
-  // The communicator failed while this held the map (a lazy connect): its ports are closed here,
-  // before the map goes back (Comm::breakComm).
-  struct CloseOnExit {
-    Comm* c;
-    ~CloseOnExit() {
-      if (c->broken_.load()) c->closePortsLeftOpen(c->sendsLeftOpen_, c->sends_, c->asyncError());
-    }
-  } closeOnExit{this};
+  CloseIfBroken<decltype(sends_)> closeOnExit{this, sendsLeftOpen_, sends_};
   auto key = PortKey(peer, channel);
   if (auto it = sends_.find(key); it != sends_.end()) return it->second.get();
   if (broken_.load()) return asyncError();
@@ -180,12 +173,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
 
 Result<channel::RecvPort*> Comm::recvPort(int peer, int channel) {
   std::lock_guard lk(recvMu_);
-  struct CloseOnExit {  // as in sendPort
-    Comm* c;
-    ~CloseOnExit() {
-      if (c->broken_.load()) c->closePortsLeftOpen(c->recvsLeftOpen_, c->recvs_, c->asyncError());
-    }
-  } closeOnExit{this};
+  CloseIfBroken<decltype(recvs_)> closeOnExit{this, recvsLeftOpen_, recvs_};
   auto key = PortKey(peer, channel);
   if (auto it = recvs_.find(key); it != recvs_.end()) return it->second.get();
   if (broken_.load()) return asyncError();
