@@ -69,9 +69,8 @@ struct CommOptions {
 // batches; activeMu_ the count of calls in flight; errMu_ the latched error. Order where two are
 // held: recvMu_ -> sendMu_ and recvMu_ -> inMu_ (recvPort), sendMu_ -> dialMu_ (sendPort),
 // sendMu_ / recvMu_ -> errMu_ (closePortsLeftOpen), workMu_ -> activeMu_ (a worker that outlived
-// its call). breakComm, portCount and ports only
-// try_lock the port maps: they run on threads that may hold them or wait for them (a path's
-// failure, the failover's monitor).
+// its call). breakComm, portCount and ports only try_lock the port maps: they run on threads
+// that may hold them or wait for them (a path's failure, the failover's monitor).
 class Comm final : public channel::ChannelSet, private FailoverHost {
  public:
   // Joins the communicator described by `id` as `rank` of `nranks`. `root`, when given, is the
