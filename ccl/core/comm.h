@@ -196,9 +196,10 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // Sum of every connection's step counters: changes whenever any step moves.
   uint64_t progressMark();
   // Connections made during init wait up to RECCL_BOOTSTRAP_TIMEOUT_MS; later (lazy) ones are
-  // part of a collective and wait up to RECCL_TIMEOUT_MS.
+  // part of a collective and wait up to RECCL_TIMEOUT_MS, or until the communicator fails (an
+  // abort, a revoke, a fault elsewhere), whose error the call then returns.
   Deadline connectDeadline() const {
-    if (initialized_) return Deadline::afterMs(opts_.timeoutMs);
+    if (initialized_) return Deadline::afterMs(opts_.timeoutMs).cancellable(&broken_);
     return Deadline::afterMs(opts_.bootstrapTimeoutMs).cancellable(opts_.cancelInit.get());
   }
   std::atomic<bool> initialized_{false};

@@ -62,9 +62,9 @@ Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) 
     auto fd = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name,
                                     turns ? d.within(plan.perRailMs) : d);
     if (fd.ok()) return fd;
+    if (broken_.load()) return asyncError();
     if (d.cancelled()) return Status(Errc::kAborted, "init aborted while connecting to rank " + std::to_string(peer));
     if (!turns || d.expired()) return fd.status();
-    if (broken_.load()) return asyncError();
     if (env_.firstPortFailure.set()) return env_.firstPortFailure.get();  // the call fails with it
     RECCL_INFO(kLogNet, "rank %d: connect to rank %d on rail %d (%s): %s; dialling rail %d next", rank_, peer, *rail,
                src.name.c_str(), fd.status().message().c_str(), plan.rails[(i + 1) % plan.rails.size()]);
@@ -100,7 +100,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     // Connect first: the named segment exists only while the peer is known to be there.
     transport::Endpoint dst{pi.nics[0].addr, pi.dataPort};
     auto c = transport::connectTcp(dst, 0, "", d);
-    if (!c.ok()) return c.status().Wrap("connecting to rank " + std::to_string(peer));
+    if (!c.ok()) return broken_.load() ? asyncError() : c.status().Wrap("connecting to rank " + std::to_string(peer));
     fd = std::move(c).value();
     RECCL_ASSIGN_OR_RETURN(mem, transport::createShm(shmName, opts_.slots, opts_.chunkBytes));
     h.kind = HelloKind::kShmData;
@@ -151,8 +151,9 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     auto link = verbs_->accept(std::move(fd));
     const transport::LinkEnd end{port.get(), true, rail, port->epoch()};
     transport::ByteIo io = link->io(d);
-    RECCL_TRY(link->sendRecord(io, end).Wrap("connecting to rank " + std::to_string(peer)));
-    RECCL_TRY(link->takePeerRecord(io, end).Wrap("connecting to rank " + std::to_string(peer)));
+    Status rec = link->sendRecord(io, end);
+    if (rec.ok()) rec = link->takePeerRecord(io, end);
+    if (!rec.ok()) return broken_.load() ? asyncError() : rec.Wrap("connecting to rank " + std::to_string(peer));
     auto path = link->makePath(*port, true, 0, desc);
     auto* raw = path.get();
     port->setPath(std::move(path));

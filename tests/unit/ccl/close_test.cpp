@@ -284,4 +284,71 @@ void failedReceiveThenClose(Close how) {
 TEST(CclCloseInFlight, AbortLeavesAFailedReceivesBufferAlone) { failedReceiveThenClose(Close::kAbort); }
 TEST(CclCloseInFlight, DestroyLeavesAFailedReceivesBufferAlone) { failedReceiveThenClose(Close::kDestroy); }
 
+// A call's lazy connect through a NIC that is down, with failover off (RECCL_FAILOVER=0): it
+// dials again and again (the network is unreachable) until RECCL_TIMEOUT_MS, a minute here. A
+// watchdog's abort meanwhile ends the call at once, with recclAborted: the connect's deadline ends
+// with its communicator.
+TEST(CclCloseConnecting, AnAbortEndsALazyConnectThroughADownNicWithFailoverOff) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: a network namespace of its own with a veth NIC";
+  ScopedEnv off("RECCL_FAILOVER", "0");
+  ScopedEnv tcp("RECCL_SHM_DISABLE", "1");
+  ScopedEnv nics("RECCL_NICS", "=nic0");
+  ScopedEnv t("RECCL_TIMEOUT_MS", "60000");
+  std::string skip;
+  std::string failure;
+  std::thread job([&] {
+    if (unshare(CLONE_NEWNET) != 0) {
+      skip = std::string("unshare(CLONE_NEWNET): ") + std::strerror(errno);
+      return;
+    }
+    if (std::system("ip link set lo up && ip link add nic0 type veth peer name nic0p && "
+                    "ip addr add 10.123.0.1/24 dev nic0 && ip link set nic0p up && ip link set nic0 up") != 0) {
+      skip = "could not make a veth NIC (needs ip and the veth driver)";
+      return;
+    }
+    // Three ranks: init connects each to its ring neighbours (0->1, 1->2, 2->0); 0->2 is lazy.
+    std::optional<Comms> comms(std::in_place, 3);
+    if (!comms->ok()) {
+      failure = "init: " + comms->error();
+      return;
+    }
+    if (std::system("ip link set nic0 down") != 0) {
+      failure = "could not take nic0 down";
+      return;
+    }
+    float x = 1.0f;
+    std::atomic<bool> returned{false};
+    std::atomic<recclResult_t> rc{recclSuccess};
+    std::thread call([&] {
+      rc = recclSend(&x, 1, recclFloat32, 2, (*comms)[0], nullptr);
+      returned = true;
+    });
+    std::this_thread::sleep_for(Ms(500));
+    if (returned.load()) {
+      failure = std::string("the send was to keep dialling through the down NIC; it returned ") +
+                recclGetErrorString(rc.load()) + ": " + lastError();
+    } else {
+      recclComm_t c = (*comms)[0];
+      comms->forget(0);
+      const auto start = Clock::now();
+      const recclResult_t aborted = recclCommAbort(c);
+      while (!returned.load() && Clock::now() - start < Ms(10000)) std::this_thread::sleep_for(Ms(5));
+      const auto took = std::chrono::duration_cast<Ms>(Clock::now() - start).count();
+      if (aborted != recclSuccess)
+        failure = std::string("the abort failed: ") + recclGetErrorString(aborted);
+      else if (!returned.load())
+        failure = "the send was still dialling 10 s after the abort (its deadline is 60 s)";
+      else if (took > 3000)  // against the 60 s deadline, load included
+        failure = "the send returned " + std::to_string(took) + " ms after the abort";
+      else if (rc.load() != recclAborted)
+        failure = std::string("the send returned ") + recclGetErrorString(rc.load()) + ", not recclAborted";
+    }
+    call.join();
+    comms.reset();
+  });
+  job.join();
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  EXPECT_TRUE(failure.empty()) << failure;
+}
+
 }  // namespace
