@@ -62,7 +62,8 @@ Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) 
     auto fd = transport::connectTcp(dst, src.addr, src.name == "lo" ? "" : src.name,
                                     turns ? d.within(plan.perRailMs) : d);
     if (fd.ok()) return fd;
-    if (broken_.load()) return asyncError();
+    // After init the deadline ends with the communicator: its failure is the answer.
+    if (broken_.load() || (d.cancelled() && initialized_)) return asyncError();
     if (d.cancelled()) return Status(Errc::kAborted, "init aborted while connecting to rank " + std::to_string(peer));
     if (!turns || d.expired()) return fd.status();
     if (env_.firstPortFailure.set()) return env_.firstPortFailure.get();  // the call fails with it
