@@ -347,14 +347,13 @@ void Monitor::takeRailDown(int rail, FaultSource src, uint64_t signalNs, Migrate
   for (auto& c : ctx_.conns.snapshot()) {
     // A relayed connection does not use this rank's NIC (its relay reports its own faults).
     if (c->rail.load() != rail || c->relayVia.load() >= 0) continue;
-    Job j;
-    j.id = c->id;
-    j.reason = reason;
-    j.source = src;
-    j.fromRail = rail;
-    j.faultNs = signalNs;
-    j.emitNs = emitNs;
-    j.seenNs = seenNs;
+    Job j{.id = c->id,
+          .reason = reason,
+          .source = src,
+          .fromRail = rail,
+          .faultNs = signalNs,
+          .emitNs = emitNs,
+          .seenNs = seenNs};
     // Over a standby the request goes out from here, and the reply is read here.
     if (auto sent = ctx_.migration->beginEarly(j)) early_.push_back(std::move(*sent));
   }
@@ -399,14 +398,12 @@ int Monitor::enqueueFailBacks(int rail, FaultSource src, uint64_t signalNs, int 
   int n = 0;
   for (auto& c : ctx_.conns.snapshot()) {
     if (!awayFromPreferred(*c, rail) || (peer >= 0 && c->peer != peer)) continue;
-    Job j;
-    j.id = c->id;
-    j.reason = MigrateReason::kFailBack;
-    j.source = src;
-    j.fromRail = c->rail.load();
-    j.toRail = rail;
-    j.faultNs = signalNs;
-    ctx_.migration->enqueue(j);
+    ctx_.migration->enqueue(Job{.id = c->id,
+                                .reason = MigrateReason::kFailBack,
+                                .source = src,
+                                .fromRail = c->rail.load(),
+                                .toRail = rail,
+                                .faultNs = signalNs});
     ++n;
   }
   return n;
@@ -482,13 +479,11 @@ void Monitor::moveOffGrayRails(int peer, FaultSource src, uint64_t signalNs) {
     const int cur = c->rail.load();
     if (peer >= 0 && c->peer != peer) continue;
     if (cur < 0 || cur >= ctx_.cfg.nrails || ((up >> cur) & 1u) || c->relayVia.load() >= 0) continue;
-    Job j;
-    j.id = c->id;
-    j.reason = MigrateReason::kDegraded;
-    j.source = src;
-    j.fromRail = cur;
-    j.faultNs = signalNs;
-    ctx_.migration->enqueue(j);
+    ctx_.migration->enqueue(Job{.id = c->id,
+                                .reason = MigrateReason::kDegraded,
+                                .source = src,
+                                .fromRail = cur,
+                                .faultNs = signalNs});
   }
 }
 
@@ -502,12 +497,11 @@ bool Monitor::onPathFailure(const channel::PortId& id, const channel::Path* self
   // A commit replaced the path since it failed: how a migration looks from here (pathFailed
   // ignores it).
   if (self && self != c->port->path()) return false;
-  Job j;  // a move of the connection, when one is taken
-  j.id = cid;
-  j.reason = MigrateReason::kSocketError;
-  j.source = FaultSource::kSocketError;
-  j.fromRail = c->rail.load();
-  j.faultNs = monotonicNs();
+  Job j{.id = cid,  // a move of the connection, when one is taken
+        .reason = MigrateReason::kSocketError,
+        .source = FaultSource::kSocketError,
+        .fromRail = c->rail.load(),
+        .faultNs = monotonicNs()};
   // Our own migration of this connection closes the old path under the peer, and the peer's
   // closes it under us: expected, not a fault, as long as the handshake in flight commits. When it
   // does not (its reply lost on a rail that failed at that moment), the port is left on a dead path

@@ -291,12 +291,7 @@ void Migration::servePassive(std::unique_ptr<transport::Link> link, const core::
   tl.commitNs = monotonicNs();
   tl.sentNs = moved.replySentNs;
   ctx_.counters.bytesResent.fetch_add(moved.resent);
-  Job j;
-  j.id = req.conn;
-  j.reason = req.reason;
-  j.source = FaultSource::kPeer;
-  j.fromRail = -1;
-  j.toRail = req.rail;
+  const Job j{.id = req.conn, .reason = req.reason, .source = FaultSource::kPeer, .fromRail = -1, .toRail = req.rail};
   log(*c, j, moved, req.rail, false, tl.commitNs, &tl);
 }
 

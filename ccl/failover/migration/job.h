@@ -33,24 +33,11 @@ struct Job {
   const channel::Path* ifPath = nullptr;
   // Begun on the monitor thread (Migration::beginEarly): the request sent on the connection's
   // standby; the monitor reads the reply (concludeEarly). Never on a queued job.
-  std::shared_ptr<EarlyRequest> early;
+  std::shared_ptr<EarlyRequest> early{};
   // A verdict reached some time after its first signal (leftOnRetiredPath): at least one attempt
   // when it runs, as a stall verdict has (failoverBudgetMs).
   bool attemptAtLeastOnce = false;
 };
-
-// A move of `path`, which the connection runs on `rail`, only while the port still runs it.
-inline Job pathMove(ConnId id, MigrateReason reason, FaultSource source, int rail, const channel::Path* path,
-                    uint64_t faultNs) noexcept {
-  Job j;
-  j.id = id;
-  j.reason = reason;
-  j.source = source;
-  j.fromRail = rail;
-  j.ifPath = path;
-  j.faultNs = faultNs;
-  return j;
-}
 
 // The move of the stall check's verdict on `path`, which a connection ran on `rail` when the
 // check read it (the rail read first: a commit sets the path, then the rail), quiet for quietMs
@@ -58,8 +45,12 @@ inline Job pathMove(ConnId id, MigrateReason reason, FaultSource source, int rai
 // a move the peer committed meanwhile (its own stall check saw the same silence) has replaced
 // the path; moving the new one would take the connection back onto the stalled rail.
 inline Job stallMove(ConnId id, int rail, const channel::Path* path, uint32_t quietMs, uint64_t nowNs) noexcept {
-  return pathMove(id, MigrateReason::kStall, FaultSource::kStall, rail, path,
-                  nowNs - std::min<uint64_t>(nowNs, static_cast<uint64_t>(quietMs) * 1000000ull));
+  return Job{.id = id,
+             .reason = MigrateReason::kStall,
+             .source = FaultSource::kStall,
+             .fromRail = rail,
+             .faultNs = nowNs - std::min<uint64_t>(nowNs, static_cast<uint64_t>(quietMs) * 1000000ull),
+             .ifPath = path};
 }
 
 // The move of a connection left on the path its last commit retired (Conn::retired: that commit
@@ -73,9 +64,13 @@ inline std::optional<Job> leftOnRetiredPath(ConnId id, int rail, const channel::
                                             int64_t graceMs) noexcept {
   if (!current || current != retired) return std::nullopt;
   if (nowNs < retiredNs + static_cast<uint64_t>(std::max<int64_t>(0, graceMs)) * 1000000ull) return std::nullopt;
-  Job j = pathMove(id, MigrateReason::kSocketError, FaultSource::kSocketError, rail, current, retiredNs);
-  j.attemptAtLeastOnce = true;
-  return j;
+  return Job{.id = id,
+             .reason = MigrateReason::kSocketError,
+             .source = FaultSource::kSocketError,
+             .fromRail = rail,
+             .faultNs = retiredNs,
+             .ifPath = current,
+             .attemptAtLeastOnce = true};
 }
 
 // How long a job may still try at nowNs, when it runs (ms, at least 1): RECCL_FAILOVER_TIMEOUT_MS

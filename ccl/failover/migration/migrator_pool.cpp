@@ -86,11 +86,7 @@ void Migration::push(Job j) {
 }
 
 void Migration::queueStandby(const ConnId& id, uint64_t nowNs) {
-  Job j;
-  j.id = id;
-  j.reason = MigrateReason::kStandby;
-  j.queuedNs = nowNs;
-  queue_.pushJob(std::move(j));
+  queue_.pushJob(Job{.id = id, .reason = MigrateReason::kStandby, .queuedNs = nowNs});
 }
 
 Status Migration::onMigrationHello(UniqueFd fd, const core::Hello& h) {
