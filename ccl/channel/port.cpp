@@ -174,6 +174,16 @@ void PortBase::wakeAll() noexcept {
   counters()->toSender.ring();
 }
 
+std::optional<Status> PortBase::stopReason() const {
+  if (latch_.set()) return latch_.get();
+  if (!env_) return std::nullopt;
+  if (env_->commFailure.set()) return env_->commFailure.get();
+  if (env_->aborted.load(std::memory_order_acquire))
+    return Status(Errc::kAborted, env_->revoked.load(std::memory_order_relaxed) ? "communicator revoked (recclCommRevoke)"
+                                                                                 : "communicator aborted");
+  return std::nullopt;
+}
+
 template <typename Ready>
 Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const char* what) {
   Clock::time_point slowStart{}, spinUntil{};
@@ -186,12 +196,7 @@ Status PortBase::waitUntil(Doorbell& bell, Ready ready, Deadline deadline, const
       if (spin > kSpinIterations) spinHot_ = Clock::now() - slowStart <= 2 * window;
       return Status::Ok();
     }
-    if (latch_.set()) return latch_.get();
-    if (env_ && env_->commFailure.set()) return env_->commFailure.get();
-    if (env_ && env_->aborted.load(std::memory_order_acquire))
-      return Status(Errc::kAborted, env_->revoked.load(std::memory_order_relaxed)
-                                        ? "communicator revoked (recclCommRevoke)"
-                                        : "communicator aborted");
+    if (auto why = stopReason()) return std::move(*why);
     if (spin < kSpinIterations) {
       _mm_pause();
       continue;

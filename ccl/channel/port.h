@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <shared_mutex>
 #include <span>
@@ -164,11 +165,11 @@ class PortBase {
   void lose(const Status& s);
   bool failed() const noexcept { return latch_.set(); }
   Status error() const { return latch_.get(); }
-  // A wait on this port would return at once: the port failed, or its communicator failed or
-  // was aborted (what a loop that polls ports instead of waiting on one checks).
-  bool stopped() const noexcept {
-    return latch_.set() || (env_ && (env_->aborted.load(std::memory_order_acquire) || env_->commFailure.set()));
-  }
+  // Why a wait on this port would return at once, if it would: the port's failure, else its
+  // communicator's failure or abort.
+  std::optional<Status> stopReason() const;
+  // What a loop that polls ports instead of waiting on one checks.
+  bool stopped() const { return stopReason().has_value(); }
   // Wakes all waiters so they re-check abort/error flags.
   void wakeAll() noexcept;
   // Failover calls this just before a migrated path starts: the next step completed on this
