@@ -329,17 +329,17 @@ void Comm::breakComm(const Status& s) {
   // (closePortsLeftOpen); whichever takes the map first does it.
   sendsLeftOpen_.store(true);
   recvsLeftOpen_.store(true);
+  // Closes a map's ports if its lock is free now; whether it was.
+  auto closeIfFree = [&](std::mutex& mu, std::atomic<bool>& leftOpen, auto& ports) {
+    std::unique_lock l(mu, std::try_to_lock);
+    if (l.owns_lock()) closePortsLeftOpen(leftOpen, ports, s);
+    return l.owns_lock();
+  };
   bool sendsDone = false, recvsDone = false;
   const Deadline d = Deadline::afterMs(kBreakLockMs);
   for (;;) {
-    if (!sendsDone) {
-      std::unique_lock sl(sendMu_, std::try_to_lock);
-      if ((sendsDone = sl.owns_lock())) closePortsLeftOpen(sendsLeftOpen_, sends_, s);
-    }
-    if (!recvsDone) {
-      std::unique_lock rl(recvMu_, std::try_to_lock);
-      if ((recvsDone = rl.owns_lock())) closePortsLeftOpen(recvsLeftOpen_, recvs_, s);
-    }
+    sendsDone = sendsDone || closeIfFree(sendMu_, sendsLeftOpen_, sends_);
+    recvsDone = recvsDone || closeIfFree(recvMu_, recvsLeftOpen_, recvs_);
     if ((sendsDone && recvsDone) || d.expired()) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }

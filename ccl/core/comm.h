@@ -183,6 +183,8 @@ class Comm final : public channel::ChannelSet, private FailoverHost {
   // NIC on the same rail: `preferred` first, then (with failover) the other rails known healthy,
   // each dialled for the failover's per-rail time in turn. *rail: the rail it was made on.
   Result<UniqueFd> dialData(int peer, int preferred, Deadline d, int* rail);
+  // A lazy connect's failure `s` as its call returns it: the communicator's error once it failed.
+  Status connectFailure(const Status& s, int peer) const;
   void listenLoop();
   Status handleHello(UniqueFd fd, const Hello& h);
   // A kShrink hello's note, read, kept for takeShrinkNote and acknowledged.

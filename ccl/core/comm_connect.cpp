@@ -72,6 +72,13 @@ Result<UniqueFd> Comm::dialData(int peer, int preferred, Deadline d, int* rail) 
   }
 }
 
+Status Comm::connectFailure(const Status& s, int peer) const {
+  // Its deadline ends with the communicator, and breakComm shuts a dialling socket down: the
+  // communicator's failure is then the reason.
+  if (broken_.load()) return asyncError();
+  return s.Wrap("connecting to rank " + std::to_string(peer));
+}
+
 Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   std::lock_guard lk(sendMu_);
   CloseIfBroken<decltype(sends_)> closeOnExit{this, sendsLeftOpen_, sends_};
@@ -101,7 +108,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     // Connect first: the named segment exists only while the peer is known to be there.
     transport::Endpoint dst{pi.nics[0].addr, pi.dataPort};
     auto c = transport::connectTcp(dst, 0, "", d);
-    if (!c.ok()) return broken_.load() ? asyncError() : c.status().Wrap("connecting to rank " + std::to_string(peer));
+    if (!c.ok()) return connectFailure(c.status(), peer);
     fd = std::move(c).value();
     RECCL_ASSIGN_OR_RETURN(mem, transport::createShm(shmName, opts_.slots, opts_.chunkBytes));
     h.kind = HelloKind::kShmData;
@@ -138,8 +145,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
   HelloReply reply;
   Status s = broken_.load() ? asyncError() : sendHelloAndWait(fd.get(), h, key_, d, &reply);
   if (shm) transport::unlinkShm(shmName);  // the peer unlinked it already; this covers failures
-  if (!s.ok() && broken_.load()) return asyncError();  // the socket was shut down for that: say why
-  RECCL_TRY(s.Wrap("connecting to rank " + std::to_string(peer)));
+  if (!s.ok()) return connectFailure(s, peer);
   auto port = std::make_unique<channel::SendPort>(channel::PortId{rank_, peer, channel}, std::move(mem), &env_);
   if (shm) {
     port->setPath(std::make_unique<transport::ShmPath>(engine_.get(), std::move(fd), port.get(), true, desc));
@@ -154,7 +160,7 @@ Result<channel::SendPort*> Comm::sendPort(int peer, int channel) {
     transport::ByteIo io = link->io(d);
     Status rec = link->sendRecord(io, end);
     if (rec.ok()) rec = link->takePeerRecord(io, end);
-    if (!rec.ok()) return broken_.load() ? asyncError() : rec.Wrap("connecting to rank " + std::to_string(peer));
+    if (!rec.ok()) return connectFailure(rec, peer);
     auto path = link->makePath(*port, true, 0, desc);
     auto* raw = path.get();
     port->setPath(std::move(path));
